@@ -1,0 +1,243 @@
+"""Harbor task layout: read a directory into a `Task`, write a `Task` back out.
+
+Layout: task.toml, instruction.md, environment/ (Dockerfile, app/...), solution/solve.sh,
+tests/test.sh (+ any other test files). T1-specific metadata lives in a `[t1]` table of
+task.toml that other Harbor harnesses ignore. A task read from disk and written back unchanged
+reproduces every file byte for byte: task.toml is re-emitted verbatim while its metadata is
+unchanged, and rendered canonically once anything in it changes.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+from pydantic import ValidationError
+
+from tasks.errors import TaskFormatError
+from tasks.model import Category, Difficulty, EnvironmentSpec, Limits, Lineage, Task
+
+CATEGORY_ALIASES: dict[str, Category] = {
+    "software-engineering": Category.SOFTWARE_DEVELOPMENT,
+    "programming": Category.SOFTWARE_DEVELOPMENT,
+    "coding": Category.SOFTWARE_DEVELOPMENT,
+    "system-admin": Category.SYSTEM_ADMINISTRATION,
+    "sysadmin": Category.SYSTEM_ADMINISTRATION,
+    "devops": Category.SYSTEM_ADMINISTRATION,
+    "scripting": Category.SCRIPTING_AUTOMATION,
+    "automation": Category.SCRIPTING_AUTOMATION,
+    "file-operations": Category.SCRIPTING_AUTOMATION,
+    "environment-and-package-setup": Category.ENVIRONMENT_SETUP,
+    "package-setup": Category.ENVIRONMENT_SETUP,
+    "git": Category.VERSION_CONTROL,
+    "machine-learning": Category.DATA_SCIENCE,
+    "data-analysis": Category.DATA_SCIENCE,
+    "optimization": Category.PERFORMANCE,
+    "security-and-cryptography": Category.SECURITY,
+    "cryptography": Category.SECURITY,
+    "networks": Category.NETWORKING,
+}
+
+
+def parse_category(raw: object, *, path: Path | str, field: str) -> Category:
+    """Map a category string onto the closed list; unknown strings become `other`."""
+    if raw is None or raw == "":
+        return Category.OTHER
+    if not isinstance(raw, str):
+        raise TaskFormatError(path, field, f"expected a string, got {raw!r}")
+    key = raw.strip().lower().replace("_", "-").replace(" ", "-")
+    try:
+        return Category(key)
+    except ValueError:
+        return CATEGORY_ALIASES.get(key, Category.OTHER)
+
+
+def parse_difficulty(raw: object, *, path: Path | str, field: str) -> Difficulty:
+    if raw is None or raw == "":
+        return Difficulty.UNKNOWN
+    if not isinstance(raw, str):
+        raise TaskFormatError(path, field, f"expected a string, got {raw!r}")
+    try:
+        return Difficulty(raw.strip().lower())
+    except ValueError as e:
+        allowed = ", ".join(d.value for d in Difficulty)
+        raise TaskFormatError(path, field, f"unknown difficulty {raw!r} ({allowed})") from e
+
+
+def read_tree(root: Path) -> dict[str, bytes]:
+    """All regular files below `root` as {posix relative path: bytes}; {} when absent."""
+    if not root.is_dir():
+        return {}
+    return {
+        p.relative_to(root).as_posix(): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    }
+
+
+def _table(doc: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
+    value = doc.get(key, {})
+    if not isinstance(value, dict):
+        raise TaskFormatError(path, key, f"expected a table, got {type(value).__name__}")
+    return value
+
+
+def load_harbor(task_dir: Path | str) -> Task:
+    """Read one Harbor task directory. Raises TaskFormatError naming the file and field."""
+    task_dir = Path(task_dir)
+    toml_path = task_dir / "task.toml"
+    if not task_dir.is_dir():
+        raise TaskFormatError(task_dir, None, "not a directory")
+    if not toml_path.is_file():
+        raise TaskFormatError(toml_path, None, "missing (every Harbor task has a task.toml)")
+    toml_text = toml_path.read_bytes().decode("utf-8")
+    try:
+        doc = tomllib.loads(toml_text)
+    except tomllib.TOMLDecodeError as e:
+        raise TaskFormatError(toml_path, None, f"invalid TOML: {e}") from e
+    instruction_path = task_dir / "instruction.md"
+    if not instruction_path.is_file():
+        raise TaskFormatError(instruction_path, None, "missing (the agent's instruction)")
+    tests = read_tree(task_dir / "tests")
+    if "test.sh" not in tests:
+        raise TaskFormatError(task_dir / "tests" / "test.sh", None, "missing (verifier entry)")
+    solution: dict[str, bytes] | None = read_tree(task_dir / "solution") or None
+    if solution is not None and "solve.sh" not in solution:
+        raise TaskFormatError(task_dir / "solution" / "solve.sh", None, "missing")
+    task = task_from_toml(
+        doc,
+        path=toml_path,
+        task_id=task_dir.name.lower(),
+        instruction=instruction_path.read_bytes().decode("utf-8"),
+        environment_files=read_tree(task_dir / "environment"),
+        solution=solution,
+        verifier=tests,
+    )
+    task._source_toml = (render_toml(task), toml_text)
+    return task
+
+
+def task_from_toml(
+    doc: dict[str, Any],
+    *,
+    path: Path,
+    task_id: str,
+    instruction: str,
+    environment_files: dict[str, bytes],
+    solution: dict[str, bytes] | None,
+    verifier: dict[str, bytes],
+) -> Task:
+    meta = _table(doc, "metadata", path)
+    agent = _table(doc, "agent", path)
+    ver = _table(doc, "verifier", path)
+    env = _table(doc, "environment", path)
+    t1 = _table(doc, "t1", path)
+    lineage_doc = t1.get("lineage", {})
+    try:
+        limits = Limits(
+            agent_timeout_s=agent.get("timeout_sec", 600.0),
+            verifier_timeout_s=ver.get("timeout_sec", 120.0),
+            build_timeout_s=env.get("build_timeout_sec", 600.0),
+            cpus=env.get("cpus", 1),
+            memory_mb=env.get("memory_mb", 2048),
+            disk_mb=env.get("storage_mb", 1024),
+            pids=t1.get("pids", 256),
+            output_bytes=t1.get("output_bytes", 1_000_000),
+        )
+        environment = EnvironmentSpec(
+            requires=t1.get("requires", []),
+            setup=t1.get("setup", []),
+            allow_network=env.get("allow_internet", False),
+            workdir=t1.get("workdir", "/app"),
+            files=environment_files,
+        )
+        lineage = Lineage(**lineage_doc)
+        return Task(
+            id=str(t1.get("id", task_id)),
+            name=str(meta.get("name", task_id)),
+            instruction=instruction,
+            category=parse_category(meta.get("category"), path=path, field="metadata.category"),
+            difficulty=parse_difficulty(
+                meta.get("difficulty"), path=path, field="metadata.difficulty"
+            ),
+            tags=list(meta.get("tags", [])),
+            author=meta.get("author_name"),
+            limits=limits,
+            environment=environment,
+            solution=solution,
+            verifier=verifier,
+            binary_verifier=bool(t1.get("binary_verifier", False)),
+            lineage=lineage,
+        )
+    except ValidationError as e:
+        err = e.errors()[0]
+        field = ".".join(str(x) for x in err["loc"])
+        raise TaskFormatError(path, field, err["msg"]) from e
+
+
+def render_toml(task: Task) -> str:
+    """Canonical task.toml for a task (Harbor tables plus the `[t1]` table)."""
+    metadata: dict[str, Any] = {"name": task.name}
+    if task.author:
+        metadata["author_name"] = task.author
+    metadata |= {
+        "difficulty": task.difficulty.value,
+        "category": task.category.value,
+        "tags": list(task.tags),
+    }
+    lim = task.limits
+    lineage = {k: v for k, v in task.lineage.model_dump().items() if v is not None}
+    doc: dict[str, Any] = {
+        "version": "1.0",
+        "metadata": metadata,
+        "verifier": {"timeout_sec": lim.verifier_timeout_s},
+        "agent": {"timeout_sec": lim.agent_timeout_s},
+        "environment": {
+            "build_timeout_sec": lim.build_timeout_s,
+            "cpus": lim.cpus,
+            "memory_mb": lim.memory_mb,
+            "storage_mb": lim.disk_mb,
+            "allow_internet": task.environment.allow_network,
+        },
+        "t1": {
+            "id": task.id,
+            "requires": list(task.environment.requires),
+            "setup": list(task.environment.setup),
+            "workdir": task.environment.workdir,
+            "pids": lim.pids,
+            "output_bytes": lim.output_bytes,
+            "binary_verifier": task.binary_verifier,
+            "lineage": lineage,
+        },
+    }
+    return tomli_w.dumps(doc, multiline_strings=True)
+
+
+def task_files(task: Task) -> dict[str, bytes]:
+    """Every file of the task's Harbor bundle: {relative path: bytes}."""
+    canonical = render_toml(task)
+    toml_text = canonical
+    if task._source_toml is not None and task._source_toml[0] == canonical:
+        toml_text = task._source_toml[1]
+    files: dict[str, bytes] = {
+        "task.toml": toml_text.encode(),
+        "instruction.md": task.instruction.encode(),
+    }
+    files |= {f"environment/{p}": b for p, b in task.environment.files.items()}
+    files |= {f"solution/{p}": b for p, b in (task.solution or {}).items()}
+    files |= {f"tests/{p}": b for p, b in task.verifier.items()}
+    return files
+
+
+def write_harbor(task: Task, dest: Path | str) -> Path:
+    """Write the task's bundle under `dest` (created); scripts keep their executable bit."""
+    dest = Path(dest)
+    for rel, data in task_files(task).items():
+        target = dest / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        if rel.endswith(".sh"):
+            target.chmod(0o755)
+    return dest

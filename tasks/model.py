@@ -1,0 +1,156 @@
+"""The task model: one self-contained terminal task and its content hash.
+
+A task is a bundle of files in the Harbor layout plus typed metadata. The content hash covers
+every file of the bundle as written to disk, so any edit to any file changes it, and lineage
+refers to parents by that hash.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
+
+
+class Category(StrEnum):
+    """Closed list of task categories (the paper's eight first, then the others users need)."""
+
+    SCRIPTING_AUTOMATION = "scripting-automation"
+    SOFTWARE_DEVELOPMENT = "software-development"
+    SYSTEM_ADMINISTRATION = "system-administration"
+    ENVIRONMENT_SETUP = "environment-setup"
+    VERSION_CONTROL = "version-control"
+    DATA_SCIENCE = "data-science"
+    DEBUGGING = "debugging"
+    PERFORMANCE = "performance"
+    DATA_PROCESSING = "data-processing"
+    SECURITY = "security"
+    NETWORKING = "networking"
+    OTHER = "other"
+
+
+PAPER_CATEGORIES: tuple[Category, ...] = tuple(list(Category)[:8])
+
+
+class Difficulty(StrEnum):
+    EASY = "easy"
+    MEDIUM = "medium"
+    HARD = "hard"
+    UNKNOWN = "unknown"
+
+
+class Limits(BaseModel):
+    """Per-trial resource limits; the sandbox enforces every one of them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    agent_timeout_s: float = Field(600.0, gt=0)
+    verifier_timeout_s: float = Field(120.0, gt=0)
+    build_timeout_s: float = Field(600.0, gt=0)
+    cpus: float = Field(1.0, gt=0)
+    memory_mb: int = Field(2048, gt=0)
+    pids: int = Field(256, gt=0)
+    disk_mb: int = Field(1024, gt=0)
+    output_bytes: int = Field(1_000_000, gt=0)
+
+
+class EnvironmentSpec(BaseModel):
+    """What the sandbox must offer before the agent starts.
+
+    `files` are the bundle's `environment/` files (relative paths, raw bytes), including the
+    Dockerfile for the docker backend. Files under `environment/app/` are copied to the
+    working directory. `setup` steps run once, as root, in `workdir`, into a cached layer keyed
+    by `environment_hash`.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    requires: list[str] = Field(default_factory=list)
+    setup: list[str] = Field(default_factory=list)
+    allow_network: bool = False
+    workdir: str = "/app"
+    files: dict[str, bytes] = Field(default_factory=dict)
+
+
+class Lineage(BaseModel):
+    """Where a task came from: parents by content hash, root seed, round and rewrite."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    parents: list[str] = Field(default_factory=list)
+    root_seed: str | None = None
+    round: int = Field(0, ge=0)
+    operator: str | None = None
+    family: str | None = None
+    source_pool: str = "seed"
+
+
+_ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
+
+
+class Task(BaseModel):
+    """A self-contained terminal task.
+
+    `solution` and `verifier` hold the files of `solution/` and `tests/` (relative paths, raw
+    bytes). `solution is None` marks a solution-less task. `binary_verifier` marks a verifier
+    known to report only pass/fail (no per-assertion record).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    name: str
+    instruction: str
+    category: Category = Category.OTHER
+    difficulty: Difficulty = Difficulty.UNKNOWN
+    tags: list[str] = Field(default_factory=list)
+    author: str | None = None
+    limits: Limits = Field(default_factory=Limits)
+    environment: EnvironmentSpec = Field(default_factory=EnvironmentSpec)
+    solution: dict[str, bytes] | None = None
+    verifier: dict[str, bytes] = Field(default_factory=dict)
+    binary_verifier: bool = False
+    lineage: Lineage = Field(default_factory=Lineage)
+    # task.toml text as read, reused verbatim when the metadata is unchanged (round-trip).
+    _source_toml: tuple[str, str] | None = PrivateAttr(default=None)
+
+    @field_validator("id")
+    @classmethod
+    def _check_id(cls, v: str) -> str:
+        if not _ID_RE.match(v):
+            raise ValueError(f"id must be a lowercase slug ([a-z0-9._-], <=128 chars), got {v!r}")
+        return v
+
+    @property
+    def solution_less(self) -> bool:
+        return self.solution is None
+
+    @property
+    def content_hash(self) -> str:
+        """sha256 over every file of the bundle in Harbor layout (paths and bytes)."""
+        from tasks.harbor import task_files  # local import: harbor imports this module
+
+        return bundle_hash(task_files(self))
+
+    @property
+    def environment_hash(self) -> str:
+        """Key of the cached environment layer: requires, setup steps and files."""
+        h = hashlib.sha256()
+        h.update(repr((sorted(self.environment.requires), self.environment.setup)).encode())
+        h.update(repr(self.environment.workdir).encode())
+        h.update(bundle_hash(self.environment.files).encode())
+        return h.hexdigest()
+
+
+def bundle_hash(files: dict[str, bytes]) -> str:
+    """Order-independent sha256 of a {relative path: bytes} bundle."""
+    h = hashlib.sha256()
+    for path in sorted(files):
+        data = files[path]
+        h.update(path.encode())
+        h.update(b"\0")
+        h.update(len(data).to_bytes(8, "big"))
+        h.update(data)
+    return h.hexdigest()

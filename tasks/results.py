@@ -1,0 +1,122 @@
+"""Typed records of what a trial produced: per-assertion outcomes and the trial result.
+
+A trial result never stands for an exception: a task's own failure (timeout, OOM, a broken
+verifier) is a `FailureMode` plus detail inside the record.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, Field
+
+
+class AssertionStatus(StrEnum):
+    """Raw statuses as verifiers report them (pytest / CTRF / JUnit vocabulary)."""
+
+    PASSED = "passed"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    XFAIL = "xfail"
+    XPASS = "xpass"
+    ERROR = "error"
+
+
+# Terminal-Bench semantics: PASSED, XFAIL and SKIPPED count as pass.
+PASSING_STATUSES = frozenset({AssertionStatus.PASSED, AssertionStatus.XFAIL, AssertionStatus.SKIPPED})
+
+
+class AssertionResult(BaseModel):
+    name: str
+    status: AssertionStatus
+    message: str = ""
+    duration_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.status in PASSING_STATUSES
+
+
+class ReportSource(StrEnum):
+    CTRF = "ctrf"
+    JUNIT = "junit"
+    PYTEST = "pytest"
+    REWARD = "reward"  # only reward.txt: a binary verifier
+    NONE = "none"
+
+
+class VerifierReport(BaseModel):
+    """What one verifier run reported. `parse_error` set means no usable record."""
+
+    assertions: list[AssertionResult] = Field(default_factory=list)
+    source: ReportSource = ReportSource.NONE
+    reward: float | None = None
+    parse_error: str | None = None
+
+    @property
+    def binary(self) -> bool:
+        return self.source == ReportSource.REWARD
+
+    @property
+    def passed(self) -> int:
+        return sum(a.ok for a in self.assertions)
+
+    @property
+    def total(self) -> int:
+        return len(self.assertions)
+
+
+class FailureMode(StrEnum):
+    NONE = "none"
+    AGENT_TIMEOUT = "agent_timeout"
+    VERIFIER_TIMEOUT = "verifier_timeout"
+    PARSE_ERROR = "parse_error"
+    ENVIRONMENT_ERROR = "environment_error"
+    OUT_OF_MEMORY = "out_of_memory"
+    OUTPUT_LIMIT = "output_limit"
+    AGENT_ERROR = "agent_error"
+    SANDBOX_ERROR = "sandbox_error"
+
+
+class TrialResult(BaseModel):
+    """One sandbox trial of one task by one agent."""
+
+    trial_id: str
+    task_id: str
+    task_hash: str
+    agent: str
+    backend: str
+    started_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    environment_s: float = 0.0
+    agent_s: float = 0.0
+    verifier_s: float = 0.0
+    total_s: float = 0.0
+    failure_mode: FailureMode = FailureMode.NONE
+    failure_detail: str = ""
+    report: VerifierReport = Field(default_factory=VerifierReport)
+    agent_exit_code: int | None = None
+    verifier_exit_code: int | None = None
+    verifier_output: str = ""
+
+    @property
+    def assertions(self) -> list[AssertionResult]:
+        return self.report.assertions
+
+    @property
+    def passed(self) -> int:
+        """Dense reward: the number of passing assertions."""
+        return self.report.passed
+
+    @property
+    def total(self) -> int:
+        return self.report.total
+
+    @property
+    def resolved(self) -> bool:
+        """All assertions pass (or, for a binary verifier, reward is 1)."""
+        if self.failure_mode not in (FailureMode.NONE, FailureMode.AGENT_TIMEOUT):
+            return False
+        if self.report.binary:
+            return (self.report.reward or 0.0) >= 1.0
+        return self.total > 0 and self.passed == self.total
