@@ -52,9 +52,41 @@ TOOL_PACKAGES: dict[str, str] = {
 }
 # Tools present on every Debian base image.
 BASE_TOOLS = frozenset(
-    {"bash", "sh", "cat", "ls", "cp", "mv", "rm", "mkdir", "grep", "sed", "tar", "gzip",
-     "sha256sum", "sort", "uniq", "wc", "head", "tail", "find", "xargs", "chmod", "chown",
-     "diff", "cmp", "date", "env", "tr", "cut", "tee", "touch", "ln", "stat", "dpkg-deb"}
+    {
+        "bash",
+        "sh",
+        "cat",
+        "ls",
+        "cp",
+        "mv",
+        "rm",
+        "mkdir",
+        "grep",
+        "sed",
+        "tar",
+        "gzip",
+        "sha256sum",
+        "sort",
+        "uniq",
+        "wc",
+        "head",
+        "tail",
+        "find",
+        "xargs",
+        "chmod",
+        "chown",
+        "diff",
+        "cmp",
+        "date",
+        "env",
+        "tr",
+        "cut",
+        "tee",
+        "touch",
+        "ln",
+        "stat",
+        "dpkg-deb",
+    }
 )
 
 

@@ -24,7 +24,9 @@ class AssertionStatus(StrEnum):
 
 
 # Terminal-Bench semantics: PASSED, XFAIL and SKIPPED count as pass.
-PASSING_STATUSES = frozenset({AssertionStatus.PASSED, AssertionStatus.XFAIL, AssertionStatus.SKIPPED})
+PASSING_STATUSES = frozenset(
+    {AssertionStatus.PASSED, AssertionStatus.XFAIL, AssertionStatus.SKIPPED}
+)
 
 
 class AssertionResult(BaseModel):

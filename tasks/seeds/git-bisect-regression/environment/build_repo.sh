@@ -10,6 +10,7 @@ cat > check.sh <<'SH'
 python3 -c 'import calc; assert calc.mean([1, 2, 3, 6]) == 3.0; assert calc.total([4, 5]) == 9'
 SH
 chmod +x check.sh
+printf '__pycache__/\n' > .gitignore
 cat > calc.py <<'PY'
 def total(xs):
     return sum(xs)

@@ -1,0 +1,21 @@
+"""The `t1` command. Each stage's commands live in their own module and register on `app`."""
+
+from __future__ import annotations
+
+import typer
+
+app = typer.Typer(
+    help="T1 Forge: verified terminal tasks, sandboxes, synthesis, audit, training.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+
+
+def _register() -> None:
+    """Import the command modules; each adds its commands to `app` on import."""
+    from pipelines.cli import task_cmds  # noqa: F401
+
+
+def main() -> None:
+    _register()
+    app()

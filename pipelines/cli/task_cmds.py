@@ -1,0 +1,189 @@
+"""`t1 task ...` and `t1 seeds`: check, run, import and format tasks."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from pipelines.cli import app
+from sandbox.check import TaskCheck, check_tasks
+from sandbox.trial import run_trial
+from tasks.corpus import SEED_DIR, TaskFormat, import_dir, load_seeds, load_task
+from tasks.environment import render_dockerfile
+from tasks.errors import TaskFormatError
+from tasks.harbor import write_harbor
+from tasks.model import PAPER_CATEGORIES
+from tasks.results import TrialResult
+
+task_app = typer.Typer(help="Check, run, import and format terminal tasks.", no_args_is_help=True)
+app.add_typer(task_app, name="task")
+console = Console()
+
+
+def _load_or_exit(path: Path):
+    try:
+        return load_task(path)
+    except TaskFormatError as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from e
+
+
+def _trial_dict(r: TrialResult | None) -> dict | None:
+    if r is None:
+        return None
+    return {
+        "failure_mode": r.failure_mode.value,
+        "failure_detail": r.failure_detail,
+        "passed": r.passed,
+        "total": r.total,
+        "seconds": round(r.total_s, 3),
+        "assertions": [
+            {"name": a.name, "status": a.status.value, "ok": a.ok, "message": a.message}
+            for a in r.assertions
+        ],
+    }
+
+
+def _check_table(c: TaskCheck) -> Table:
+    table = Table(title=f"{c.task.id}  [{'green]OK' if c.ok else 'red]INVALID'}[/]")
+    table.add_column("assertion")
+    table.add_column("oracle")
+    table.add_column("nop")
+    oracle = {a.name: a for a in (c.oracle.assertions if c.oracle else [])}
+    nop = {a.name: a for a in c.nop.assertions}
+    for name in dict.fromkeys([*oracle, *nop]):
+        cells = []
+        for side in (oracle, nop):
+            a = side.get(name)
+            cells.append("-" if a is None else ("[green]pass" if a.ok else "[red]fail"))
+        table.add_row(name, *cells)
+    return table
+
+
+@task_app.command("check")
+def check(
+    paths: list[Path],
+    backend: str = typer.Option("local", help="sandbox backend: local or docker"),
+    as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
+    workers: int = typer.Option(2, help="tasks checked concurrently"),
+) -> None:
+    """Run the oracle and a nop agent on each task; exit 1 if any task is invalid."""
+    tasks = [_load_or_exit(p) for p in paths]
+    checks = check_tasks(tasks, backend, workers)
+    if as_json:
+        rows = [
+            {
+                "task": c.task.id,
+                "ok": c.ok,
+                "problems": c.problems,
+                "oracle": _trial_dict(c.oracle),
+                "nop": _trial_dict(c.nop),
+            }
+            for c in checks
+        ]
+        typer.echo(json.dumps(rows, indent=2))
+    else:
+        for c in checks:
+            console.print(_check_table(c))
+            for p in c.problems:
+                console.print(f"  [red]problem:[/red] {p}")
+        bad = sum(not c.ok for c in checks)
+        console.print(f"{len(checks) - bad} valid, {bad} invalid")
+    if any(not c.ok for c in checks):
+        raise typer.Exit(1)
+
+
+@task_app.command("run")
+def run(
+    path: Path,
+    agent: str = typer.Option("oracle", help="oracle | nop"),
+    backend: str = typer.Option("local"),
+    as_json: bool = typer.Option(False, "--json"),
+) -> None:
+    """Run one trial and print its per-assertion outcomes."""
+    task = _load_or_exit(path)
+    r = run_trial(task, agent, backend)
+    if as_json:
+        typer.echo(json.dumps(_trial_dict(r), indent=2))
+        return
+    table = Table(title=f"{task.id} / {agent}: {r.passed}/{r.total} passed ({r.failure_mode})")
+    table.add_column("assertion")
+    table.add_column("status")
+    table.add_column("message")
+    for a in r.assertions:
+        table.add_row(a.name, a.status.value, a.message[:120])
+    console.print(table)
+    if r.failure_detail:
+        console.print(f"[yellow]{r.failure_mode}:[/yellow] {r.failure_detail[:500]}")
+
+
+@task_app.command("import")
+def import_(
+    directory: Path,
+    fmt: TaskFormat = typer.Option(
+        None, "--format", help="harbor | terminal-bench (default: detect)"
+    ),
+    out: Path = typer.Option(None, help="write the imported tasks here in Harbor layout"),
+    rejects_file: Path = typer.Option(None, "--rejects", help="write rejects as JSON lines"),
+) -> None:
+    """Import a directory of tasks; malformed ones are recorded as rejects, the rest go on."""
+    try:
+        tasks, rejects = import_dir(directory, fmt)
+    except TaskFormatError as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from e
+    if out is not None:
+        for t in tasks:
+            write_harbor(t, out / t.id)
+    if rejects_file is not None:
+        with open(rejects_file, "w") as f:
+            for r in rejects:
+                f.write(json.dumps({"path": r.path, "reason": r.reason}) + "\n")
+    console.print(f"imported {len(tasks)} task(s), rejected {len(rejects)}")
+    for r in rejects[:50]:
+        console.print(f"  [red]reject[/red] {r.path}: {r.reason}")
+
+
+@task_app.command("fmt")
+def fmt(paths: list[Path]) -> None:
+    """Render each Harbor task's environment/Dockerfile from its spec, rewriting in place."""
+    for p in paths:
+        task = _load_or_exit(p)
+        files = dict(task.environment.files)
+        files["Dockerfile"] = render_dockerfile(task).encode()
+        task = task.model_copy(
+            update={"environment": task.environment.model_copy(update={"files": files})}
+        )
+        write_harbor(task, p)
+        console.print(f"formatted {p}")
+
+
+@app.command("seeds")
+def seeds(as_json: bool = typer.Option(False, "--json")) -> None:
+    """List the bundled seed corpus and where it lives."""
+    tasks = load_seeds()
+    if as_json:
+        rows = [
+            {
+                "id": t.id,
+                "category": t.category.value,
+                "difficulty": t.difficulty.value,
+                "hash": t.content_hash,
+            }
+            for t in tasks
+        ]
+        typer.echo(json.dumps({"path": str(SEED_DIR), "tasks": rows}, indent=2))
+        return
+    table = Table(title=f"{len(tasks)} seed tasks in {SEED_DIR}")
+    for col in ("id", "category", "difficulty", "hash"):
+        table.add_column(col)
+    for t in tasks:
+        table.add_row(t.id, t.category.value, t.difficulty.value, t.content_hash[:12])
+    console.print(table)
+    counts = Counter(t.category for t in tasks)
+    console.print(", ".join(f"{c.value}: {counts.get(c, 0)}" for c in PAPER_CATEGORIES))

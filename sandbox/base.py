@@ -1,0 +1,75 @@
+"""The sandbox protocol and its records. Backends implement `Sandbox`; the rest of the project
+uses free functions over it (`sandbox.trial`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class ExecResult:
+    """Outcome of one command. A command that hit a limit still returns a result."""
+
+    exit_code: int
+    stdout: str
+    stderr: str
+    duration_s: float
+    timed_out: bool = False
+    oom_killed: bool = False
+    output_truncated: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.exit_code == 0 and not (self.timed_out or self.oom_killed)
+
+
+@runtime_checkable
+class Sandbox(Protocol):
+    """A running, isolated environment for one task trial.
+
+    `start` brings the environment up (setup layer applied, working directory populated);
+    `exec` runs a shell command (bash -c) under the sandbox's limits; `upload`/`download` move
+    files across the boundary; `stop` kills everything and reclaims all resources. `stop` is
+    idempotent and safe after a failed start.
+    """
+
+    id: str
+
+    def start(self) -> None: ...
+
+    def exec(
+        self, command: str, *, timeout_s: float | None = None, cwd: str | None = None
+    ) -> ExecResult: ...
+
+    def upload(self, files: dict[str, bytes], dest_dir: str, *, mode: int = 0o644) -> None: ...
+
+    def download(self, path: str) -> dict[str, bytes]: ...
+
+    def stop(self) -> None: ...
+
+
+class SandboxError(RuntimeError):
+    """The sandbox machinery itself failed (not the task)."""
+
+
+class SandboxUnavailable(SandboxError):
+    """The backend cannot run here (no root, no bwrap, no Docker daemon ...)."""
+
+
+class EnvironmentBuildError(SandboxError):
+    """The task's environment could not be built: a setup step failed or a tool is missing.
+
+    A task error, reported as the ENVIRONMENT_ERROR failure mode of its trial.
+    """
+
+
+def normalize_dest(dest_dir: str, rel: str) -> str:
+    """Join an absolute sandbox dir and a relative path, refusing escapes like '../'."""
+    if not dest_dir.startswith("/"):
+        raise ValueError(f"sandbox paths are absolute, got {dest_dir!r}")
+    parts = [p for p in Path(rel).parts if p not in ("", ".")]
+    if any(p == ".." for p in parts) or Path(rel).is_absolute():
+        raise ValueError(f"relative path escapes its directory: {rel!r}")
+    return "/".join([dest_dir.rstrip("/"), *parts])
