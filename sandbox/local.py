@@ -32,6 +32,8 @@ from sandbox.cgroups import SandboxCgroup, cgroups_available
 from tasks.model import Limits
 
 STATE_DIR = Path(os.environ.get("T1_SANDBOX_STATE", "/var/cache/t1-forge"))
+# This project's own files (seed verifiers and solutions among them) are never visible.
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
 NS_DIR = "/run/t1-forge/ns"  # a mountpoint that only exists populated inside holders
 ALLOWED_TOP = frozenset({"bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "var"})
 HIDDEN = (
@@ -129,7 +131,8 @@ def hidden_paths(extra_hidden: list[str] | None = None) -> list[str]:
     hidden: set[str] = {e for e in os.listdir("/") if e not in ALLOWED_TOP}
     hidden.update(HIDDEN)
     env_extra = [p for p in os.environ.get("T1_SANDBOX_HIDE", "").split(":") if p]
-    for p in [os.getcwd(), str(Path.home()), str(STATE_DIR), *env_extra, *(extra_hidden or [])]:
+    own = [os.getcwd(), str(Path.home()), str(STATE_DIR), str(PROJECT_ROOT)]
+    for p in [*own, *env_extra, *(extra_hidden or [])]:
         rel = os.path.realpath(p).lstrip("/")
         if rel and rel.split("/")[0] in ALLOWED_TOP and os.path.lexists("/" + rel):
             hidden.add(rel)

@@ -1,0 +1,49 @@
+# T1 Forge: `make demo` and `make test` set up everything they need (see README.md).
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+# Debian packages: the sandbox (bubblewrap, util-linux) and the tools seed tasks require.
+APT_PACKAGES := bubblewrap util-linux git make gcc g++ python3 jq sqlite3 xz-utils zip unzip \
+	bc file patch openssl perl cmake tmux strace procps chromium
+
+.PHONY: install system-deps test lint demo bench clean
+
+install: system-deps $(STAMP)
+
+system-deps:
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    echo "installing Debian packages:$$missing"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	  else \
+	    echo "missing Debian packages:$$missing"; \
+	    echo "run as root:  apt-get install -y$$missing"; exit 1; \
+	  fi; \
+	fi
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+	  { echo "Python >= 3.11 is required (found $$($(PYTHON) --version))"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[train,orchestrate,dev]'
+	touch $(STAMP)
+
+lint: install
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
+
+test: lint
+	$(BIN)/pytest -q
+
+demo: install
+	$(BIN)/t1 demo
+
+bench: install
+	$(BIN)/python benchmarks/sandbox_overhead.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

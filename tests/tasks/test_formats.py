@@ -1,0 +1,142 @@
+"""Harbor and Terminal-Bench layouts: round trips, conversions, clear errors, rejects."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from tasks.corpus import import_dir, load_task, seed_paths
+from tasks.errors import TaskFormatError
+from tasks.harbor import load_harbor, task_files, write_harbor
+from tasks.model import Category, Difficulty
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+
+
+def tree(root: Path) -> dict[str, bytes]:
+    return {p.relative_to(root).as_posix(): p.read_bytes() for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.mark.parametrize(
+    "src", [FIXTURES / "harbor" / "csv-report", *seed_paths()], ids=lambda p: p.name
+)
+def test_harbor_round_trip_is_byte_for_byte(src: Path, tmp_path: Path):
+    task = load_harbor(src)
+    write_harbor(task, tmp_path / "out")
+    assert tree(tmp_path / "out") == tree(src)
+    assert load_harbor(tmp_path / "out").content_hash == task.content_hash
+
+
+def test_foreign_task_toml_is_read_with_defaults():
+    task = load_harbor(FIXTURES / "harbor" / "csv-report")
+    assert task.category == Category.DATA_PROCESSING
+    assert task.difficulty == Difficulty.EASY
+    assert task.author == "Fixture Author"
+    assert task.limits.verifier_timeout_s == 30.0
+    assert task.limits.memory_mb == 512 and task.limits.disk_mb == 128
+    assert task.environment.files["app/sales.csv"].startswith(b"region,amount")
+
+
+def test_any_edit_changes_the_content_hash(tmp_path: Path):
+    task = load_harbor(FIXTURES / "harbor" / "csv-report")
+    h = task.content_hash
+    edited = task.model_copy(update={"verifier": {**task.verifier, "extra.txt": b"x"}})
+    assert edited.content_hash != h
+    retimed = task.model_copy(
+        update={"limits": task.limits.model_copy(update={"agent_timeout_s": 99.0})}
+    )
+    assert retimed.content_hash != h
+    # An edited task writes a canonical task.toml that reads back to the same model.
+    write_harbor(retimed, tmp_path / "t")
+    again = load_harbor(tmp_path / "t")
+    assert again.limits.agent_timeout_s == 99.0
+    assert again.content_hash == retimed.content_hash
+
+
+def test_solution_less_task_imports(tmp_path: Path):
+    src = FIXTURES / "harbor" / "csv-report"
+    dst = tmp_path / "no-solution"
+    shutil.copytree(src, dst)
+    shutil.rmtree(dst / "solution")
+    task = load_harbor(dst)
+    assert task.solution_less and task.solution is None
+
+
+def test_terminal_bench_task_converts_to_harbor(tmp_path: Path):
+    task = load_task(FIXTURES / "terminal-bench" / "tb-count-lines")
+    assert task.category == Category.SCRIPTING_AUTOMATION  # file-operations alias
+    assert task.limits.agent_timeout_s == 180 and task.limits.verifier_timeout_s == 30
+    assert task.environment.files["Dockerfile"].startswith(b"FROM ")
+    assert "docker-compose.yaml" in task.environment.files
+    assert task.verifier["test.sh"].startswith(b"#!/bin/bash\nexport TEST_DIR=/tests\n")
+    assert "test_outputs.py" in task.verifier
+    assert task.solution == {
+        "solve.sh": b"#!/bin/bash\ncat /app/logs/*.log | wc -l > /app/total.txt\n"
+    }
+    write_harbor(task, tmp_path / "h")
+    back = load_harbor(tmp_path / "h")
+    assert back.content_hash == task.content_hash
+
+
+def test_terminal_bench_solution_yaml_becomes_solve_sh():
+    task = load_task(FIXTURES / "terminal-bench" / "tb-yaml-solution")
+    assert task.solution is not None
+    solve = task.solution["solve.sh"].decode()
+    assert "echo hello > /app/hello.txt" in solve and solve.startswith("#!/bin/bash")
+    assert task.category == Category.SOFTWARE_DEVELOPMENT
+
+
+@pytest.mark.parametrize(
+    ("name", "file", "field"),
+    [
+        ("bad-toml", "task.toml", None),
+        ("missing-instruction", "instruction.md", None),
+        ("bad-difficulty", "task.toml", "metadata.difficulty"),
+        ("no-tests", "test.sh", None),
+        ("tb-no-instruction", "task.yaml", "instruction"),
+    ],
+)
+def test_malformed_task_error_names_file_and_field(name, file, field):
+    with pytest.raises(TaskFormatError) as err:
+        load_task(FIXTURES / "malformed" / name)
+    assert err.value.path.endswith(file)
+    assert err.value.field == field
+    assert file in str(err.value)
+
+
+def test_bulk_import_records_rejects_and_goes_on(tmp_path: Path):
+    mixed = tmp_path / "mixed"
+    for d in [
+        "malformed/bad-toml",
+        "malformed/no-tests",
+        "harbor/csv-report",
+        "terminal-bench/tb-count-lines",
+        "terminal-bench/tb-yaml-solution",
+    ]:
+        shutil.copytree(FIXTURES / d, mixed / Path(d).name)
+    (mixed / "empty-dir").mkdir()
+    tasks, rejects = import_dir(mixed)
+    assert sorted(t.id for t in tasks) == ["csv-report", "tb-count-lines", "tb-yaml-solution"]
+    assert sorted(Path(r.path).name for r in rejects) == ["bad-toml", "empty-dir", "no-tests"]
+    assert all(r.reason for r in rejects)
+
+
+def test_invalid_id_is_rejected():
+    task = load_harbor(FIXTURES / "harbor" / "csv-report")
+    with pytest.raises(ValueError, match="lowercase slug"):
+        task.model_validate({**task.model_dump(), "id": "Bad Id!"})
+
+
+def test_task_files_cover_every_part():
+    task = load_harbor(FIXTURES / "harbor" / "csv-report")
+    files = task_files(task)
+    assert {
+        "task.toml",
+        "instruction.md",
+        "solution/solve.sh",
+        "tests/test.sh",
+        "environment/Dockerfile",
+        "environment/app/sales.csv",
+    } <= set(files)

@@ -1,0 +1,118 @@
+"""Per-assertion verifier outcomes parsed from CTRF, JUnit XML and pytest -rA output."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tasks.reports import (
+    ReportParseError,
+    collect_report,
+    parse_ctrf,
+    parse_junit,
+    parse_pytest_summary,
+)
+from tasks.results import AssertionStatus, ReportSource
+
+CTRF = {
+    "results": {
+        "tool": {"name": "pytest"},
+        "summary": {"tests": 3},
+        "tests": [
+            {"name": "test_a", "status": "passed", "duration": 12},
+            {"name": "test_b", "status": "failed", "duration": 3, "message": "boom"},
+            {"name": "test_c", "status": "skipped", "duration": 0},
+        ],
+    }
+}
+
+JUNIT = """<?xml version="1.0"?>
+<testsuites><testsuite name="s">
+  <testcase classname="t.mod" name="ok" time="0.5"/>
+  <testcase classname="t.mod" name="bad" time="0.1"><failure message="nope">trace</failure></testcase>
+  <testcase classname="t.mod" name="err"><error message="crash"/></testcase>
+  <testcase classname="t.mod" name="xf"><skipped type="pytest.xfail" message="known"/></testcase>
+</testsuite></testsuites>"""
+
+PYTEST_RA = """============================= test session starts ==============================
+collected 6 items
+
+tests/test_outputs.py .F.xXE                                             [100%]
+=========================== short test summary info ============================
+PASSED tests/test_outputs.py::test_one
+PASSED tests/test_outputs.py::test_three
+FAILED tests/test_outputs.py::test_two - AssertionError: expected 3 - got 4
+XFAIL tests/test_outputs.py::test_four - reason: flaky
+XPASS tests/test_outputs.py::test_five
+ERROR tests/test_outputs.py::test_six - FileNotFoundError
+SKIPPED [1] tests/test_outputs.py:40: no gpu
+==================== 1 failed, 2 passed, 1 xfailed in 0.12s ===================="""
+
+
+def test_ctrf():
+    out = parse_ctrf(json.dumps(CTRF))
+    assert [(a.name, a.status, a.ok) for a in out] == [
+        ("test_a", AssertionStatus.PASSED, True),
+        ("test_b", AssertionStatus.FAILED, False),
+        ("test_c", AssertionStatus.SKIPPED, True),
+    ]
+    assert out[0].duration_s == pytest.approx(0.012)
+    assert out[1].message == "boom"
+
+
+def test_junit():
+    out = parse_junit(JUNIT)
+    assert [a.name for a in out] == ["t.mod::ok", "t.mod::bad", "t.mod::err", "t.mod::xf"]
+    assert [a.status for a in out] == [
+        AssertionStatus.PASSED,
+        AssertionStatus.FAILED,
+        AssertionStatus.ERROR,
+        AssertionStatus.XFAIL,
+    ]
+    assert out[1].message == "nope" and out[0].duration_s == 0.5
+
+
+def test_pytest_summary_terminal_bench_semantics():
+    out = parse_pytest_summary(PYTEST_RA)
+    by = {a.name.split("::")[-1] if "::" in a.name else a.name: a for a in out}
+    assert by["test_one"].ok and by["test_three"].ok
+    assert not by["test_two"].ok and by["test_two"].message == "AssertionError: expected 3 - got 4"
+    assert by["test_four"].ok  # XFAIL counts as pass
+    assert not by["test_five"].ok  # XPASS counts as fail
+    assert not by["test_six"].ok  # ERROR counts as fail
+    skipped = [a for a in out if a.status == AssertionStatus.SKIPPED]
+    assert len(skipped) == 1 and skipped[0].ok
+    assert len(out) == 7
+
+
+@pytest.mark.parametrize("garbage", ["", "{", "[]", '{"results": {"tests": 3}}', "\x00\xff"])
+def test_garbage_ctrf_raises_parse_error(garbage):
+    with pytest.raises(ReportParseError):
+        parse_ctrf(garbage)
+
+
+def test_collect_prefers_ctrf_then_junit_then_stdout():
+    files = {"ctrf.json": json.dumps(CTRF).encode(), "junit.xml": JUNIT.encode()}
+    assert collect_report(files, PYTEST_RA).source == ReportSource.CTRF
+    assert collect_report({"junit.xml": JUNIT.encode()}, PYTEST_RA).source == ReportSource.JUNIT
+    r = collect_report({}, PYTEST_RA)
+    assert r.source == ReportSource.PYTEST and r.total == 7 and r.passed == 4
+
+
+def test_missing_or_garbage_output_is_a_parse_error_not_a_crash():
+    r = collect_report({}, "segfault\n")
+    assert r.parse_error and r.total == 0
+    r = collect_report({"ctrf.json": b"not json"}, "")
+    assert r.parse_error and "ctrf.json" in r.parse_error
+    r = collect_report({"junit.xml": b"<oops"}, "")
+    assert r.parse_error and r.source == ReportSource.JUNIT
+    r = collect_report({"reward.txt": b"banana"}, "")
+    assert r.parse_error
+
+
+def test_reward_only_is_binary():
+    r = collect_report({"reward.txt": b"1\n"}, "all good")
+    assert r.binary and r.passed == 1 and r.total == 1 and r.reward == 1.0
+    r = collect_report({"reward.txt": b"0"}, "")
+    assert r.binary and r.passed == 0
