@@ -1,0 +1,262 @@
+"""The agent harness: a multi-turn tool-calling loop over a sandbox trial.
+
+Each turn the model, served by an SGLang-protocol engine, emits a `shell` tool call; the harness
+runs the command in the trial's sandbox and returns the output as the next message, until the
+model answers without a tool call, the turn limit (300+ supported), the context limit, or the
+task's agent timeout. `sandbox.run_trial` then runs the held-out verifier, per assertion.
+
+What the model sampled travels as token ids and is never re-tokenized: in `tito` prompt mode
+(the default) the next prompt is the previous stream (prompt + sampled ids) plus the encoding
+of the new messages only, joined by `training.tito.resolve_boundary`, whose case is recorded per
+turn. `retokenize` mode re-renders and re-encodes the whole history every turn, the common
+harness behaviour the paper measures against; it exists to measure drift, not to train on.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from training.chat_format import (
+    IM_END,
+    SHELL_TOOL,
+    Message,
+    format_observation,
+    parse_assistant_turn,
+)
+from training.chat_tokenizer import decode_ids, encode_text
+from training.engine_protocol import EngineClient, GenerateRequest, SamplingParams
+from training.tito import BoundaryCase, TurnRecord, new_messages_text, resolve_boundary
+from training.trajectories import SYSTEM_PROMPT
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerFast
+
+    from sandbox import AgentOutcome, Sandbox
+    from tasks.model import Task
+    from tasks.results import TrialResult
+
+StopReason = Literal[
+    "finished", "turn_limit", "context_limit", "agent_timeout", "aborted", "engine_error"
+]
+
+
+class HarnessConfig(BaseModel):
+    """How the agent loop talks to the engine and the sandbox."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_turns: int = Field(300, ge=1, description="assistant turns before the trial is cut")
+    max_new_tokens: int = Field(384, ge=1, description="sampled tokens per turn")
+    max_context_tokens: int = Field(16384, ge=16, description="stream length the policy takes")
+    temperature: float = 1.0
+    top_p: float = 1.0
+    prompt_mode: Literal["tito", "retokenize"] = "tito"
+    observation_role: Literal["tool", "user"] = Field(
+        "tool", description="'user' makes the template prune earlier reasoning every turn"
+    )
+    command_timeout_s: float = Field(60.0, gt=0, description="per command, within the deadline")
+    max_observation_chars: int = 2000
+    return_routed_experts: bool = True
+    system_prompt: str = SYSTEM_PROMPT
+    seed: int | None = Field(None, description="base sampling seed; turn t uses seed + t")
+
+
+@dataclass
+class AgentTrajectory:
+    """Everything the agent did in one trial: engine turns (ids) and the parsed messages."""
+
+    task_id: str
+    turns: list[TurnRecord] = field(default_factory=list)
+    messages: list[Message] = field(default_factory=list)
+    stop: StopReason = "finished"
+    commands: int = 0
+    malformed_tool_calls: int = 0
+    detail: str = ""
+
+    def boundary_counts(self) -> dict[str, int]:
+        counts = {c.value: 0 for c in BoundaryCase}
+        for t in self.turns:
+            if t.boundary is not None:
+                counts[t.boundary.value] += 1
+        return counts
+
+
+def render_conversation(
+    tokenizer: PreTrainedTokenizerFast, messages: Sequence[Message], *, generation_prompt: bool
+) -> str:
+    """The chat template applied to `messages` with the shell tool declared."""
+    return tokenizer.apply_chat_template(
+        [m.as_dict() for m in messages],
+        tools=[SHELL_TOOL],
+        add_generation_prompt=generation_prompt,
+        tokenize=False,
+    )
+
+
+class PolicyAgent:
+    """An `sandbox.Agent` driving the policy through an engine; keeps each trial's trajectory.
+
+    `run` follows the Agent protocol (sandbox, task, deadline) and returns an AgentOutcome; the
+    trajectory of the latest run is `last_trajectory`.
+    """
+
+    name = "policy"
+
+    def __init__(
+        self,
+        engine: EngineClient,
+        tokenizer: PreTrainedTokenizerFast,
+        config: HarnessConfig | None = None,
+    ):
+        self.engine = engine
+        self.tokenizer = tokenizer
+        self.config = config or HarnessConfig()
+        self.im_end_id = int(tokenizer.convert_tokens_to_ids(IM_END))
+        self.last_trajectory: AgentTrajectory | None = None
+
+    # The Agent protocol -------------------------------------------------------------------
+    def run(self, sandbox: Sandbox, task: Task, deadline: float) -> AgentOutcome:
+        from sandbox import AgentOutcome
+
+        traj = self.rollout(
+            sandbox, task.id, task.instruction, deadline, workdir=task.environment.workdir
+        )
+        return AgentOutcome(
+            exit_code=0 if traj.stop == "finished" else None,
+            timed_out=traj.stop == "agent_timeout",
+            detail=f"{traj.stop}: {traj.detail}"[-2000:],
+        )
+
+    # The loop ---------------------------------------------------------------------------
+    def rollout(
+        self,
+        sandbox: Any,
+        task_id: str,
+        instruction: str,
+        deadline: float,
+        *,
+        workdir: str | None = None,
+    ) -> AgentTrajectory:
+        """Run the multi-turn loop in `sandbox` until a stop condition; never raises for the
+        model's own mistakes (a malformed tool call becomes an error observation)."""
+        cfg = self.config
+        tok = self.tokenizer
+        traj = AgentTrajectory(task_id=task_id)
+        self.last_trajectory = traj
+        traj.messages = [
+            Message(role="system", content=cfg.system_prompt),
+            Message(role="user", content=instruction),
+        ]
+        stream: list[int] = []
+        for turn in range(cfg.max_turns):
+            if time.monotonic() >= deadline:
+                traj.stop = "agent_timeout"
+                return traj
+            prompt, boundary = self._next_prompt(traj, stream, first=turn == 0)
+            if len(prompt) + cfg.max_new_tokens > cfg.max_context_tokens:
+                traj.stop = "context_limit"
+                return traj
+            start = max(0, len(stream) - 1) if (turn > 0 and cfg.prompt_mode == "tito") else 0
+            req = GenerateRequest(
+                input_ids=prompt,
+                sampling_params=SamplingParams(
+                    max_new_tokens=cfg.max_new_tokens,
+                    temperature=cfg.temperature,
+                    top_p=cfg.top_p,
+                    stop_token_ids=[self.im_end_id],
+                    sampling_seed=None if cfg.seed is None else cfg.seed + turn,
+                ),
+                return_logprob=True,
+                return_routed_experts=cfg.return_routed_experts,
+                routed_experts_start_len=start,
+            )
+            try:
+                gen = self.engine.generate(req)
+            except Exception as e:  # noqa: BLE001 - an engine failure ends this trial only
+                traj.stop = "engine_error"
+                traj.detail = f"{type(e).__name__}: {e}"
+                return traj
+            traj.turns.append(TurnRecord(generation=gen, boundary=boundary))
+            stream = prompt + gen.output_ids
+            parsed = parse_assistant_turn(decode_ids(tok, gen.output_ids))
+            traj.messages.append(parsed.message)
+            if gen.finish == "abort":
+                traj.stop = "aborted"
+                return traj
+            if parsed.malformed_tool_call is not None and not parsed.message.tool_calls:
+                traj.malformed_tool_calls += 1
+                self._observe(traj, f"error: {parsed.malformed_tool_call}")
+                continue
+            if not parsed.message.tool_calls:
+                traj.stop = "finished"
+                return traj
+            for call in parsed.message.tool_calls:
+                command = call.arguments.get("command")
+                if call.name != "shell" or not isinstance(command, str):
+                    traj.malformed_tool_calls += 1
+                    self._observe(traj, "error: only shell(command: str) is available")
+                    continue
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    traj.stop = "agent_timeout"
+                    return traj
+                r = sandbox.exec(
+                    command, timeout_s=min(cfg.command_timeout_s, remaining), cwd=workdir
+                )
+                traj.commands += 1
+                self._observe(
+                    traj,
+                    format_observation(
+                        exit_code=r.exit_code,
+                        stdout=r.stdout,
+                        stderr=r.stderr,
+                        timed_out=r.timed_out,
+                        max_chars=cfg.max_observation_chars,
+                    ),
+                )
+        traj.stop = "turn_limit"
+        return traj
+
+    def _observe(self, traj: AgentTrajectory, text: str) -> None:
+        traj.messages.append(Message(role=self.config.observation_role, content=text))
+
+    def _next_prompt(
+        self, traj: AgentTrajectory, stream: list[int], *, first: bool
+    ) -> tuple[list[int], BoundaryCase | None]:
+        tok = self.tokenizer
+        rendered = render_conversation(tok, traj.messages, generation_prompt=True)
+        rendered_ids = encode_text(tok, rendered)
+        if first or self.config.prompt_mode == "retokenize":
+            return rendered_ids, None
+        closed = stream[-1] == self.im_end_id
+        n_closed = sum(1 for i in stream if i == self.im_end_id) + (0 if closed else 1)
+        delta = new_messages_text(rendered, closed_messages=n_closed, stream_closed=closed)
+        boundary = resolve_boundary(
+            stream, rendered_ids, encode_text(tok, delta), lambda ids: decode_ids(tok, list(ids))
+        )
+        return stream + boundary.append_ids, boundary.case
+
+
+@dataclass
+class Rollout:
+    """A finished trial: the verifier's result and the agent's trajectory."""
+
+    trial: TrialResult
+    trajectory: AgentTrajectory
+
+
+def rollout_trial(task: Task, agent: PolicyAgent, *, backend: str = "local") -> Rollout:
+    """Run one sandbox trial of `task` with `agent`, then the held-out verifier."""
+    from sandbox import run_trial
+
+    agent.last_trajectory = None
+    trial = run_trial(task, agent, backend=backend)
+    traj = agent.last_trajectory or AgentTrajectory(
+        task_id=task.id, stop="engine_error", detail=trial.failure_detail
+    )
+    return Rollout(trial=trial, trajectory=traj)

@@ -1,0 +1,154 @@
+"""The warm-started tiny policy: tokenizer trained, model built, brief SFT on tool-call turns.
+
+`warm_started_policy()` returns a local checkpoint directory (model + tokenizer) and builds it
+only when the cache has none for this exact recipe: the key hashes the policy config, the
+warm-start config and the training texts, so new seeds produce a new checkpoint and unchanged
+inputs reuse the old one. The cache lives under `.cache/t1-forge/policy/<key>/` (override the root
+with T1_FORGE_CACHE); a build writes to a temporary directory and renames it into place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import shutil
+import time
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from training.policy import PolicyConfig
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SEED_DIR = REPO_ROOT / "tasks" / "seeds"
+
+
+class WarmStartConfig(BaseModel):
+    """The supervised warm start: how long and how hard to fit the reference turns."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    steps: int = Field(400, description="optimizer steps")
+    batch_size: int = Field(4, description="examples per step")
+    max_tokens: int = Field(1536, description="examples are cut to this many tokens")
+    lr: float = Field(3e-3, description="peak AdamW learning rate (cosine decay)")
+    weight_decay: float = 0.0
+    seed: int = 0
+
+
+def cache_root() -> Path:
+    return Path(os.environ.get("T1_FORGE_CACHE", REPO_ROOT / ".cache" / "t1-forge"))
+
+
+def recipe_key(policy: PolicyConfig, warm: WarmStartConfig, texts: list[str]) -> str:
+    """Cache key of a warm-start recipe."""
+    h = hashlib.sha256()
+    h.update(json.dumps(policy.model_dump(), sort_keys=True).encode())
+    h.update(json.dumps(warm.model_dump(), sort_keys=True).encode())
+    for t in texts:
+        h.update(hashlib.sha256(t.encode()).digest())
+    h.update(b"recipe-v1")
+    return h.hexdigest()[:16]
+
+
+def warm_started_policy(
+    policy: PolicyConfig | None = None,
+    warm: WarmStartConfig | None = None,
+    *,
+    seed_dir: Path = SEED_DIR,
+    log: bool = False,
+) -> Path:
+    """Directory of the warm-started checkpoint (model + tokenizer), building it if needed."""
+    from training.trajectories import tokenizer_corpus, training_trajectories
+
+    policy = policy or PolicyConfig()
+    warm = warm or WarmStartConfig()
+    trajectories = training_trajectories(seed_dir)
+    texts = tokenizer_corpus(trajectories, seed_dir)
+    key = recipe_key(policy, warm, texts)
+    target = cache_root() / "policy" / key
+    if (target / "warm_start.json").is_file():
+        return target
+    tmp = target.with_name(f"{key}.tmp-{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    _build(policy, warm, trajectories, texts, tmp, log=log)
+    try:
+        tmp.rename(target)
+    except OSError:
+        if not (target / "warm_start.json").is_file():
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)  # another process finished first
+    return target
+
+
+def _build(policy, warm, trajectories, texts, out: Path, *, log: bool) -> None:
+    import torch
+
+    from training.chat_tokenizer import save_chat_tokenizer, train_chat_tokenizer
+    from training.policy import build_policy, save_policy
+    from training.trajectories import render_example
+
+    t0 = time.monotonic()
+    tokenizer = train_chat_tokenizer(texts, vocab_size=policy.vocab_size)
+    if len(tokenizer) > policy.vocab_size:
+        raise ValueError(f"tokenizer has {len(tokenizer)} ids > vocab_size {policy.vocab_size}")
+    model = build_policy(policy, attn="sdpa")
+    model.config.eos_token_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    model.config.pad_token_id = tokenizer.pad_token_id
+    model.generation_config.eos_token_id = model.config.eos_token_id
+    model.generation_config.pad_token_id = model.config.pad_token_id
+    rng = random.Random(warm.seed)
+    torch.manual_seed(warm.seed)
+    opt = torch.optim.AdamW(model.parameters(), lr=warm.lr, weight_decay=warm.weight_decay)
+    sched = torch.optim.lr_scheduler.LambdaLR(
+        opt,
+        lambda s: (
+            min(1.0, (s + 1) / 20)
+            * 0.5
+            * (1 + __import__("math").cos(3.141592653589793 * min(s, warm.steps) / warm.steps))
+        ),
+    )
+    model.train()
+    losses: list[float] = []
+    for step in range(warm.steps):
+        batch = [
+            render_example(tokenizer, rng.choice(trajectories), rng) for _ in range(warm.batch_size)
+        ]
+        width = min(warm.max_tokens, max(len(b.token_ids) for b in batch))
+        ids = torch.full((len(batch), width), tokenizer.pad_token_id, dtype=torch.long)
+        labels = torch.full((len(batch), width), -100, dtype=torch.long)
+        attn = torch.zeros((len(batch), width), dtype=torch.long)
+        for i, ex in enumerate(batch):
+            n = min(width, len(ex.token_ids))
+            ids[i, :n] = torch.tensor(ex.token_ids[:n])
+            attn[i, :n] = 1
+            lab = torch.tensor(ex.token_ids[:n])
+            lab[~torch.tensor(ex.loss_mask[:n])] = -100
+            labels[i, :n] = lab
+        result = model(input_ids=ids, attention_mask=attn, labels=labels, use_cache=False)
+        opt.zero_grad(set_to_none=True)
+        result.loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        sched.step()
+        losses.append(float(result.loss.detach()))
+        if log and (step % 50 == 0 or step == warm.steps - 1):
+            print(
+                f"warm start step {step:4d} loss {losses[-1]:.3f} ({time.monotonic() - t0:.0f}s)",
+                flush=True,
+            )
+    model.eval()
+    save_policy(model, out)
+    save_chat_tokenizer(tokenizer, out)
+    meta = {
+        "policy": policy.model_dump(),
+        "warm_start": warm.model_dump(),
+        "trajectories": [t.task_id for t in trajectories],
+        "final_loss": sum(losses[-20:]) / max(1, len(losses[-20:])),
+        "first_loss": losses[0] if losses else None,
+        "seconds": time.monotonic() - t0,
+    }
+    (out / "warm_start.json").write_text(json.dumps(meta, indent=2))
