@@ -1,0 +1,61 @@
+"""The warehouse: Parquet parts as the durable format, DuckDB snapshots as the query engine.
+
+Writers call the `record_*` functions; readers open a `Snapshot` (or use `t1 sql`). See
+docs/warehouse.md for the layout, the concurrency contract and worked lineage queries.
+"""
+
+from warehouse.pools import PoolExport, PoolVersion, export_pool, load_pool, pool_tasks, record_pool
+from warehouse.recording import (
+    record_audits,
+    record_evaluations,
+    record_rows,
+    record_tasks,
+    record_trajectories,
+    record_trials,
+)
+from warehouse.records import (
+    AssertionRecord,
+    AuditRecord,
+    EvaluationRecord,
+    PoolMemberRecord,
+    TaskRecord,
+    TrajectoryRecord,
+    TrialRecord,
+)
+from warehouse.snapshot import Snapshot, open_snapshot
+from warehouse.store import (
+    SchemaVersionError,
+    Store,
+    StoreNotFoundError,
+    WarehouseError,
+    resolve_store_path,
+)
+
+__all__ = [
+    "AssertionRecord",
+    "AuditRecord",
+    "EvaluationRecord",
+    "PoolExport",
+    "PoolMemberRecord",
+    "PoolVersion",
+    "SchemaVersionError",
+    "Snapshot",
+    "Store",
+    "StoreNotFoundError",
+    "TaskRecord",
+    "TrajectoryRecord",
+    "TrialRecord",
+    "WarehouseError",
+    "export_pool",
+    "load_pool",
+    "open_snapshot",
+    "pool_tasks",
+    "record_audits",
+    "record_evaluations",
+    "record_pool",
+    "record_rows",
+    "record_tasks",
+    "record_trajectories",
+    "record_trials",
+    "resolve_store_path",
+]

@@ -1,0 +1,219 @@
+"""Pools: record an immutable, ranked version of a pool; load it; export it for Harbor.
+
+A pool version is rows of `pool_members` (rank 1 is best). Versions are immutable: recording
+the same members again is a no-op, recording different members under an existing version is
+refused. Exports need only the warehouse: the bundles are stored in `tasks.bundle`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pydantic import BaseModel
+
+from tasks.harbor import write_harbor
+from tasks.model import Task
+from warehouse.bundles import task_from_bundle
+from warehouse.recording import StoreRef, writable_store
+from warehouse.records import PoolMemberRecord, check_hash, records_table, task_record
+from warehouse.schema import POOL_MEMBERS, TASKS
+from warehouse.snapshot import Snapshot
+from warehouse.store import Manifest
+
+Member = str | tuple[str, float | None] | Task
+
+
+class PoolVersion(BaseModel):
+    pool: str
+    version: int
+    tasks: int
+    written: int  # member rows added by this call (0 when the version was already recorded)
+
+
+def _member(m: Member) -> tuple[str, float | None]:
+    if isinstance(m, Task):
+        return m.content_hash, None
+    if isinstance(m, str):
+        return check_hash(m), None
+    if isinstance(m, tuple) and len(m) == 2:
+        return check_hash(m[0]), (None if m[1] is None else float(m[1]))
+    raise ValueError(f"pool member must be a hash, (hash, score) or Task, got {m!r}")
+
+
+def record_pool(
+    store: StoreRef,
+    pool: str,
+    members: Sequence[Member],
+    *,
+    version: int | None = None,
+    tasks: Iterable[Task] = (),
+) -> PoolVersion:
+    """Record `members` (best first; rank = position + 1) as a version of `pool`.
+
+    `version=None` takes the next version number (chosen under the write lock). `tasks` are
+    recorded in the same commit, so a reader never sees the pool without its tasks. Every
+    member must be a recorded task or among `tasks` (ValueError listing the missing ones).
+    """
+    if not pool or pool.strip() != pool:
+        raise ValueError(f"pool name must be non-empty without surrounding spaces, got {pool!r}")
+    if version is not None and version < 1:
+        raise ValueError(f"pool version must be >= 1, got {version!r}")
+    pairs = [_member(m) for m in members]
+    hashes = [h for h, _ in pairs]
+    if len(set(hashes)) != len(hashes):
+        dup = sorted({h for h in hashes if hashes.count(h) > 1})
+        raise ValueError(f"pool {pool!r} lists tasks more than once: {dup!r}")
+    task_rows = [task_record(t, pool=pool) for t in tasks]
+    given = {r.content_hash for r in task_rows}
+    st = writable_store(store)
+    chosen: dict[str, int] = {}
+
+    def build(manifest: Manifest) -> dict[str, pa.Table]:
+        with Snapshot.open(st, manifest=manifest, with_lineage=False) as snap:
+            known = {
+                r[0]
+                for r in snap.sql(
+                    "SELECT content_hash FROM tasks WHERE content_hash IN (SELECT unnest($h))",
+                    {"h": hashes},
+                ).fetchall()
+            }
+            missing = [h for h in hashes if h not in known and h not in given]
+            if missing:
+                raise ValueError(f"pool {pool!r} members are not recorded tasks: {missing!r}")
+            latest = snap.sql(
+                "SELECT max(pool_version) FROM pool_members WHERE pool = $p", {"p": pool}
+            ).fetchone()[0]
+            v = version if version is not None else (latest or 0) + 1
+            existing = snap.sql(
+                """SELECT task_hash, rank FROM pool_members
+                   WHERE pool = $p AND pool_version = $v ORDER BY rank""",
+                {"p": pool, "v": v},
+            ).fetchall()
+        if existing and [h for h, _ in existing] != hashes:
+            raise ValueError(
+                f"pool {pool!r} version {v} already exists with different members "
+                f"({len(existing)} tasks); pool versions are immutable, record a new version"
+            )
+        chosen["version"] = v
+        rows = [
+            PoolMemberRecord(pool=pool, pool_version=v, task_hash=h, rank=i + 1, score=s)
+            for i, (h, s) in enumerate(pairs)
+        ]
+        return {
+            TASKS.name: records_table(task_rows, TASKS),
+            POOL_MEMBERS.name: records_table(rows, POOL_MEMBERS),
+        }
+
+    result = st.commit(build)
+    return PoolVersion(
+        pool=pool,
+        version=chosen["version"],
+        tasks=len(pairs),
+        written=result.written.get(POOL_MEMBERS.name, 0),
+    )
+
+
+def _resolve_version(snap: Snapshot, pool: str, version: int | None) -> int:
+    if version is not None:
+        found = snap.sql(
+            "SELECT count(*) FROM pool_members WHERE pool = $p AND pool_version = $v",
+            {"p": pool, "v": version},
+        ).fetchone()[0]
+        if not found:
+            raise ValueError(f"pool {pool!r} has no version {version!r}")
+        return version
+    latest = snap.sql(
+        "SELECT max(pool_version) FROM pool_members WHERE pool = $p", {"p": pool}
+    ).fetchone()[0]
+    if latest is None:
+        known = [r[0] for r in snap.sql("SELECT DISTINCT pool FROM pool_members").fetchall()]
+        raise ValueError(f"no pool named {pool!r}; recorded pools: {sorted(known)!r}")
+    return int(latest)
+
+
+POOL_QUERY = """
+    SELECT m.pool, m.pool_version, m.rank, m.score, t.*
+    FROM pool_members m JOIN tasks t ON t.content_hash = m.task_hash
+    WHERE m.pool = $p AND m.pool_version = $v
+    ORDER BY m.rank
+"""
+
+
+def load_pool(
+    source: Snapshot | StoreRef, pool: str, version: int | None = None, *, bundles: bool = True
+) -> pa.Table:
+    """The members of a pool version (latest by default) joined with their task rows, by rank.
+
+    `bundles=False` leaves out the bundle column (much less to read for large pools).
+    """
+    snap = source if isinstance(source, Snapshot) else Snapshot.open(source, with_lineage=False)
+    try:
+        v = _resolve_version(snap, pool, version)
+        query = POOL_QUERY if bundles else POOL_QUERY.replace("t.*", "t.* EXCLUDE (bundle)")
+        return snap.arrow(query, {"p": pool, "v": v})
+    finally:
+        if snap is not source:
+            snap.close()
+
+
+def pool_tasks(table: pa.Table) -> list[Task]:
+    """Rebuild the `Task`s of a `load_pool` table (checks each content hash)."""
+    return [
+        task_from_bundle(dict(row["bundle"]), expected_hash=row["content_hash"])
+        for row in table.select(["content_hash", "bundle"]).to_pylist()
+    ]
+
+
+class PoolExport(BaseModel):
+    pool: str
+    version: int
+    tasks: int
+    parquet: Path
+    harbor_dir: Path
+
+
+def export_pool(
+    source: Snapshot | StoreRef, pool: str, dest: Path | str, version: int | None = None
+) -> PoolExport:
+    """Write a pool version as `dest/pool.parquet` plus `dest/tasks/<task dir>/` in Harbor layout.
+
+    The parquet has one row per member (rank order) with every task column and `harbor_dir`,
+    the member's directory under `dest`. Task directories are named by task id, suffixed with
+    the hash prefix where two members share an id. `dest` must not exist; the export is built
+    beside it and renamed into place, so an interrupted export leaves no partial `dest`.
+    """
+    dest = Path(dest)
+    if dest.exists():
+        raise ValueError(f"export destination exists, refusing to overwrite: {str(dest)!r}")
+    table = load_pool(source, pool, version)
+    v = int(table.column("pool_version")[0].as_py()) if table.num_rows else (version or 0)
+    tmp = dest.with_name(f".{dest.name}.tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+    try:
+        ids = table.column("task_id").to_pylist()
+        hashes = table.column("content_hash").to_pylist()
+        uses = Counter(ids)
+        dirs = [i if uses[i] == 1 else f"{i}-{h[:12]}" for i, h in zip(ids, hashes, strict=True)]
+        for task, d in zip(pool_tasks(table), dirs, strict=True):
+            write_harbor(task, tmp / "tasks" / d)
+        table = table.append_column("harbor_dir", pa.array([f"tasks/{d}" for d in dirs]))
+        (tmp / "tasks").mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, tmp / "pool.parquet", compression="zstd")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        os.rename(tmp, dest)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return PoolExport(
+        pool=pool,
+        version=v,
+        tasks=table.num_rows,
+        parquet=dest / "pool.parquet",
+        harbor_dir=dest / "tasks",
+    )

@@ -1,0 +1,226 @@
+"""The warehouse tables: the single source of truth for their columns, types and keys.
+
+Every Parquet part of a table is written with exactly `TABLES[name].schema`; readers add any
+column a part lacks as NULL, so a migration that only adds nullable columns rewrites nothing.
+`key` names the columns that identify a row: the store never holds two rows with the same key
+(the first write wins; see `warehouse.store`).
+
+Bump `SCHEMA_VERSION` whenever a table changes, and add the step to `warehouse.migrations`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+SCHEMA_VERSION = 1
+
+TIMESTAMP = pa.timestamp("us", tz="UTC")
+
+
+@dataclass(frozen=True)
+class TableSpec:
+    """One table: its name (also its directory under the store), schema and key columns."""
+
+    name: str
+    schema: pa.Schema
+    key: tuple[str, ...]
+    doc: str
+
+    def __post_init__(self) -> None:
+        missing = [k for k in self.key if k not in self.schema.names]
+        if missing:
+            raise ValueError(f"key columns {missing!r} not in the schema of {self.name!r}")
+
+
+def _fields(*fields: tuple[str, pa.DataType, bool]) -> pa.Schema:
+    return pa.schema([pa.field(name, typ, nullable=nullable) for name, typ, nullable in fields])
+
+
+TASKS = TableSpec(
+    name="tasks",
+    key=("content_hash",),
+    doc="One row per task version, keyed by the content hash of its whole bundle.",
+    schema=_fields(
+        ("content_hash", pa.string(), False),
+        # First 16 hex digits of the hash as an integer: the join key of the lineage index.
+        ("task_key", pa.uint64(), False),
+        ("task_id", pa.string(), False),
+        ("name", pa.string(), False),
+        ("category", pa.string(), False),
+        ("difficulty", pa.string(), False),
+        ("tags", pa.list_(pa.string()), True),
+        ("author", pa.string(), True),
+        ("instruction_chars", pa.int32(), False),
+        # Non-blank, non-comment lines of solution/solve.sh; NULL for a solution-less task.
+        ("solution_steps", pa.int32(), True),
+        ("assertion_count", pa.int32(), True),
+        ("solution_less", pa.bool_(), False),
+        ("binary_verifier", pa.bool_(), False),
+        # Lineage, as declared in the task's own [t1.lineage] table.
+        ("parents", pa.list_(pa.string()), False),
+        ("parent_keys", pa.list_(pa.uint64()), False),
+        ("root_seed", pa.string(), True),
+        ("round", pa.int32(), False),
+        ("operator", pa.string(), True),
+        ("family", pa.string(), True),
+        # The pool the recording stage named, else the lineage's source_pool.
+        ("origin_pool", pa.string(), False),
+        # The Harbor bundle itself: {relative path: bytes}; exports need nothing else.
+        ("bundle", pa.map_(pa.string(), pa.binary()), False),
+        ("bundle_bytes", pa.int64(), False),
+        ("recorded_at", TIMESTAMP, False),
+    ),
+)
+
+TRIALS = TableSpec(
+    name="trials",
+    key=("trial_id",),
+    doc="One row per sandbox trial of one task by one agent.",
+    schema=_fields(
+        ("trial_id", pa.string(), False),
+        ("task_hash", pa.string(), False),
+        ("task_id", pa.string(), False),
+        ("agent", pa.string(), False),
+        ("backend", pa.string(), False),
+        ("started_at", TIMESTAMP, False),
+        ("environment_s", pa.float64(), False),
+        ("agent_s", pa.float64(), False),
+        ("verifier_s", pa.float64(), False),
+        ("total_s", pa.float64(), False),
+        ("failure_mode", pa.string(), False),
+        ("failure_detail", pa.string(), False),
+        ("report_source", pa.string(), False),
+        ("reward", pa.float64(), True),
+        ("parse_error", pa.string(), True),
+        ("assertions_passed", pa.int32(), False),
+        ("assertions_total", pa.int32(), False),
+        ("resolved", pa.bool_(), False),
+        ("agent_exit_code", pa.int32(), True),
+        ("verifier_exit_code", pa.int32(), True),
+        ("verifier_output", pa.string(), False),
+        ("recorded_at", TIMESTAMP, False),
+    ),
+)
+
+ASSERTION_RESULTS = TableSpec(
+    name="assertion_results",
+    key=("trial_id", "name"),
+    doc="One row per assertion per trial; `position` keeps the verifier's order.",
+    schema=_fields(
+        ("trial_id", pa.string(), False),
+        ("name", pa.string(), False),
+        ("position", pa.int32(), False),
+        ("task_hash", pa.string(), False),
+        ("status", pa.string(), False),
+        ("ok", pa.bool_(), False),
+        ("message", pa.string(), False),
+        ("duration_s", pa.float64(), False),
+        ("recorded_at", TIMESTAMP, False),
+    ),
+)
+
+AUDITS = TableSpec(
+    name="audits",
+    key=("task_hash", "judge", "audit_version"),
+    doc="One row per (task, judge, audit version): scores per dimension, verdict, reasons.",
+    schema=_fields(
+        ("task_hash", pa.string(), False),
+        ("judge", pa.string(), False),
+        ("audit_version", pa.string(), False),
+        ("scores", pa.map_(pa.string(), pa.float64()), False),
+        ("verdict", pa.string(), False),
+        ("reasons", pa.list_(pa.string()), False),
+        ("audited_at", TIMESTAMP, False),
+        ("recorded_at", TIMESTAMP, False),
+    ),
+)
+
+POOL_MEMBERS = TableSpec(
+    name="pool_members",
+    key=("pool", "pool_version", "task_hash"),
+    doc="Membership of a task in one version of a pool; rank 1 is the best.",
+    schema=_fields(
+        ("pool", pa.string(), False),
+        ("pool_version", pa.int32(), False),
+        ("task_hash", pa.string(), False),
+        ("rank", pa.int32(), False),
+        ("score", pa.float64(), True),
+        ("recorded_at", TIMESTAMP, False),
+    ),
+)
+
+TRAJECTORIES = TableSpec(
+    name="trajectories",
+    key=("campaign", "step", "task_hash", "sample"),
+    doc="One row per training rollout: `sample` numbers the rollouts of a task in a step.",
+    schema=_fields(
+        ("campaign", pa.string(), False),
+        ("step", pa.int64(), False),
+        ("task_hash", pa.string(), False),
+        ("sample", pa.int32(), False),
+        ("weight_version", pa.int64(), False),
+        ("reward", pa.float64(), False),
+        ("assertions_passed", pa.int32(), False),
+        ("assertions_total", pa.int32(), False),
+        ("turns", pa.int32(), False),
+        ("tokens", pa.int64(), False),
+        ("failure_mode", pa.string(), False),
+        ("recorded_at", TIMESTAMP, False),
+    ),
+)
+
+EVALUATIONS = TableSpec(
+    name="evaluations",
+    key=("campaign", "checkpoint", "benchmark", "task_hash", "attempt"),
+    doc="One row per evaluated (checkpoint, benchmark task, attempt).",
+    schema=_fields(
+        ("campaign", pa.string(), False),
+        ("checkpoint", pa.string(), False),
+        ("benchmark", pa.string(), False),
+        ("task_hash", pa.string(), False),
+        ("attempt", pa.int32(), False),
+        ("task_id", pa.string(), False),
+        ("resolved", pa.bool_(), False),
+        ("dense_score", pa.float64(), False),
+        ("category", pa.string(), False),
+        ("recorded_at", TIMESTAMP, False),
+    ),
+)
+
+TABLES: dict[str, TableSpec] = {
+    spec.name: spec
+    for spec in (
+        TASKS,
+        TRIALS,
+        ASSERTION_RESULTS,
+        AUDITS,
+        POOL_MEMBERS,
+        TRAJECTORIES,
+        EVALUATIONS,
+    )
+}
+
+
+def table_spec(name: str) -> TableSpec:
+    """The spec of table `name`; ValueError naming the known tables otherwise."""
+    try:
+        return TABLES[name]
+    except KeyError:
+        raise ValueError(f"unknown warehouse table {name!r}; known: {sorted(TABLES)}") from None
+
+
+def task_key(content_hash: str) -> int:
+    """The lineage join key of a content hash: its first 16 hex digits as an unsigned int.
+
+    Two distinct hashes share a key with probability about n^2 / 2^65 (~3e-8 at a million
+    tasks); a collision would merge two tasks in lineage walks, so the `task_key_collisions`
+    view lists any (it should always be empty).
+    """
+    if len(content_hash) < 16:
+        raise ValueError(f"content hash must have at least 16 hex digits, got {content_hash!r}")
+    try:
+        return int(content_hash[:16], 16)
+    except ValueError:
+        raise ValueError(f"content hash must be hexadecimal, got {content_hash!r}") from None

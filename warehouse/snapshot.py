@@ -1,0 +1,101 @@
+"""Read-only snapshots: a private in-memory DuckDB connection whose views read Parquet parts.
+
+A snapshot reads `_meta.json` once and binds every view to exactly the parts it names, so a
+reader sees one committed generation however many writers commit meanwhile, and never touches
+a lock or a DuckDB database file (any number of processes read at once, each with its own
+connection). It also builds the lineage index (`task_edges`, an in-memory table of
+(child_key, parent_key)) and installs the lineage views and macros of `warehouse.lineage`.
+
+A snapshot stays valid while its parts exist: parts retired by a compaction are kept for the
+store's retire grace period (an hour by default). Long-lived readers (a web server) should open
+a fresh snapshot per request or per refresh, which is cheap.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from warehouse import lineage, schema
+from warehouse.store import Manifest, Store, parquet_list_sql
+
+
+class Snapshot:
+    """One consistent, read-only view of a store; use as a context manager or `close()`."""
+
+    def __init__(self, store: Store, manifest: Manifest, con: duckdb.DuckDBPyConnection) -> None:
+        self.store = store
+        self.manifest = manifest
+        self.con = con
+
+    @classmethod
+    def open(
+        cls,
+        store: Store | Path | str | None = None,
+        *,
+        manifest: Manifest | None = None,
+        with_lineage: bool = True,
+    ) -> Snapshot:
+        """Snapshot of `store` (a Store, a path, or None for the default location).
+
+        `manifest` pins the generation (writers use it to read under their lock);
+        `with_lineage=False` skips building the lineage index and its views.
+        """
+        if not isinstance(store, Store):
+            store = Store.open(store)
+        if manifest is None:
+            manifest = store.read_manifest()
+        con = duckdb.connect(":memory:")
+        try:
+            con.execute("SET enable_progress_bar = false")
+            con.execute("SET TimeZone = 'UTC'")
+            for name, spec in schema.TABLES.items():
+                con.register(f"_empty_{name}", spec.schema.empty_table())
+                files = [store.part_path(name, p.file) for p in manifest.parts(name)]
+                source = f"SELECT * FROM _empty_{name}"
+                if files:
+                    source += (
+                        " UNION ALL BY NAME SELECT * FROM "
+                        f"read_parquet({parquet_list_sql(files)}, union_by_name = true)"
+                    )
+                con.execute(f"CREATE VIEW {name} AS {source}")
+            if with_lineage:
+                lineage.install(con)
+        except BaseException:
+            con.close()
+            raise
+        return cls(store, manifest, con)
+
+    @property
+    def generation(self) -> int:
+        return self.manifest.generation
+
+    def sql(self, query: str, params: list[Any] | dict[str, Any] | None = None) -> Any:
+        """Run `query`; returns DuckDB's result (`.fetchall()`, `.to_arrow_table()`, ...)."""
+        return self.con.execute(query, params) if params is not None else self.con.execute(query)
+
+    def arrow(self, query: str, params: list[Any] | dict[str, Any] | None = None) -> pa.Table:
+        return self.con.sql(query, params=params).to_arrow_table()
+
+    def rows(self, query: str, params: list[Any] | dict[str, Any] | None = None) -> list[dict]:
+        """Result rows as dicts (column name -> Python value)."""
+        cur = self.sql(query, params)
+        names = [d[0] for d in cur.description]
+        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+
+    def close(self) -> None:
+        self.con.close()
+
+    def __enter__(self) -> Snapshot:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_snapshot(store: Store | Path | str | None = None) -> Snapshot:
+    """Shorthand for `Snapshot.open(store)`."""
+    return Snapshot.open(store)
