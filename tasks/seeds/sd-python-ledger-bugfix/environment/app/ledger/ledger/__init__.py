@@ -1,0 +1,1 @@
+"""A tiny CSV ledger: parse transactions and report account balances."""
