@@ -17,7 +17,8 @@ SQL objects (worked examples in docs/warehouse.md):
 - `pool_depth_histogram`: (pool, pool_version, depth, tasks).
 - `round_producers(r, in_pool := NULL)`: operator, family and task count for the tasks of
   round `r`; with `in_pool`, only the members of that pool's latest version.
-- `seed_fanout`: per parentless task: descendants, direct children, max round, max distance.
+- `seed_fanout`: per parentless task: descendants, direct children, max round, and the
+  longest path down (`max_distance`).
 - `pools`, `latest_pool_members`, `missing_parents`, `task_key_collisions`: helpers/checks.
 """
 
@@ -97,14 +98,16 @@ LINEAGE_SQL: tuple[str, ...] = (
            SELECT r.seed_key, e.child_key, r.distance + 1
            FROM reach r JOIN task_edges e ON e.parent_key = r.task_key
        )
+       , children AS (SELECT parent_key, count(*) AS n FROM task_edges GROUP BY parent_key)
        SELECT s.content_hash AS seed_hash, s.task_id AS seed_id,
               count(*) FILTER (WHERE r.distance > 0) AS descendants,
-              count(*) FILTER (WHERE r.distance = 1) AS children,
+              coalesce(any_value(c.n), 0) AS children,
               coalesce(max(t.round) FILTER (WHERE r.distance > 0), 0) AS max_round,
               max(r.distance) AS max_distance
        FROM reach r
        JOIN tasks s ON s.task_key = r.seed_key
        JOIN tasks t ON t.task_key = r.task_key
+       LEFT JOIN children c ON c.parent_key = r.seed_key
        GROUP BY s.content_hash, s.task_id""",
     """CREATE VIEW missing_parents AS
        SELECT t.content_hash, t.task_id, p.parent AS missing_parent

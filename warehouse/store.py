@@ -458,12 +458,12 @@ def conform(table: pa.Table, spec: TableSpec) -> pa.Table:
             f"unexpected {extra!r}"
         )
     table = table.select(spec.schema.names)
-    if table.schema != spec.schema:
-        try:
-            table = table.cast(spec.schema)
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError) as e:
-            raise ValueError(f"rows for table {spec.name!r} have the wrong types: {e}") from e
     for f in spec.schema:
         if not f.nullable and table.column(f.name).null_count:
             raise ValueError(f"table {spec.name!r}: column {f.name!r} is not nullable, got nulls")
+    if table.schema != spec.schema:
+        try:
+            table = table.cast(spec.schema)
+        except (ValueError, TypeError, pa.ArrowNotImplementedError) as e:
+            raise ValueError(f"rows for table {spec.name!r} have the wrong types: {e}") from e
     return table
