@@ -296,8 +296,8 @@ class LocalSandbox:
             self._cgroup.kill_all()
             proc.kill()
         code = proc.wait()
-        # Anything the command left behind dies with its PID namespace; make sure.
-        self._cgroup.kill_all()
+        # Anything the command left in the background died with its PID namespace when bwrap's
+        # init exited; `stop` sweeps the cgroup once more.
         oom = self._cgroup.oom_kills() > oom_before
         return ExecResult(
             exit_code=code,

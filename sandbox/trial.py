@@ -110,9 +110,12 @@ def _agent_failure(outcome: AgentOutcome) -> FailureMode:
 def verify(sandbox: Sandbox, task: Task, result: TrialResult) -> None:
     """Copy tests in, run the verifier under its own timeout, collect per-assertion outcomes."""
     t0 = time.monotonic()
-    sandbox.exec(f"rm -rf {TESTS_DIR} && mkdir -p {VERIFIER_LOGS}", timeout_s=30, cwd="/")
-    sandbox.upload(task.verifier, TESTS_DIR)
+    # Tests go to a fresh directory the agent could not have prepared, then replace /tests
+    # and run, in one command.
+    staging = f"/.t1-tests-{uuid.uuid4().hex[:8]}"
+    sandbox.upload(task.verifier, staging)
     r = sandbox.exec(
+        f"rm -rf {TESTS_DIR} && mv {staging} {TESTS_DIR} && mkdir -p {VERIFIER_LOGS} && "
         f"bash {TESTS_DIR}/test.sh",
         timeout_s=task.limits.verifier_timeout_s,
         cwd=task.environment.workdir,

@@ -30,7 +30,8 @@ CTRF = {
 JUNIT = """<?xml version="1.0"?>
 <testsuites><testsuite name="s">
   <testcase classname="t.mod" name="ok" time="0.5"/>
-  <testcase classname="t.mod" name="bad" time="0.1"><failure message="nope">trace</failure></testcase>
+  <testcase classname="t.mod" name="bad" time="0.1"><failure message="nope">tb</failure>
+  </testcase>
   <testcase classname="t.mod" name="err"><error message="crash"/></testcase>
   <testcase classname="t.mod" name="xf"><skipped type="pytest.xfail" message="known"/></testcase>
 </testsuite></testsuites>"""
