@@ -13,6 +13,7 @@ a fresh snapshot per request or per refresh, which is cheap.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +22,23 @@ import pyarrow as pa
 
 from warehouse import lineage, schema
 from warehouse.store import Manifest, Store, parquet_list_sql
+
+
+@dataclass
+class QueryResult:
+    """All rows of one query, fetched."""
+
+    columns: list[str]
+    rows: list[tuple]
+
+    def fetchall(self) -> list[tuple]:
+        return self.rows
+
+    def fetchone(self) -> tuple | None:
+        return self.rows[0] if self.rows else None
+
+    def dicts(self) -> list[dict[str, Any]]:
+        return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
 
 
 class Snapshot:
@@ -73,18 +91,19 @@ class Snapshot:
     def generation(self) -> int:
         return self.manifest.generation
 
-    def sql(self, query: str, params: list[Any] | dict[str, Any] | None = None) -> Any:
-        """Run `query`; returns DuckDB's result (`.fetchall()`, `.to_arrow_table()`, ...)."""
-        return self.con.execute(query, params) if params is not None else self.con.execute(query)
+    def sql(self, query: str, params: list[Any] | dict[str, Any] | None = None) -> QueryResult:
+        """Run `query` and fetch all of its rows (DuckDB 2 refuses new work on a connection
+        while a result is only partly fetched, so results are never left open)."""
+        cur = self.con.execute(query, params) if params is not None else self.con.execute(query)
+        columns = [d[0] for d in cur.description] if cur.description else []
+        return QueryResult(columns=columns, rows=cur.fetchall())
 
     def arrow(self, query: str, params: list[Any] | dict[str, Any] | None = None) -> pa.Table:
         return self.con.sql(query, params=params).to_arrow_table()
 
     def rows(self, query: str, params: list[Any] | dict[str, Any] | None = None) -> list[dict]:
         """Result rows as dicts (column name -> Python value)."""
-        cur = self.sql(query, params)
-        names = [d[0] for d in cur.description]
-        return [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+        return self.sql(query, params).dicts()
 
     def close(self) -> None:
         self.con.close()

@@ -1,0 +1,79 @@
+"""Schema version: a store of another version is refused with what to do, or migrated."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pyarrow.compute as pc
+import pytest
+
+from warehouse import SchemaVersionError, Store, open_snapshot, record_tasks
+from warehouse import migrations, schema
+
+
+def _set_version(store_path: Path, version: int) -> None:
+    meta_path = store_path / "_meta.json"
+    meta = json.loads(meta_path.read_text())
+    meta["schema_version"] = version
+    meta_path.write_text(json.dumps(meta))
+
+
+def test_a_newer_store_is_refused_with_an_upgrade_message(store_path: Path, task_factory) -> None:
+    record_tasks(store_path, [task_factory("a")])
+    _set_version(store_path, schema.SCHEMA_VERSION + 1)
+    with pytest.raises(SchemaVersionError, match="upgrade t1-forge"):
+        open_snapshot(store_path)
+    with pytest.raises(SchemaVersionError, match="newer"):
+        record_tasks(store_path, [task_factory("b")])
+    with pytest.raises(SchemaVersionError, match="upgrade t1-forge"):
+        Store.open(store_path, migrate=True)
+
+
+def test_an_older_store_is_refused_until_migrated(
+    store_path: Path, task_factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A v1 store opened by code at v2 (a pretend step that upper-cases task names)."""
+    record_tasks(store_path, [task_factory("a"), task_factory("b")])
+    old = open_snapshot(store_path)
+
+    def v1_to_v2(store: Store, manifest):
+        parts = manifest.parts("tasks")
+        tables = [pq.read_table(store.part_path("tasks", p.file)) for p in parts]
+        merged = pa.concat_tables(tables)
+        upper = merged.set_column(
+            merged.schema.get_field_index("name"), "name", pc.utf8_upper(merged.column("name"))
+        )
+        return store.replace_parts(manifest, "tasks", parts, upper)
+
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", 2)
+    monkeypatch.setitem(migrations.MIGRATIONS, 1, v1_to_v2)
+
+    with pytest.raises(SchemaVersionError, match="t1 warehouse migrate --store") as err:
+        open_snapshot(store_path)
+    assert "schema version 1" in str(err.value)
+    with pytest.raises(SchemaVersionError):
+        record_tasks(store_path, [task_factory("c")])  # writers are refused too
+
+    assert migrations.migrate(Store(store_path)) == (1, 2)
+    with open_snapshot(store_path) as snap:
+        assert snap.sql("SELECT name FROM tasks ORDER BY name").fetchall() == [
+            ("TASK A",), ("TASK B",)
+        ]
+    assert json.loads((store_path / "_meta.json").read_text())["schema_version"] == 2
+    # A snapshot opened before the migration still reads the old parts.
+    assert old.sql("SELECT count(*) FROM tasks").fetchone() == (2,)
+    old.close()
+    assert migrations.migrate(Store(store_path)) == (2, 2)  # nothing left to do
+
+
+def test_a_missing_migration_step_says_so(
+    store_path: Path, task_factory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    record_tasks(store_path, [task_factory("a")])
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", 3)
+    with pytest.raises(SchemaVersionError, match="no migration from warehouse schema version 1"):
+        Store.open(store_path, migrate=True)
+    assert json.loads((store_path / "_meta.json").read_text())["schema_version"] == 1
