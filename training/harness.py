@@ -30,7 +30,13 @@ from training.chat_format import (
 )
 from training.chat_tokenizer import decode_ids, encode_text
 from training.engine_protocol import EngineClient, GenerateRequest, SamplingParams
-from training.tito import BoundaryCase, TurnRecord, new_messages_text, resolve_boundary
+from training.tito import (
+    Boundary,
+    BoundaryCase,
+    TurnRecord,
+    new_messages_text,
+    resolve_boundary,
+)
 from training.trajectories import SYSTEM_PROMPT
 
 if TYPE_CHECKING:
@@ -228,18 +234,61 @@ class PolicyAgent:
     def _next_prompt(
         self, traj: AgentTrajectory, stream: list[int], *, first: bool
     ) -> tuple[list[int], BoundaryCase | None]:
-        tok = self.tokenizer
-        rendered = render_conversation(tok, traj.messages, generation_prompt=True)
-        rendered_ids = encode_text(tok, rendered)
         if first or self.config.prompt_mode == "retokenize":
-            return rendered_ids, None
-        closed = stream[-1] == self.im_end_id
-        n_closed = sum(1 for i in stream if i == self.im_end_id) + (0 if closed else 1)
-        delta = new_messages_text(rendered, closed_messages=n_closed, stream_closed=closed)
-        boundary = resolve_boundary(
-            stream, rendered_ids, encode_text(tok, delta), lambda ids: decode_ids(tok, list(ids))
-        )
+            rendered = render_conversation(self.tokenizer, traj.messages, generation_prompt=True)
+            return encode_text(self.tokenizer, rendered), None
+        boundary = tito_next_prompt(self.tokenizer, traj.messages, stream, im_end_id=self.im_end_id)
         return stream + boundary.append_ids, boundary.case
+
+
+def tito_next_prompt(
+    tokenizer: PreTrainedTokenizerFast,
+    messages: Sequence[Message],
+    stream: Sequence[int],
+    *,
+    im_end_id: int,
+) -> Boundary:
+    """How to extend `stream` (every id so far) with the messages appended since its last turn.
+
+    Re-renders the whole conversation once to test the prefix relations (Cases 6-8); whatever
+    the case, the ids already in `stream` are kept and only `append_ids` are new.
+    """
+    if not stream:
+        raise ValueError("tito_next_prompt needs a non-empty stream")
+    rendered = render_conversation(tokenizer, messages, generation_prompt=True)
+    closed = stream[-1] == im_end_id
+    n_closed = sum(1 for i in stream if i == im_end_id) + (0 if closed else 1)
+    delta = new_messages_text(rendered, closed_messages=n_closed, stream_closed=closed)
+    return resolve_boundary(
+        stream,
+        encode_text(tokenizer, rendered),
+        encode_text(tokenizer, delta),
+        lambda ids: decode_ids(tokenizer, list(ids)),
+    )
+
+
+def rendered_history(
+    tokenizer: PreTrainedTokenizerFast, messages: Sequence[Message]
+) -> tuple[list[int], list[bool]]:
+    """The final conversation as a text pipeline trains on it: re-rendered, re-encoded.
+
+    Returns canonical ids of the rendering (no generation prompt) and a mask that is True on
+    the tokens of every assistant message body through its `<|im_end|>` (what an
+    assistant-only loss mask covers). This is the "neither TITO" stream of the measurement.
+    """
+    text = render_conversation(tokenizer, messages, generation_prompt=False)
+    enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    header = "<|im_start|>assistant\n"
+    spans: list[tuple[int, int]] = []
+    pos = text.find(header)
+    while pos >= 0:
+        start = pos + len(header)
+        end = text.find(IM_END, start)
+        end = len(text) if end < 0 else end + len(IM_END)
+        spans.append((start, end))
+        pos = text.find(header, end)
+    mask = [any(s <= a and b <= e for s, e in spans) for a, b in enc["offset_mapping"]]
+    return list(enc["input_ids"]), mask
 
 
 @dataclass

@@ -86,11 +86,13 @@ def replay_topk(
             raise ValueError(f"unknown failure policy {policy!r}")
         _, live_idx = live_topk(router_logits.detach(), top_k, norm_topk=norm_topk)
         recorded = torch.where(missing[:, None], live_idx, recorded)
-    probs = F.softmax(router_logits, dim=-1, dtype=torch.float)  # (n, E)
-    weights = probs.gather(-1, recorded)  # (n, k)
     if norm_topk:
-        weights = weights / weights.sum(dim=-1, keepdim=True)
-    return weights, recorded
+        # softmax over all experts renormalized over the recorded ones == softmax over the
+        # recorded logits; computing it that way gives exact-zero gradient to other experts
+        picked = router_logits.gather(-1, recorded).float()  # (n, k)
+        return F.softmax(picked, dim=-1), recorded
+    probs = F.softmax(router_logits, dim=-1, dtype=torch.float)  # (n, E)
+    return probs.gather(-1, recorded), recorded  # (n, k)
 
 
 def fit_record(record: torch.Tensor, positions: int) -> torch.Tensor:

@@ -240,6 +240,7 @@ def assemble_trial(
         if t == 0:
             offset_in_prompt = 0  # engine position q sits at stream position q
             base = 0
+            shared = 0
             ids.extend(prompt)
             mask.extend([False] * len(prompt))
             logp.extend([np.nan] * len(prompt))
@@ -247,7 +248,8 @@ def assemble_trial(
             rows.extend([None] * len(prompt))
         else:
             n = len(ids)
-            if common_prefix_len(ids, prompt) == n:
+            shared = common_prefix_len(ids, prompt)  # engine q < shared is stream position q
+            if shared == n:
                 cut = n
                 cases.append(turn.boundary or BoundaryCase.EXACT)
             else:
@@ -279,9 +281,12 @@ def assemble_trial(
         if gen.routed_experts is not None:
             for i, row in enumerate(gen.routed_experts):
                 q = gen.routed_experts_start + i  # engine position
-                if q < offset_in_prompt:
-                    continue  # context the stream took from an earlier turn
-                p = base + q - offset_in_prompt
+                if q < shared:
+                    p = q  # a prefix the stream shares with this prompt
+                elif q < offset_in_prompt:
+                    continue  # re-rendered history the stream kept in its sampled form
+                else:
+                    p = base + q - offset_in_prompt
                 if rows[p] is None:
                     rows[p] = row
                 elif not np.array_equal(rows[p], row):

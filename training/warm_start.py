@@ -19,6 +19,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from training.chat_format import CHAT_TEMPLATE
 from training.policy import PolicyConfig
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -49,6 +50,7 @@ def recipe_key(policy: PolicyConfig, warm: WarmStartConfig, texts: list[str]) ->
     h.update(json.dumps(warm.model_dump(), sort_keys=True).encode())
     for t in texts:
         h.update(hashlib.sha256(t.encode()).digest())
+    h.update(CHAT_TEMPLATE.encode())
     h.update(b"recipe-v1")
     return h.hexdigest()[:16]
 
