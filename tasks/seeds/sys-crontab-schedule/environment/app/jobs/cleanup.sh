@@ -1,0 +1,3 @@
+#!/bin/bash
+# cleanup job
+echo "cleanup ran at $(date -Is)"

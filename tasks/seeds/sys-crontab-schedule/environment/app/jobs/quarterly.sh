@@ -1,0 +1,3 @@
+#!/bin/bash
+# quarterly job
+echo "quarterly ran at $(date -Is)"

@@ -1,0 +1,3 @@
+#!/bin/bash
+# report job
+echo "report ran at $(date -Is)"

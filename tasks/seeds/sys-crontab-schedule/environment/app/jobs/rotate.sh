@@ -1,0 +1,3 @@
+#!/bin/bash
+# rotate job
+echo "rotate ran at $(date -Is)"

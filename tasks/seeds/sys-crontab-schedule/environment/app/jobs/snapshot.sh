@@ -1,0 +1,3 @@
+#!/bin/bash
+# snapshot job
+echo "snapshot ran at $(date -Is)"

@@ -1,0 +1,3 @@
+#!/bin/bash
+# sync job
+echo "sync ran at $(date -Is)"
