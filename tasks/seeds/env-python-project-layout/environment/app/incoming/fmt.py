@@ -1,0 +1,2 @@
+def format_temp(value, unit, precision):
+    return f"{value:.{precision}f} {unit}"
