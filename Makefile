@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml
 	  { echo "Python >= 3.11 is required (found $$($(PYTHON) --version))"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[train,orchestrate,dev]'
+	$(BIN)/pip install -q -e '.[train,orchestrate,dev]' --config-settings editable_mode=compat
 	touch $(STAMP)
 
 lint: install

@@ -1,0 +1,12 @@
+"""Dagster entry point (`dagster dev -m pipelines.definitions`): loads the `defs/` folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dagster as dg
+
+
+@dg.definitions
+def defs() -> dg.Definitions:
+    return dg.load_from_defs_folder(path_within_project=Path(__file__).parent)

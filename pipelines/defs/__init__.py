@@ -1,0 +1,1 @@
+"""Dagster definitions, one module per group; loaded by pipelines/definitions.py."""

@@ -1,0 +1,59 @@
+"""Resources switched by environment.
+
+`T1_ENV=local` (default): local sandbox, store under ./warehouse, no LLM.
+`T1_ENV=configured`: every setting from environment variables (T1_WAREHOUSE,
+T1_SANDBOX_BACKEND, T1_LLM_BASE_URL, T1_LLM_MODEL, T1_LLM_API_KEY, T1_TMAX_DIR,
+T1_BENCHMARK_DIR), read when a run starts.
+"""
+
+import os
+from pathlib import Path
+
+import dagster as dg
+
+
+class ForgeConfig(dg.ConfigurableResource):
+    """Where the store lives, which sandbox and LLM to use, and the pipeline budget."""
+
+    store: str = "warehouse"
+    sandbox_backend: str = "local"
+    llm_base_url: str = ""
+    llm_model: str = ""
+    llm_api_key: str = ""
+    tmax_dir: str = ""
+    benchmark_dir: str = ""
+    rounds: int = 3
+    per_round: int = 6
+    t1_size: int = 15000
+    preflight_n: int = 10
+    preflight_threshold: float = 0.8
+
+    @property
+    def store_path(self) -> Path:
+        return Path(self.store)
+
+
+def forge_config_from_env() -> ForgeConfig:
+    env = os.environ.get("T1_ENV", "local")
+    if env == "local":
+        return ForgeConfig(
+            store=os.environ.get("T1_WAREHOUSE", "warehouse"),
+            tmax_dir=os.environ.get("T1_TMAX_DIR", ""),
+            benchmark_dir=os.environ.get("T1_BENCHMARK_DIR", ""),
+            rounds=int(os.environ.get("T1_DEMO_ROUNDS", "3")),
+            per_round=int(os.environ.get("T1_DEMO_PER_ROUND", "6")),
+        )
+    if env != "configured":
+        raise ValueError(f"T1_ENV must be 'local' or 'configured', got {env!r}")
+    return ForgeConfig(
+        store=dg.EnvVar("T1_WAREHOUSE"),
+        sandbox_backend=dg.EnvVar("T1_SANDBOX_BACKEND"),
+        llm_base_url=dg.EnvVar("T1_LLM_BASE_URL"),
+        llm_model=dg.EnvVar("T1_LLM_MODEL"),
+        llm_api_key=dg.EnvVar("T1_LLM_API_KEY"),
+        tmax_dir=dg.EnvVar("T1_TMAX_DIR"),
+        benchmark_dir=dg.EnvVar("T1_BENCHMARK_DIR"),
+    )
+
+
+defs = dg.Definitions(resources={"forge": forge_config_from_env()})
