@@ -15,9 +15,14 @@ EVALUATION_ASSET = "evaluation_results"
 
 
 def report_evaluation(
-    metadata: dict[str, Any], *, webserver_url: str | None = None, timeout_s: float = 10.0
+    metadata: dict[str, Any],
+    *,
+    webserver_url: str | None = None,
+    instance: Any = None,
+    timeout_s: float = 10.0,
 ) -> None:
-    """Record a runless materialization of `evaluation_results` with `metadata`.
+    """Record a runless materialization of `evaluation_results` with `metadata`: over HTTP
+    when `webserver_url` is given, else into `instance` (default: DAGSTER_HOME's instance).
 
     Raises httpx.HTTPStatusError when the webserver refuses the report.
     """
@@ -32,7 +37,9 @@ def report_evaluation(
         return
     import dagster as dg
 
-    with dg.DagsterInstance.get() as instance:
-        instance.report_runless_asset_event(
-            dg.AssetMaterialization(asset_key=EVALUATION_ASSET, metadata=clean)
-        )
+    event = dg.AssetMaterialization(asset_key=EVALUATION_ASSET, metadata=clean)
+    if instance is not None:
+        instance.report_runless_asset_event(event)
+        return
+    with dg.DagsterInstance.get() as inst:
+        inst.report_runless_asset_event(event)

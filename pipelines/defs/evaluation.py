@@ -53,7 +53,7 @@ def evaluation_reported(context: dg.SensorEvaluationContext, asset_event: dg.Eve
     """When a campaign reports an evaluation, refresh the summary."""
     mat = asset_event.asset_materialization
     checkpoint = mat.metadata.get("checkpoint") if mat else None
-    label = checkpoint.value if checkpoint is not None else asset_event.storage_id
+    label = checkpoint.value if checkpoint is not None else "unknown"
     yield dg.RunRequest(
-        run_key=f"evaluation-{asset_event.storage_id}", tags={"checkpoint": str(label)}
+        run_key=f"evaluation-{asset_event.timestamp}", tags={"checkpoint": str(label)}
     )
