@@ -60,30 +60,60 @@ class Graph:
         self.S1 = make_task("s1")
         self.S2 = make_task("s2")
         s1, s2 = self.S1.content_hash, self.S2.content_hash
-        self.A = make_task("a", parents=(self.S1,), round=1, operator="mutate", family="git",
-                           root_seed=s1)
-        self.B = make_task("b", parents=(self.S1,), round=1, operator="harden", family="git",
-                           root_seed=s1)
-        self.C = make_task("c", parents=(self.S2,), round=1, operator="mutate", family="text",
-                           root_seed=s2)
-        self.D = make_task("d", parents=(self.A,), round=2, operator="compose", family="git",
-                           root_seed=s1)
-        self.E = make_task("e", parents=(self.A, self.C), round=2, operator="crossover",
-                           family="mixed", root_seed=s1)
-        self.G = make_task("g", parents=(self.B,), round=2, operator="mutate", family="git",
-                           root_seed=s1)
-        self.F = make_task("f", parents=(self.D, self.E), round=3, operator="crossover",
-                           family="mixed", root_seed=s1)
-        self.K = make_task("k", parents=(self.D, self.S1), round=3, operator="compose",
-                           family="git", root_seed=s1)
+        self.A = make_task(
+            "a", parents=(self.S1,), round=1, operator="mutate", family="git", root_seed=s1
+        )
+        self.B = make_task(
+            "b", parents=(self.S1,), round=1, operator="harden", family="git", root_seed=s1
+        )
+        self.C = make_task(
+            "c", parents=(self.S2,), round=1, operator="mutate", family="text", root_seed=s2
+        )
+        self.D = make_task(
+            "d", parents=(self.A,), round=2, operator="compose", family="git", root_seed=s1
+        )
+        self.E = make_task(
+            "e",
+            parents=(self.A, self.C),
+            round=2,
+            operator="crossover",
+            family="mixed",
+            root_seed=s1,
+        )
+        self.G = make_task(
+            "g", parents=(self.B,), round=2, operator="mutate", family="git", root_seed=s1
+        )
+        self.F = make_task(
+            "f",
+            parents=(self.D, self.E),
+            round=3,
+            operator="crossover",
+            family="mixed",
+            root_seed=s1,
+        )
+        self.K = make_task(
+            "k", parents=(self.D, self.S1), round=3, operator="compose", family="git", root_seed=s1
+        )
         self.missing = "f" * 64
-        self.H = make_task("h", extra_parent_hashes=(self.missing,), round=1, operator="mutate",
-                           family="text")
+        self.H = make_task(
+            "h", extra_parent_hashes=(self.missing,), round=1, operator="mutate", family="text"
+        )
 
     @property
     def tasks(self) -> list[Task]:
-        return [self.S1, self.S2, self.A, self.B, self.C, self.D, self.E, self.G, self.F,
-                self.K, self.H]
+        return [
+            self.S1,
+            self.S2,
+            self.A,
+            self.B,
+            self.C,
+            self.D,
+            self.E,
+            self.G,
+            self.F,
+            self.K,
+            self.H,
+        ]
 
     def id_of(self, content_hash: str) -> str:
         return next(t.id for t in self.tasks if t.content_hash == content_hash)

@@ -14,6 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from warehouse import lineage, open_snapshot, record_pool, record_tasks
 
 
@@ -64,7 +65,16 @@ def test_lineage_depth(snap, graph) -> None:
     rows = snap.rows("SELECT content_hash, depth FROM lineage_depth")
     depth = {graph.id_of(r["content_hash"]): r["depth"] for r in rows}
     assert depth == {
-        "s1": 0, "s2": 0, "a": 1, "b": 1, "c": 1, "d": 2, "e": 2, "g": 2, "f": 3, "k": 3,
+        "s1": 0,
+        "s2": 0,
+        "a": 1,
+        "b": 1,
+        "c": 1,
+        "d": 2,
+        "e": 2,
+        "g": 2,
+        "f": 3,
+        "k": 3,
         "h": None,  # its only parent was never recorded
     }
 
@@ -74,9 +84,15 @@ def test_pool_depth_histogram(snap) -> None:
         "SELECT pool, pool_version, depth, tasks FROM pool_depth_histogram ORDER BY ALL"
     ).fetchall()
     assert rows == [
-        ("rst", 1, 1, 3), ("rst", 1, 2, 3), ("rst", 1, 3, 2), ("rst", 1, None, 1),
-        ("t1", 1, 1, 1), ("t1", 1, 2, 1), ("t1", 1, 3, 1),
-        ("t1", 2, 2, 2), ("t1", 2, 3, 2),
+        ("rst", 1, 1, 3),
+        ("rst", 1, 2, 3),
+        ("rst", 1, 3, 2),
+        ("rst", 1, None, 1),
+        ("t1", 1, 1, 1),
+        ("t1", 1, 2, 1),
+        ("t1", 1, 3, 1),
+        ("t1", 2, 2, 2),
+        ("t1", 2, 3, 2),
     ]
 
 

@@ -42,8 +42,9 @@ def test_versions_are_numbered_immutable_and_need_recorded_tasks(store_path, tas
 
 def test_export_round_trips_to_harbor_directories(store_path, task_factory, tmp_path) -> None:
     seeds = [load_harbor(d) for d in sorted(SEEDS.iterdir())[:3] if (d / "task.toml").exists()]
-    child = task_factory("child", parents=(seeds[0],), round=1, operator="mutate",
-                         root_seed=seeds[0].content_hash)
+    child = task_factory(
+        "child", parents=(seeds[0],), round=1, operator="mutate", root_seed=seeds[0].content_hash
+    )
     same_id = task_factory("child", parents=(seeds[1],), round=1)  # two members share an id
     members = [child, *seeds, same_id]
     record_pool(store_path, "t1", members, tasks=members)

@@ -6,12 +6,11 @@ import json
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 
-from warehouse import SchemaVersionError, Store, open_snapshot, record_tasks
-from warehouse import migrations, schema
+from warehouse import SchemaVersionError, Store, migrations, open_snapshot, record_tasks, schema
 
 
 def _set_version(store_path: Path, version: int) -> None:
@@ -60,7 +59,8 @@ def test_an_older_store_is_refused_until_migrated(
     assert migrations.migrate(Store(store_path)) == (1, 2)
     with open_snapshot(store_path) as snap:
         assert snap.sql("SELECT name FROM tasks ORDER BY name").fetchall() == [
-            ("TASK A",), ("TASK B",)
+            ("TASK A",),
+            ("TASK B",),
         ]
     assert json.loads((store_path / "_meta.json").read_text())["schema_version"] == 2
     # A snapshot opened before the migration still reads the old parts.

@@ -9,8 +9,14 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from tasks.results import AssertionResult, AssertionStatus, FailureMode, ReportSource
-from tasks.results import TrialResult, VerifierReport
+from tasks.results import (
+    AssertionResult,
+    AssertionStatus,
+    FailureMode,
+    ReportSource,
+    TrialResult,
+    VerifierReport,
+)
 from warehouse import (
     AuditRecord,
     EvaluationRecord,
@@ -51,8 +57,15 @@ def test_readers_never_create_a_store(store_path: Path) -> None:
 
 def test_task_rows_round_trip_and_rewrites_are_idempotent(store_path: Path, task_factory) -> None:
     a = task_factory("alpha", payload=b"x" * 100)
-    b = task_factory("beta", parents=(a,), round=1, operator="mutate", family="f",
-                     root_seed=a.content_hash, solution=False)
+    b = task_factory(
+        "beta",
+        parents=(a,),
+        round=1,
+        operator="mutate",
+        family="f",
+        root_seed=a.content_hash,
+        solution=False,
+    )
     first = record_tasks(store_path, [a, b, a], pool="rst", assertion_counts={a.content_hash: 4})
     assert first.written == {"tasks": 2}  # the repeated `a` in the batch is dropped
     again = record_tasks(store_path, [b, a], pool="other")
@@ -71,8 +84,13 @@ def test_task_rows_round_trip_and_rewrites_are_idempotent(store_path: Path, task
 def test_trials_and_assertions(store_path: Path) -> None:
     h = "a" * 64
     result = TrialResult(
-        trial_id="t-1", task_id="alpha", task_hash=h, agent="oracle", backend="local",
-        agent_s=1.5, failure_mode=FailureMode.NONE,
+        trial_id="t-1",
+        task_id="alpha",
+        task_hash=h,
+        agent="oracle",
+        backend="local",
+        agent_s=1.5,
+        failure_mode=FailureMode.NONE,
         report=VerifierReport(
             source=ReportSource.CTRF,
             assertions=[
@@ -81,19 +99,34 @@ def test_trials_and_assertions(store_path: Path) -> None:
             ],
         ),
     )
-    timeout = result.model_copy(update={"trial_id": "t-2", "failure_mode": FailureMode.AGENT_TIMEOUT})
+    timeout = result.model_copy(
+        update={"trial_id": "t-2", "failure_mode": FailureMode.AGENT_TIMEOUT}
+    )
     w = record_trials(store_path, [result, timeout, result])
     assert w.written == {"trials": 2, "assertion_results": 4}
     with open_snapshot(store_path) as snap:
-        trials = snap.rows("SELECT trial_id, assertions_passed, assertions_total, resolved, "
-                           "failure_mode FROM trials ORDER BY trial_id")
-        per = snap.sql("SELECT trial_id, name, ok, position FROM assertion_results "
-                       "ORDER BY trial_id, position").fetchall()
+        trials = snap.rows(
+            "SELECT trial_id, assertions_passed, assertions_total, resolved, "
+            "failure_mode FROM trials ORDER BY trial_id"
+        )
+        per = snap.sql(
+            "SELECT trial_id, name, ok, position FROM assertion_results ORDER BY trial_id, position"
+        ).fetchall()
     assert trials == [
-        {"trial_id": "t-1", "assertions_passed": 1, "assertions_total": 2, "resolved": False,
-         "failure_mode": "none"},
-        {"trial_id": "t-2", "assertions_passed": 1, "assertions_total": 2, "resolved": False,
-         "failure_mode": "agent_timeout"},
+        {
+            "trial_id": "t-1",
+            "assertions_passed": 1,
+            "assertions_total": 2,
+            "resolved": False,
+            "failure_mode": "none",
+        },
+        {
+            "trial_id": "t-2",
+            "assertions_passed": 1,
+            "assertions_total": 2,
+            "resolved": False,
+            "failure_mode": "agent_timeout",
+        },
     ]
     assert per[:2] == [("t-1", "x", True, 0), ("t-1", "y", False, 1)]
 
@@ -101,27 +134,76 @@ def test_trials_and_assertions(store_path: Path) -> None:
 def test_audits_trajectories_evaluations(store_path: Path) -> None:
     h = "b" * 64
     at = datetime(2025, 1, 1, tzinfo=UTC)
-    record_audits(store_path, [AuditRecord(task_hash=h, judge="j", audit_version="v1",
-                                           scores={"clarity": 0.5, "solvable": 1.0},
-                                           verdict="accept", reasons=["ok"], audited_at=at)])
-    record_trajectories(store_path, [
-        TrajectoryRecord(campaign="c", step=s, task_hash=h, sample=i, weight_version=s,
-                         reward=0.5, assertions_passed=1, assertions_total=2, turns=3, tokens=100)
-        for s in range(2) for i in range(3)
-    ])
-    record_evaluations(store_path, [
-        EvaluationRecord(campaign="c", checkpoint="step-1", benchmark="tb2", task_hash=h,
-                         task_id="alpha", resolved=True, dense_score=1.0, category="debugging")
-    ])
+    record_audits(
+        store_path,
+        [
+            AuditRecord(
+                task_hash=h,
+                judge="j",
+                audit_version="v1",
+                scores={"clarity": 0.5, "solvable": 1.0},
+                verdict="accept",
+                reasons=["ok"],
+                audited_at=at,
+            )
+        ],
+    )
+    record_trajectories(
+        store_path,
+        [
+            TrajectoryRecord(
+                campaign="c",
+                step=s,
+                task_hash=h,
+                sample=i,
+                weight_version=s,
+                reward=0.5,
+                assertions_passed=1,
+                assertions_total=2,
+                turns=3,
+                tokens=100,
+            )
+            for s in range(2)
+            for i in range(3)
+        ],
+    )
+    record_evaluations(
+        store_path,
+        [
+            EvaluationRecord(
+                campaign="c",
+                checkpoint="step-1",
+                benchmark="tb2",
+                task_hash=h,
+                task_id="alpha",
+                resolved=True,
+                dense_score=1.0,
+                category="debugging",
+            )
+        ],
+    )
     with open_snapshot(store_path) as snap:
         audit = AuditRecord.from_row(snap.rows("SELECT * FROM audits")[0])
         assert audit.scores == {"clarity": 0.5, "solvable": 1.0} and audit.audited_at == at
         assert snap.sql("SELECT count(*), sum(reward) FROM trajectories").fetchone() == (6, 3.0)
         assert snap.sql("SELECT resolved FROM evaluations").fetchall() == [(True,)]
     with pytest.raises(ValueError, match="expected AuditRecord"):
-        record_audits(store_path, [TrajectoryRecord(campaign="c", step=0, task_hash=h,
-                                                    weight_version=0, reward=0, turns=0, tokens=0,
-                                                    assertions_passed=0, assertions_total=0)])
+        record_audits(
+            store_path,
+            [
+                TrajectoryRecord(
+                    campaign="c",
+                    step=0,
+                    task_hash=h,
+                    weight_version=0,
+                    reward=0,
+                    turns=0,
+                    tokens=0,
+                    assertions_passed=0,
+                    assertions_total=0,
+                )
+            ],
+        )
 
 
 def test_rows_that_do_not_fit_the_schema_are_refused(store_path: Path) -> None:
@@ -138,9 +220,21 @@ def test_rows_that_do_not_fit_the_schema_are_refused(store_path: Path) -> None:
 
 
 def _traj(step: int, n: int) -> pa.Table:
-    recs = [TrajectoryRecord(campaign="c", step=step, task_hash="c" * 64, sample=i,
-                             weight_version=step, reward=float(i), assertions_passed=0,
-                             assertions_total=1, turns=1, tokens=1) for i in range(n)]
+    recs = [
+        TrajectoryRecord(
+            campaign="c",
+            step=step,
+            task_hash="c" * 64,
+            sample=i,
+            weight_version=step,
+            reward=float(i),
+            assertions_passed=0,
+            assertions_total=1,
+            turns=1,
+            tokens=1,
+        )
+        for i in range(n)
+    ]
     return records_table(recs, TABLES["trajectories"])
 
 
@@ -177,7 +271,12 @@ def test_orphans_of_killed_writers_are_ignored_then_cleaned(store_path: Path) ->
     with open_snapshot(store) as snap:
         assert snap.sql("SELECT count(*) FROM trajectories").fetchone() == (3,)
     deleted = store.compact().deleted_files
-    assert deleted == sorted([".tmp-999999-x.json", "trajectories/.tmp-999999-deadbeef.parquet",
-                              "trajectories/part-0000000009-orphan.parquet"])
+    assert deleted == sorted(
+        [
+            ".tmp-999999-x.json",
+            "trajectories/.tmp-999999-deadbeef.parquet",
+            "trajectories/part-0000000009-orphan.parquet",
+        ]
+    )
     meta = json.loads((store_path / "_meta.json").read_text())
     assert meta["schema_version"] == 1 and len(meta["tables"]["trajectories"]) == 1
