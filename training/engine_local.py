@@ -145,8 +145,8 @@ class LocalEngine:
                 finish = {"type": "abort", "message": "Abort request."}
                 break
             with self._model_lock, torch.no_grad(), capture_routing(self.model) as cap:
-                out = self.model(input_ids=feed, past_key_values=past, use_cache=True)
-            past = out.past_key_values
+                out = self.model(input_ids=feed, cache=past, use_cache=True)
+            past = out.cache
             routing_chunks.append(cap.rows())  # (fed, L, k)
             logits = out.logits[0, -1].float()  # (V,)
             token, logprob = _sample(logits, sp.temperature, sp.top_p, sp.top_k, gen)

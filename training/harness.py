@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from training.chat_format import (
+    GENERATION_PROMPT,
     IM_END,
     SHELL_TOOL,
     Message,
@@ -237,7 +238,10 @@ class PolicyAgent:
         if first or self.config.prompt_mode == "retokenize":
             rendered = render_conversation(self.tokenizer, traj.messages, generation_prompt=True)
             return encode_text(self.tokenizer, rendered), None
-        boundary = tito_next_prompt(self.tokenizer, traj.messages, stream, im_end_id=self.im_end_id)
+        turn_start = len(traj.turns[-1].generation.prompt_ids)
+        boundary = tito_next_prompt(
+            self.tokenizer, traj.messages, stream, im_end_id=self.im_end_id, turn_start=turn_start
+        )
         return stream + boundary.append_ids, boundary.case
 
 
@@ -247,23 +251,46 @@ def tito_next_prompt(
     stream: Sequence[int],
     *,
     im_end_id: int,
+    turn_start: int | None = None,
 ) -> Boundary:
     """How to extend `stream` (every id so far) with the messages appended since its last turn.
 
-    Re-renders the whole conversation once to test the prefix relations (Cases 6-8); whatever
-    the case, the ids already in `stream` are kept and only `append_ids` are new.
+    Re-renders the conversation to test the prefix relations (Cases 6-8); whatever the case, the
+    ids already in `stream` are kept and only `append_ids` are new. With `turn_start` (where the
+    last sampled output begins in `stream`) only a window is re-rendered: the opening messages
+    through the first user message, then everything from the last assistant message on. For this
+    template a message renders the same in the window as in the full history (its text depends
+    only on itself and on whether a user message follows it), so the window tests the boundary
+    the last turn created at constant cost per turn instead of re-rendering 300 turns each turn.
     """
     if not stream:
         raise ValueError("tito_next_prompt needs a non-empty stream")
-    rendered = render_conversation(tokenizer, messages, generation_prompt=True)
+    decode = lambda ids: decode_ids(tokenizer, list(ids))  # noqa: E731 - a one-line adapter
     closed = stream[-1] == im_end_id
-    n_closed = sum(1 for i in stream if i == im_end_id) + (0 if closed else 1)
-    delta = new_messages_text(rendered, closed_messages=n_closed, stream_closed=closed)
+    if turn_start is None:
+        rendered = render_conversation(tokenizer, messages, generation_prompt=True)
+        n_closed = sum(1 for i in stream if i == im_end_id) + (0 if closed else 1)
+        delta = new_messages_text(rendered, closed_messages=n_closed, stream_closed=closed)
+        return resolve_boundary(
+            stream, encode_text(tokenizer, rendered), encode_text(tokenizer, delta), decode
+        )
+    first_user = next(i for i, m in enumerate(messages) if m.role == "user")
+    last_asst = max(i for i, m in enumerate(messages) if m.role == "assistant")
+    head = render_conversation(tokenizer, messages[: first_user + 1], generation_prompt=False)
+    window = render_conversation(
+        tokenizer, [*messages[: first_user + 1], *messages[last_asst:]], generation_prompt=True
+    )
+    if not window.startswith(head):
+        raise ValueError("template is not append-only over the opening messages")
+    tail = window[len(head) :]  # "<|im_start|>assistant\n" + last turn + new messages
+    opener = encode_text(tokenizer, GENERATION_PROMPT)
+    local_start = turn_start - len(opener)
+    if local_start < 0 or list(stream[local_start:turn_start]) != opener:
+        raise ValueError("turn_start does not follow the assistant generation prompt")
+    # the new messages start after the first block of the tail (the last assistant turn)
+    delta = new_messages_text(tail, closed_messages=1, stream_closed=closed)
     return resolve_boundary(
-        stream,
-        encode_text(tokenizer, rendered),
-        encode_text(tokenizer, delta),
-        lambda ids: decode_ids(tokenizer, list(ids)),
+        stream[local_start:], encode_text(tokenizer, tail), encode_text(tokenizer, delta), decode
     )
 
 

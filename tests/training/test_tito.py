@@ -289,3 +289,25 @@ def test_streams_of_unequal_length_are_rejected():
             routed_experts=np.zeros((3, L, K), np.int32),
             provenance=np.zeros(3, np.int8),
         )
+
+
+@pytest.mark.parametrize("style", ["template", "compact"])
+@pytest.mark.parametrize("role", ["tool", "user"])
+def test_windowed_boundary_equals_full_rerender(tokenizer, style, role):
+    """The harness re-renders only a window per turn; it must append exactly what a full
+    re-render would, over several turns of history."""
+    tok = tokenizer
+    msgs, prompt = opening(tok)
+    stream, turn_start = list(prompt), len(prompt)
+    for t in range(3):
+        out = sampled(tok, ls_call(style if t != 1 else "template"))
+        stream = stream + out
+        msgs.append(parse_assistant_turn(decode_ids(tok, out)).message)
+        msgs.append(Message(role, f"{OBS} {t}"))  # type: ignore[arg-type]
+        full = tito_next_prompt(tok, msgs, stream, im_end_id=im_end(tok))
+        window = tito_next_prompt(tok, msgs, stream, im_end_id=im_end(tok), turn_start=turn_start)
+        assert window.append_ids == full.append_ids
+        if t == 0:
+            assert window.case == full.case
+        turn_start = len(stream) + len(window.append_ids)
+        stream = stream + window.append_ids

@@ -1,0 +1,152 @@
+"""The agent harness: multi-turn TITO rollouts with the warm-started policy on the local engine,
+a 300+ turn loop, deadlines, and (with the local sandbox) a real verified trial."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from sandbox.base import ExecResult
+from training.chat_format import IM_END, ToolCall, render_assistant_text
+from training.chat_tokenizer import encode_text
+from training.engine_protocol import GenerateRequest, Generation
+from training.harness import HarnessConfig, PolicyAgent, rollout_trial
+from training.tito import assemble_trial, audit_sample
+
+pytestmark = pytest.mark.torch
+
+
+class FakeSandbox:
+    """Fake at the sandbox boundary (stands for a bubblewrap/Docker sandbox): records commands
+    and answers each with a fixed output. Used where the test is about the loop, not the shell.
+    """
+
+    id = "fake"
+
+    def __init__(self) -> None:
+        self.commands: list[str] = []
+
+    def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None):
+        self.commands.append(command)
+        return ExecResult(
+            exit_code=0, stdout=f"ran {len(self.commands)}\n", stderr="", duration_s=0.0
+        )
+
+
+class ScriptedEngine:
+    """Fake at the inference-engine boundary (stands for SGLang on a GPU): always samples the
+    canonical encoding of one tool call, with made-up logprobs and routing rows."""
+
+    def __init__(self, tokenizer, layers: int = 2, k: int = 2) -> None:
+        text = render_assistant_text(
+            reasoning="Again.", content="", calls=[ToolCall("shell", {"command": "echo hi"})]
+        )
+        self.out = encode_text(tokenizer, text + IM_END)
+        self.layers, self.k = layers, k
+        self.requests: list[GenerateRequest] = []
+
+    def generate(self, req: GenerateRequest) -> Generation:
+        self.requests.append(req)
+        rows = len(req.input_ids) + len(self.out) - 1 - req.routed_experts_start_len
+        return Generation(
+            rid=str(len(self.requests)),
+            prompt_ids=list(req.input_ids),
+            output_ids=list(self.out),
+            output_logprobs=[-0.5] * len(self.out),
+            finish="stop",
+            weight_version="0",
+            routed_experts=np.zeros((rows, self.layers, self.k), np.int32),
+            routed_experts_start=req.routed_experts_start_len,
+        )
+
+
+def _check_tito_trajectory(traj, im_end_id, layers, k):
+    prev: list[int] = []
+    for t, turn in enumerate(traj.turns):
+        g = turn.generation
+        if t:
+            assert g.prompt_ids[: len(prev)] == prev  # the prompt extends the stream exactly
+            assert g.routed_experts_start == len(prev) - 1
+        prev = g.prompt_ids + g.output_ids
+    sample = assemble_trial(traj.turns, im_end_id=im_end_id, num_layers=layers, top_k=k)
+    report = audit_sample(sample, traj.turns)
+    assert report.drift_rate == 0.0 and report.span_mismatches == 0
+    assert report.cases == {**traj.boundary_counts()}
+    assert len(sample) == len(prev)
+    return sample, report
+
+
+def test_three_hundred_turns(tokenizer):
+    engine = ScriptedEngine(tokenizer)
+    agent = PolicyAgent(engine, tokenizer, HarnessConfig(max_turns=320, max_context_tokens=10**6))
+    box = FakeSandbox()
+    traj = agent.rollout(box, "t", "Say hi forever.", time.monotonic() + 600)
+    assert traj.stop == "turn_limit" and len(traj.turns) == 320 and len(box.commands) == 320
+    im_end = tokenizer.convert_tokens_to_ids(IM_END)
+    _, report = _check_tito_trajectory(traj, im_end, 2, 2)
+    assert report.cases["exact_prefix"] == 319
+
+
+def test_deadline_and_context_limits(tokenizer):
+    engine = ScriptedEngine(tokenizer)
+    agent = PolicyAgent(engine, tokenizer, HarnessConfig(max_turns=5))
+    assert agent.rollout(FakeSandbox(), "t", "x", time.monotonic() - 1).stop == "agent_timeout"
+    small = PolicyAgent(engine, tokenizer, HarnessConfig(max_context_tokens=64))
+    assert small.rollout(FakeSandbox(), "t", "x", time.monotonic() + 60).stop == "context_limit"
+
+
+@pytest.fixture(scope="module")
+def warm_engine(warm_policy):
+    from training.engine_local import LocalEngine
+
+    with LocalEngine(warm_policy, seed=0) as eng:
+        yield eng
+
+
+def _agent(warm_engine, **cfg):
+    from training.chat_tokenizer import load_chat_tokenizer
+    from training.engine_protocol import EngineClient
+
+    tok = load_chat_tokenizer(warm_engine.model_path)
+    mc = warm_engine.model.config
+    client = EngineClient(
+        warm_engine.base_url, num_layers=mc.num_hidden_layers, top_k=mc.num_experts_per_tok
+    )
+    return PolicyAgent(client, tok, HarnessConfig(**cfg)), tok
+
+
+def test_warm_started_policy_rolls_out_tool_calls(warm_engine):
+    from tasks.corpus import load_seeds
+
+    task = sorted(load_seeds(), key=lambda t: t.id)[0]
+    agent, tok = _agent(warm_engine, max_turns=4, max_new_tokens=200, seed=0)
+    box = FakeSandbox()
+    traj = agent.rollout(box, task.id, task.instruction, time.monotonic() + 300)
+    assert traj.turns and traj.commands == len(box.commands)
+    assert traj.commands >= 1, "the warm start should emit at least one well-formed tool call"
+    mc = warm_engine.model.config
+    _check_tito_trajectory(
+        traj, tok.convert_tokens_to_ids(IM_END), mc.num_hidden_layers, mc.num_experts_per_tok
+    )
+
+
+@pytest.mark.sandbox
+@pytest.mark.slow
+def test_real_sandbox_trial_is_verified_per_assertion(warm_engine):
+    from tasks.corpus import load_seeds
+
+    task = next(t for t in load_seeds() if t.id == "vc-gitignore-untrack")
+    agent, tok = _agent(warm_engine, max_turns=3, max_new_tokens=200, seed=1)
+    rollout = rollout_trial(task, agent, backend="local")
+    assert rollout.trial.total > 0, rollout.trial.failure_detail
+    assert len(rollout.trial.assertions) == rollout.trial.total
+    assert rollout.trajectory.turns
+    mc = warm_engine.model.config
+    _check_tito_trajectory(
+        rollout.trajectory,
+        tok.convert_tokens_to_ids(IM_END),
+        mc.num_hidden_layers,
+        mc.num_experts_per_tok,
+    )
