@@ -27,7 +27,3 @@ install(TARGETS geomcli DESTINATION bin)
 install(TARGETS geom ARCHIVE DESTINATION lib)
 install(FILES include/geom/shapes.hpp DESTINATION include/geom)
 CM
-rm -rf /tmp/geom-build
-cmake -S . -B /tmp/geom-build >/dev/null
-cmake --build /tmp/geom-build >/dev/null
-ctest --test-dir /tmp/geom-build
