@@ -1,0 +1,199 @@
+"""Task profiles: which files a task's reference solution produces, observed in a sandbox.
+
+Operators extend a task's workflow around what its solution actually writes, so before a task
+can seed a round it is profiled: the oracle runs (as it does in validation) between two
+listings of the working directory, and every regular file that is new or changed afterwards is
+an `OutputFile`. The profile of a candidate comes free with its first validation oracle run
+(`ProfilingOracle` behaves exactly like `sandbox.OracleAgent` plus read-only listings).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from sandbox import AgentOutcome, Sandbox, run_trial
+from tasks.model import Task
+from tasks.results import TrialResult
+
+SOLUTION_DIR = "/solution"
+# Directories whose contents are tool state, not results (never offered to operators).
+SKIP_DIRS = (".git", "__pycache__", "node_modules", ".venv", ".pytest_cache", ".mypy_cache")
+# Suffixes of files that are build intermediates or live databases (content unstable).
+SKIP_SUFFIXES = (".o", ".a", ".so", ".pyc", ".db", ".sqlite", ".sqlite3", ".lock", ".swp")
+# Outputs operators may name in instructions and shell commands without quoting.
+SAFE_PATH = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
+MAX_OUTPUT_BYTES = 1_000_000
+SNIFF_BYTES = 65_536
+
+OutputKind = Literal["csv", "json", "text", "binary"]
+
+_LISTING = (
+    "cd {wd} 2>/dev/null || exit 0; "
+    "find . \\( " + " -o ".join(f"-name {d}" for d in SKIP_DIRS) + " \\) -prune -o "
+    "-type f -size -{kb}k -printf '%m %s ' -exec sha256sum {{}} \\;"
+)
+
+
+class OutputFile(BaseModel):
+    """One file the reference solution created or changed under the working directory."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    path: str  # absolute path inside the sandbox
+    rel: str  # path relative to the working directory
+    size: int = Field(ge=0)
+    mode: int = Field(ge=0)
+    sha256: str
+    created: bool  # False: an existing file the solution modified
+    kind: OutputKind
+    lines: int | None = None  # text kinds only
+    header: str | None = None  # first line of a text file (<= 200 chars)
+    columns: int | None = None  # csv only: fields in the header
+
+
+class TaskProfile(BaseModel):
+    """What a task's oracle run produced. `ok` is False when the oracle did not pass."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task_hash: str
+    workdir: str
+    ok: bool
+    detail: str = ""
+    outputs: list[OutputFile] = Field(default_factory=list)
+
+    def eligible(self, *kinds: OutputKind, max_bytes: int = MAX_OUTPUT_BYTES) -> list[OutputFile]:
+        """Outputs operators may build on: safe names, not tool state, not too large."""
+        out = []
+        for f in self.outputs:
+            parts = f.rel.split("/")
+            if any(p in SKIP_DIRS for p in parts) or f.rel.endswith(SKIP_SUFFIXES):
+                continue
+            if not SAFE_PATH.match(f.rel) or f.size > max_bytes or f.size == 0:
+                continue
+            if kinds and f.kind not in kinds:
+                continue
+            out.append(f)
+        return sorted(out, key=lambda f: f.rel)
+
+    def to_json(self) -> str:
+        return self.model_dump_json()
+
+    @classmethod
+    def from_json(cls, text: str) -> TaskProfile:
+        return cls.model_validate_json(text)
+
+
+def parse_listing(text: str) -> dict[str, tuple[int, int, str]]:
+    """`find -printf '%m %s ' -exec sha256sum` lines -> {rel: (mode, size, sha256)}."""
+    out: dict[str, tuple[int, int, str]] = {}
+    for line in text.splitlines():
+        parts = line.split(" ", 3)
+        if len(parts) != 4 or not parts[3].startswith(" ./"):
+            continue
+        mode, size, digest, name = parts
+        out[name[3:]] = (int(mode, 8), int(size), digest)
+    return out
+
+
+def sniff(data: bytes, rel: str) -> tuple[OutputKind, int | None, str | None, int | None]:
+    """(kind, lines, header, csv columns) of a file's first bytes."""
+    if b"\0" in data[:SNIFF_BYTES]:
+        return "binary", None, None, None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return "binary", None, None, None
+    lines = text.count("\n") + (1 if text and not text.endswith("\n") else 0)
+    header = text.split("\n", 1)[0][:200]
+    if rel.endswith(".json"):
+        try:
+            json.loads(text)
+            return "json", lines, header, None
+        except ValueError:
+            pass
+    if rel.endswith(".csv") and "," in header and "\r" not in text and '"' not in header:
+        return "csv", lines, header, header.count(",") + 1
+    return "text", lines, header, None
+
+
+class ProfilingOracle:
+    """The oracle agent (uploads solution/, runs solve.sh) plus a listing before and after.
+
+    After `run`, `before`/`after` hold {rel: (mode, size, sha256)} and `sniffed` the first
+    bytes of every new or changed small file. Listings are read-only, so the trial is the same
+    as a plain oracle trial.
+    """
+
+    name = "oracle"
+
+    def __init__(self) -> None:
+        self.before: dict[str, tuple[int, int, str]] = {}
+        self.after: dict[str, tuple[int, int, str]] = {}
+        self.sniffed: dict[str, bytes] = {}
+        self.outcome: AgentOutcome | None = None
+
+    def _listing(self, sandbox: Sandbox, workdir: str) -> dict[str, tuple[int, int, str]]:
+        kb = MAX_OUTPUT_BYTES // 1024 * 4
+        r = sandbox.exec(_LISTING.format(wd=workdir, kb=kb), timeout_s=60, cwd="/")
+        return parse_listing(r.stdout)
+
+    def run(self, sandbox: Sandbox, task: Task, deadline: float) -> AgentOutcome:
+        if task.solution is None:
+            return AgentOutcome(exit_code=None, detail="task has no reference solution")
+        wd = task.environment.workdir
+        self.before = self._listing(sandbox, wd)
+        sandbox.upload(task.solution, SOLUTION_DIR)
+        r = sandbox.exec(
+            f"bash {SOLUTION_DIR}/solve.sh", timeout_s=max(0.1, deadline - time.monotonic()), cwd=wd
+        )
+        outcome = AgentOutcome.from_exec(r)
+        self.outcome = outcome
+        self.after = self._listing(sandbox, wd)
+        for rel, (_, size, digest) in self.after.items():
+            prev = self.before.get(rel)
+            if (prev is None or prev[2] != digest) and size <= MAX_OUTPUT_BYTES:
+                got = sandbox.download(f"{wd}/{rel}")
+                self.sniffed[rel] = next(iter(got.values()), b"")[:SNIFF_BYTES]
+        return outcome
+
+    def profile(self, task: Task, result: TrialResult) -> TaskProfile:
+        """The profile of `task` from this agent's listings and the trial's outcome."""
+        wd = task.environment.workdir.rstrip("/")
+        outputs = []
+        for rel, (mode, size, digest) in sorted(self.after.items()):
+            prev = self.before.get(rel)
+            if prev is not None and prev[2] == digest:
+                continue
+            kind, lines, header, columns = sniff(self.sniffed.get(rel, b"\0"), rel)
+            outputs.append(
+                OutputFile(
+                    path=f"{wd}/{rel}",
+                    rel=rel,
+                    size=size,
+                    mode=mode,
+                    sha256=digest,
+                    created=prev is None,
+                    kind=kind,
+                    lines=lines,
+                    header=header,
+                    columns=columns,
+                )
+            )
+        ok = result.resolved
+        detail = "" if ok else f"oracle {result.failure_mode}: {result.passed}/{result.total}"
+        return TaskProfile(
+            task_hash=task.content_hash, workdir=wd, ok=ok, detail=detail, outputs=outputs
+        )
+
+
+def profile_task(task: Task, backend: str = "local") -> tuple[TaskProfile, TrialResult]:
+    """Run the oracle once with listings; the profile and the (ordinary oracle) trial."""
+    agent = ProfilingOracle()
+    result = run_trial(task, agent, backend)
+    return agent.profile(task, result), result
