@@ -92,6 +92,27 @@ def record_trials(store: StoreRef, results: Iterable[TrialResult]) -> WriteResul
     )
 
 
+def record_synthesis(
+    store: StoreRef,
+    *,
+    tasks: Iterable[TaskRecord] = (),
+    trials: Iterable[TrialResult] = (),
+    rows: Iterable[Record] = (),
+) -> WriteResult:
+    """Record one synthesis step in ONE commit: task rows, trials (with per-assertion rows)
+    and `synth_*` rows. A writer killed mid-call leaves all of them or none, which is what
+    lets an interrupted synthesis run resume without duplicates or lost candidates."""
+    out: list[Record] = list(tasks)
+    for result in trials:
+        if not isinstance(result, TrialResult):
+            raise ValueError(f"expected TrialResult, got {type(result).__name__}: {result!r}")
+        trial, assertions = trial_records(result)
+        out.append(trial)
+        out.extend(assertions)
+    out.extend(rows)
+    return record_rows(store, out)
+
+
 def record_audits(store: StoreRef, audits: Iterable[AuditRecord]) -> WriteResult:
     return record_rows(store, _only(audits, AuditRecord))
 

@@ -23,6 +23,9 @@ from warehouse.schema import (
     AUDITS,
     EVALUATIONS,
     POOL_MEMBERS,
+    SYNTH_CANDIDATES,
+    SYNTH_PROFILES,
+    SYNTH_ROUNDS,
     TASKS,
     TRAJECTORIES,
     TRIALS,
@@ -324,6 +327,90 @@ class EvaluationRecord(Record):
     recorded_at: datetime = Field(default_factory=_now)
 
 
+class SynthCandidateRecord(Record):
+    """One synthesis candidate: assignment, verdict (`reason`), repairs, horizon metrics."""
+
+    table: ClassVar[TableSpec] = SYNTH_CANDIDATES
+
+    campaign: str = Field(min_length=1)
+    candidate_hash: str
+    assignment: str
+    round: int = Field(ge=1)
+    slot: int = Field(ge=0)
+    parent_hash: str
+    root_seed: str
+    operator: str
+    family: str
+    chain: list[str] = Field(default_factory=list)
+    status: str
+    reason: str
+    detail: str = ""
+    repairs: list[str] = Field(default_factory=list)
+    trial_ids: list[str] = Field(default_factory=list)
+    new_assertions: list[str] = Field(default_factory=list)
+    solution_steps: int = Field(ge=0)
+    assertion_count: int = Field(ge=0)
+    instruction_chars: int = Field(ge=0)
+    decontam_score: float | None = None
+    decontam_nearest: str | None = None
+    synthesis_s: float = 0.0
+    sandbox_s: float = 0.0
+    recorded_at: datetime = Field(default_factory=_now)
+
+    @field_validator("candidate_hash", "parent_hash", "root_seed")
+    @classmethod
+    def _check_hash(cls, v: str) -> str:
+        return check_hash(v)
+
+    @field_validator("status")
+    @classmethod
+    def _check_status(cls, v: str) -> str:
+        if v not in ("accepted", "discarded"):
+            raise ValueError(f"status must be 'accepted' or 'discarded', got {v!r}")
+        return v
+
+
+class SynthRoundRecord(Record):
+    """One completed synthesis round (its presence marks the round complete)."""
+
+    table: ClassVar[TableSpec] = SYNTH_ROUNDS
+    map_fields: ClassVar[tuple[str, ...]] = ("discard_reasons",)
+
+    campaign: str = Field(min_length=1)
+    round: int = Field(ge=1)
+    parents: int = Field(ge=0)
+    candidates: int = Field(ge=0)
+    accepted: int = Field(ge=0)
+    discarded: int = Field(ge=0)
+    discard_reasons: dict[str, int] = Field(default_factory=dict)
+    mean_solution_steps: float | None = None
+    mean_assertions: float | None = None
+    mean_instruction_chars: float | None = None
+    synthesis_s: float = 0.0
+    sandbox_s: float = 0.0
+    store_s: float = 0.0
+    wall_s: float = 0.0
+    config_json: str = "{}"
+    recorded_at: datetime = Field(default_factory=_now)
+
+
+class SynthProfileRecord(Record):
+    """The files a task's reference solution writes, as observed in a sandbox (JSON list)."""
+
+    table: ClassVar[TableSpec] = SYNTH_PROFILES
+
+    task_hash: str
+    ok: bool
+    detail: str = ""
+    outputs_json: str = "[]"
+    recorded_at: datetime = Field(default_factory=_now)
+
+    @field_validator("task_hash")
+    @classmethod
+    def _check_hash(cls, v: str) -> str:
+        return check_hash(v)
+
+
 RECORD_TYPES: dict[str, type[Record]] = {
     cls.table.name: cls
     for cls in (
@@ -334,5 +421,8 @@ RECORD_TYPES: dict[str, type[Record]] = {
         PoolMemberRecord,
         TrajectoryRecord,
         EvaluationRecord,
+        SynthCandidateRecord,
+        SynthRoundRecord,
+        SynthProfileRecord,
     )
 }

@@ -189,6 +189,77 @@ EVALUATIONS = TableSpec(
     ),
 )
 
+SYNTH_CANDIDATES = TableSpec(
+    name="synth_candidates",
+    key=("campaign", "candidate_hash"),
+    doc="One row per synthesis candidate: its assignment, verdict with reason, horizon metrics.",
+    schema=_fields(
+        ("campaign", pa.string(), False),
+        ("candidate_hash", pa.string(), False),
+        # "<round>:<parent hash>:<operator>": resume finds a candidate by its assignment.
+        ("assignment", pa.string(), False),
+        ("round", pa.int32(), False),
+        ("slot", pa.int32(), False),
+        ("parent_hash", pa.string(), False),
+        ("root_seed", pa.string(), False),
+        ("operator", pa.string(), False),
+        ("family", pa.string(), False),
+        # Operators applied from the root seed to this candidate, oldest first.
+        ("chain", pa.list_(pa.string()), False),
+        ("status", pa.string(), False),  # accepted | discarded
+        ("reason", pa.string(), False),  # "accepted" or the discard reason
+        ("detail", pa.string(), False),
+        ("repairs", pa.list_(pa.string()), False),
+        ("trial_ids", pa.list_(pa.string()), False),
+        ("new_assertions", pa.list_(pa.string()), False),
+        ("solution_steps", pa.int32(), False),
+        ("assertion_count", pa.int32(), False),
+        ("instruction_chars", pa.int32(), False),
+        ("decontam_score", pa.float64(), True),
+        ("decontam_nearest", pa.string(), True),
+        ("synthesis_s", pa.float64(), False),
+        ("sandbox_s", pa.float64(), False),
+        ("recorded_at", TIMESTAMP, False),
+    ),
+)
+
+SYNTH_ROUNDS = TableSpec(
+    name="synth_rounds",
+    key=("campaign", "round"),
+    doc="One row per completed synthesis round; its presence marks the round complete.",
+    schema=_fields(
+        ("campaign", pa.string(), False),
+        ("round", pa.int32(), False),
+        ("parents", pa.int32(), False),
+        ("candidates", pa.int32(), False),
+        ("accepted", pa.int32(), False),
+        ("discarded", pa.int32(), False),
+        ("discard_reasons", pa.map_(pa.string(), pa.int32()), False),
+        ("mean_solution_steps", pa.float64(), True),
+        ("mean_assertions", pa.float64(), True),
+        ("mean_instruction_chars", pa.float64(), True),
+        ("synthesis_s", pa.float64(), False),
+        ("sandbox_s", pa.float64(), False),
+        ("store_s", pa.float64(), False),
+        ("wall_s", pa.float64(), False),
+        ("config_json", pa.string(), False),
+        ("recorded_at", TIMESTAMP, False),
+    ),
+)
+
+SYNTH_PROFILES = TableSpec(
+    name="synth_profiles",
+    key=("task_hash",),
+    doc="What a task's reference solution writes (observed in a sandbox), for synthesis.",
+    schema=_fields(
+        ("task_hash", pa.string(), False),
+        ("ok", pa.bool_(), False),
+        ("detail", pa.string(), False),
+        ("outputs_json", pa.string(), False),
+        ("recorded_at", TIMESTAMP, False),
+    ),
+)
+
 TABLES: dict[str, TableSpec] = {
     spec.name: spec
     for spec in (
@@ -199,6 +270,9 @@ TABLES: dict[str, TableSpec] = {
         POOL_MEMBERS,
         TRAJECTORIES,
         EVALUATIONS,
+        SYNTH_CANDIDATES,
+        SYNTH_ROUNDS,
+        SYNTH_PROFILES,
     )
 }
 

@@ -1,0 +1,126 @@
+"""The round sampler: which parent gets which rewrite operator, under caps, deterministically.
+
+Given the parents of a round (the accepted tasks of the previous round) and the operator
+registry, `sample_round` returns up to `budget` assignments. The same inputs and seed always
+give the same assignments, so an interrupted round re-derives exactly the candidates it had.
+
+Caps (defaults in `Caps`, documented in docs/synthesis.md):
+- children per parent per round (`children_per_parent`);
+- share of the round's budget descending from one lineage root (`root_share`);
+- share per task category (`category_share`);
+- share per rewrite family (`family_share`).
+A share cap allows `max(1, ceil(share * budget))` assignments.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from dataclasses import dataclass
+
+from synthesis.operators.extension import Operator, Parent
+
+
+@dataclass(frozen=True)
+class Caps:
+    """Per-round caps on the sampler. Shares are fractions of the round's budget."""
+
+    children_per_parent: int = 2
+    root_share: float = 0.25
+    category_share: float = 0.4
+    family_share: float = 0.25
+
+    def __post_init__(self) -> None:
+        if self.children_per_parent < 1:
+            raise ValueError(f"children_per_parent must be >= 1, got {self.children_per_parent!r}")
+        for name in ("root_share", "category_share", "family_share"):
+            value = getattr(self, name)
+            if not 0 < value <= 1:
+                raise ValueError(f"{name} must be in (0, 1], got {value!r}")
+
+    @staticmethod
+    def limit(share: float, budget: int) -> int:
+        return max(1, math.ceil(share * budget))
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """One planned candidate: apply `operator` to the parent `parent_hash` in `round`."""
+
+    round: int
+    slot: int
+    parent_hash: str
+    operator: str
+    family: str
+    root_seed: str
+    category: str
+
+    @property
+    def key(self) -> str:
+        """Identity of the assignment across re-runs (resume looks candidates up by it)."""
+        return f"{self.round}:{self.parent_hash}:{self.operator}"
+
+    def rng(self, seed: int) -> random.Random:
+        """The random stream the operator gets: fixed by the campaign seed and the key."""
+        return random.Random(f"{seed}:{self.key}")
+
+
+def feasible_operators(parent: Parent, ops: dict[str, Operator]) -> list[str]:
+    return [name for name, op in sorted(ops.items()) if op.feasible(parent) is None]
+
+
+def sample_round(
+    parents: list[Parent],
+    ops: dict[str, Operator],
+    *,
+    budget: int,
+    round_: int,
+    seed: int,
+    caps: Caps | None = None,
+) -> list[Assignment]:
+    """Up to `budget` assignments for `round_` (see the module docstring for the caps).
+
+    Parents are visited in a seeded shuffle, one child each per pass, so a round spreads over
+    as many parents as the caps allow before any parent gets a second child. Each parent prefers
+    operators (then families) its lineage has used least, ties broken by the seeded shuffle.
+    """
+    if budget < 0:
+        raise ValueError(f"budget must be >= 0, got {budget!r}")
+    caps = caps or Caps()
+    rng = random.Random(f"{seed}:round:{round_}")
+    order = sorted(parents, key=lambda p: p.hash)
+    rng.shuffle(order)
+    prefs: dict[str, list[str]] = {}
+    for p in order:
+        names = feasible_operators(p, ops)
+        rng.shuffle(names)
+        used_ops = Counter(p.chain)
+        used_fams = Counter(ops[n].family for n in p.chain if n in ops)
+        prefs[p.hash] = sorted(names, key=lambda n: (used_ops[n], used_fams[ops[n].family]))
+    root_cap = caps.limit(caps.root_share, budget)
+    cat_cap = caps.limit(caps.category_share, budget)
+    fam_cap = caps.limit(caps.family_share, budget)
+    roots: Counter[str] = Counter()
+    cats: Counter[str] = Counter()
+    fams: Counter[str] = Counter()
+    taken: dict[str, set[str]] = {p.hash: set() for p in order}
+    out: list[Assignment] = []
+    for _ in range(caps.children_per_parent):
+        for p in order:
+            if len(out) >= budget:
+                return out
+            root, cat = p.root_seed, p.task.category.value
+            if roots[root] >= root_cap or cats[cat] >= cat_cap:
+                continue
+            for name in prefs[p.hash]:
+                fam = ops[name].family
+                if name in taken[p.hash] or fams[fam] >= fam_cap:
+                    continue
+                out.append(Assignment(round_, len(out), p.hash, name, fam, root, cat))
+                taken[p.hash].add(name)
+                roots[root] += 1
+                cats[cat] += 1
+                fams[fam] += 1
+                break
+    return out
