@@ -419,7 +419,7 @@ def _call_facts(
         facts.wall_clock.append(f"{where}: time.{fn.attr}() times the run (load-dependent)")
 
 
-_SHELL_RANDOM = re.compile(r"\$\{?RANDOM\b|/dev/u?random|\bshuf\b(?!.*--random-source)")
+_SHELL_RANDOM = re.compile(r"(?<!\w)RANDOM\b|/dev/u?random|\bshuf\b(?!.*--random-source)")
 _SHELL_CLOCK = re.compile(r"\$\(\s*date\b|`date\b|\bdate\s+\+|\$\{?(EPOCHSECONDS|SECONDS)\b")
 _SHELL_NET = re.compile(r"\b(curl|wget|nc|ncat|telnet)\s|https?://")
 
