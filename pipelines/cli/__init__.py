@@ -13,9 +13,9 @@ app = typer.Typer(
 
 def _register() -> None:
     """Import the command modules; each adds its commands to `app` on import."""
+    import pipelines.cli.synth_cmds  # noqa: F401
     import pipelines.cli.warehouse_cmds  # noqa: F401
     from pipelines.cli import demo_cmds, task_cmds, ui_cmds  # noqa: F401
-    from pipelines.cli import synth_cmds  # noqa: F401
 
 
 def main() -> None:
