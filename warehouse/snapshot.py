@@ -3,8 +3,8 @@
 A snapshot reads `_meta.json` once and binds every view to exactly the parts it names, so a
 reader sees one committed generation however many writers commit meanwhile, and never touches
 a lock or a DuckDB database file (any number of processes read at once, each with its own
-connection). It also builds the lineage index (`task_edges`, an in-memory table of
-(child_key, parent_key)) and installs the lineage views and macros of `warehouse.lineage`.
+connection). It installs the lineage views and macros of `warehouse.lineage`; their index
+(`task_edges`, `lineage_nodes`) is built in memory on first use (`ensure_lineage_index`).
 
 A snapshot stays valid while its parts exist: parts retired by a compaction are kept for the
 store's retire grace period (an hour by default). Long-lived readers (a web server) should open
@@ -44,10 +44,27 @@ class QueryResult:
 class Snapshot:
     """One consistent, read-only view of a store; use as a context manager or `close()`."""
 
-    def __init__(self, store: Store, manifest: Manifest, con: duckdb.DuckDBPyConnection) -> None:
+    def __init__(
+        self,
+        store: Store,
+        manifest: Manifest,
+        con: duckdb.DuckDBPyConnection,
+        *,
+        with_lineage: bool = True,
+    ) -> None:
         self.store = store
         self.manifest = manifest
         self.con = con
+        self.with_lineage = with_lineage
+        self.lineage_indexed = False
+
+    def ensure_lineage_index(self) -> None:
+        """Build the in-memory lineage index once (see `warehouse.lineage.build_index`)."""
+        if not self.lineage_indexed:
+            if not self.with_lineage:
+                raise ValueError("this snapshot was opened with with_lineage=False")
+            lineage.build_index(self.con)
+            self.lineage_indexed = True
 
     @classmethod
     def open(
@@ -55,12 +72,14 @@ class Snapshot:
         store: Store | Path | str | None = None,
         *,
         manifest: Manifest | None = None,
+        lineage_index: bool = False,
         with_lineage: bool = True,
     ) -> Snapshot:
         """Snapshot of `store` (a Store, a path, or None for the default location).
 
         `manifest` pins the generation (writers use it to read under their lock);
-        `with_lineage=False` skips building the lineage index and its views.
+        `lineage_index=True` builds the in-memory lineage index now rather than on first use;
+        `with_lineage=False` leaves out the lineage views and macros altogether.
         """
         if not isinstance(store, Store):
             store = Store.open(store)
@@ -85,7 +104,10 @@ class Snapshot:
         except BaseException:
             con.close()
             raise
-        return cls(store, manifest, con)
+        snap = cls(store, manifest, con, with_lineage=with_lineage)
+        if lineage_index and with_lineage:
+            snap.ensure_lineage_index()
+        return snap
 
     @property
     def generation(self) -> int:

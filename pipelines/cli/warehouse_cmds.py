@@ -24,7 +24,13 @@ from rich.table import Table
 
 from pipelines.cli import app
 from warehouse import Store, WarehouseError, export_pool, open_snapshot, resolve_store_path
-from warehouse.lineage import TaskNotFoundError, ancestry_lines, descendants, resolve_task
+from warehouse.lineage import (
+    LINEAGE_NAMES,
+    TaskNotFoundError,
+    ancestry_lines,
+    descendants,
+    resolve_task,
+)
 from warehouse.migrations import migrate
 from warehouse.snapshot import QueryResult, Snapshot
 from warehouse.store import DEFAULT_RETIRE_GRACE_S
@@ -128,6 +134,8 @@ def _statements(con: duckdb.DuckDBPyConnection, text: str) -> list[str]:
 def run_statements(snap: Snapshot, text: str, fmt: str, out: TextIO, max_rows: int) -> None:
     """Run every statement in `text`; print the result of each that returns rows."""
     for query in _statements(snap.con, text):
+        if LINEAGE_NAMES.search(query):
+            snap.ensure_lineage_index()
         result = snap.sql(query)
         if result.columns:
             print_result(result, fmt, out, max_rows)

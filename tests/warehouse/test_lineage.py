@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from warehouse import lineage, open_snapshot, record_pool, record_tasks
+from warehouse import Snapshot, lineage, record_pool, record_tasks
 
 
 @pytest.fixture(scope="module")
-def snap(graph, tmp_path_factory: pytest.TempPathFactory):
+def store(graph, tmp_path_factory: pytest.TempPathFactory) -> Path:
     store = tmp_path_factory.mktemp("lineage") / "store"
     # Two batches, children before parents in the second, to show order does not matter.
     record_tasks(store, [graph.S1, graph.S2, graph.A])
@@ -28,7 +28,13 @@ def snap(graph, tmp_path_factory: pytest.TempPathFactory):
     record_pool(store, "t1", [g.F, g.D, g.C])
     record_pool(store, "t1", [g.F, g.K, g.G, g.E])
     record_pool(store, "rst", [t for t in g.tasks if t.lineage.parents])
-    with open_snapshot(Path(store)) as s:
+    return store
+
+
+@pytest.fixture(scope="module", params=["parquet views", "in-memory index"])
+def snap(store: Path, request: pytest.FixtureRequest):
+    """Every query runs twice: on the index views over Parquet and on the in-memory index."""
+    with Snapshot.open(store, lineage_index=request.param == "in-memory index") as s:
         yield s
 
 
