@@ -1,0 +1,98 @@
+"""The three pools, as versioned rows of the warehouse (`pool_members`, rank 1 best).
+
+- RST: every task synthesis accepted (tasks recorded with origin pool `rst`), round order;
+- T1: the audit's final accepted tasks, best composite first, up to a target size (15,000
+  at full scale): materialized in quality-rank order, so training must read it through
+  `audit.permutation`;
+- TMax: an imported public corpus (Harbor or Terminal-Bench layout) whose verifiers are
+  binary; imported tasks are marked `binary_verifier`, malformed ones are reported as rejects.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from audit.rubric import Verdict
+from audit.selection import FinalRow, final_decisions
+from tasks.corpus import SEED_DIR, Reject, import_dir
+from tasks.model import Task
+from warehouse.bundles import task_from_bundle
+from warehouse.pools import PoolVersion, load_pool, pool_tasks, record_pool
+from warehouse.recording import record_tasks, writable_store
+from warehouse.snapshot import Snapshot
+
+RST, T1, TMAX = "RST", "T1", "TMax"
+SYNTHESIS_ORIGIN = "rst"
+SEED_ORIGIN = "seed"
+T1_FULL_SIZE = 15_000
+
+
+def recorded_tasks(store: Any, origin_pools: tuple[str, ...]) -> list[Task]:
+    """Tasks recorded with one of `origin_pools` as their origin, by round then id."""
+    with Snapshot.open(writable_store(store), with_lineage=False) as snap:
+        rows = snap.rows(
+            "SELECT content_hash, bundle FROM tasks WHERE origin_pool IN (SELECT unnest($p)) "
+            "ORDER BY round, task_id, content_hash",
+            {"p": list(origin_pools)},
+        )
+    return [task_from_bundle(dict(r["bundle"]), expected_hash=r["content_hash"]) for r in rows]
+
+
+def seed_tasks(store: Any) -> tuple[list[Task], list[Reject]]:
+    """The bundled seeds, recorded with origin `seed` (malformed seeds are rejects)."""
+    tasks, rejects = import_dir(SEED_DIR)
+    record_tasks(writable_store(store), tasks, pool=SEED_ORIGIN)
+    return tasks, rejects
+
+
+def audit_candidates(store: Any, pool: str | None = None) -> tuple[list[Task], str]:
+    """What to audit: a recorded pool's members, else synthesis output, else the seeds.
+
+    Returns the tasks and a word naming their source.
+    """
+    if pool and pool not in (SYNTHESIS_ORIGIN, SEED_ORIGIN):
+        return pool_tasks(load_pool(writable_store(store), pool)), f"pool {pool}"
+    if pool != SEED_ORIGIN:
+        synthesized = recorded_tasks(store, (SYNTHESIS_ORIGIN,))
+        if synthesized or pool == SYNTHESIS_ORIGIN:
+            return synthesized, "synthesis output (origin rst)"
+    return seed_tasks(store)[0], "seeds"
+
+
+def record_rst(store: Any, tasks: list[Task]) -> PoolVersion | None:
+    """RST: all accepted synthesis output, in (round, id) order; None when there is none."""
+    if not tasks:
+        return None
+    ordered = sorted(tasks, key=lambda t: (t.lineage.round, t.id, t.content_hash))
+    return record_pool(writable_store(store), RST, ordered)
+
+
+def t1_members(finals: list[FinalRow], size: int) -> list[FinalRow]:
+    """The T1 selection (pure): accepted tasks, best composite first (ties by hash), <= size."""
+    if size < 0:
+        raise ValueError(f"size must be >= 0, got {size!r}")
+    accepted = [f for f in finals if f.verdict == Verdict.ACCEPTED.value]
+    accepted.sort(key=lambda f: (-(f.composite or 0.0), f.task_hash))
+    return accepted[:size]
+
+
+def record_t1(
+    store: Any, version: str, size: int = T1_FULL_SIZE
+) -> tuple[PoolVersion | None, list[FinalRow]]:
+    """Record T1 from the final decisions of one audit version; (None, []) when none pass."""
+    members = t1_members(final_decisions(store, version), size)
+    if not members:
+        return None, []
+    pv = record_pool(writable_store(store), T1, [(m.task_hash, m.composite) for m in members])
+    return pv, members
+
+
+def import_tmax(store: Any, root: Path | str) -> tuple[PoolVersion | None, list[Reject]]:
+    """Import a corpus directory as TMax: binary verifiers, import order, rejects reported."""
+    tasks, rejects = import_dir(root)
+    binary = [t.model_copy(update={"binary_verifier": True}) for t in tasks]
+    if not binary:
+        return None, rejects
+    pv = record_pool(writable_store(store), TMAX, binary, tasks=binary)
+    return pv, rejects

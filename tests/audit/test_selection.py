@@ -1,0 +1,119 @@
+"""The five-stage selection funnel on a small planted set, re-audit by (hash, version), pools."""
+
+from __future__ import annotations
+
+import pytest
+
+from audit.judge_exec import ExecConfig
+from audit.pools import T1, import_tmax, record_t1, t1_members
+from audit.repair import SECTION, repair_instruction
+from audit.rubric import load_rubric
+from audit.selection import (
+    REPAIRED,
+    SelectionConfig,
+    Stage,
+    audit_version,
+    final_decisions,
+    run_selection,
+)
+from audit.static_checks import static_findings
+from tests.audit.planted import base_task, hidden_requirement_task, leakage_task, weak_verifier_task
+from warehouse import load_pool
+from warehouse.recording import writable_store
+
+FAST = ExecConfig(reruns=1, max_mutants=4, workers=2)
+
+
+def test_programmatic_repair_states_the_hidden_requirement():
+    task = hidden_requirement_task()
+    _, findings = static_findings(task)
+    new = repair_instruction(task, findings)
+    assert new is not None and SECTION in new.instruction
+    assert "/app/report/summary.txt" in new.instruction and "status: complete" in new.instruction
+    assert static_findings(new)[1] == []
+    assert new.lineage.parents == [task.content_hash]
+    assert new.verifier == task.verifier and new.solution == task.solution
+    assert repair_instruction(base_task(), []) is None
+
+
+@pytest.fixture(scope="module")
+def funnel(tmp_path_factory):
+    store = writable_store(tmp_path_factory.mktemp("sel") / "store")
+    no_solution = base_task("audit-nosolution", solution=None)
+    tasks = [base_task(), hidden_requirement_task(), leakage_task(), weak_verifier_task(),
+             no_solution]  # fmt: skip
+    cfg = SelectionConfig(rubric=load_rubric("t1"), exec=FAST, task_workers=2)
+    return store, tasks, cfg, run_selection(store, tasks, cfg)
+
+
+def _verdicts(result, stage):
+    return {o.task_id: o.verdict for o in result.by_stage(stage)}
+
+
+@pytest.mark.sandbox
+def test_each_stage_decides_and_stores_its_reason(funnel):
+    store, tasks, cfg, result = funnel
+    assert _verdicts(result, Stage.AGGREGATE) == {
+        "audit-clean": "pass", "audit-hidden": "pass", "audit-leakage": "pass",
+        "audit-weak": "pass", "audit-nosolution": "rejected",
+    }  # fmt: skip
+    assert set(_verdicts(result, Stage.PRECHECK).values()) == {"pass"}
+    assert _verdicts(result, Stage.SEMANTIC) == {
+        "audit-clean": "accepted", "audit-hidden": "rejected",
+        "audit-leakage": "rejected", "audit-weak": "rejected",
+    }  # fmt: skip
+    assert _verdicts(result, Stage.REPAIR) == {"audit-hidden": REPAIRED}
+    assert _verdicts(result, Stage.REAUDIT) == {"audit-hidden": "accepted"}
+    leak = next(o for o in result.by_stage(Stage.SEMANTIC) if o.task_id == "audit-leakage")
+    assert any("test_leakage" in r for r in leak.reasons)
+    finals = {f.task_id: f for f in final_decisions(store, result.version)}
+    assert finals["audit-hidden"].stage == Stage.REAUDIT
+    assert finals["audit-hidden"].task_hash == result.repaired[tasks[1].content_hash]
+    assert sorted(k for k, f in finals.items() if f.verdict == "accepted") == [
+        "audit-clean", "audit-hidden",
+    ]  # fmt: skip
+
+
+@pytest.mark.sandbox
+def test_reaudit_rescores_only_new_hash_version_pairs(funnel):
+    store, tasks, cfg, first = funnel
+    assert len(first.measured) == 4
+    again = run_selection(store, tasks, cfg)
+    assert again.measured == [] and again.scored == []
+    assert _verdicts(again, Stage.SEMANTIC) == _verdicts(first, Stage.SEMANTIC)
+    new_rubric = cfg.rubric.model_copy(update={"version": "2"})
+    v2 = run_selection(store, tasks, cfg.model_copy(update={"rubric": new_rubric}))
+    assert v2.version != first.version
+    assert v2.measured == []  # executable evidence is reused across rubric versions
+    assert len(v2.scored) == 5  # 4 semantic + 1 re-audit, all new (hash, version) pairs
+    extra = base_task("audit-extra", instruction=base_task().instruction + "\nBe careful.\n")
+    more = run_selection(store, [*tasks, extra], cfg)
+    assert more.measured == [extra.content_hash] and more.scored == [extra.content_hash]
+
+
+@pytest.mark.sandbox
+def test_t1_pool_is_quality_ranked_and_capped(funnel):
+    store, tasks, cfg, result = funnel
+    pv, members = record_t1(store, result.version, size=1)
+    assert pv is not None and pv.tasks == 1
+    table = load_pool(store, T1, bundles=False)
+    assert table.column("content_hash").to_pylist() == [members[0].task_hash]
+    finals = final_decisions(store, result.version)
+    ranked = t1_members(finals, 10)
+    assert [m.composite for m in ranked] == sorted((m.composite for m in ranked), reverse=True)
+
+
+def test_audit_version_names_rubric_and_judges():
+    r = load_rubric("t1")
+    assert audit_version(r) == "t1-1+exec-1"
+    assert audit_version(r.model_copy(update={"version": "2"})) != audit_version(r)
+
+
+def test_tmax_import_marks_binary_verifiers(tmp_path):
+    from pathlib import Path
+
+    corpus = Path(__file__).resolve().parents[1] / "fixtures" / "terminal-bench"
+    pv, rejects = import_tmax(tmp_path / "store", corpus)
+    assert pv is not None and pv.tasks >= 1
+    table = load_pool(tmp_path / "store", "TMax", bundles=False)
+    assert all(table.column("binary_verifier").to_pylist())
