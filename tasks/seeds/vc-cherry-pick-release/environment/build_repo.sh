@@ -29,6 +29,7 @@ cat > check.sh <<'SH'
 python3 -c 'from parser import parse_duration as p; assert p("1h30m") == 5400; assert p("45s") == 45'
 SH
 chmod +x check.sh
+printf '__pycache__/\n' > .gitignore
 commit "parser: initial duration parser"
 for i in 1 2 3; do echo "note $i" >> NOTES.md; commit "docs: note $i"; done
 
