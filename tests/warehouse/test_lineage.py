@@ -11,6 +11,7 @@ rst v1 = every non-seed task.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -151,3 +152,19 @@ def test_ancestry_tree_text(snap, graph) -> None:
     assert len(lines) == 8  # f, d, a, s1, e, a (again), c, s2
     h_lines = lineage.ancestry_lines(snap, graph.H.content_hash)
     assert h_lines[1].endswith("(not recorded)")
+
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "warehouse.md"
+
+
+def test_docs_examples_run(snap) -> None:
+    """Every ```sql block of docs/warehouse.md runs on this graph (docs that rot fail here)."""
+    blocks = re.findall(r"```sql\n(.*?)```", DOCS.read_text(), re.S)
+    assert len(blocks) >= 8
+    results = []
+    for block in blocks:
+        for statement in snap.con.extract_statements(block):
+            results.append(snap.sql(statement.query).rows)
+    assert results[1] == [(1, 2, ["a", "b"]), (2, 3, ["d", "e", "g"]), (3, 2, ["f", "k"])]
+    assert results[2][-1] == ("f", 3, ["mutate", "crossover", "crossover"])
+    assert results[5] == [("s1", 7, 3, 3, 3), ("s2", 3, 1, 3, 3)]
