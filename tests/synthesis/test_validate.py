@@ -1,0 +1,161 @@
+"""Validation verdicts and bounded repair, on a tiny task with test-only operators."""
+
+from __future__ import annotations
+
+import random
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+import tasks.checkrunner
+from synthesis.operators import Extension, Operator, Parent, RewriteContext, build_child
+from synthesis.profile import OutputFile, TaskProfile
+from synthesis.validate import ValidationConfig, Verdict, validate
+from tasks.model import Category, Limits, Task
+
+RUNNER = b"#!/bin/bash\npython3 /tests/run_checks.py /tests/test_outputs.py --out /logs/verifier\n"
+
+
+def tiny_parent() -> Parent:
+    task = Task(
+        id="tiny-synth",
+        name="tiny",
+        instruction="Write `hello` and a newline to /app/out.txt.\n",
+        category=Category.SCRIPTING_AUTOMATION,
+        limits=Limits(agent_timeout_s=30, verifier_timeout_s=2, memory_mb=256, disk_mb=64),
+        solution={"solve.sh": b"#!/bin/bash\nset -euo pipefail\necho hello > /app/out.txt\n"},
+        verifier={
+            "test.sh": RUNNER,
+            "run_checks.py": Path(tasks.checkrunner.__file__).read_bytes(),
+            "test_outputs.py": b"def test_out():\n"
+            b"    assert open('/app/out.txt').read() == 'hello\\n'\n",
+        },
+    )
+    out = OutputFile(path="/app/out.txt", rel="out.txt", size=6, mode=0o644, sha256="0" * 64,
+                     created=True, kind="text", lines=1, header="hello")  # fmt: skip
+    return Parent(task, TaskProfile(task_hash=task.content_hash, workdir="/app", ok=True,
+                                    outputs=[out]))  # fmt: skip
+
+
+class Scripted(Operator):
+    """A test-only operator returning a fixed extension."""
+
+    family = "test"
+
+    def __init__(self, name: str, steps: list[str], tests: str, section: str) -> None:
+        self.name, self.steps, self.tests, self.section = name, steps, tests, section
+
+    def extend(self, parent: Parent, ctx: RewriteContext) -> Extension:
+        return Extension("scripted", self.steps, self.tests, self.section)
+
+
+CASES = {
+    "ok": Scripted(
+        "ok",
+        ["cp /app/out.txt /app/copy_r1.txt"],
+        "def test_r1_copy():\n    assert open('/app/copy_r1.txt').read() == 'hello\\n'\n",
+        "## Additional requirement\n\nCopy it to `/app/copy_r1.txt`.",
+    ),
+    "slow_verifier": Scripted(
+        "slow_verifier",
+        ["cp /app/out.txt /app/copy_r1.txt"],
+        "def test_r1_copy_slowly():\n    import time\n    time.sleep(2.5)\n"
+        "    assert open('/app/copy_r1.txt').read() == 'hello\\n'\n",
+        "## Additional requirement\n\nCopy it to `/app/copy_r1.txt`.",
+    ),
+    "misaligned": Scripted(
+        "misaligned",
+        ["mkdir -p /app/results", "cp /app/out.txt /app/results/copy_r1.txt"],
+        "def test_r1_copy():\n    assert open('/app/copy_r1.txt').read() == 'hello\\n'\n",
+        "## Additional requirement\n\nCopy it to `/app/copy_r1.txt`.",
+    ),
+    "missing_tool": Scripted(
+        "missing_tool",
+        ["t1-no-such-tool --version > /app/version_r1.txt"],
+        "def test_r1_version():\n    assert open('/app/version_r1.txt').read()\n",
+        "## Additional requirement\n\nRecord the tool version in `/app/version_r1.txt`.",
+    ),
+    "not_load_bearing": Scripted(
+        "not_load_bearing",
+        ["true"],
+        "def test_r1_out_exists():\n    import os\n    assert os.path.exists('/app/out.txt')\n",
+        "## Additional requirement\n\nKeep `/app/out.txt`.",
+    ),
+    "wrong": Scripted(
+        "wrong",
+        ["echo bye > /app/bye_r1.txt"],
+        "def test_r1_bye():\n    assert open('/app/bye_r1.txt').read() == 'hello\\n'\n",
+        "## Additional requirement\n\nWrite `bye` to `/app/bye_r1.txt`.",
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def outcomes():
+    parent = tiny_parent()
+    cfg = ValidationConfig(reruns=2, max_repairs=2)
+
+    def one(op):
+        ext = op.extend(parent, RewriteContext(1, random.Random(0)))
+        return validate(build_child(parent, op.name, op.family, 1, ext), parent, cfg)
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(zip(CASES, pool.map(one, CASES.values()), strict=True))
+
+
+@pytest.mark.sandbox
+def test_valid_candidate_accepted_with_all_trials(outcomes) -> None:
+    v = outcomes["ok"]
+    assert v.verdict == Verdict.ACCEPTED and not v.repairs, v.detail
+    assert sorted(t.agent for t in v.trials) == ["nop", "oracle", "oracle", "parent-solution"]
+    assert v.new_assertions == ["test_r1_copy"]
+    assert v.profile is not None and "/app/copy_r1.txt" in [f.path for f in v.profile.outputs]
+
+
+@pytest.mark.sandbox
+def test_verifier_timeout_repaired_by_raising_it(outcomes) -> None:
+    v = outcomes["slow_verifier"]
+    assert v.verdict == Verdict.ACCEPTED, v.detail
+    assert v.repairs == ["verifier_timeout: verifier timeout 2s -> 4s"]
+    assert v.task.limits.verifier_timeout_s == 4
+
+
+@pytest.mark.sandbox
+def test_misaligned_path_repaired_by_aligning_test_and_instruction(outcomes) -> None:
+    v = outcomes["misaligned"]
+    assert v.verdict == Verdict.ACCEPTED, v.detail
+    assert (
+        v.repairs and "aligned paths /app/copy_r1.txt -> /app/results/copy_r1.txt" in v.repairs[0]
+    )
+    assert "/app/results/copy_r1.txt" in v.task.instruction
+    assert "'/app/results/copy_r1.txt'" in v.task.verifier["test_outputs.py"].decode()
+
+
+@pytest.mark.sandbox
+def test_missing_tool_added_then_discarded_when_absent(outcomes) -> None:
+    v = outcomes["missing_tool"]
+    assert v.verdict == Verdict.MISSING_TOOL, (v.verdict, v.detail)
+    assert v.repairs == ["oracle_failed: requires += ['t1-no-such-tool']"]
+    assert "t1-no-such-tool" in v.task.environment.requires
+
+
+@pytest.mark.sandbox
+def test_extension_the_parent_already_satisfies_is_discarded(outcomes) -> None:
+    v = outcomes["not_load_bearing"]
+    assert v.verdict == Verdict.NOT_LOAD_BEARING and not v.repairs
+
+
+@pytest.mark.sandbox
+def test_unrecoverable_oracle_failure_is_discarded_without_repair(outcomes) -> None:
+    v = outcomes["wrong"]
+    assert v.verdict == Verdict.ORACLE_FAILED and not v.repairs
+    assert "test_r1_bye" in v.detail
+    assert len(v.trials) == 1  # nothing else runs once the oracle fails
+
+
+def test_config_guards() -> None:
+    with pytest.raises(ValueError, match="reruns"):
+        ValidationConfig(reruns=0)
+    with pytest.raises(ValueError, match="max_repairs"):
+        ValidationConfig(max_repairs=-1)
