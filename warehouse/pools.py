@@ -57,7 +57,9 @@ def record_pool(
 ) -> PoolVersion:
     """Record `members` (best first; rank = position + 1) as a version of `pool`.
 
-    `version=None` takes the next version number (chosen under the write lock). `tasks` are
+    `version=None` takes the next version number (chosen under the write lock), unless the
+    latest version has exactly these members and scores, which is then returned unchanged (so
+    re-running a stage does not mint versions). `tasks` are
     recorded in the same commit, so a reader never sees the pool without its tasks. Every
     member must be a recorded task or among `tasks` (ValueError listing the missing ones).
     """
@@ -90,12 +92,21 @@ def record_pool(
             latest = snap.sql(
                 "SELECT max(pool_version) FROM pool_members WHERE pool = $p", {"p": pool}
             ).fetchone()[0]
-            v = version if version is not None else (latest or 0) + 1
-            existing = snap.sql(
-                """SELECT task_hash, rank FROM pool_members
-                   WHERE pool = $p AND pool_version = $v ORDER BY rank""",
-                {"p": pool, "v": v},
-            ).fetchall()
+
+            def members_of(v: int) -> list[tuple]:
+                return snap.sql(
+                    """SELECT task_hash, score FROM pool_members
+                       WHERE pool = $p AND pool_version = $v ORDER BY rank""",
+                    {"p": pool, "v": v},
+                ).fetchall()
+
+            if version is not None:
+                v = version
+            elif latest is not None and members_of(latest) == pairs:
+                v = latest  # the same ranking again: a re-run, not a new version
+            else:
+                v = (latest or 0) + 1
+            existing = members_of(v)
         if existing and [h for h, _ in existing] != hashes:
             raise ValueError(
                 f"pool {pool!r} version {v} already exists with different members "

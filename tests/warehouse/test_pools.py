@@ -23,6 +23,9 @@ def test_versions_are_numbered_immutable_and_need_recorded_tasks(store_path, tas
     assert (v1.version, v1.tasks, v1.written) == (1, 2, 2)
     # Same members again under the same version: idempotent.
     assert record_pool(store_path, "t1", [b, a], version=1).written == 0
+    # The same ranking with no version given is a re-run of v1, not a v2.
+    again = record_pool(store_path, "t1", [(b.content_hash, 0.9), (a.content_hash, 0.5)])
+    assert (again.version, again.written) == (1, 0)
     with pytest.raises(ValueError, match="immutable"):
         record_pool(store_path, "t1", [a, b], version=1)
     # Tasks given alongside are recorded in the same commit.
