@@ -48,10 +48,24 @@ MARK = "/.t1-audit-mark"
 # Not searched for effects: kernel and trial plumbing, and the large system trees a task's
 # solution has no business writing (listing them costs seconds per trial on a cold cache).
 PRUNE = (
-    "/proc", "/sys", "/dev", "/logs", "/solution", "/tests", MARK, "/usr/lib", "/usr/share",
-    "/usr/include", "/usr/libexec", "/usr/src", "/lib", "/lib32", "/lib64", "/var/lib/dpkg",
+    "/proc",
+    "/sys",
+    "/dev",
+    "/logs",
+    "/solution",
+    "/tests",
+    MARK,
+    "/usr/lib",
+    "/usr/share",
+    "/usr/include",
+    "/usr/libexec",
+    "/usr/src",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/var/lib/dpkg",
     "/var/cache",
-)  # fmt: skip
+)
 # Effects that are side products of running anything, not what the task asks for.
 _NOISE = re.compile(
     r"(/__pycache__/|\.pyc$|^/root/\.(cache|bash_history|python_history|lesshst|wget-hsts)|"
@@ -118,8 +132,9 @@ class ExecEvidence(BaseModel):
                 findings.append(f)
             else:
                 notes.append(r.removeprefix("note: "))
-        return cls(task_hash=rec.task_hash, measures=dict(rec.scores), findings=findings,
-                   notes=notes)  # fmt: skip
+        return cls(
+            task_hash=rec.task_hash, measures=dict(rec.scores), findings=findings, notes=notes
+        )
 
 
 # ---- the instrumented oracle --------------------------------------------------------------
@@ -365,7 +380,7 @@ def run_exec_judge(
                 Code.LOW_COVERAGE,
                 f"{len(missed)}/{len(units)} solution effects unchecked, e.g. {missed[:4]}",
                 "trial",
-            )  # fmt: skip
+            )
         )
     script = (task.solution.get("solve.sh", b"")).decode("utf-8", "replace")
     for tok in shortcut_tokens(agent.outputs, script, Context.of(task)):
@@ -375,7 +390,7 @@ def run_exec_judge(
                 f"solve.sh spells out {tok!r}, which its output "
                 "holds and nothing given to the agent does",
                 "trial",
-            )  # fmt: skip
+            )
         )
 
     mutants = make_mutants(script, cfg.max_mutants)
@@ -394,8 +409,11 @@ def run_exec_judge(
             Finding(Code.WEAK_VERIFIER, f"nop passes {nop.passed}/{nop.total} assertions", "trial")
         )
     base = verdict_vector(oracle)
-    unstable = [r for r in reruns if r.failure_mode != FailureMode.SANDBOX_ERROR
-                and verdict_vector(r) != base]  # fmt: skip
+    unstable = [
+        r
+        for r in reruns
+        if r.failure_mode != FailureMode.SANDBOX_ERROR and verdict_vector(r) != base
+    ]
     m["reruns"] = float(len(reruns))
     m["rerun_stable"] = 0.0 if unstable else 1.0
     if unstable:
@@ -406,7 +424,7 @@ def run_exec_judge(
                 f"{len(unstable)}/{len(reruns)} oracle reruns disagree "
                 f"with the first (failing on rerun: {diff[:4]})",
                 "trial",
-            )  # fmt: skip
+            )
         )
     m["mutants"] = float(mut.total)
     if mut.kill_rate is not None:
@@ -418,7 +436,7 @@ def run_exec_judge(
                     f"only {mut.killed}/{mut.total} solution mutants "
                     f"fail the verifier; survivors: {mut.survivors[:3]}",
                     "trial",
-                )  # fmt: skip
+                )
             )
     ev.notes += [f"mutant error: {e}" for e in mut.errors]
     m["solution_steps"] = float(len(solution_steps(script)[0]))

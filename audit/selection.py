@@ -37,7 +37,7 @@ from audit.judge_exec import (
 )
 from audit.repair import repair_instruction
 from audit.rubric import Decision, Dimension, Rubric, Verdict, blend, decide, repairable
-from audit.static_checks import Code
+from audit.static_checks import Code, Finding
 from tasks.model import Task
 from tasks.results import TrialResult
 from warehouse.recording import record_audits, record_tasks, writable_store
@@ -57,7 +57,13 @@ class Stage(StrEnum):
 STAGES = list(Stage)
 STAGE_JUDGE = {s: f"stage{i}-{s.value}" for i, s in enumerate(STAGES, 1)}
 PASS, REPAIRED, UNREPAIRED = "pass", "repaired", "unrepaired"
-PRECHECK_GATES = (Code.ORACLE_FAILS, Code.NO_ASSERTIONS, Code.BINARY_VERIFIER, Code.NOP_PASSES)
+PRECHECK_GATES = (
+    Code.ORACLE_FAILS,
+    Code.NO_ASSERTIONS,
+    Code.BINARY_VERIFIER,
+    Code.NOP_PASSES,
+    Code.JUDGE_ERROR,
+)
 
 
 def audit_version(rubric: Rubric, llm: Any = None) -> str:
@@ -271,17 +277,32 @@ def run_selection(
             evidence[t.content_hash] = ExecEvidence.from_record(rec)
         else:
             to_measure.append(t)
+
+    def measure(t: Task) -> ExecEvidence:
+        """Measure and store at once (a long run resumes where it stopped); a crash of the
+        judge itself is a `judge_error` finding, not stored, so the next run retries it."""
+        try:
+            ev = run_exec_judge(t, cfg.exec, runner)
+        except Exception as e:  # noqa: BLE001 - one task's judge failure is that task's row
+            detail = f"{type(e).__name__}: {str(e)[:300]}"
+            return ExecEvidence(
+                task_hash=t.content_hash, findings=[Finding(Code.JUDGE_ERROR, detail, "trial")]
+            )
+        record_audits(st, [ev.to_record()])
+        return ev
+
     with ThreadPoolExecutor(max_workers=cfg.task_workers) as pool:
-        measured = list(pool.map(lambda t: run_exec_judge(t, cfg.exec, runner), to_measure))
+        measured = list(pool.map(measure, to_measure))
     for t, ev in zip(to_measure, measured, strict=True):
         evidence[t.content_hash] = ev
         result.measured.append(t.content_hash)
-    rows = [ev.to_record() for ev in measured]
+    rows = []
     valid: list[Task] = []
     for t in passing:
         rec = fresh(t.content_hash, Stage.PRECHECK)
-        out = _outcome(rec, t, Stage.PRECHECK) if rec else precheck(t, evidence[t.content_hash])
-        if rec is None:
+        ev = evidence[t.content_hash]
+        out = _outcome(rec, t, Stage.PRECHECK) if rec else precheck(t, ev)
+        if rec is None and Code.JUDGE_ERROR not in ev.codes():  # retried next run
             rows.append(out.to_record(version))
         result.outcomes.append(out)
         if out.verdict == PASS:

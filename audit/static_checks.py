@@ -50,6 +50,7 @@ class Code(StrEnum):
     LOW_COVERAGE = "low_coverage"
     SLOW_SOLUTION = "slow_solution"
     LLM_ERROR = "llm_error"
+    JUDGE_ERROR = "judge_error"
 
 
 _REASON_RE = re.compile(r"^(?P<code>[a-z_]+)\[(?P<source>[a-z]+)\]: (?P<detail>.*)$", re.S)
