@@ -33,6 +33,7 @@ from synthesis.validate import Validation, ValidationConfig, Verdict, validate
 from tasks.corpus import import_dir, load_seeds
 from tasks.model import Task
 from tasks.results import TrialResult
+from warehouse.pools import record_pool
 from warehouse.recording import record_synthesis
 from warehouse.records import SynthCandidateRecord, SynthRoundRecord, solution_steps, task_record
 from warehouse.store import Store
@@ -294,6 +295,8 @@ def run_synthesis(
 
     Returns the stats rows of every round (recorded earlier or now). Stops early, after
     recording the round, when a round accepts nothing (the next round would have no parents).
+    At the end every accepted task is recorded as the pool named after the campaign (rank =
+    round, then slot; `record_pool` mints no new version when the members are unchanged).
     """
     store = store if isinstance(store, Store) else Store.open(store, create=True)
     ops = operator_registry(extra_operators)
@@ -321,4 +324,7 @@ def run_synthesis(
         if stats.accepted == 0:
             break
         parents = ledger.accepted_parents(store, cfg.campaign, r)
+    accepted = ledger.accepted_hashes(store, cfg.campaign)
+    if accepted:
+        record_pool(store, cfg.campaign, accepted)
     return out

@@ -49,7 +49,10 @@ def test_three_rounds_end_to_end(full_run) -> None:
         tasks = {r["content_hash"]: r for r in snap.rows("SELECT * FROM tasks")}
         trials = {r["trial_id"] for r in snap.rows("SELECT trial_id FROM trials")}
         stored_rounds = snap.rows("SELECT * FROM synth_rounds ORDER BY round")
+        pool = snap.rows("SELECT task_hash FROM pool_members WHERE pool = 'rst' ORDER BY rank")
     assert [r["round"] for r in stored_rounds] == [1, 2, 3]
+    accepted = [r["candidate_hash"] for r in rows if r["status"] == "accepted"]
+    assert [p["task_hash"] for p in pool] == accepted  # the RST pool: every accepted task
     for row in rows:
         task = tasks[row["candidate_hash"]]
         assert task["parents"] == [row["parent_hash"]]  # lineage as declared in the bundle
