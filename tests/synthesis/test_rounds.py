@@ -3,6 +3,12 @@ after an interruption without duplicates or lost candidates."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
 import pytest
 
 from sandbox.check import check_task
@@ -117,3 +123,39 @@ def test_resume_after_interruption(full_run, tmp_path) -> None:
     # Every trial row belongs to exactly one candidate, or to a seed's profiling run.
     assert n_trials == listed + profiled
     assert [s.accepted for s in stats] == [s.accepted for s in full_stats]
+
+
+@pytest.mark.sandbox
+def test_cli_killed_mid_round_resumes(tmp_path) -> None:
+    """`t1 synth` SIGKILLed after its first candidate commit, then re-run: nothing duplicated,
+    nothing lost, the committed candidate reused."""
+    t1 = Path(sys.executable).parent / "t1"
+    args = [str(t1), "synth", "--rounds", "1", "--per-round", "3", "--store", str(tmp_path),
+            "--seed-ids", ",".join(SEEDS[:3]), "--reruns", "1", "--no-llm"]  # fmt: skip
+    proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            if (tmp_path / "_meta.json").exists():
+                with Snapshot.open(tmp_path, with_lineage=False) as snap:
+                    n = snap.sql("SELECT count(*) FROM synth_candidates").fetchone()[0]
+                if n >= 1:
+                    break
+            time.sleep(0.2)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    store = Store.open(tmp_path)
+    before = ledger.candidates(store, "rst", 1)
+    assert 1 <= len(before) < 3, "kill landed outside round 1"
+    done = subprocess.run(args, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    after = ledger.candidates(store, "rst", 1)
+    assert len(after) == 3 and set(before) <= set(after)
+    assert all(after[k].trial_ids == v.trial_ids for k, v in before.items())
+    with Snapshot.open(tmp_path, with_lineage=False) as snap:
+        trials = snap.sql("SELECT count(*), count(DISTINCT trial_id) FROM trials").fetchone()
+        listed = snap.sql("SELECT sum(len(trial_ids)) FROM synth_candidates").fetchone()[0]
+        seeds = snap.sql("SELECT count(*) FROM tasks WHERE origin_pool = 'seed'").fetchone()[0]
+        rounds = snap.sql("SELECT count(*) FROM synth_rounds").fetchone()[0]
+    assert trials[0] == trials[1] == listed + seeds and rounds == 1
