@@ -52,7 +52,8 @@ def _profile(row: dict) -> TaskProfile:
 
 
 def _bundle(value: object) -> dict[str, bytes]:
-    return dict(value) if not isinstance(value, dict) else value  # type: ignore[arg-type]
+    """A stored `bundle` map (DuckDB returns a dict, or (key, value) pairs) as a dict."""
+    return dict(value)  # type: ignore[call-overload]
 
 
 def profiles(store: Store, hashes: Iterable[str]) -> dict[str, TaskProfile]:

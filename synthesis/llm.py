@@ -49,10 +49,10 @@ class LLMSettings(BaseModel):
     base_url: str
     api_key: str = "unused"
     model: str
-    timeout_s: float = Field(60.0, gt=0)
-    max_attempts: int = Field(4, ge=1)
-    backoff_s: float = Field(1.0, ge=0)
-    max_backoff_s: float = Field(30.0, ge=0)
+    timeout_s: float = Field(default=60.0, gt=0)
+    max_attempts: int = Field(default=4, ge=1)
+    backoff_s: float = Field(default=1.0, ge=0)
+    max_backoff_s: float = Field(default=30.0, ge=0)
     temperature: float = 0.2
 
     @classmethod
@@ -178,9 +178,9 @@ class LLMClient:
         for attempt in range(s.max_attempts):
             self.attempts += 1
             try:
-                resp = self.client.chat.completions.create(
+                resp = self.client.chat.completions.create(  # type: ignore[call-overload]
                     model=s.model,
-                    messages=messages,  # type: ignore[arg-type]
+                    messages=messages,
                     temperature=s.temperature,
                     response_format={"type": "json_object"},
                 )

@@ -35,7 +35,14 @@ from tasks.model import Task
 from tasks.results import TrialResult
 from warehouse.pools import record_pool
 from warehouse.recording import record_synthesis
-from warehouse.records import SynthCandidateRecord, SynthRoundRecord, solution_steps, task_record
+from warehouse.records import (
+    Record,
+    SynthCandidateRecord,
+    SynthRoundRecord,
+    TaskRecord,
+    solution_steps,
+    task_record,
+)
 from warehouse.store import Store
 
 SEED_POOL, ACCEPTED_POOL, DISCARDED_POOL = "seed", "rst", "rst-discarded"
@@ -148,7 +155,7 @@ def synthesize(
 
 def candidate_rows(
     cfg: SynthConfig, built: Built, v: Validation | None
-) -> tuple[list, list[TrialResult], list]:
+) -> tuple[list[TaskRecord], list[TrialResult], list[Record]]:
     """(task records, trials, synth rows) recording one candidate."""
     a, parent = built.assignment, built.parent
     task = v.task if v is not None else built.task
@@ -156,7 +163,7 @@ def candidate_rows(
     assert verdict is not None
     accepted = verdict == Verdict.ACCEPTED
     trials = v.trials if v is not None else []
-    tasks = []
+    tasks: list[TaskRecord] = []
     if task is not None:
         tasks.append(
             task_record(
@@ -190,7 +197,7 @@ def candidate_rows(
         synthesis_s=built.synthesis_s,
         sandbox_s=v.sandbox_s if v is not None else 0.0,
     )
-    rows: list = [row]
+    rows: list[Record] = [row]
     if accepted and v is not None and v.profile is not None:
         rows.append(ledger.profile_record(v.profile))
     return tasks, trials, rows
@@ -257,11 +264,13 @@ def run_round(
         tasks, trials, rows = candidate_rows(cfg, built, v)
         record_synthesis(store, tasks=tasks, trials=trials, rows=rows)
         timing.store_s += time.monotonic() - t0
-        done[built.assignment.key] = rows[0]
+        row = rows[0]
+        assert isinstance(row, SynthCandidateRecord)
+        done[built.assignment.key] = row
         if progress:
             progress(f"round {round_}", len([a for a in plan if a.key in done]), len(plan))
         if on_recorded:
-            on_recorded(rows[0])
+            on_recorded(row)
 
     pool = ThreadPoolExecutor(max_workers=cfg.workers)
     try:

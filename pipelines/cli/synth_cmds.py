@@ -6,7 +6,14 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
 from rich.table import Table
 
 from pipelines.cli import app
@@ -104,7 +111,7 @@ def synth(
         TimeElapsedColumn(),
         console=console,
     ) as bars:
-        ids: dict[str, int] = {}
+        ids: dict[str, TaskID] = {}
 
         def progress(phase: str, done: int, total: int) -> None:
             if phase not in ids:

@@ -18,6 +18,7 @@ import ast
 import hashlib
 import random
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -151,7 +152,7 @@ def test_names(source: str) -> list[str]:
     ]
 
 
-def render_tests(template: str, tag: str, spec: dict[str, object]) -> str:
+def render_tests(template: str, tag: str, spec: Mapping[str, object]) -> str:
     """A test block: `@T@` becomes the tag and `@SPEC@` the spec as a Python literal."""
     return template.replace("@SPEC@", repr(spec)).replace("@T@", tag).strip("\n") + "\n"
 
