@@ -54,6 +54,7 @@ class OutputFile(BaseModel):
     lines: int | None = None  # text kinds only
     header: str | None = None  # first line of a text file (<= 200 chars)
     columns: int | None = None  # csv only: fields in the header
+    in_repo: bool = False  # inside a git work tree (mode changes would dirty it)
 
 
 class TaskProfile(BaseModel):
@@ -137,6 +138,7 @@ class ProfilingOracle:
         self.after: dict[str, tuple[int, int, str]] = {}
         self.sniffed: dict[str, bytes] = {}
         self.outcome: AgentOutcome | None = None
+        self.repos: list[str] = []  # work-tree roots (relative) of git repos under the workdir
 
     def _listing(self, sandbox: Sandbox, workdir: str) -> dict[str, tuple[int, int, str]]:
         kb = MAX_OUTPUT_BYTES // 1024 * 4
@@ -155,6 +157,8 @@ class ProfilingOracle:
         outcome = AgentOutcome.from_exec(r)
         self.outcome = outcome
         self.after = self._listing(sandbox, wd)
+        r = sandbox.exec(f"cd {wd} && find . -name .git -prune -print", timeout_s=60, cwd="/")
+        self.repos = sorted(p[2:-5].rstrip("/") for p in r.stdout.split() if p.endswith("/.git"))
         for rel, (_, size, digest) in self.after.items():
             prev = self.before.get(rel)
             if (prev is None or prev[2] != digest) and size <= MAX_OUTPUT_BYTES:
@@ -183,6 +187,7 @@ class ProfilingOracle:
                     lines=lines,
                     header=header,
                     columns=columns,
+                    in_repo=any(not root or rel.startswith(root + "/") for root in self.repos),
                 )
             )
         ok = result.resolved

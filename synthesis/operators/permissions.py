@@ -59,8 +59,9 @@ class ChmodResults(Operator):
     family = "permissions"
 
     def targets(self, parent: Parent) -> list[OutputFile]:
-        # Files already at a non-default mode may be pinned by an earlier rewrite.
-        return [f for f in super().targets(parent) if f.mode in (0o644, 0o755)]
+        # Files already at a non-default mode may be pinned by an earlier rewrite; a mode
+        # change inside a git work tree would dirty it (and break "clean tree" checks).
+        return [f for f in super().targets(parent) if f.mode in (0o644, 0o755) and not f.in_repo]
 
     def extend(self, parent: Parent, ctx: RewriteContext) -> Extension:
         picked = self.pick(parent, ctx, ctx.rng.randint(1, 2))
