@@ -97,6 +97,10 @@ class ExecConfig(BaseModel):
     """A mutation kill rate below this (over >= 2 mutants) marks the verifier weak."""
     min_coverage: float = Field(0.5, ge=0, le=1)
     """Effect coverage below this is reported as `low_coverage` (a score, not a reject)."""
+    mutant_timeout_factor: float = Field(5.0, gt=0)
+    """A mutant's agent phase may take this many times the oracle's time ..."""
+    mutant_timeout_floor_s: float = Field(20.0, gt=0)
+    """... but at least this long (and never more than the task's agent timeout)."""
     max_effect_bytes: int = Field(65536, ge=0)
     max_effect_files: int = Field(40, ge=0)
 
@@ -399,7 +403,8 @@ def run_exec_judge(
         rerun_fs = [pool.submit(run, task, "oracle") for _ in range(cfg.reruns)]
         nop = nop_f.result()
         reruns = [f.result() for f in rerun_fs]
-    mut = run_mutants(task, mutants, run, cfg.workers)
+    budget = max(cfg.mutant_timeout_floor_s, cfg.mutant_timeout_factor * oracle.agent_s)
+    mut = run_mutants(task, mutants, run, cfg.workers, budget)
 
     m["nop_pass_share"] = nop.passed / nop.total if nop.total else 0.0
     if nop.total and nop.passed == nop.total:

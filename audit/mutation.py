@@ -143,13 +143,16 @@ def make_mutants(script: str, cap: int = 6) -> list[Mutant]:
 class MutantAgent:
     """Runs a mutated solve.sh (with the solution's other files) exactly as the oracle would."""
 
-    def __init__(self, mutant: Mutant) -> None:
+    def __init__(self, mutant: Mutant, timeout_s: float | None = None) -> None:
         self.mutant = mutant
+        self.timeout_s = timeout_s
         self.name = f"mutant-{mutant.index}"
 
     def run(self, sandbox: Sandbox, task: Task, deadline: float) -> AgentOutcome:
         import time
 
+        if self.timeout_s is not None:  # a mutant may loop forever (a deleted `k += 1`)
+            deadline = min(deadline, time.monotonic() + self.timeout_s)
         files = dict(task.solution or {}) | {"solve.sh": self.mutant.script.encode()}
         sandbox.upload(files, SOLUTION_DIR)
         r = sandbox.exec(
@@ -178,14 +181,19 @@ _NOT_COUNTED = (FailureMode.SANDBOX_ERROR, FailureMode.ENVIRONMENT_ERROR)
 
 
 def run_mutants(
-    task: Task, mutants: list[Mutant], runner: Runner, workers: int = 2
+    task: Task,
+    mutants: list[Mutant],
+    runner: Runner,
+    workers: int = 2,
+    timeout_s: float | None = None,
 ) -> MutationReport:
     """Run each mutant as the agent; a mutant is killed when the verifier does not resolve it.
 
+    `timeout_s` bounds each mutant's agent phase (a timed-out mutant is verified as it is).
     Trials that fail for the sandbox's own reasons are reported as errors and not counted.
     """
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        results = list(pool.map(lambda m: runner(task, MutantAgent(m)), mutants))
+        results = list(pool.map(lambda m: runner(task, MutantAgent(m, timeout_s)), mutants))
     rep = MutationReport()
     for m, r in zip(mutants, results, strict=True):
         if r.failure_mode in _NOT_COUNTED:

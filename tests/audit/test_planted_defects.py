@@ -120,3 +120,25 @@ def test_sample_of_clean_seeds_is_not_hard_rejected():
             decision.reasons,
             [f.reason() for f in ev.findings],
         )
+
+
+@pytest.mark.sandbox
+def test_looping_mutant_is_cut_off_and_killed():
+    """Regression: deleting `k += 1` from a solution's loop made a mutant spin until the
+    task's agent timeout (minutes per seed); mutants now get a bounded agent phase."""
+    import time
+
+    solve = (
+        "#!/bin/bash\nmkdir -p /app/report\npython3 - <<'PY'\nk = 0\nwhile k < 3:\n    j = k\n    k += 1\n"
+        "lines = open('/app/app.log').read().splitlines()\n"
+        "n = sum(1 for ln in lines if ln.startswith('ERROR '))\n"
+        "open('/app/report/errors.txt', 'w').write(f'{n}\\n')\n"
+        "msgs = sorted({ln.split(' ', 1)[1] for ln in lines if ln.startswith('ERROR ')})\n"
+        "open('/app/report/messages.txt', 'w').write(''.join(m + '\\n' for m in msgs))\nPY\n"
+    )
+    task = base_task("audit-loop", solution={"solve.sh": solve.encode()})
+    cfg = ExecConfig(reruns=0, max_mutants=6, mutant_timeout_floor_s=3, mutant_timeout_factor=1)
+    t0 = time.monotonic()
+    ev = run_exec_judge(task, cfg)
+    assert time.monotonic() - t0 < 25  # the task's agent timeout alone is 30 s
+    assert ev.measures["mutation_kill_rate"] >= 0.5, ev.findings
