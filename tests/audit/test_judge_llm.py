@@ -1,15 +1,7 @@
-"""The LLM judge against a local OpenAI-compatible HTTP server started by the test.
-
-The fake server is the true external boundary here (a remote LLM API): it answers
-POST /v1/chat/completions with scripted message contents, in order, and counts requests.
-"""
+"""The LLM judge against a local OpenAI-compatible HTTP server started by the test (the
+`llm` fixture in conftest.py), including malformed and out-of-range scores."""
 
 from __future__ import annotations
-
-import json
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
@@ -25,66 +17,6 @@ from audit.judge_llm import (
 )
 from audit.rubric import Dimension
 from tests.audit.planted import base_task
-
-
-class FakeLlm:
-    """Scripted answers; when the script runs out, the last answer repeats."""
-
-    def __init__(self) -> None:
-        self.script: list[str] = ['{"score": 0.9, "rationale": "ok"}']
-        self.requests: list[dict] = []
-        self.status = 200
-
-
-@pytest.fixture
-def llm() -> Iterator[tuple[FakeLlm, LlmConfig]]:
-    fake = FakeLlm()
-
-    class Handler(BaseHTTPRequestHandler):
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def do_POST(self) -> None:  # noqa: N802 - http.server's naming
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            fake.requests.append(body)
-            content = fake.script.pop(0) if len(fake.script) > 1 else fake.script[0]
-            doc = {
-                "id": f"c{len(fake.requests)}",
-                "object": "chat.completion",
-                "created": 0,
-                "model": body["model"],
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": content},
-                        "finish_reason": "stop",
-                    }
-                ],
-                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-            }
-            data = json.dumps(doc).encode()
-            self.send_response(fake.status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    cfg = LlmConfig(
-        base_url=f"http://127.0.0.1:{server.server_address[1]}/v1",
-        model="judge-test",
-        api_key="test",
-        max_retries=3,
-        backoff_s=0,
-        timeout_s=10,
-    )
-    try:
-        yield fake, cfg
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 def test_parse_score_validates_the_schema():
@@ -173,3 +105,33 @@ def test_unconfigured_judge_is_off(monkeypatch):
     assert LlmConfig.from_env() is None
     monkeypatch.setenv("T1_LLM_BASE_URL", "http://127.0.0.1:9/v1")
     assert LlmConfig.from_env() is not None
+
+
+def test_selection_blends_llm_scores_and_versions_by_model(llm, tmp_path):
+    """Stage 3 with the LLM judge configured, on stored executable evidence (no sandbox)."""
+    from audit.judge_exec import ExecEvidence
+    from audit.rubric import load_rubric
+    from audit.selection import SelectionConfig, Stage, run_selection
+    from warehouse.recording import record_audits
+
+    fake, cfg = llm
+    fake.script = ['{"score": 0.2, "rationale": "the summary file is never mentioned"}']
+    task = base_task()
+    measures = {"alignment_share": 1.0, "oracle_pass_share": 1.0, "assertions": 3.0,
+                "nop_pass_share": 0.3, "effect_coverage": 1.0, "mutation_kill_rate": 1.0,
+                "solution_steps": 3.0, "rerun_stable": 1.0}  # fmt: skip
+    store = tmp_path / "store"
+    record_audits(store, [ExecEvidence(task_hash=task.content_hash, measures=measures).to_record()])
+    sel = SelectionConfig(rubric=load_rubric("t1"), llm=cfg, until=Stage.SEMANTIC)
+    result = run_selection(store, [task], sel)
+    assert result.measured == [] and result.version.endswith("+llm-v1@judge-test")
+    row = result.by_stage(Stage.SEMANTIC)[0]
+    assert row.scores["llm/alignment"] == 0.2 and row.scores["exec/alignment"] == 1.0
+    assert row.scores["alignment"] == pytest.approx(0.6)  # llm_weight 0.5
+    # correctness blends to 0.6, under its 0.99 critical minimum: the LLM's doubt rejects
+    assert row.verdict == "rejected"
+    assert any(r.startswith("correctness 0.60 < critical minimum") for r in row.reasons)
+    assert any("never mentioned" in r for r in row.reasons)
+    assert len(fake.requests) == 6
+    run_selection(store, [task], sel)
+    assert len(fake.requests) == 6  # cached by (task hash, prompt version, model)

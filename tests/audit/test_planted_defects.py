@@ -129,7 +129,8 @@ def test_looping_mutant_is_cut_off_and_killed():
     import time
 
     solve = (
-        "#!/bin/bash\nmkdir -p /app/report\npython3 - <<'PY'\nk = 0\nwhile k < 3:\n    j = k\n    k += 1\n"
+        "#!/bin/bash\nmkdir -p /app/report\npython3 - <<'PY'\n"
+        "k = 0\nwhile k < 3:\n    j = k\n    k += 1\n"
         "lines = open('/app/app.log').read().splitlines()\n"
         "n = sum(1 for ln in lines if ln.startswith('ERROR '))\n"
         "open('/app/report/errors.txt', 'w').write(f'{n}\\n')\n"
