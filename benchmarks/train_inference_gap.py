@@ -94,6 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rollouts", type=int, default=1, help="rollouts per task")
     ap.add_argument("--max-turns", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=256)
+    ap.add_argument("--temperature", type=float, default=0.7, help="sampler and trainer")
     ap.add_argument("--observation-role", choices=("user", "tool"), default="user")
     ap.add_argument("--backend", default="local", help="sandbox backend for run_trial")
     ap.add_argument("--seed", type=int, default=0)
@@ -139,6 +140,7 @@ def main(argv: list[str] | None = None) -> int:
             max_turns=args.max_turns,
             max_new_tokens=args.max_new_tokens,
             observation_role=args.observation_role,
+            temperature=args.temperature,
             seed=args.seed,
         )
         agent = PolicyAgent(client, tok, harness)
@@ -180,7 +182,11 @@ def main(argv: list[str] | None = None) -> int:
                 }
                 for name, (sample, report, routing) in runs.items():
                     lp, _ = stream_logprobs(
-                        trainer, sample.token_ids, routing=routing, policy="live"
+                        trainer,
+                        sample.token_ids,
+                        routing=routing,
+                        policy="live",
+                        temperature=args.temperature,
                     )
                     tallies[name].add(lp.numpy(), sample.sampler_logprobs, sample, report)
                     row[name] = (

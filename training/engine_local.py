@@ -67,6 +67,8 @@ class LocalEngine:
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
         self.requests_served = 0
+        self.decode_steps = 0
+        """Forward passes run so far (observability for tests and benchmarks)."""
 
     # ---- lifecycle -------------------------------------------------------------------------
     @property
@@ -147,6 +149,7 @@ class LocalEngine:
             with self._model_lock, torch.no_grad(), capture_routing(self.model) as cap:
                 out = self.model(input_ids=feed, cache=past, use_cache=True)
             past = out.cache
+            self.decode_steps += 1
             routing_chunks.append(cap.rows())  # (fed, L, k)
             logits = out.logits[0, -1].float()  # (V,)
             token, logprob = _sample(logits, sp.temperature, sp.top_p, sp.top_k, gen)
@@ -363,3 +366,5 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
         except (ValidationError, ValueError, KeyError) as e:
             self._send(400, {"error": {"message": str(e)}})
+        except Exception as e:  # noqa: BLE001 - an engine bug answers 500, the server lives on
+            self._send(500, {"error": {"message": f"{type(e).__name__}: {e}"}})

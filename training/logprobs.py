@@ -37,23 +37,28 @@ def stream_logprobs(
     *,
     routing: np.ndarray | None = None,
     policy: FailurePolicy = "live",
+    temperature: float = 1.0,
     grad: bool = False,
 ) -> tuple[torch.Tensor, ReplayStats | None]:
     """Trainer log-probabilities for one stream, optionally replaying `routing` (R3).
 
     token_ids: (n,) ids; routing: (n, L, k) recorded experts, -1 for missing rows (a short record
-    is padded with -1 first). Returns ((n,) logprobs, replay stats or None without R3).
+    is padded with -1 first). `temperature` must be the sampling temperature: the engine reports
+    log_softmax(logits / T), so the trainer scores the same distribution.
+    Returns ((n,) logprobs, replay stats or None without R3).
     """
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
     ids = torch.as_tensor(token_ids, dtype=torch.long)[None, :]  # (1, n)
     ctx = torch.enable_grad() if grad else torch.no_grad()
     with ctx:
         if routing is None:
             logits = model(input_ids=ids, use_cache=False).logits[0]  # (n, V)
-            return token_logprobs(logits, ids[0]), None
+            return token_logprobs(logits / temperature, ids[0]), None
         record = fit_record(torch.as_tensor(routing, dtype=torch.long), ids.shape[1])
         with replay_routing(model, record, policy=policy) as stats:
             logits = model(input_ids=ids, use_cache=False).logits[0]  # (n, V)
-        return token_logprobs(logits, ids[0]), stats
+        return token_logprobs(logits / temperature, ids[0]), stats
 
 
 def mean_abs_gap(

@@ -10,6 +10,7 @@ stand in.
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import subprocess
@@ -61,7 +62,7 @@ def _parses(script: str) -> bool:
     return proc.returncode == 0
 
 
-def solution_steps(solve_sh: str, *, max_command_chars: int = 1200) -> list[Step]:
+def solution_steps(solve_sh: str, *, max_command_chars: int = 400) -> list[Step]:
     """Split a solve.sh into steps; comments become the reasoning of the next command.
 
     Shebang, `set -e...` lines and blank lines are dropped. A command longer than
@@ -245,8 +246,12 @@ def render_example(tokenizer: object, traj: Trajectory, rng: random.Random) -> R
     return RenderedExample(ids, mask)
 
 
-def tokenizer_corpus(trajectories: Sequence[Trajectory], seed_dir: Path) -> list[str]:
-    """Texts the BPE is trained on: instructions, scripts, rendered turns and observations."""
+def tokenizer_corpus(trajectories: Sequence[Trajectory]) -> list[str]:
+    """Texts the BPE is trained on: instructions, every rendered turn style, observations.
+
+    Only trajectory content goes in (not every file of a seed), so an unrelated edit to a seed's
+    environment or tests does not invalidate the cached checkpoint.
+    """
     texts: list[str] = [SYSTEM_PROMPT, FINAL_REASONING, FINAL_CONTENT]
     for traj in trajectories:
         texts.append(traj.instruction)
@@ -258,12 +263,6 @@ def tokenizer_corpus(trajectories: Sequence[Trajectory], seed_dir: Path) -> list
                         reasoning=step.reasoning, content="", calls=[call], style=style
                     )
                 )
-    if seed_dir.is_dir():
-        for path in sorted(seed_dir.rglob("*")):
-            if path.is_file() and path.suffix in (".sh", ".py", ".md", ".toml", ".txt", ".csv"):
-                try:
-                    texts.append(path.read_text()[:20000])
-                except UnicodeDecodeError:
-                    continue
     texts.append(format_observation(exit_code=1, stdout="ok\n", stderr="error: no such file"))
+    texts.append(json.dumps(SHELL_TOOL))
     return texts

@@ -60,19 +60,30 @@ def warm_started_policy(
     warm: WarmStartConfig | None = None,
     *,
     seed_dir: Path = SEED_DIR,
+    reuse_stale: bool = False,
     log: bool = False,
 ) -> Path:
-    """Directory of the warm-started checkpoint (model + tokenizer), building it if needed."""
+    """Directory of the warm-started checkpoint (model + tokenizer), building it if needed.
+
+    The key covers the seed trajectories, so new or edited seed solutions rebuild it. With
+    `reuse_stale`, a checkpoint of the same policy and warm-start configs built from older seeds
+    is returned instead of rebuilding (the newest one): for tests that need *a* tool-calling
+    policy, not the one matching today's seeds.
+    """
     from training.trajectories import tokenizer_corpus, training_trajectories
 
     policy = policy or PolicyConfig()
     warm = warm or WarmStartConfig()
     trajectories = training_trajectories(seed_dir)
-    texts = tokenizer_corpus(trajectories, seed_dir)
+    texts = tokenizer_corpus(trajectories)
     key = recipe_key(policy, warm, texts)
     target = cache_root() / "policy" / key
     if (target / "warm_start.json").is_file():
         return target
+    if reuse_stale:
+        stale = _same_recipe_checkpoints(policy, warm)
+        if stale:
+            return stale[0]
     tmp = target.with_name(f"{key}.tmp-{os.getpid()}")
     if tmp.exists():
         shutil.rmtree(tmp)
@@ -84,6 +95,27 @@ def warm_started_policy(
             raise
         shutil.rmtree(tmp, ignore_errors=True)  # another process finished first
     return target
+
+
+def _same_recipe_checkpoints(policy: PolicyConfig, warm: WarmStartConfig) -> list[Path]:
+    """Finished checkpoints built with these configs (any seeds), newest first."""
+    found: list[tuple[float, Path]] = []
+    root = cache_root() / "policy"
+    if not root.is_dir():
+        return []
+    for meta_path in root.glob("*/warm_start.json"):
+        try:
+            meta = json.loads(meta_path.read_text())
+        except (OSError, ValueError):
+            continue
+        same = (
+            meta.get("policy") == policy.model_dump()
+            and meta.get("warm_start") == warm.model_dump()
+            and meta.get("chat_template") == CHAT_TEMPLATE
+        )
+        if same:
+            found.append((meta_path.stat().st_mtime, meta_path.parent))
+    return [p for _, p in sorted(found, reverse=True)]
 
 
 def _build(policy, warm, trajectories, texts, out: Path, *, log: bool) -> None:
@@ -149,6 +181,7 @@ def _build(policy, warm, trajectories, texts, out: Path, *, log: bool) -> None:
         "policy": policy.model_dump(),
         "warm_start": warm.model_dump(),
         "trajectories": [t.task_id for t in trajectories],
+        "chat_template": CHAT_TEMPLATE,
         "final_loss": sum(losses[-20:]) / max(1, len(losses[-20:])),
         "first_loss": losses[0] if losses else None,
         "seconds": time.monotonic() - t0,

@@ -17,7 +17,7 @@ def tokenizer():
     from training.chat_tokenizer import train_chat_tokenizer
     from training.trajectories import tokenizer_corpus, training_trajectories
 
-    texts = tokenizer_corpus(training_trajectories(SEEDS), SEEDS)
+    texts = tokenizer_corpus(training_trajectories(SEEDS))
     return train_chat_tokenizer(texts, vocab_size=1024)
 
 
@@ -30,13 +30,16 @@ def tiny_config():
 
 @pytest.fixture(scope="session")
 def random_checkpoint(tmp_path_factory, tokenizer, tiny_config) -> Path:
-    """An untrained tiny Qwen3-MoE saved with the tokenizer (protocol tests need no skill)."""
+    """An untrained tiny Qwen3-MoE saved with the tokenizer (protocol tests need no skill).
+
+    It has no eos id, so a request stops only on its own `stop_token_ids` or length, which keeps
+    the timing of the pause/abort tests deterministic."""
     from training.chat_tokenizer import save_chat_tokenizer
     from training.policy import build_policy, save_policy
 
     out = tmp_path_factory.mktemp("random_policy")
     model = build_policy(tiny_config)
-    model.config.eos_token_id = tokenizer.convert_tokens_to_ids("<|im_end|>")
+    model.config.eos_token_id = None
     save_policy(model, out)
     save_chat_tokenizer(tokenizer, out)
     return out
@@ -47,4 +50,4 @@ def warm_policy() -> Path:
     """The default warm-started checkpoint (about two minutes to build on a cold cache)."""
     from training.warm_start import warm_started_policy
 
-    return warm_started_policy()
+    return warm_started_policy(reuse_stale=True)

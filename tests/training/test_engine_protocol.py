@@ -142,7 +142,7 @@ def _generate_in_thread(client, **kw):
     return th, box
 
 
-def test_pause_continue_and_abort(client):
+def test_pause_continue_and_abort(engine, client):
     long = SamplingParams(max_new_tokens=4000, stop_token_ids=[], temperature=1.0)
     # abort by rid while decoding
     th, box = _generate_in_thread(client, sampling_params=long, rid="long-1")
@@ -159,16 +159,19 @@ def test_pause_continue_and_abort(client):
     th.join(timeout=60)
     assert box["gen"].finish in ("stop", "length")
     # in-place pause stalls a running request between decode steps, continue resumes it
-    th, box = _generate_in_thread(
-        client, sampling_params=SamplingParams(max_new_tokens=60, stop_token_ids=[]), rid="inplace"
-    )
-    time.sleep(0.2)
+    th, box = _generate_in_thread(client, sampling_params=long, rid="inplace")
+    time.sleep(0.3)
     client.pause_generation("in_place")
+    time.sleep(0.2)  # let the step in flight finish
+    held = engine.decode_steps
     time.sleep(0.5)
-    assert "gen" not in box
+    assert engine.decode_steps == held and "gen" not in box
     client.continue_generation()
+    time.sleep(0.5)
+    assert engine.decode_steps > held
+    client.abort_request(abort_all=True)
     th.join(timeout=60)
-    assert box["gen"].finish in ("stop", "length")
+    assert box["gen"].finish == "abort"
     with pytest.raises(ValueError):
         client.abort_request()
 

@@ -121,7 +121,7 @@ def test_warm_started_policy_rolls_out_tool_calls(warm_engine):
     from tasks.corpus import load_seeds
 
     task = sorted(load_seeds(), key=lambda t: t.id)[0]
-    agent, tok = _agent(warm_engine, max_turns=4, max_new_tokens=200, seed=0)
+    agent, tok = _agent(warm_engine, max_turns=4, max_new_tokens=200, seed=0, temperature=0.7)
     box = FakeSandbox()
     traj = agent.rollout(box, task.id, task.instruction, time.monotonic() + 300)
     assert traj.turns and traj.commands == len(box.commands)
@@ -138,7 +138,7 @@ def test_real_sandbox_trial_is_verified_per_assertion(warm_engine):
     from tasks.corpus import load_seeds
 
     task = next(t for t in load_seeds() if t.id == "vc-gitignore-untrack")
-    agent, tok = _agent(warm_engine, max_turns=3, max_new_tokens=200, seed=1)
+    agent, tok = _agent(warm_engine, max_turns=3, max_new_tokens=200, seed=1, temperature=0.7)
     rollout = rollout_trial(task, agent, backend="local")
     assert rollout.trial.total > 0, rollout.trial.failure_detail
     assert len(rollout.trial.assertions) == rollout.trial.total
