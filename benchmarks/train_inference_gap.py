@@ -99,6 +99,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--backend", default="local", help="sandbox backend for run_trial")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, help="also write the raw numbers here")
+    ap.add_argument(
+        "--checkpoint", type=Path, help="local checkpoint dir (default: the warm-started policy)"
+    )
     args = ap.parse_args(argv)
 
     import torch
@@ -121,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     torch.manual_seed(args.seed)
     torch.set_num_threads(max(1, torch.get_num_threads()))
     t0 = time.monotonic()
-    ckpt = warm_started_policy(log=True)
+    ckpt = args.checkpoint or warm_started_policy(log=True)
     tok = load_chat_tokenizer(ckpt)
     im_end = tok.convert_tokens_to_ids(IM_END)
     trainer = load_policy(ckpt, dtype=torch.float32, attn="sdpa")

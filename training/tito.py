@@ -397,6 +397,29 @@ def audit_sample(
     )
 
 
+def _turn_segments(mask: np.ndarray) -> list[list[tuple[int, int]]]:
+    """Split a stream into [context, assistant] pairs per turn, then [trailing context].
+
+    A missing context (two turns back to back, or nothing after the last turn) is an empty
+    range, so both streams of one trial yield the same number of pairs.
+    """
+    pairs: list[list[tuple[int, int]]] = []
+    i, n = 0, len(mask)
+    while i < n:
+        j = i
+        while j < n and not mask[j]:
+            j += 1
+        if j == n:
+            break
+        k = j
+        while k < n and mask[k]:
+            k += 1
+        pairs.append([(i, j), (j, k)])
+        i = k
+    pairs.append([(i, n)])
+    return pairs
+
+
 def retokenized_sample(
     sampled: RolloutSample, rendered_ids: Sequence[int], assistant_mask: Sequence[bool]
 ) -> RolloutSample:
@@ -404,27 +427,38 @@ def retokenized_sample(
 
     rendered_ids: canonical encoding of the final conversation as the harness persisted it;
     assistant_mask: True on the assistant-message positions a text pipeline puts loss on.
-    Sampler records are carried over only where the re-encoded ids line up with the sampled
-    stream (difflib matching blocks over ids); every other position is re-tokenized, with NaN
-    logprob and -1 routing rows, and counts as drift where it carries loss.
+    Both streams alternate context and assistant segments, turn for turn; segment i of one is
+    aligned with segment i of the other (difflib matching blocks over ids, so a token is never
+    paired with one from another turn). Matched positions carry the sampler's records; every
+    other position is re-tokenized, with NaN logprob and -1 routing rows, and counts as drift
+    where it carries loss. Raises ValueError when the two streams have different turn counts.
     """
     if len(rendered_ids) != len(assistant_mask):
         raise ValueError("rendered_ids and assistant_mask differ in length")
     n = len(rendered_ids)
     num_layers, top_k = sampled.routed_experts.shape[1:]
+    mask = np.asarray(assistant_mask, dtype=bool)
     logp = np.full(n, np.nan, dtype=np.float32)
     routed = np.full((n, num_layers, top_k), -1, dtype=np.int32)
     prov = np.full(n, Provenance.RETOKENIZED, dtype=np.int8)
-    matcher = SequenceMatcher(None, sampled.token_ids.tolist(), list(rendered_ids), autojunk=False)
-    for block in matcher.get_matching_blocks():
-        for j in range(block.size):
-            src, dst = block.a + j, block.b + j
-            routed[dst] = sampled.routed_experts[src]
-            if sampled.loss_mask[src]:
-                logp[dst] = sampled.sampler_logprobs[src]
-            if sampled.loss_mask[src] or not assistant_mask[dst]:
-                prov[dst] = Provenance.ALIGNED
-    mask = np.asarray(assistant_mask, dtype=bool)
+    src_pairs = _turn_segments(sampled.loss_mask)
+    dst_pairs = _turn_segments(mask)
+    if len(src_pairs) != len(dst_pairs):
+        raise ValueError(
+            f"sampled stream has {len(src_pairs) - 1} assistant turns, "
+            f"re-rendered history has {len(dst_pairs) - 1}"
+        )
+    ids = list(rendered_ids)
+    src_ids = sampled.token_ids.tolist()
+    for src_pair, dst_pair in zip(src_pairs, dst_pairs, strict=True):
+        for (a0, a1), (b0, b1) in zip(src_pair, dst_pair, strict=True):
+            matcher = SequenceMatcher(None, src_ids[a0:a1], ids[b0:b1], autojunk=False)
+            for block in matcher.get_matching_blocks():
+                for j in range(block.size):
+                    src, dst = a0 + block.a + j, b0 + block.b + j
+                    routed[dst] = sampled.routed_experts[src]
+                    logp[dst] = sampled.sampler_logprobs[src]
+                    prov[dst] = Provenance.ALIGNED
     return RolloutSample(
         token_ids=np.asarray(rendered_ids, dtype=np.int64),
         loss_mask=mask,
