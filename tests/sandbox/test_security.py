@@ -154,11 +154,20 @@ def _host_processes(pattern: str) -> list[str]:
 
 def test_background_processes_do_not_outlive_the_trial():
     cmd = "(sleep 4242 &); nohup sleep 4243 >/dev/null 2>&1 & setsid sleep 4244 & disown; true"
-    before = set(stale_groups())
-    run_trial(make_task(), CommandAgent(cmd))
+    r = run_trial(make_task(), CommandAgent(cmd))
+    assert r.failure_mode == FailureMode.NONE
     time.sleep(0.2)
     assert _host_processes("sleep 424[234]") == []
-    assert set(stale_groups()) <= before  # the trial's cgroups are gone
+    # Nor across commands of one sandbox, and its cgroups are removed when it stops.
+    sb = get_backend("local").open(make_task())
+    try:
+        sb.exec("setsid sleep 4245 & disown; true")
+        assert sb.exec("pgrep -a sleep || echo none").stdout.strip() == "none"
+        assert sb.id in stale_groups()
+    finally:
+        sb.stop()
+    assert sb.id not in stale_groups()
+    assert _host_processes("sleep 4245") == []
 
 
 def test_next_trial_works_after_attacks():
