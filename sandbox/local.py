@@ -29,6 +29,7 @@ from pathlib import Path
 
 from sandbox.base import ExecResult, SandboxError, SandboxUnavailable, normalize_dest
 from sandbox.cgroups import SandboxCgroup, cgroups_available
+from sandbox.launcher import helper_path
 from tasks.model import Limits
 
 STATE_DIR = Path(os.environ.get("T1_SANDBOX_STATE", "/var/cache/t1-forge"))
@@ -195,6 +196,7 @@ class LocalSandbox:
         self.upper_dir = upper_dir
         self.hide = hide or []
         self._holder: subprocess.Popen[bytes] | None = None
+        self._helper: str | None = None
         self._cgroup = SandboxCgroup(self.id)
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -211,11 +213,16 @@ class LocalSandbox:
         self._cgroup.create(
             memory_mb=self.limits.memory_mb, pids=self.limits.pids, cpus=self.limits.cpus
         )
-        args = [
-            "unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", _HOLDER, "holder",
+        params = [
             NS_DIR, str(self.limits.disk_mb), str(mask_layer(self.workdir, self.hide)),
             str(self.env_layer or ""), upper, work,
         ]  # fmt: skip
+        self._helper = helper_path(str(STATE_DIR))
+        if self._helper:
+            args = [self._helper, "holder", *params]
+        else:
+            args = ["unshare", "--mount", "--propagation", "private",
+                    "/bin/sh", "-c", _HOLDER, "holder", *params]  # fmt: skip
         self._holder = subprocess.Popen(
             args,
             stdin=subprocess.DEVNULL,
@@ -265,9 +272,14 @@ class LocalSandbox:
         assert self._holder is not None
         net = [] if self.allow_network else ["--unshare-net"]
         caps = [a for c in CAPABILITIES for a in ("--cap-add", c)]
+        if self._helper:
+            enter = [self._helper, "exec", str(self._holder.pid), str(cpu_s),
+                     *self._cgroup.procs_files(), "--"]  # fmt: skip
+        else:
+            enter = ["/bin/sh", "-c", _JOIN, "join", *self._cgroup.procs_files(), str(cpu_s),
+                     "nsenter", f"--mount=/proc/{self._holder.pid}/ns/mnt", "--"]  # fmt: skip
         return [
-            "/bin/sh", "-c", _JOIN, "join", *self._cgroup.procs_files(), str(cpu_s),
-            "nsenter", f"--mount=/proc/{self._holder.pid}/ns/mnt", "--",
+            *enter,
             "bwrap", "--bind", f"{NS_DIR}/root", "/", "--dev", "/dev", "--proc", "/proc",
             "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", *net,
             "--hostname", "sandbox", "--die-with-parent", "--new-session",

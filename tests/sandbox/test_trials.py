@@ -124,3 +124,10 @@ def test_trials_run_concurrently():
     with ThreadPoolExecutor(4) as pool:
         results = list(pool.map(lambda t: run_trial(t, "oracle"), tasks))
     assert all(r.resolved for r in results), [r.failure_detail for r in results]
+
+
+def test_shell_fallback_without_the_compiled_helper(monkeypatch):
+    monkeypatch.setenv("T1_SANDBOX_NO_HELPER", "1")
+    task = load_task(FIXTURES / "harbor" / "csv-report")
+    assert run_trial(task, "oracle").resolved
+    assert not run_trial(task, "nop").resolved
