@@ -54,10 +54,13 @@ def write_t1_file(store: Any, out: Path) -> Path | None:
     return out / "t1_pool.parquet"
 
 
-def write_reports(store: Any, version: str, out: Path, selected: int | None) -> list[Path]:
-    """Funnel, score distributions and T1 composition (falls back to all accepted tasks)."""
-    files = write_funnel(funnel_counts(stage_rows(store, version)), out, selected)
-    finals = final_decisions(store, version)
+def write_reports(
+    store: Any, version: str, out: Path, selected: int | None, only: set[str] | None = None
+) -> list[Path]:
+    """Funnel, score distributions and T1 composition (falls back to all accepted tasks);
+    `only` restricts the funnel and scores to one run's task hashes."""
+    files = write_funnel(funnel_counts(stage_rows(store, version, only)), out, selected)
+    finals = final_decisions(store, version, only)
     files += write_scores(finals, out)
     try:
         t1 = load_pool(writable_store(store), T1, bundles=False)
@@ -87,18 +90,19 @@ def run_all(
         tasks = tasks[:limit]
     rst = record_rst(st, tasks) if source.startswith("synthesis") else None
     result = run_selection(st, tasks, cfg)
-    t1, members = record_t1(st, result.version, size)
+    t1, members = record_t1(st, result.version, size, result.hashes())
     files: list[Path] = []
     t1_file = write_t1_file(st, out)
     if t1_file:
         files.append(t1_file)
-    files += write_reports(st, result.version, out, len(members))
+    files += write_reports(st, result.version, out, len(members), result.hashes())
     report: PreflightReport | None = None
     if t1 is not None and preflight_n > 0:
         t1_tasks = pool_tasks(load_pool(st, T1))
         report = run_preflight(t1_tasks, preflight_n, pool=T1, workers=cfg.exec.workers, store=st)
         files += write_preflight(report, out)
-    accepted = sum(f.verdict == "accepted" for f in final_decisions(st, result.version))
+    finals = final_decisions(st, result.version, result.hashes())
+    accepted = sum(f.verdict == "accepted" for f in finals)
     summary = RunSummary(
         source=source,
         version=result.version,

@@ -42,7 +42,7 @@ from tasks.model import Task
 from tasks.results import FailureMode, TrialResult
 from warehouse.records import AuditRecord
 
-EXEC_VERSION = "1"
+EXEC_VERSION = "2"
 EXEC_JUDGE = "exec"
 MARK = "/.t1-audit-mark"
 # Not searched for effects: kernel and trial plumbing, and the large system trees a task's
@@ -92,7 +92,7 @@ class ExecConfig(BaseModel):
     workers: int = Field(2, ge=1)
     """Trials of one task run concurrently."""
     nop_weak_share: float = Field(0.5, ge=0, le=1)
-    """A nop run passing at least this share of assertions marks the verifier weak."""
+    """A nop run passing more than this share of assertions (most) marks the verifier weak."""
     min_kill_rate: float = Field(0.5, ge=0, le=1)
     """A mutation kill rate below this (over >= 2 mutants) marks the verifier weak."""
     min_coverage: float = Field(0.5, ge=0, le=1)
@@ -288,7 +288,11 @@ def shortcut_tokens(outputs: dict[str, str], script: str, ctx: Context) -> list[
     that solve.sh spells out literally although neither the instruction nor the environment
     gives them: the solution knew the answer instead of computing it."""
     found = set()
+    script_lines = {ln.strip() for ln in script.splitlines() if ln.strip()}
     for text in outputs.values():
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        if lines and sum(ln in script_lines for ln in lines) >= len(lines) / 2:
+            continue  # a file the solution writes out verbatim (a script, a config): authored
         for tok in set(_TOKEN.findall(text)):
             if not (answer_like(tok) or "." in tok):
                 continue
@@ -409,7 +413,7 @@ def run_exec_judge(
     m["nop_pass_share"] = nop.passed / nop.total if nop.total else 0.0
     if nop.total and nop.passed == nop.total:
         findings.append(Finding(Code.NOP_PASSES, "a nop run passes every assertion", "trial"))
-    if nop.total and m["nop_pass_share"] >= cfg.nop_weak_share:
+    if nop.total and m["nop_pass_share"] > cfg.nop_weak_share:
         findings.append(
             Finding(Code.WEAK_VERIFIER, f"nop passes {nop.passed}/{nop.total} assertions", "trial")
         )

@@ -78,10 +78,11 @@ def t1_members(finals: list[FinalRow], size: int) -> list[FinalRow]:
 
 
 def record_t1(
-    store: Any, version: str, size: int = T1_FULL_SIZE
+    store: Any, version: str, size: int = T1_FULL_SIZE, only: set[str] | None = None
 ) -> tuple[PoolVersion | None, list[FinalRow]]:
-    """Record T1 from the final decisions of one audit version; (None, []) when none pass."""
-    members = t1_members(final_decisions(store, version), size)
+    """Record T1 from the final decisions of one audit version (restricted to the task hashes
+    in `only`, when given); (None, []) when none pass."""
+    members = t1_members(final_decisions(store, version, only), size)
     if not members:
         return None, []
     pv = record_pool(writable_store(store), T1, [(m.task_hash, m.composite) for m in members])

@@ -114,6 +114,10 @@ class SelectionResult(BaseModel):
     repaired: dict[str, str] = Field(default_factory=dict)
     """Original task hash -> repaired task hash."""
 
+    def hashes(self) -> set[str]:
+        """Every task hash this run decided (originals and repaired versions)."""
+        return {o.task_hash for o in self.outcomes} | set(self.repaired.values())
+
     def by_stage(self, stage: Stage) -> list[StageOutcome]:
         return [o for o in self.outcomes if o.stage == stage]
 
@@ -406,19 +410,28 @@ class FinalRow(BaseModel):
     scores: dict[str, float] = Field(default_factory=dict)
 
 
-def stage_rows(store: Store | str | Any, version: str) -> list[AuditRecord]:
-    """Every stage row of one audit version."""
+def stage_rows(
+    store: Store | str | Any, version: str, only: set[str] | None = None
+) -> list[AuditRecord]:
+    """Every stage row of one audit version (of the tasks in `only`, when given)."""
     with Snapshot.open(writable_store(store), with_lineage=False) as snap:
         rows = snap.rows(
             "SELECT * FROM audits WHERE audit_version = $v AND starts_with(judge, 'stage')",
             {"v": version},
         )
-    return [AuditRecord.from_row(r) for r in rows]
+    recs = [AuditRecord.from_row(r) for r in rows]
+    return [r for r in recs if only is None or r.task_hash in only]
 
 
-def final_decisions(store: Store | str | Any, version: str) -> list[FinalRow]:
-    """Final verdicts of one audit version, joined with the tasks' ids and categories."""
-    recs = stage_rows(store, version)
+def final_decisions(
+    store: Store | str | Any, version: str, only: set[str] | None = None
+) -> list[FinalRow]:
+    """Final verdicts of one audit version, joined with the tasks' ids and categories.
+
+    `only` restricts them to one run's tasks (original and repaired hashes, see
+    `SelectionResult.hashes`); by default every task ever audited under the version counts.
+    """
+    recs = stage_rows(store, version, only)
     by = {(r.task_hash, r.judge): r for r in recs}
     repaired = {
         r.task_hash: r.reasons[0].split()[-1]

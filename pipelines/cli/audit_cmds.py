@@ -99,7 +99,7 @@ def audit(
         table.add_row(s.value, str(len(rows)), ", ".join(f"{k} {v}" for k, v in counts.items()))
     console.print(table)
     console.print(f"measured {len(result.measured)} tasks, scored {len(result.scored)}")
-    files = write_reports(st, result.version, out, None)
+    files = write_reports(st, result.version, out, None, result.hashes())
     console.print(f"reports: {', '.join(str(f) for f in files)}")
 
 
