@@ -114,3 +114,36 @@ def accepted_parents(store: Store, campaign: str, round_: int) -> list[Parent]:
         task = task_from_bundle(_bundle(r["bundle"]), expected_hash=r["candidate_hash"])
         out.append(Parent(task=task, profile=_profile(r), chain=tuple(r["chain"])))
     return out
+
+
+def accepted_without_passing_oracle(store: Store, campaign: str) -> list[str]:
+    """Accepted candidates with no recorded oracle trial that resolved (should be none)."""
+    with Snapshot.open(store, with_lineage=False) as snap:
+        rows = snap.rows(
+            """
+            SELECT c.candidate_hash FROM synth_candidates c
+            WHERE c.campaign = ? AND c.status = 'accepted' AND NOT EXISTS (
+                SELECT 1 FROM trials t WHERE t.task_hash = c.candidate_hash
+                AND t.agent = 'oracle' AND t.resolved)
+            ORDER BY c.candidate_hash
+            """,
+            [campaign],
+        )
+    return [r["candidate_hash"] for r in rows]
+
+
+def validation_trial_counts(store: Store, campaign: str) -> dict[str, dict[str, int]]:
+    """Trials of the campaign's candidates: {agent: {failure mode: count}}."""
+    with Snapshot.open(store, with_lineage=False) as snap:
+        rows = snap.rows(
+            """
+            SELECT t.agent, t.failure_mode, count(*) AS n FROM trials t
+            WHERE t.task_hash IN (SELECT candidate_hash FROM synth_candidates WHERE campaign = ?)
+            GROUP BY ALL ORDER BY ALL
+            """,
+            [campaign],
+        )
+    out: dict[str, dict[str, int]] = {}
+    for r in rows:
+        out.setdefault(r["agent"], {})[r["failure_mode"]] = r["n"]
+    return out

@@ -11,6 +11,9 @@ from pathlib import Path
 
 import dagster as dg
 
+from synthesis.rounds import SynthConfig
+from synthesis.validate import ValidationConfig
+
 
 class ForgeConfig(dg.ConfigurableResource):
     """Where the store lives, which sandbox and LLM to use, and the pipeline budget."""
@@ -22,8 +25,10 @@ class ForgeConfig(dg.ConfigurableResource):
     llm_api_key: str = ""
     tmax_dir: str = ""
     benchmark_dir: str = ""
+    campaign: str = "rst"
     rounds: int = 3
     per_round: int = 6
+    seed_ids: str = ""  # comma-separated seed ids to restrict synthesis (small runs, tests)
     t1_size: int = 15000
     preflight_n: int = 10
     preflight_threshold: float = 0.8
@@ -31,6 +36,17 @@ class ForgeConfig(dg.ConfigurableResource):
     @property
     def store_path(self) -> Path:
         return Path(self.store)
+
+    def synth_config(self) -> SynthConfig:
+        ids = tuple(i for i in self.seed_ids.split(",") if i)
+        return SynthConfig(
+            rounds=self.rounds,
+            per_round=self.per_round,
+            campaign=self.campaign,
+            benchmark=Path(self.benchmark_dir) if self.benchmark_dir else None,
+            seed_ids=ids,
+            validation=ValidationConfig(backend=self.sandbox_backend),
+        )
 
 
 def forge_config_from_env() -> ForgeConfig:
@@ -42,6 +58,7 @@ def forge_config_from_env() -> ForgeConfig:
             benchmark_dir=os.environ.get("T1_BENCHMARK_DIR", ""),
             rounds=int(os.environ.get("T1_DEMO_ROUNDS", "3")),
             per_round=int(os.environ.get("T1_DEMO_PER_ROUND", "6")),
+            seed_ids=os.environ.get("T1_DEMO_SEED_IDS", ""),
         )
     if env != "configured":
         raise ValueError(f"T1_ENV must be 'local' or 'configured', got {env!r}")
