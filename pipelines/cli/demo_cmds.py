@@ -1,7 +1,9 @@
-"""`t1 demo`: the main job end to end on embedded defaults (grows as capabilities land)."""
+"""`t1 demo`: the main job end to end on embedded defaults (local sandbox, local store, no
+LLM): check every seed, then materialize the whole Dagster asset graph headless."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections import defaultdict
 
@@ -14,7 +16,7 @@ from sandbox.check import TaskCheck, check_tasks
 from tasks.corpus import SEED_DIR, load_seeds
 from tasks.model import Category
 
-console = Console()
+console = Console(width=120)
 
 
 def category_table(checks: list[TaskCheck]) -> Table:
@@ -25,41 +27,100 @@ def category_table(checks: list[TaskCheck]) -> Table:
     table = Table(title="Seed corpus by category")
     for col in ("category", "tasks", "valid", "mean assertions", "oracle all-pass", "nop fails"):
         table.add_column(col, justify="left" if col == "category" else "right")
-    for cat in Category:
-        rows = by_cat.get(cat, [])
-        if not rows:
-            continue
+
+    def row(label: str, rows: list[TaskCheck]) -> None:
         totals = [c.oracle.total for c in rows if c.oracle]
         table.add_row(
-            cat.value,
+            label,
             str(len(rows)),
             str(sum(c.ok for c in rows)),
             f"{sum(totals) / max(1, len(totals)):.1f}",
             str(sum(1 for c in rows if c.oracle and c.oracle.total and c.oracle.resolved)),
             str(sum(1 for c in rows if c.nop.total and c.nop.passed < c.nop.total)),
         )
-    table.add_row(
-        "[b]all",
-        str(len(checks)),
-        str(sum(c.ok for c in checks)),
-        "",
-        str(sum(1 for c in checks if c.oracle and c.oracle.resolved)),
-        str(sum(1 for c in checks if c.nop.total and c.nop.passed < c.nop.total)),
-    )
+
+    for cat in Category:
+        if by_cat.get(cat):
+            row(cat.value, by_cat[cat])
+    row("[b]all", checks)
     return table
 
 
-@app.command("demo")
-def demo(workers: int = typer.Option(2, help="tasks checked concurrently")) -> None:
-    """Check every seed task in the local sandbox and print the per-category table."""
-    t0 = time.monotonic()
+def check_seeds(workers: int) -> bool:
     tasks = load_seeds()
-    console.print(f"checking {len(tasks)} seed tasks from {SEED_DIR} in the local sandbox ...")
+    console.print(f"[b]1. checking {len(tasks)} seed tasks[/b] from {SEED_DIR} (local sandbox)")
     checks = check_tasks(tasks, "local", workers)
     console.print(category_table(checks))
     for c in checks:
         for p in c.problems:
             console.print(f"[red]{c.task.id}:[/red] {p}")
-    console.print(f"done in {time.monotonic() - t0:.1f}s")
-    if any(not c.ok for c in checks):
+    return all(c.ok for c in checks)
+
+
+def run_pipeline(rounds: int | None, per_round: int | None) -> bool:
+    import dagster as dg
+
+    from pipelines.defs.resources import forge_config_from_env
+    from pipelines.main_job import StepOutcome, dagster_home, run_main_job
+
+    home = dagster_home()
+    if rounds:
+        os.environ["T1_DEMO_ROUNDS"] = str(rounds)
+    if per_round:
+        os.environ["T1_DEMO_PER_ROUND"] = str(per_round)
+    forge = forge_config_from_env()
+    console.print(
+        f"[b]2. materializing the asset graph[/b] (store {forge.store_path.resolve()}, "
+        f"{forge.rounds} synthesis rounds x {forge.per_round} candidates, DAGSTER_HOME={home})"
+    )
+
+    def show(s: StepOutcome) -> None:
+        checks = ", ".join(f"{k}={'pass' if v else 'FAIL'}" for k, v in s.checks.items())
+        mark = "[green]ok[/green]" if s.success else "[red]FAILED[/red]"
+        console.print(
+            f"  {mark} {s.step} ({s.seconds:.0f}s){'  checks: ' + checks if checks else ''}"
+        )
+
+    with dg.DagsterInstance.get() as instance:
+        steps = run_main_job(forge, instance, on_step=show)
+    summary(steps)
+    return all(s.success for s in steps)
+
+
+def summary(steps) -> None:
+    md: dict[str, dict] = {}
+    for s in steps:
+        md.update(s.metadata)
+    table = Table(title="What the main job produced")
+    table.add_column("asset")
+    table.add_column("figures")
+    for name in ("seed_corpus", "synthesis_round", "validation_trials", "audit_results",
+                 "rst_pool", "t1_pool", "pool_reports"):  # fmt: skip
+        if name in md:
+            figures = {k: v for k, v in md[name].items() if not str(v).startswith(("|", "!["))}
+            table.add_row(name, ", ".join(f"{k}={v}" for k, v in figures.items())[:200])
+    console.print(table)
+    console.print(
+        "Where to look:\n"
+        "  t1 ui                      Dagster UI: the asset graph, runs, pools and charts\n"
+        '  t1 sql "SELECT pool, pool_version, count(*) FROM pool_members GROUP BY ALL"\n'
+        '  t1 sql "SELECT * FROM synth_rounds ORDER BY round"\n'
+        "  t1 lineage <task id or hash prefix>\n"
+        "  artifacts/reports/         funnel, score distributions, T1 composition chart"
+    )
+
+
+@app.command("demo")
+def demo(
+    workers: int = typer.Option(2, help="tasks checked concurrently"),
+    seed_check: bool = typer.Option(True, help="check every seed first"),
+    rounds: int = typer.Option(None, help="synthesis rounds (default $T1_DEMO_ROUNDS or 3)"),
+    per_round: int = typer.Option(None, help="candidates per round (default 6)"),
+) -> None:
+    """Run the main job end to end on embedded defaults and print where to look."""
+    t0 = time.monotonic()
+    ok = check_seeds(workers) if seed_check else True
+    ok = run_pipeline(rounds, per_round) and ok
+    console.print(f"demo {'finished' if ok else 'FAILED'} in {time.monotonic() - t0:.0f}s")
+    if not ok:
         raise typer.Exit(1)

@@ -12,15 +12,7 @@ from pathlib import Path
 import typer
 
 from pipelines.cli import app
-
-
-def dagster_home() -> Path:
-    """DAGSTER_HOME, defaulting to ./.dagster (created), so runs persist between commands."""
-    home = Path(os.environ.get("DAGSTER_HOME", ".dagster")).resolve()
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "dagster.yaml").touch(exist_ok=True)
-    os.environ["DAGSTER_HOME"] = str(home)
-    return home
+from pipelines.main_job import dagster_home
 
 
 def _bin(name: str) -> str:

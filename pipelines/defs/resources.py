@@ -11,6 +11,10 @@ from pathlib import Path
 
 import dagster as dg
 
+from audit.judge_exec import ExecConfig
+from audit.judge_llm import LlmConfig
+from audit.rubric import load_rubric
+from audit.selection import SelectionConfig
 from synthesis.rounds import SynthConfig
 from synthesis.validate import ValidationConfig
 
@@ -30,12 +34,33 @@ class ForgeConfig(dg.ConfigurableResource):
     per_round: int = 6
     seed_ids: str = ""  # comma-separated seed ids to restrict synthesis (small runs, tests)
     t1_size: int = 15000
+    category_quota: float = 0.5  # largest share one category may take in T1
     preflight_n: int = 10
     preflight_threshold: float = 0.8
+    audit_pool: str = ""  # what to audit: "" = synthesis output, else the seeds
+    audit_mutants: int = 4
+    audit_reruns: int = 1
+    reports_dir: str = "artifacts/reports"
 
     @property
     def store_path(self) -> Path:
         return Path(self.store)
+
+    def selection_config(self) -> SelectionConfig:
+        llm = None
+        if self.llm_base_url and self.llm_model:
+            llm = LlmConfig(
+                base_url=self.llm_base_url, model=self.llm_model, api_key=self.llm_api_key or "none"
+            )
+        return SelectionConfig(
+            rubric=load_rubric("t1"),
+            exec=ExecConfig(
+                backend=self.sandbox_backend,
+                reruns=self.audit_reruns,
+                max_mutants=self.audit_mutants,
+            ),
+            llm=llm,
+        )
 
     def synth_config(self) -> SynthConfig:
         ids = tuple(i for i in self.seed_ids.split(",") if i)

@@ -7,9 +7,10 @@ import dagster as dg
 import pytest
 
 from pipelines.definitions import defs
+from pipelines.defs.audit_assets import tmax_pool
 from pipelines.defs.evaluation import evaluation_reported, evaluation_summary
 from pipelines.defs.resources import ForgeConfig
-from pipelines.defs.task_assets import seed_corpus, tmax_pool
+from pipelines.defs.task_assets import seed_corpus
 from pipelines.reporting import report_evaluation
 from tasks.corpus import seed_paths
 from warehouse import EvaluationRecord, open_snapshot, record_evaluations
@@ -88,3 +89,16 @@ def test_evaluation_report_triggers_the_sensor_and_summary(tmp_path: Path):
     md = result.asset_materializations_for_node("evaluation_summary")[0].metadata
     assert md["checkpoints"].value == 1
     assert "0.500" in md["summary"].value
+
+
+def test_reaudit_schedule_evaluates_to_a_run_of_the_audit_assets():
+    from pipelines.defs.schedules import reaudit_job, reaudit_schedule
+
+    ctx = dg.build_schedule_context()
+    data = reaudit_schedule.evaluate_tick(ctx)
+    assert len(data.run_requests) == 1
+    selected = {
+        k.to_user_string() for k in reaudit_job.selection.resolve(defs().resolve_asset_graph())
+    }
+    assert selected == {"audit_results", "t1_pool", "pool_reports"}
+    assert reaudit_schedule.cron_schedule == "0 3 * * *"

@@ -1,0 +1,190 @@
+"""Audit, pools and reports. Every asset calls the audit package; decisions are stored per
+(task hash, audit version), so re-reading a selection costs a warehouse read, not trials."""
+
+import base64
+from pathlib import Path
+
+import dagster as dg
+
+from audit.artifacts import write_reports, write_t1_file
+from audit.pools import T1, TMAX, audit_candidates, record_rst, record_t1, recorded_tasks
+from audit.preflight import run_preflight
+from audit.reports import funnel_counts
+from audit.selection import SelectionResult, run_selection, stage_rows
+from pipelines.defs.resources import ForgeConfig
+from warehouse import Store, load_pool, open_snapshot, pool_tasks
+
+
+def _selection(forge: ForgeConfig) -> SelectionResult:
+    store = Store.open(forge.store_path, create=True)
+    tasks, _ = audit_candidates(store, forge.audit_pool or None)
+    return run_selection(store, tasks, forge.selection_config())
+
+
+def _png_markdown(path: Path) -> str:
+    data = base64.b64encode(path.read_bytes()).decode()
+    return f"![{path.stem}](data:image/png;base64,{data})"
+
+
+@dg.asset(group_name="audit", deps=["validation_trials"], kinds={"bubblewrap"})
+def audit_results(forge: ForgeConfig) -> dg.MaterializeResult:
+    """The five-stage audit of the synthesis output (the seeds when there is none)."""
+    store = Store.open(forge.store_path, create=True)
+    tasks, source = audit_candidates(store, forge.audit_pool or None)
+    result = run_selection(store, tasks, forge.selection_config())
+    funnel = funnel_counts(stage_rows(store, result.version, result.hashes()))
+    lines = ["| stage | entered | outcomes |", "| --- | --- | --- |"]
+    lines += [
+        f"| {f.stage.value} | {f.entered} | "
+        + ", ".join(f"{k}={v}" for k, v in sorted(f.outcomes.items()))
+        + " |"
+        for f in funnel
+    ]
+    return dg.MaterializeResult(
+        metadata={
+            "source": source,
+            "audit_version": result.version,
+            "candidates": len(tasks),
+            "measured_now": len(result.measured),
+            "repaired": len(result.repaired),
+            "funnel": dg.MetadataValue.md("\n".join(lines)),
+        }
+    )
+
+
+@dg.asset(group_name="pools", deps=[audit_results], kinds={"parquet"})
+def rst_pool(forge: ForgeConfig) -> dg.MaterializeResult:
+    """RST: every task synthesis accepted."""
+    pv = record_rst(
+        Store.open(forge.store_path, create=True), recorded_tasks(forge.store_path, ("rst",))
+    )
+    return dg.MaterializeResult(
+        metadata={"tasks": pv.tasks if pv else 0, "version": pv.version if pv else 0}
+    )
+
+
+@dg.asset(group_name="pools", deps=[audit_results], kinds={"parquet"})
+def t1_pool(forge: ForgeConfig) -> dg.MaterializeResult:
+    """T1: the audit's accepted tasks in quality-rank order, up to the target size."""
+    result = _selection(forge)
+    pv, members = record_t1(forge.store_path, result.version, forge.t1_size, result.hashes())
+    out = Path(forge.reports_dir)
+    path = write_t1_file(forge.store_path, out)
+    return dg.MaterializeResult(
+        metadata={
+            "tasks": len(members),
+            "version": pv.version if pv else 0,
+            "audit_version": result.version,
+            "file": dg.MetadataValue.path(str(path)) if path else "none",
+        }
+    )
+
+
+@dg.asset(group_name="pools", kinds={"parquet"})
+def tmax_pool(forge: ForgeConfig) -> dg.MaterializeResult:
+    """TMax: an imported corpus with binary verifiers (empty when T1_TMAX_DIR is unset)."""
+    if not forge.tmax_dir:
+        return dg.MaterializeResult(metadata={"tasks": 0, "source": "none configured"})
+    from audit.pools import import_tmax
+
+    pv, rejects = import_tmax(forge.store_path, forge.tmax_dir)
+    return dg.MaterializeResult(
+        metadata={"tasks": pv.tasks if pv else 0, "rejects": len(rejects), "source": forge.tmax_dir}
+    )
+
+
+@dg.asset(group_name="pools", deps=[t1_pool], kinds={"matplotlib"})
+def pool_reports(forge: ForgeConfig) -> dg.MaterializeResult:
+    """Funnel, score distributions and the category composition chart of T1 (Figure 3)."""
+    result = _selection(forge)
+    out = Path(forge.reports_dir)
+    files = write_reports(forge.store_path, result.version, out, None, result.hashes())
+    metadata: dict = {"files": len(files), "directory": dg.MetadataValue.path(str(out))}
+    for f in files:
+        if f.suffix == ".png":
+            metadata[f.stem] = dg.MetadataValue.md(_png_markdown(f))
+        elif f.suffix == ".md":
+            metadata[f.stem + "_table"] = dg.MetadataValue.md(f.read_text())
+    return dg.MaterializeResult(metadata=metadata)
+
+
+@dg.asset_check(asset=t1_pool, blocking=True)
+def t1_preflight(forge: ForgeConfig) -> dg.AssetCheckResult:
+    """A sample of T1 yields usable per-assertion records above the threshold."""
+    try:
+        tasks = pool_tasks(load_pool(forge.store_path, T1))
+    except ValueError:
+        return dg.AssetCheckResult(passed=False, metadata={"reason": "no T1 pool recorded"})
+    report = run_preflight(
+        tasks, forge.preflight_n, pool=T1, backend=forge.sandbox_backend, store=forge.store_path
+    )
+    return dg.AssetCheckResult(
+        passed=report.share >= forge.preflight_threshold,
+        metadata={
+            "sampled": report.sampled,
+            "usable": report.usable,
+            "share": report.share,
+            "threshold": forge.preflight_threshold,
+        },
+    )
+
+
+@dg.asset_check(asset=t1_pool)
+def t1_size_and_quotas(forge: ForgeConfig) -> dg.AssetCheckResult:
+    """T1 is non-empty, within its target size, and no category exceeds its quota share."""
+    try:
+        table = load_pool(forge.store_path, T1, bundles=False)
+    except ValueError:
+        return dg.AssetCheckResult(passed=False, metadata={"reason": "no T1 pool recorded"})
+    cats = table.column("category").to_pylist()
+    worst = max((cats.count(c) / len(cats) for c in set(cats)), default=0.0)
+    ok = 0 < len(cats) <= forge.t1_size and worst <= forge.category_quota
+    return dg.AssetCheckResult(
+        passed=ok,
+        metadata={
+            "tasks": len(cats),
+            "largest_category_share": worst,
+            "quota": forge.category_quota,
+        },
+    )
+
+
+@dg.asset_check(asset=t1_pool, additional_deps=[tmax_pool])
+def no_task_in_two_held_out_splits(forge: ForgeConfig) -> dg.AssetCheckResult:
+    """No task of T1 also sits in TMax or the evaluation benchmark split."""
+    with open_snapshot(forge.store_path) as snap:
+        rows = snap.rows(
+            """WITH latest AS (SELECT pool, max(pool_version) v FROM pool_members GROUP BY pool)
+               SELECT a.task_hash FROM pool_members a JOIN latest la
+                 ON a.pool = la.pool AND a.pool_version = la.v
+               JOIN pool_members b ON a.task_hash = b.task_hash
+               JOIN latest lb ON b.pool = lb.pool AND b.pool_version = lb.v
+               WHERE a.pool = $t1 AND b.pool IN ($tmax, 'benchmark')""",
+            {"t1": T1, "tmax": TMAX},
+        )
+    return dg.AssetCheckResult(passed=not rows, metadata={"shared": len(rows)})
+
+
+@dg.asset_check(asset=rst_pool, blocking=True)
+def rst_disjoint_from_benchmark(forge: ForgeConfig) -> dg.AssetCheckResult:
+    """No RST task overlaps a task of the configured benchmark above the threshold."""
+    if not forge.benchmark_dir:
+        return dg.AssetCheckResult(passed=True, metadata={"benchmark": "none configured"})
+    from synthesis.decontam import BenchmarkIndex
+
+    index = BenchmarkIndex.from_dir(forge.benchmark_dir)
+    tasks = recorded_tasks(forge.store_path, ("rst",))
+    threshold = forge.synth_config().decontam.threshold
+    hits = [(t.id, o.nearest, o.score) for t in tasks if (o := index.overlap(t)).score >= threshold]
+    worst = max((index.overlap(t).score for t in tasks), default=0.0)
+    return dg.AssetCheckResult(
+        passed=not hits,
+        metadata={
+            "benchmark": forge.benchmark_dir,
+            "benchmark_tasks": len(index),
+            "checked": len(tasks),
+            "over_threshold": len(hits),
+            "max_overlap": worst,
+            "threshold": threshold,
+        },
+    )
