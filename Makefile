@@ -4,8 +4,10 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 # Debian packages: the sandbox (bubblewrap, util-linux) and the tools seed tasks require.
-APT_PACKAGES := bubblewrap util-linux git make gcc g++ python3 jq sqlite3 xz-utils zip unzip \
-	bc file patch openssl perl cmake tmux strace procps chromium
+APT_PACKAGES := bubblewrap util-linux git make gcc g++ python3 python3-venv jq sqlite3 xz-utils \
+	zip unzip bc file patch openssl perl cmake tmux strace procps passwd
+# Optional: the browser test skips (saying why) without it.
+APT_OPTIONAL := chromium
 
 .PHONY: install system-deps test lint demo bench clean
 
@@ -23,6 +25,11 @@ system-deps:
 	    echo "run as root:  apt-get install -y$$missing"; exit 1; \
 	  fi; \
 	fi
+	@for p in $(APT_OPTIONAL); do dpkg -s $$p >/dev/null 2>&1 && continue; \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$p >/dev/null \
+	      || echo "optional package $$p not installed (its tests will skip)"; \
+	  else echo "optional: apt-get install $$p (browser test)"; fi; done
 
 $(STAMP): pyproject.toml
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
