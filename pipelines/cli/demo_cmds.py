@@ -4,8 +4,11 @@ LLM): check every seed, then materialize the whole Dagster asset graph headless.
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import time
 from collections import defaultdict
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -110,17 +113,37 @@ def summary(steps) -> None:
     )
 
 
+GAP_BENCHMARK = Path(__file__).resolve().parents[2] / "benchmarks" / "train_inference_gap.py"
+
+
+def measure_gap(tasks: int, max_turns: int) -> bool:
+    """The TITO/R3 train-inference gap on real multi-turn rollouts of a few seed tasks."""
+    console.print(
+        f"[b]3. training stability[/b]: tiny Qwen3-MoE policy (warm-started once, cached), "
+        f"{tasks} seed tasks x <= {max_turns} turns in the local sandbox, gap per configuration"
+    )
+    if not GAP_BENCHMARK.is_file():
+        console.print(f"  skipped: {GAP_BENCHMARK} not found (run from a checkout)")
+        return True
+    cmd = [sys.executable, str(GAP_BENCHMARK), "--tasks", str(tasks), "--max-turns", str(max_turns)]
+    return subprocess.run(cmd, check=False).returncode == 0
+
+
 @app.command("demo")
 def demo(
     workers: int = typer.Option(2, help="tasks checked concurrently"),
     seed_check: bool = typer.Option(True, help="check every seed first"),
     rounds: int = typer.Option(None, help="synthesis rounds (default $T1_DEMO_ROUNDS or 3)"),
     per_round: int = typer.Option(None, help="candidates per round (default 6)"),
+    train: bool = typer.Option(True, help="measure the TITO/R3 gap on a few rollouts"),
+    train_tasks: int = typer.Option(4, help="seed tasks rolled out for the gap measurement"),
 ) -> None:
     """Run the main job end to end on embedded defaults and print where to look."""
     t0 = time.monotonic()
     ok = check_seeds(workers) if seed_check else True
     ok = run_pipeline(rounds, per_round) and ok
+    if train:
+        ok = measure_gap(train_tasks, 4) and ok
     console.print(f"demo {'finished' if ok else 'FAILED'} in {time.monotonic() - t0:.0f}s")
     if not ok:
         raise typer.Exit(1)
