@@ -2,7 +2,7 @@
 
 Each call is one atomic commit (see `warehouse.store`) and is idempotent: re-recording rows
 whose keys are stored already adds nothing (the first write wins). `store` may be a `Store`,
-a path, or None for the default location ($T1_WAREHOUSE, else ./warehouse); a missing store is
+a path, or None for the default location ($T1_WAREHOUSE, else ./data/warehouse); a missing store is
 created.
 """
 

@@ -44,7 +44,7 @@ from warehouse import schema
 from warehouse.schema import TableSpec, table_spec
 
 ENV_VAR = "T1_WAREHOUSE"
-DEFAULT_STORE = Path("warehouse")
+DEFAULT_STORE = Path("data/warehouse")
 META_FILE = "_meta.json"
 LOCK_FILE = "_write.lock"
 FORMAT = "t1-forge-warehouse"
@@ -109,7 +109,7 @@ class CompactionResult:
 
 
 def resolve_store_path(path: Path | str | None = None) -> Path:
-    """`path` if given, else $T1_WAREHOUSE, else ./warehouse (relative to the cwd)."""
+    """`path` if given, else $T1_WAREHOUSE, else ./data/warehouse (relative to the cwd)."""
     if path is not None and str(path) != "":
         return Path(path)
     env = os.environ.get(ENV_VAR)

@@ -1,7 +1,7 @@
 """`t1 sql`, `t1 lineage` and `t1 warehouse ...`: the warehouse from the command line.
 
 Every command reads through a snapshot (`warehouse.snapshot`): it never locks the store, so it
-runs while pipelines write. `--store` defaults to $T1_WAREHOUSE, else ./warehouse.
+runs while pipelines write. `--store` defaults to $T1_WAREHOUSE, else ./data/warehouse.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ app.add_typer(warehouse_app, name="warehouse")
 
 StoreOpt = Annotated[
     Path | None,
-    typer.Option("--store", help="Warehouse directory (default: $T1_WAREHOUSE, else ./warehouse)."),
+    typer.Option("--store", help="Warehouse directory (default: $T1_WAREHOUSE, else ./data/warehouse)."),
 ]
 
 

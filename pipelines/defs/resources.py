@@ -1,6 +1,6 @@
 """Resources switched by environment.
 
-`T1_ENV=local` (default): local sandbox, store under ./warehouse, no LLM.
+`T1_ENV=local` (default): local sandbox, store under ./data/warehouse, no LLM.
 `T1_ENV=configured`: every setting from environment variables (T1_WAREHOUSE,
 T1_SANDBOX_BACKEND, T1_LLM_BASE_URL, T1_LLM_MODEL, T1_LLM_API_KEY, T1_TMAX_DIR,
 T1_BENCHMARK_DIR), read when a run starts.
@@ -22,7 +22,7 @@ from synthesis.validate import ValidationConfig
 class ForgeConfig(dg.ConfigurableResource):
     """Where the store lives, which sandbox and LLM to use, and the pipeline budget."""
 
-    store: str = "warehouse"
+    store: str = "data/warehouse"
     sandbox_backend: str = "local"
     llm_base_url: str = ""
     llm_model: str = ""
@@ -78,7 +78,7 @@ def forge_config_from_env() -> ForgeConfig:
     env = os.environ.get("T1_ENV", "local")
     if env == "local":
         return ForgeConfig(
-            store=os.environ.get("T1_WAREHOUSE", "warehouse"),
+            store=os.environ.get("T1_WAREHOUSE", "data/warehouse"),
             tmax_dir=os.environ.get("T1_TMAX_DIR", ""),
             benchmark_dir=os.environ.get("T1_BENCHMARK_DIR", ""),
             rounds=int(os.environ.get("T1_DEMO_ROUNDS", "3")),

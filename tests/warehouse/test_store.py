@@ -43,7 +43,7 @@ def test_every_table_has_a_record_type_with_the_same_fields() -> None:
 
 def test_store_location_resolution(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("T1_WAREHOUSE", raising=False)
-    assert resolve_store_path() == Path("warehouse")
+    assert resolve_store_path() == Path("data/warehouse")  # not ./warehouse: the package
     monkeypatch.setenv("T1_WAREHOUSE", str(tmp_path / "env-store"))
     assert resolve_store_path() == tmp_path / "env-store"
     assert resolve_store_path(tmp_path / "given") == tmp_path / "given"
