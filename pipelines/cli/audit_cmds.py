@@ -36,7 +36,9 @@ app.add_typer(audit_app, name="audit")
 
 StoreOpt = Annotated[
     Path | None,
-    typer.Option("--store", help="Warehouse directory (default: $T1_WAREHOUSE, else ./data/warehouse)."),
+    typer.Option(
+        "--store", help="Warehouse directory (default: $T1_WAREHOUSE, else data/warehouse)."
+    ),
 ]
 RubricOpt = Annotated[str, typer.Option("--rubric", help="Rubric preset name or TOML path.")]
 OutOpt = Annotated[Path, typer.Option("--out", help="Directory for report files.")]

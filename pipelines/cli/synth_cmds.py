@@ -63,7 +63,7 @@ def synth(
     benchmark: Path = typer.Option(
         None, help="held-out benchmark dir (Harbor or Terminal-Bench) for decontamination"
     ),
-    store: Path = typer.Option(None, help="warehouse path (default $T1_WAREHOUSE, ./data/warehouse)"),
+    store: Path = typer.Option(None, help="store path (default $T1_WAREHOUSE, data/warehouse)"),
     campaign: str = typer.Option("rst", help="campaign name (resume key in the warehouse)"),
     seed: int = typer.Option(0, help="sampler seed"),
     workers: int = typer.Option(2, help="concurrent candidate validations"),

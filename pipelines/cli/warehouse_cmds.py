@@ -40,7 +40,9 @@ app.add_typer(warehouse_app, name="warehouse")
 
 StoreOpt = Annotated[
     Path | None,
-    typer.Option("--store", help="Warehouse directory (default: $T1_WAREHOUSE, else ./data/warehouse)."),
+    typer.Option(
+        "--store", help="Warehouse directory (default: $T1_WAREHOUSE, else data/warehouse)."
+    ),
 ]
 
 
