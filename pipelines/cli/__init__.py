@@ -15,6 +15,7 @@ def _register() -> None:
     """Import the command modules; each adds its commands to `app` on import."""
     import pipelines.cli.audit_cmds  # noqa: F401
     import pipelines.cli.synth_cmds  # noqa: F401
+    import pipelines.cli.train_cmds  # noqa: F401
     import pipelines.cli.warehouse_cmds  # noqa: F401
     from pipelines.cli import demo_cmds, task_cmds, ui_cmds  # noqa: F401
 
