@@ -24,7 +24,9 @@ class CampaignConfig(BaseModel):
 
     campaign: str = Field("ppo", min_length=1, description="campaign name in warehouse rows")
     run_dir: Path = Field(Path("runs/ppo"), description="config, metrics and published weights")
-    store: Path | None = Field(None, description="warehouse path; None: $T1_WAREHOUSE/./warehouse")
+    store: Path | None = Field(
+        None, description="warehouse path; None: the default store ($T1_WAREHOUSE)"
+    )
     policy_path: Path | None = Field(
         None, description="initial checkpoint (model + tokenizer); None: the warm-started policy"
     )
