@@ -3,7 +3,7 @@
 - RST: every task synthesis accepted (tasks recorded with origin pool `rst`), round order;
 - T1: the audit's final accepted tasks, best composite first, up to a target size (15,000
   at full scale): materialized in quality-rank order, so training must read it through
-  `audit.permutation`;
+  `warehouse.permutation`;
 - TMax: an imported public corpus (Harbor or Terminal-Bench layout) whose verifiers are
   binary; imported tasks are marked `binary_verifier`, malformed ones are reported as rejects.
 """

@@ -16,10 +16,10 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from audit.permutation import epoch_permutation
 from sandbox.trial import run_trial
 from tasks.model import Task
 from tasks.results import FailureMode, TrialResult
+from warehouse.permutation import epoch_permutation
 
 USABLE = "usable"
 

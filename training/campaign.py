@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from audit.permutation import epoch_permutation
 from training.campaign_config import CampaignConfig
 from training.chat_format import IM_END
 from training.critic import Critic, load_critic
@@ -36,6 +35,7 @@ from training.logprobs import mean_abs_gap, stream_logprobs
 from training.policy import load_policy, save_policy
 from training.ppo_math import approx_kl, final_token_rewards, gae, policy_loss, value_loss
 from training.tito import RolloutSample, assemble_trial
+from warehouse.permutation import epoch_permutation
 
 if TYPE_CHECKING:
     from tasks.model import Task

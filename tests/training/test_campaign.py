@@ -7,9 +7,9 @@ import pytest
 
 pytest.importorskip("torch")
 
-from audit.permutation import epoch_permutation  # noqa: E402
 from training.campaign import campaign_tasks, draw_tasks, run_campaign  # noqa: E402
 from training.campaign_config import load_campaign_config  # noqa: E402
+from warehouse.permutation import epoch_permutation  # noqa: E402
 
 pytestmark = pytest.mark.torch
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from audit.permutation import epoch_permutation, permute
+from warehouse.permutation import epoch_permutation, permute
 
 
 def test_is_a_permutation():
