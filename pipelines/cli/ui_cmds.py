@@ -35,7 +35,7 @@ def ui_commands(host: str, port: int, prefect: bool, prefect_port: int) -> list[
 def ui(
     host: str = typer.Option("127.0.0.1", help="address to bind"),
     port: int = typer.Option(3000, help="Dagster webserver port"),
-    prefect: bool = typer.Option(False, help="also start the Prefect server"),
+    prefect: bool = typer.Option(True, help="also start the Prefect server (training flows)"),
     prefect_port: int = typer.Option(4200),
 ) -> None:
     """Start the Dagster webserver and daemon; Ctrl-C stops everything."""
@@ -48,13 +48,17 @@ def ui(
     # started in the background, so install the handler explicitly).
     signal.signal(signal.SIGINT, _stop)
     signal.signal(signal.SIGTERM, _stop)
+    env = {**os.environ, "PREFECT_SERVER_ANALYTICS_ENABLED": "false"}
     procs = [
-        subprocess.Popen(c, start_new_session=True)
+        subprocess.Popen(c, start_new_session=True, env=env)
         for c in ui_commands(host, port, prefect, prefect_port)
     ]
     typer.echo(f"Dagster UI:      http://{host}:{port}   (DAGSTER_HOME={home})")
     if prefect:
-        typer.echo(f"Prefect server:  http://{host}:{prefect_port}")
+        typer.echo(
+            f"Prefect server:  http://{host}:{prefect_port}   (for `t1 train`: "
+            f"PREFECT_API_URL=http://{host}:{prefect_port}/api)"
+        )
     typer.echo("Ctrl-C to stop.")
     try:
         while all(p.poll() is None for p in procs):

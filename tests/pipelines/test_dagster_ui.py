@@ -29,11 +29,16 @@ def free_port() -> int:
 def dagster_ui(tmp_path: Path):
     if not os.path.exists(CHROMIUM):
         pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
-    port = free_port()
-    env = {**os.environ, "DAGSTER_HOME": str(tmp_path / "dh"), "T1_WAREHOUSE": str(tmp_path / "wh")}
+    port, prefect_port = free_port(), free_port()
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(tmp_path / "dh"),
+        "T1_WAREHOUSE": str(tmp_path / "wh"),
+        "PREFECT_HOME": str(tmp_path / "prefect"),
+    }
     t1 = str(Path(sys.executable).parent / "t1")
     proc = subprocess.Popen(
-        [t1, "ui", "--port", str(port)],
+        [t1, "ui", "--port", str(port), "--prefect-port", str(prefect_port)],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -50,6 +55,15 @@ def dagster_ui(tmp_path: Path):
                 time.sleep(1)
         else:
             pytest.fail("the Dagster webserver did not come up within 120 s")
+        prefect = f"http://127.0.0.1:{prefect_port}/api/health"
+        while time.monotonic() < deadline:
+            try:
+                if httpx.get(prefect, timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(1)
+        else:
+            pytest.fail("the Prefect server started by `t1 ui` did not come up")
         yield url
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
