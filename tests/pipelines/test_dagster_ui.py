@@ -127,3 +127,17 @@ def test_materialize_from_the_ui(dagster_ui: str):
         page.screenshot(path=str(ARTIFACTS / "dagster-materialized.png"))
         browser.close()
     assert status == "SUCCESS"
+
+
+def test_campaign_reports_evaluation_over_http(dagster_ui: str):
+    from pipelines.reporting import report_evaluation
+
+    report_evaluation({"checkpoint": "v7", "resolved_rate": 0.25}, webserver_url=dagster_ui)
+    query = """{ assetOrError(assetKey: {path: ["evaluation_results"]}) {
+        ... on Asset { assetMaterializations(limit: 1) { metadataEntries {
+            label ... on TextMetadataEntry { text } } } } } }"""
+    body = httpx.post(f"{dagster_ui}/graphql", json={"query": query}, timeout=10).json()
+    mats = body["data"]["assetOrError"]["assetMaterializations"]
+    assert mats, body
+    entries = {e["label"]: e.get("text") for e in mats[0]["metadataEntries"]}
+    assert entries.get("checkpoint") == "v7"
