@@ -25,10 +25,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture
-def dagster_ui(tmp_path: Path):
+@pytest.fixture(scope="module")
+def dagster_ui(tmp_path_factory: pytest.TempPathFactory):
     if not os.path.exists(CHROMIUM):
         pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
+    tmp_path = tmp_path_factory.mktemp("ui")
     port, prefect_port = free_port(), free_port()
     env = {
         **os.environ,
@@ -37,10 +38,12 @@ def dagster_ui(tmp_path: Path):
         "PREFECT_HOME": str(tmp_path / "prefect"),
     }
     t1 = str(Path(sys.executable).parent / "t1")
+    # Logs go to a file: an unread pipe fills up and blocks the servers (a past flake).
+    log = open(tmp_path / "ui.log", "wb")  # noqa: SIM115 - closed in the finally below
     proc = subprocess.Popen(
         [t1, "ui", "--port", str(port), "--prefect-port", str(prefect_port)],
         env=env,
-        stdout=subprocess.PIPE,
+        stdout=log,
         stderr=subprocess.STDOUT,
         start_new_session=True,
     )
@@ -54,7 +57,8 @@ def dagster_ui(tmp_path: Path):
             except httpx.HTTPError:
                 time.sleep(1)
         else:
-            pytest.fail("the Dagster webserver did not come up within 120 s")
+            tail = (tmp_path / "ui.log").read_text(errors="replace")[-2000:]
+            pytest.fail(f"the Dagster webserver did not come up within 120 s:\n{tail}")
         prefect = f"http://127.0.0.1:{prefect_port}/api/health"
         while time.monotonic() < deadline:
             try:
@@ -71,6 +75,7 @@ def dagster_ui(tmp_path: Path):
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
+        log.close()
 
 
 def latest_run_status(url: str) -> str | None:
