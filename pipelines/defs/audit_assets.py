@@ -175,8 +175,9 @@ def rst_disjoint_from_benchmark(forge: ForgeConfig) -> dg.AssetCheckResult:
     index = BenchmarkIndex.from_dir(forge.benchmark_dir)
     tasks = recorded_tasks(forge.store_path, ("rst",))
     threshold = forge.synth_config().decontam.threshold
-    hits = [(t.id, o.nearest, o.score) for t in tasks if (o := index.overlap(t)).score >= threshold]
-    worst = max((index.overlap(t).score for t in tasks), default=0.0)
+    overlaps = [(t.id, index.overlap(t)) for t in tasks]
+    hits = [(tid, o.nearest, o.score) for tid, o in overlaps if o.score >= threshold]
+    worst = max((o.score for _, o in overlaps), default=0.0)
     return dg.AssetCheckResult(
         passed=not hits,
         metadata={

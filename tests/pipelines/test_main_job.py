@@ -1,5 +1,7 @@
 """The main job materializes the whole graph (tiny budget) with every check passing."""
 
+from pathlib import Path
+
 import dagster as dg
 import pytest
 
@@ -19,11 +21,14 @@ def test_main_job_end_to_end(tmp_path):
         reports_dir=str(tmp_path / "reports"),
         preflight_n=2,
         audit_mutants=2,
+        benchmark_dir=str(Path(__file__).resolve().parents[1] / "fixtures" / "terminal-bench"),
     )
     with dg.instance_for_test() as instance:
         steps = run_main_job(forge, instance)
     assert [s.success for s in steps] == [True] * 4, [(s.step, s.success) for s in steps]
     checks = {k: v for s in steps for k, v in s.checks.items()}
+    post = steps[-1].metadata
+    assert post["rst_pool"]["tasks"] >= 1
     assert checks == {
         "accepted_tasks_have_a_passing_oracle": True,
         "rst_disjoint_from_benchmark": True,
