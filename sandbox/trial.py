@@ -45,6 +45,19 @@ class Agent(Protocol):
     def run(self, sandbox: Sandbox, task: Task, deadline: float) -> AgentOutcome: ...
 
 
+def run_solution(
+    sandbox: Sandbox, task: Task, solution: dict[str, bytes], deadline: float
+) -> AgentOutcome:
+    """Upload `solution` (a solution/ bundle) and run its solve.sh in the task's workdir."""
+    sandbox.upload(solution, SOLUTION_DIR)
+    r = sandbox.exec(
+        f"bash {SOLUTION_DIR}/solve.sh",
+        timeout_s=max(0.1, deadline - time.monotonic()),
+        cwd=task.environment.workdir,
+    )
+    return AgentOutcome.from_exec(r)
+
+
 class OracleAgent:
     """Runs the reference solution (solution/solve.sh)."""
 
@@ -53,13 +66,7 @@ class OracleAgent:
     def run(self, sandbox: Sandbox, task: Task, deadline: float) -> AgentOutcome:
         if task.solution is None:
             return AgentOutcome(exit_code=None, detail="task has no reference solution")
-        sandbox.upload(task.solution, SOLUTION_DIR)
-        r = sandbox.exec(
-            f"bash {SOLUTION_DIR}/solve.sh",
-            timeout_s=max(0.1, deadline - time.monotonic()),
-            cwd=task.environment.workdir,
-        )
-        return AgentOutcome.from_exec(r)
+        return run_solution(sandbox, task, task.solution, deadline)
 
 
 class NopAgent:

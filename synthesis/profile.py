@@ -11,16 +11,15 @@ from __future__ import annotations
 
 import json
 import re
-import time
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from sandbox import AgentOutcome, Sandbox, run_trial
+from sandbox.trial import run_solution
 from tasks.model import Task
 from tasks.results import TrialResult
 
-SOLUTION_DIR = "/solution"
 # Directories whose contents are tool state, not results (never offered to operators).
 SKIP_DIRS = (".git", "__pycache__", "node_modules", ".venv", ".pytest_cache", ".mypy_cache")
 # Suffixes of files that are build intermediates or live databases (content unstable).
@@ -150,11 +149,7 @@ class ProfilingOracle:
             return AgentOutcome(exit_code=None, detail="task has no reference solution")
         wd = task.environment.workdir
         self.before = self._listing(sandbox, wd)
-        sandbox.upload(task.solution, SOLUTION_DIR)
-        r = sandbox.exec(
-            f"bash {SOLUTION_DIR}/solve.sh", timeout_s=max(0.1, deadline - time.monotonic()), cwd=wd
-        )
-        outcome = AgentOutcome.from_exec(r)
+        outcome = run_solution(sandbox, task, task.solution, deadline)
         self.outcome = outcome
         self.after = self._listing(sandbox, wd)
         r = sandbox.exec(f"cd {wd} && find . -name .git -prune -print", timeout_s=60, cwd="/")

@@ -23,8 +23,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from sandbox import AgentOutcome, Sandbox, run_trial
+from sandbox.trial import run_solution
 from synthesis.operators.extension import VERIFIER_MODULE, Parent, new_assertions
-from synthesis.profile import SOLUTION_DIR, ProfilingOracle, TaskProfile
+from synthesis.profile import ProfilingOracle, TaskProfile
 from tasks.model import Task
 from tasks.results import FailureMode, TrialResult
 
@@ -101,13 +102,7 @@ class ParentSolutionAgent:
         self.solution = parent_solution
 
     def run(self, sandbox: Sandbox, task: Task, deadline: float) -> AgentOutcome:
-        sandbox.upload(self.solution, SOLUTION_DIR)
-        r = sandbox.exec(
-            f"bash {SOLUTION_DIR}/solve.sh",
-            timeout_s=max(0.1, deadline - time.monotonic()),
-            cwd=task.environment.workdir,
-        )
-        return AgentOutcome.from_exec(r)
+        return run_solution(sandbox, task, self.solution, deadline)
 
 
 def _statuses(r: TrialResult) -> list[tuple[str, bool]]:
