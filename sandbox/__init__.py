@@ -8,6 +8,7 @@ from sandbox.base import (
     Sandbox,
     SandboxError,
     SandboxUnavailable,
+    Session,
 )
 from sandbox.trial import (
     Agent,
@@ -31,6 +32,7 @@ __all__ = [
     "Sandbox",
     "SandboxError",
     "SandboxUnavailable",
+    "Session",
     "agent_by_name",
     "get_backend",
     "run_trial",

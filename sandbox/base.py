@@ -26,13 +26,35 @@ class ExecResult:
 
 
 @runtime_checkable
+class Session(Protocol):
+    """The agent's long-lived shell in a sandbox: one shell, one PID namespace, for a trial.
+
+    `run` types one command and waits for it: cwd, exported variables and background processes
+    persist to the next command. Its `ExecResult.stdout` is what the terminal showed (stdout and
+    stderr interleaved), `stderr` is empty. On timeout the command is interrupted and the
+    result has `timed_out`. `send_keys` writes raw keystrokes (to an interactive program that a
+    command left running); `read` returns terminal output not yet returned. `close` ends the
+    shell and everything it started.
+    """
+
+    def run(self, command: str, *, timeout_s: float | None = None) -> ExecResult: ...
+
+    def send_keys(self, keys: str) -> None: ...
+
+    def read(self, wait_s: float = 0.0) -> str: ...
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
 class Sandbox(Protocol):
     """A running, isolated environment for one task trial.
 
     `start` brings the environment up (setup layer applied, working directory populated);
-    `exec` runs a shell command (bash -c) under the sandbox's limits; `upload`/`download` move
-    files across the boundary; `stop` kills everything and reclaims all resources. `stop` is
-    idempotent and safe after a failed start.
+    `exec` runs a one-off shell command (bash -c) under the sandbox's limits, in a clean
+    environment (harness and verifier use); `session` is the agent's long-lived shell;
+    `upload`/`download` move files across the boundary; `stop` kills everything and reclaims
+    all resources. `stop` is idempotent and safe after a failed start.
     """
 
     id: str
@@ -42,6 +64,10 @@ class Sandbox(Protocol):
     def exec(
         self, command: str, *, timeout_s: float | None = None, cwd: str | None = None
     ) -> ExecResult: ...
+
+    def session(self) -> Session:
+        """The agent's shell (started on first use; the same one afterwards)."""
+        ...
 
     def upload(self, files: dict[str, bytes], dest_dir: str, *, mode: int = 0o644) -> None: ...
 

@@ -10,6 +10,7 @@ import uuid
 from typing import Any
 
 from sandbox.base import ExecResult, SandboxError, SandboxUnavailable, normalize_dest
+from sandbox.exec_session import ExecSession
 from tasks.environment import render_dockerfile
 from tasks.model import Limits, Task
 
@@ -87,6 +88,7 @@ class DockerSandbox:
         self.limits = limits
         self.allow_network = allow_network
         self.workdir = workdir
+        self._session: ExecSession | None = None
         self._container: Any = None
 
     def start(self) -> None:
@@ -134,6 +136,11 @@ class DockerSandbox:
             oom_killed=oom or (res.exit_code == 137 and time.monotonic() - t0 < timeout),
             output_truncated=truncated,
         )
+
+    def session(self) -> ExecSession:
+        if self._session is None:
+            self._session = ExecSession(self, self.workdir)
+        return self._session
 
     def upload(self, files: dict[str, bytes], dest_dir: str, *, mode: int = 0o644) -> None:
         if not files:

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from sandbox.base import ExecResult, SandboxError, SandboxUnavailable, normalize_dest
 from sandbox.cgroups import SandboxCgroup, cgroups_available
+from sandbox.exec_session import ExecSession
 from sandbox.launcher import helper_path
 from tasks.model import Limits
 
@@ -198,6 +199,7 @@ class LocalSandbox:
         self._holder: subprocess.Popen[bytes] | None = None
         self._helper: str | None = None
         self._cgroup = SandboxCgroup(self.id)
+        self._session: ExecSession | None = None
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
@@ -322,6 +324,11 @@ class LocalSandbox:
         )
 
     # -- files -------------------------------------------------------------------------
+    def session(self) -> ExecSession:
+        if self._session is None:
+            self._session = ExecSession(self, self.workdir)
+        return self._session
+
     def upload(self, files: dict[str, bytes], dest_dir: str, *, mode: int = 0o644) -> None:
         root = self._root()
         for rel, data in files.items():

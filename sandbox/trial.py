@@ -34,7 +34,8 @@ class AgentOutcome:
 
     @classmethod
     def from_exec(cls, r: ExecResult) -> AgentOutcome:
-        return cls(r.exit_code, r.timed_out, r.oom_killed, r.output_truncated, r.stderr[-2000:])
+        tail = (r.stdout + r.stderr)[-2000:]
+        return cls(r.exit_code, r.timed_out, r.oom_killed, r.output_truncated, tail)
 
 
 class Agent(Protocol):
@@ -50,10 +51,8 @@ def run_solution(
 ) -> AgentOutcome:
     """Upload `solution` (a solution/ bundle) and run its solve.sh in the task's workdir."""
     sandbox.upload(solution, SOLUTION_DIR)
-    r = sandbox.exec(
-        f"bash {SOLUTION_DIR}/solve.sh",
-        timeout_s=max(0.1, deadline - time.monotonic()),
-        cwd=task.environment.workdir,
+    r = sandbox.session().run(
+        f"bash {SOLUTION_DIR}/solve.sh", timeout_s=max(0.1, deadline - time.monotonic())
     )
     return AgentOutcome.from_exec(r)
 
@@ -86,11 +85,7 @@ class CommandAgent:
         self.name = name
 
     def run(self, sandbox: Sandbox, task: Task, deadline: float) -> AgentOutcome:
-        r = sandbox.exec(
-            self.command,
-            timeout_s=max(0.1, deadline - time.monotonic()),
-            cwd=task.environment.workdir,
-        )
+        r = sandbox.session().run(self.command, timeout_s=max(0.1, deadline - time.monotonic()))
         return AgentOutcome.from_exec(r)
 
 

@@ -77,8 +77,28 @@ class FailureMode(StrEnum):
     ENVIRONMENT_ERROR = "environment_error"
     OUT_OF_MEMORY = "out_of_memory"
     OUTPUT_LIMIT = "output_limit"
+    DISK_LIMIT = "disk_limit"
     AGENT_ERROR = "agent_error"
+    TAMPERED = "tampered"  # the agent wrote where the verifier's run depends on it
+    VERIFIER_ERROR = "verifier_error"  # the verifier never ran (126/127, no runner, no report)
     SANDBOX_ERROR = "sandbox_error"
+    CANCELLED = "cancelled"  # stopped by the caller (straggler cancel, Ctrl-C)
+
+    @property
+    def infrastructure(self) -> bool:
+        """Not the agent's doing: such a trial is no evidence about the agent and never
+        becomes reward (a 0 would teach the policy that the harness failed)."""
+        return self in INFRASTRUCTURE_FAILURES
+
+
+INFRASTRUCTURE_FAILURES = frozenset(
+    {
+        FailureMode.ENVIRONMENT_ERROR,
+        FailureMode.VERIFIER_ERROR,
+        FailureMode.SANDBOX_ERROR,
+        FailureMode.CANCELLED,
+    }
+)
 
 
 class TrialResult(BaseModel):
@@ -107,8 +127,14 @@ class TrialResult(BaseModel):
 
     @property
     def passed(self) -> int:
-        """Dense reward: the number of passing assertions."""
-        return self.report.passed
+        """Dense reward: the number of passing assertions (0 for a tampered trial)."""
+        return 0 if self.failure_mode == FailureMode.TAMPERED else self.report.passed
+
+    @property
+    def rewardable(self) -> bool:
+        """False when the trial says nothing about the agent (an infrastructure failure):
+        keep such trials out of rewards, pass rates and training batches."""
+        return not self.failure_mode.infrastructure
 
     @property
     def total(self) -> int:
