@@ -4,6 +4,7 @@ uses free functions over it (`sandbox.trial`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -23,6 +24,21 @@ class ExecResult:
     @property
     def ok(self) -> bool:
         return self.exit_code == 0 and not (self.timed_out or self.oom_killed)
+
+
+class NetworkMode(StrEnum):
+    """What a sandbox's network namespace reaches (the loopback always works)."""
+
+    NONE = "none"  # loopback only
+    INTERNET = "internet"  # egress through user-mode NAT; the host itself unreachable
+    ALLOWLIST = "allowlist"  # egress to `allowed_hosts` only
+    BUILD = "build"  # the package registries only (Dockerfile RUN steps)
+
+
+@dataclass(frozen=True)
+class NetworkPolicy:
+    mode: NetworkMode = NetworkMode.NONE
+    allowed_hosts: tuple[str, ...] = ()
 
 
 @runtime_checkable
