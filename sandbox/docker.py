@@ -1,57 +1,217 @@
-"""Docker backend through the Docker SDK: builds the task's Dockerfile (cached by environment
-hash, like the local layer cache) and runs each trial in a fresh container with the task's
-limits. Imported lazily; raises SandboxUnavailable where no daemon answers."""
+"""Docker backend through the Docker API (Docker, or Podman's compatible service).
+
+The task's Dockerfile is built as written (tagged by environment hash; missing base images are
+imported from the offline bases on Podman). Each trial runs in a fresh container from that
+image, with the image's WORKDIR, ENV and USER and the task's limits. The agent types into one
+long-lived shell (`sandbox.docker_session`); the verifier runs in a second container made from
+a snapshot of the agent's, so no agent process can touch its tests or its report directory.
+docs/sandbox.md ("Docker backend") states what is and is not guaranteed. Imported lazily;
+raises SandboxUnavailable where no engine answers.
+"""
 
 from __future__ import annotations
 
 import io
+import json
+import math
+import os
+import re
+import select
+import socket
 import tarfile
+import time
 import uuid
+from pathlib import Path
 from typing import Any
 
-from sandbox.base import ExecResult, SandboxError, SandboxUnavailable, normalize_dest
-from sandbox.exec_session import ExecSession
+from sandbox.base import (
+    EnvironmentBuildError,
+    ExecResult,
+    NetworkMode,
+    NetworkPolicy,
+    SandboxError,
+    SandboxUnavailable,
+    VerifierRun,
+    normalize_dest,
+)
+from sandbox.docker_session import DockerSession
+from sandbox.image import DEFAULT_PATH, ImageConfig
+from sandbox.podman import CONTAINER_LABEL
+from sandbox.tamper import Change, ChangeKind
+from sandbox.tamper import tampered_paths as find_tampering
 from tasks.environment import render_dockerfile
 from tasks.model import Limits, Task
 
 IMAGE_PREFIX = "t1-forge-env"
+TESTS_DIR = "/tests"
+REPORT_DIR = "/logs/verifier"
+MAX_DOWNLOAD_BYTES = 64 * 1024 * 1024
+# Capabilities dropped from the engine's default set (as in the local backend).
+CAP_DROP = ["MKNOD", "NET_RAW"]
+# Build-time CA bundle (a build secret, never in the image) and the variables pointing at it.
+CA_SECRET_ID = "t1-ca"
+CA_TARGET = "/run/secrets/t1-ca.crt"
+CA_ENV = ("SSL_CERT_FILE", "PIP_CERT", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO")
+CA_ENV_NODE = "NODE_EXTRA_CA_CERTS"
+TOOLCHAIN_PROBE = (
+    "bash sh dash env timeout python python3 pytest py.test pip pip3 uv uvx "
+    + " ".join(f"python3.{i} pip3.{i}" for i in range(6, 15))
+)
 
 
+# -- engine ------------------------------------------------------------------------------
 def docker_client() -> Any:
-    """A connected Docker client, or SandboxUnavailable saying why not."""
+    """A connected Docker client (DOCKER_HOST, else the default socket), or SandboxUnavailable."""
     try:
         import docker
     except ImportError as e:
         raise SandboxUnavailable("the 'docker' package is not installed") from e
     try:
-        client = docker.from_env(timeout=10)
+        client = docker.from_env(timeout=600)
         client.ping()
-    except Exception as e:  # noqa: BLE001 - any failure here means "no daemon"
+    except Exception as e:  # noqa: BLE001 - any failure here means "no engine"
         raise SandboxUnavailable(f"no Docker daemon answers: {e}") from e
     return client
 
 
 def docker_problem() -> str | None:
     try:
-        docker_client()
+        docker_client().close()
     except SandboxUnavailable as e:
         return str(e)
     return None
 
 
-def _tar(files: dict[str, bytes], prefix: str = "") -> bytes:
+def is_podman(client: Any) -> bool:
+    components = client.version().get("Components") or []
+    return any("podman" in str(c.get("Name", "")).lower() for c in components)
+
+
+# -- Dockerfile text ---------------------------------------------------------------------
+def _instructions(text: str) -> list[tuple[int, int, str]]:
+    """(first line, last line, joined text) of each instruction; comments and blanks skipped."""
+    escape = "\\"
+    m = re.match(r"\s*#\s*escape\s*=\s*(\S)", text)
+    if m:
+        escape = m.group(1)
+    lines = text.split("\n")
+    out: list[tuple[int, int, str]] = []
+    start, parts = -1, []
+    for i, line in enumerate(lines):
+        stripped = line.strip()
+        if start < 0:
+            if not stripped or stripped.startswith("#"):
+                continue
+            start, parts = i, []
+        elif stripped.startswith("#"):
+            continue  # a comment inside a continued instruction
+        if stripped.endswith(escape):
+            parts.append(stripped[: -len(escape)])
+            continue
+        parts.append(stripped)
+        out.append((start, i, " ".join(parts)))
+        start = -1
+    if start >= 0:
+        out.append((start, len(lines) - 1, " ".join(parts)))
+    return out
+
+
+def dockerfile_bases(text: str) -> list[str]:
+    """The images a Dockerfile starts FROM (stage names and `scratch` left out)."""
+    args: dict[str, str] = {}
+    stages: set[str] = set()
+    bases: list[str] = []
+    seen_from = False
+    for _, _, instr in _instructions(text):
+        word, _, rest = instr.partition(" ")
+        word = word.upper()
+        if word == "ARG" and not seen_from:
+            name, _, default = rest.strip().partition("=")
+            args[name.strip()] = default.strip().strip('"')
+        elif word == "FROM":
+            seen_from = True
+            tokens = [t for t in rest.split() if not t.startswith("--")]
+            if not tokens:
+                continue
+            image = re.sub(
+                r"\$\{?(\w+)\}?", lambda m: args.get(m.group(1), ""), tokens[0]
+            )  # global ARG defaults
+            if image.lower() not in stages and image != "scratch" and image not in bases:
+                bases.append(image)
+            if len(tokens) >= 3 and tokens[1].lower() == "as":
+                stages.add(tokens[2].lower())
+    return bases
+
+
+def with_build_ca(text: str) -> str:
+    """The Dockerfile with the build-time CA bundle: every RUN mounts it as a secret and each
+    stage declares ARGs (build-time only, never in the image's ENV) pointing tools at it."""
+    lines = text.split("\n")
+    mount = f"--mount=type=secret,id={CA_SECRET_ID},target={CA_TARGET},mode=0444"
+    args = [f"ARG {v}={CA_TARGET}" for v in (*CA_ENV, CA_ENV_NODE)]
+    inserts: dict[int, list[str]] = {}
+    for first, last, instr in _instructions(text):
+        word = instr.split(" ", 1)[0].upper()
+        if word == "RUN":
+            lines[first] = re.sub(r"^(\s*\S+)", lambda m: f"{m.group(1)} {mount}", lines[first])
+        elif word == "FROM":
+            inserts[last] = args
+    out: list[str] = []
+    for i, line in enumerate(lines):
+        out.append(line)
+        out.extend(inserts.get(i, []))
+    return "\n".join(out)
+
+
+def build_ca_bundle() -> bytes | None:
+    """The CA bundle builds must trust ($T1_BUILD_CA_BUNDLE, else $SSL_CERT_FILE), if any."""
+    for var in ("T1_BUILD_CA_BUNDLE", "SSL_CERT_FILE"):
+        path = os.environ.get(var)
+        if path and Path(path).is_file():
+            return Path(path).read_bytes()
+    return None
+
+
+# -- images ------------------------------------------------------------------------------
+def _tar(files: dict[str, bytes], mode: int = 0o644) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for rel, data in files.items():
-            info = tarfile.TarInfo(prefix + rel)
+            info = tarfile.TarInfo(rel)
             info.size = len(data)
-            info.mode = 0o755 if rel.endswith(".sh") else 0o644
+            info.mode = 0o755 if rel.endswith(".sh") else mode
+            info.mtime = int(time.time())
             tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
 
 
+def ensure_bases(client: Any, dockerfile: str, task_id: str) -> None:
+    """Import the offline base image for every FROM the engine does not have (Podman)."""
+    from sandbox.podman import base_rootfs, import_base
+
+    for name in dockerfile_bases(dockerfile):
+        try:
+            client.images.get(name)
+            continue
+        except Exception:  # noqa: BLE001 - docker.errors.ImageNotFound
+            pass
+        try:
+            found = base_rootfs(name)
+        except Exception as e:  # noqa: BLE001 - e.g. mmdebstrap could not reach the mirror
+            raise SandboxError(f"building base image {name} failed: {e}") from e
+        if found is None:
+            raise EnvironmentBuildError(
+                f"task {task_id}: Dockerfile FROM {name}: no offline base image is mapped "
+                "to this name and no registry is reachable"
+            )
+        try:
+            import_base(client, name, *found)
+        except Exception as e:  # noqa: BLE001 - tar or the engine failed: not the task's fault
+            raise SandboxError(f"importing base image {name} failed: {e}") from e
+
+
 def build_image(client: Any, task: Task) -> str:
-    """Tag of the task's environment image, building it when absent."""
+    """Tag of the task's environment image, building the Dockerfile when absent."""
     tag = f"{IMAGE_PREFIX}:{task.environment_hash[:20]}"
     try:
         client.images.get(tag)
@@ -59,132 +219,466 @@ def build_image(client: Any, task: Task) -> str:
     except Exception:  # noqa: BLE001 - docker.errors.ImageNotFound
         pass
     files = dict(task.environment.files)
-    files.setdefault("Dockerfile", render_dockerfile(task).encode())
-    context = io.BytesIO(_tar(files))
-    try:
-        client.images.build(
-            fileobj=context,
-            custom_context=True,
-            tag=tag,
-            rm=True,
-            timeout=int(task.limits.build_timeout_s),
-        )
-    except Exception as e:  # noqa: BLE001 - BuildError / APIError
-        from sandbox.base import EnvironmentBuildError
-
-        raise EnvironmentBuildError(f"task {task.id}: docker build failed: {e}") from e
+    dockerfile = files.get("Dockerfile", b"").decode() or render_dockerfile(task)
+    params: dict[str, Any] = {"t": tag, "rm": "1", "forcerm": "1"}
+    podman = is_podman(client)
+    if podman:
+        ensure_bases(client, dockerfile, task.id)
+        ca = build_ca_bundle()
+        if ca is not None:
+            dockerfile = with_build_ca(dockerfile)
+            files[".t1-build-ca.crt"] = ca
+            params["secrets"] = json.dumps([f"id={CA_SECRET_ID},src=.t1-build-ca.crt"])
+    files["Dockerfile"] = dockerfile.encode()
+    log = _post_build(client, params, _tar(files), task.limits.build_timeout_s)
+    if log.error is not None:
+        tail = "".join(log.lines[-30:])[-3000:]
+        raise EnvironmentBuildError(f"task {task.id}: docker build failed: {log.error}\n{tail}")
     return tag
 
 
+class _BuildLog:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.error: str | None = None
+
+
+def _post_build(client: Any, params: dict[str, Any], context: bytes, timeout_s: float) -> _BuildLog:
+    """POST /build (the SDK's build() cannot pass Podman's build secrets) and read its log."""
+    api = client.api
+    log = _BuildLog()
+    deadline = time.monotonic() + timeout_s
+    try:
+        resp = api.post(
+            f"{api.base_url}/v{api._version}/build",
+            params=params,
+            data=context,
+            headers={"Content-Type": "application/x-tar"},
+            stream=True,
+            timeout=timeout_s,
+        )
+        if resp.status_code >= 400:
+            log.error = f"HTTP {resp.status_code}: {resp.text[:2000]}"
+            return log
+        for raw in resp.iter_lines():
+            if time.monotonic() > deadline:
+                resp.close()
+                log.error = f"build exceeded {timeout_s:.0f}s"
+                break
+            if not raw:
+                continue
+            doc = json.loads(raw)
+            if "stream" in doc:
+                log.lines.append(doc["stream"])
+            if doc.get("error"):
+                log.error = str(doc["error"]).strip()
+    except Exception as e:  # noqa: BLE001 - a dropped or timed-out connection
+        log.error = f"{type(e).__name__}: {e}"
+    return log
+
+
+def image_config(client: Any, image: str) -> ImageConfig:
+    cfg = client.images.get(image).attrs.get("Config") or {}
+    env = dict(e.split("=", 1) for e in cfg.get("Env") or [] if "=" in e)
+    env.setdefault("PATH", DEFAULT_PATH)
+    return ImageConfig(
+        env=env,
+        workdir=cfg.get("WorkingDir") or "/",
+        user=cfg.get("User") or "",
+        cmd=tuple(cfg["Cmd"]) if cfg.get("Cmd") else None,
+        entrypoint=tuple(cfg["Entrypoint"]) if cfg.get("Entrypoint") else None,
+    )
+
+
+# -- the sandbox -------------------------------------------------------------------------
 class DockerSandbox:
-    """One container per trial. Commands run with `timeout -s KILL` inside the container."""
+    """One container per trial (plus one for its verifier). See the module docstring."""
 
     def __init__(
-        self, client: Any, image: str, limits: Limits, *, allow_network: bool, workdir: str
+        self, client: Any, image: str, limits: Limits, policy: NetworkPolicy, config: ImageConfig
     ) -> None:
         self.id = "t1-" + uuid.uuid4().hex[:12]
         self.client = client
         self.image = image
         self.limits = limits
-        self.allow_network = allow_network
-        self.workdir = workdir
-        self._session: ExecSession | None = None
+        self.policy = policy
+        self.config = config
+        self.workdir = config.workdir
+        self._podman = is_podman(client)
         self._container: Any = None
+        self._session: DockerSession | None = None
+        self._baseline: set[tuple[str, int]] = set()
+        self._toolchain: frozenset[str] = frozenset()
+        self._cleanup: list[Any] = []  # verifier containers and snapshot images
 
-    def start(self) -> None:
+    @property
+    def container_id(self) -> str:
+        if self._container is None:
+            raise SandboxError(f"sandbox {self.id} is not running")
+        return str(self._container.id)
+
+    def _network_mode(self) -> str:
+        if self.policy.mode == NetworkMode.NONE:
+            return "none"
+        return "slirp4netns:allow_host_loopback=false" if self._podman else "bridge"
+
+    def _run_container(
+        self, image: str, name: str, network_mode: str, volumes: dict[str, str] | None = None
+    ) -> Any:
+        """A started container that idles under an init process until removed."""
         try:
-            self._container = self.client.containers.run(
-                self.image,
-                command=["sleep", "infinity"],
-                name=self.id,
+            container = self.client.containers.run(
+                image,
+                entrypoint=["sleep", "infinity"],
+                command=[],
+                name=name,
                 detach=True,
-                working_dir=self.workdir,
+                init=True,
+                hostname="sandbox",
+                labels={CONTAINER_LABEL: self.id},
                 mem_limit=f"{self.limits.memory_mb}m",
                 memswap_limit=f"{self.limits.memory_mb}m",
                 pids_limit=self.limits.pids,
                 nano_cpus=int(self.limits.cpus * 1e9),
-                network_disabled=not self.allow_network,
-                cap_drop=["MKNOD", "NET_RAW", "SYS_ADMIN"],
+                network_mode=network_mode,
+                cap_drop=CAP_DROP,
+                # nocopy: a new volume starts empty, whatever the image has at its mountpoint.
+                volumes={v: {"bind": p, "mode": "rw,nocopy"} for v, p in (volumes or {}).items()},
             )
-        except Exception as e:  # noqa: BLE001
+        except Exception as e:  # noqa: BLE001 - APIError, ImageNotFound
             raise SandboxError(f"container start failed: {e}") from e
-        self.exec("mkdir -p /logs/agent /logs/verifier", timeout_s=30, cwd="/")
+        if not network_mode.startswith("container:"):
+            self._apply_network(container)
+        return container
+
+    def _apply_network(self, container: Any) -> None:
+        if self.policy.mode == NetworkMode.NONE:
+            return
+        from sandbox import egress
+
+        container.reload()
+        pid = int(container.attrs.get("State", {}).get("Pid") or 0)
+        if pid <= 0 or not os.path.exists(f"/proc/{pid}/ns/net"):
+            raise SandboxError(
+                "the network policy needs the engine on this host (its container processes "
+                "visible here) to keep the host unreachable"
+            )
+        egress.apply(pid, self.policy)
+
+    def start(self) -> None:
+        self._container = self._run_container(self.image, self.id, self._network_mode())
+        try:
+            r = self.exec(
+                "mkdir -p /logs/agent /logs/verifier && chmod 777 /logs/agent /logs/verifier; "
+                f"for c in {TOOLCHAIN_PROBE}; do command -v $c >/dev/null 2>&1 && echo $c; done;"
+                " true",
+                timeout_s=30,
+                cwd="/",
+            )
+            if r.exit_code != 0:
+                raise SandboxError(f"sandbox {self.id} setup failed: {r.stdout}{r.stderr}")
+            self._toolchain = frozenset(r.stdout.split())
+            self._baseline = {(c.path, c.kind) for c in self._changes()}
+        except BaseException:
+            self.stop()
+            raise
+
+    def _changes(self, container: Any = None) -> list[Change]:
+        diff = (container or self._container).diff() or []
+        return [Change(d["Path"], ChangeKind(int(d["Kind"]))) for d in diff]
+
+    def _create(self, make: Any) -> Any:
+        """Make an engine object (container, volume, image) that `stop` removes."""
+        try:
+            obj = make()
+        except SandboxError:
+            raise
+        except Exception as e:  # noqa: BLE001 - APIError: e.g. disk full
+            raise SandboxError(f"sandbox {self.id}: {e}") from e
+        self._cleanup.append(obj)
+        return obj
+
+    def stop(self) -> None:
+        if self._session is not None:
+            self._session.detach()
+            self._session = None
+        # Containers first (they use the volumes and images), newest first.
+        objs = [self._container, *reversed(self._cleanup)]
+        for obj in sorted((o for o in objs if o is not None), key=lambda o: not _is_container(o)):
+            try:
+                if _is_container(obj):
+                    obj.remove(force=True)
+                elif hasattr(obj, "tags"):
+                    self.client.images.remove(obj.id, force=True)
+                else:
+                    obj.remove(force=True)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        self._cleanup = []
+        self._container = None
+
+    def __enter__(self) -> DockerSandbox:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- commands ----------------------------------------------------------------------
+    def oom_kills(self, container: Any = None) -> int:
+        """OOM kills in the container's memory cgroup so far (0 where it cannot be read)."""
+        container = container or self._container
+        try:
+            container.reload()
+            pid = int(container.attrs["State"]["Pid"])
+            with open(f"/proc/{pid}/cgroup") as f:
+                path = next(
+                    line.split(":", 2)[2].strip()
+                    for line in f
+                    if line.split(":")[1] in ("memory", "")
+                )
+            with open(f"/sys/fs/cgroup/memory{path}/memory.oom_control") as f:
+                for line in f:
+                    if line.startswith("oom_kill "):
+                        return int(line.split()[1])
+        except (OSError, KeyError, ValueError, StopIteration):
+            pass
+        return 0
 
     def exec(
         self, command: str, *, timeout_s: float | None = None, cwd: str | None = None
     ) -> ExecResult:
-        import time
-
-        if self._container is None:
-            raise SandboxError(f"sandbox {self.id} is not running")
+        """A one-off `bash -c` as root in the image's environment (harness and verifier use)."""
         timeout = timeout_s if timeout_s is not None else self.limits.agent_timeout_s
-        t0 = time.monotonic()
-        wrapped = ["timeout", "-s", "KILL", str(max(1, int(timeout))), "bash", "-c", command]
-        res = self._container.exec_run(wrapped, workdir=cwd or self.workdir, demux=True)
-        out, err = res.output if isinstance(res.output, tuple) else (res.output, b"")
-        out, err = out or b"", err or b""
+        return self._exec(self._container, command, timeout=timeout, cwd=cwd or self.workdir)
+
+    def _exec(
+        self,
+        container: Any,
+        command: str,
+        *,
+        timeout: float,
+        cwd: str,
+        env: dict[str, str] | None = None,
+    ) -> ExecResult:
+        if container is None:
+            raise SandboxError(f"sandbox {self.id} is not running")
+        api = self.client.api
+        # The first line out is the pid of `timeout`, which leads the command's process group.
+        wrapper = (
+            'echo "$$"; sh=$(command -v bash || echo /bin/sh); '
+            'exec timeout -s KILL "$1" "$sh" -c "$2"'
+        )
+        argv = ["/bin/sh", "-c", wrapper, "t1", str(math.ceil(timeout) + 1), command]
         cap = self.limits.output_bytes
-        truncated = len(out) + len(err) > cap
-        self._container.reload()
-        oom = bool(self._container.attrs.get("State", {}).get("OOMKilled"))
+        oom_before = self.oom_kills(container)
+        t0 = time.monotonic()
+        try:
+            ex = api.exec_create(container.id, argv, user="0", workdir=cwd, environment=env)
+            io_ = api.exec_start(ex["Id"], socket=True)
+        except Exception as e:  # noqa: BLE001 - the container is gone
+            raise SandboxError(f"sandbox {self.id}: exec failed: {e}") from e
+        sock = getattr(io_, "_sock", io_)
+        out, err, pid, timed_out, truncated = _read_frames(sock, t0 + timeout, cap)
+        if (timed_out or truncated) and pid:
+            self._kill_group(container, pid)
+        try:
+            io_.close()
+        except OSError:
+            pass
+        code = _exit_code(api, ex["Id"])
         return ExecResult(
-            exit_code=res.exit_code,
-            stdout=out[:cap].decode("utf-8", "replace"),
-            stderr=err[: max(0, cap - len(out))].decode("utf-8", "replace"),
+            exit_code=code,
+            stdout=bytes(out[:cap]).decode("utf-8", "replace"),
+            stderr=bytes(err[: max(0, cap - len(out))]).decode("utf-8", "replace"),
             duration_s=time.monotonic() - t0,
-            timed_out=res.exit_code == 137 and time.monotonic() - t0 >= timeout,
-            oom_killed=oom or (res.exit_code == 137 and time.monotonic() - t0 < timeout),
+            timed_out=timed_out,
+            oom_killed=self.oom_kills(container) > oom_before,
             output_truncated=truncated,
         )
 
-    def session(self) -> ExecSession:
+    def _kill_group(self, container: Any, pid: int) -> None:
+        try:
+            container.exec_run(["/bin/sh", "-c", f"kill -9 -{pid}"], user="0")
+        except Exception:  # noqa: BLE001 - the container went away meanwhile
+            pass
+
+    def session(self) -> DockerSession:
         if self._session is None:
-            self._session = ExecSession(self, self.workdir)
+            self._session = DockerSession(self)
         return self._session
 
+    # -- files -------------------------------------------------------------------------
     def upload(self, files: dict[str, bytes], dest_dir: str, *, mode: int = 0o644) -> None:
+        self._upload(self._container, files, dest_dir, mode)
+
+    def _upload(self, container: Any, files: dict[str, bytes], dest_dir: str, mode: int) -> None:
         if not files:
             return
+        if container is None:
+            raise SandboxError(f"sandbox {self.id} is not running")
         rels = {normalize_dest(dest_dir, r).lstrip("/"): b for r, b in files.items()}
-        self._container.put_archive("/", _tar(rels))
+        try:
+            container.put_archive("/", _tar(rels, mode))
+        except Exception as e:  # noqa: BLE001 - APIError (e.g. no space left)
+            raise SandboxError(f"sandbox {self.id}: upload to {dest_dir} failed: {e}") from e
 
     def download(self, path: str) -> dict[str, bytes]:
+        return self._download(self._container, path)
+
+    def _download(self, container: Any, path: str) -> dict[str, bytes]:
         try:
-            stream, _ = self._container.get_archive(path)
+            stream, _ = container.get_archive(path)
+            data = b"".join(stream)
         except Exception:  # noqa: BLE001 - docker.errors.NotFound
             return {}
-        buf = io.BytesIO(b"".join(stream))
         out: dict[str, bytes] = {}
-        with tarfile.open(fileobj=buf) as tar:
-            base = path.rstrip("/").rsplit("/", 1)[-1]
-            for m in tar.getmembers():
-                if m.isfile():
-                    f = tar.extractfile(m)
-                    rel = m.name.split("/", 1)[1] if "/" in m.name else m.name
-                    out[rel if m.name.startswith(base + "/") else m.name] = f.read() if f else b""
+        budget = MAX_DOWNLOAD_BYTES
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            members = [m for m in tar.getmembers() if m.isfile()]
+            single = len(members) == 1 and "/" not in members[0].name
+            for m in members:
+                f = tar.extractfile(m)
+                blob = f.read(budget) if f else b""
+                budget -= len(blob)
+                rel = m.name if single else m.name.split("/", 1)[-1]
+                out[rel] = blob
         return out
 
-    def stop(self) -> None:
-        if self._container is not None:
+    # -- the verifier ------------------------------------------------------------------
+    def verify(
+        self,
+        tests: dict[str, bytes],
+        command: str,
+        *,
+        timeout_s: float,
+        cwd: str,
+        env: dict[str, str],
+        keep_agent_processes: bool = False,
+    ) -> VerifierRun:
+        """Run the verifier in a new container made from a snapshot of the agent's.
+
+        The agent's changes are all visible; its processes are not in the verifier's
+        container (killed first, or left running in their own container and reachable over
+        the shared network when `keep_agent_processes`). /tests and /logs/verifier are made
+        fresh in the verifier's container. Changes that touch the toolchain are reported.
+        """
+        agent = self._container
+        if agent is None:
+            raise SandboxError(f"sandbox {self.id} is not running")
+        if self._session is not None:
+            self._session.detach()
+            self._session = None
+        changes = [c for c in self._changes() if (c.path, c.kind) not in self._baseline]
+        if not keep_agent_processes:
             try:
-                self._container.remove(force=True)
-            except Exception:  # noqa: BLE001 - already gone
+                agent.kill()
+            except Exception:  # noqa: BLE001 - already stopped
                 pass
-            self._container = None
+        snapshot = self._create(
+            lambda: agent.commit(repository="t1-forge-verify", tag=self.id, pause=False)
+        )
+        network = f"container:{agent.id}" if keep_agent_processes else self._network_mode()
+        # Fresh, empty volumes: made by the engine, no command of the snapshot runs to make them.
+        mounts: dict[str, str] = {}
+        for path, suffix in ((TESTS_DIR, "tests"), (REPORT_DIR, "report")):
+            volume = self._create(lambda n=f"{self.id}-{suffix}": self.client.volumes.create(n))
+            mounts[volume.name] = path
+        verifier = self._create(
+            lambda: self._run_container(snapshot.id, f"{self.id}-verifier", network, mounts)
+        )
+        self._upload(verifier, tests, TESTS_DIR, 0o644)
+        entry_points = {
+            c.path: self._download(verifier, c.path)
+            .get(c.path.rsplit("/", 1)[-1], b"")
+            .decode("utf-8", "replace")
+            for c in changes
+            if c.path.endswith(".dist-info/entry_points.txt") and c.kind != ChangeKind.DELETED
+        }
+        tampered = find_tampering(
+            changes,
+            path_dirs=self.config.env.get("PATH", DEFAULT_PATH).split(":"),
+            image_commands=self._toolchain,
+            entry_points=entry_points,
+        )
+        result = self._exec(verifier, command, timeout=timeout_s, cwd=cwd, env=env)
+        files = self._download(verifier, REPORT_DIR)
+        return VerifierRun(result=result, files=files, tampered=tampered)
+
+
+def _is_container(obj: Any) -> bool:
+    return hasattr(obj, "diff")
+
+
+def _read_frames(
+    sock: socket.socket, deadline: float, cap: int
+) -> tuple[bytearray, bytearray, int, bool, bool]:
+    """Read a multiplexed exec stream until EOF, the deadline or `cap` bytes of output.
+
+    Returns stdout (without the leading pid line), stderr, that pid, timed_out, truncated.
+    """
+    sock.setblocking(False)
+    buf, out, err = bytearray(), bytearray(), bytearray()
+    pid = 0
+    timed_out = truncated = False
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            timed_out = True
+            break
+        ready, _, _ = select.select([sock], [], [], min(remaining, 0.5))
+        if not ready:
+            continue
+        try:
+            data = sock.recv(1 << 16)
+        except BlockingIOError:
+            continue
+        except OSError:
+            break
+        if not data:
+            break
+        buf += data
+        while len(buf) >= 8:
+            size = int.from_bytes(buf[4:8], "big")
+            if len(buf) < 8 + size:
+                break
+            (out if buf[0] == 1 else err).extend(buf[8 : 8 + size])
+            del buf[: 8 + size]
+        if not pid and b"\n" in out:
+            line, _, rest = bytes(out).partition(b"\n")
+            pid = int(line) if line.strip().isdigit() else -1
+            out[:] = rest
+        if len(out) + len(err) > cap:
+            truncated = True
+            break
+    return out, err, max(pid, 0), timed_out, truncated
+
+
+def _exit_code(api: Any, exec_id: str) -> int:
+    deadline = time.monotonic() + 5
+    while True:
+        info = api.exec_inspect(exec_id)
+        if not info.get("Running") or time.monotonic() > deadline:
+            code = info.get("ExitCode")
+            return int(code) if code is not None else -1
+        time.sleep(0.02)
 
 
 class DockerBackend:
     name = "docker"
 
     def open(self, task: Task, *, hide: list[str] | None = None) -> DockerSandbox:
+        """Build (or reuse) the task's image and start its sandbox. `hide` is not needed:
+        nothing of the host is visible in a container."""
         client = docker_client()
-        image = build_image(client, task)
-        sb = DockerSandbox(
-            client,
-            image,
-            task.limits,
-            allow_network=task.environment.allow_network,
-            workdir=task.environment.workdir,
-        )
+        mode = NetworkMode.INTERNET if task.environment.allow_network else NetworkMode.NONE
+        try:
+            image = build_image(client, task)
+            config = image_config(client, image)
+        except SandboxError:
+            raise
+        except Exception as e:  # noqa: BLE001 - an engine error is the harness's failure
+            raise SandboxError(f"task {task.id}: docker engine error: {e}") from e
+        sb = DockerSandbox(client, image, task.limits, NetworkPolicy(mode), config)
         sb.start()
         return sb
