@@ -482,10 +482,12 @@ class DockerSandbox:
         out, err, pid, timed_out, truncated = _read_frames(sock, t0 + timeout, cap)
         if (timed_out or truncated) and pid:
             self._kill_group(container, pid)
-        try:
-            io_.close()
-        except OSError:
-            pass
+            _discard(sock, time.monotonic() + 5)  # the engine reports the exit once drained
+        for stream in (sock, io_):
+            try:
+                stream.close()
+            except OSError:
+                pass
         code = _exit_code(api, ex["Id"])
         return ExecResult(
             exit_code=code,
@@ -652,6 +654,21 @@ def _read_frames(
             truncated = True
             break
     return out, err, max(pid, 0), timed_out, truncated
+
+
+def _discard(sock: socket.socket, deadline: float) -> None:
+    """Read and drop a stream until EOF or the deadline."""
+    while (remaining := deadline - time.monotonic()) > 0:
+        ready, _, _ = select.select([sock], [], [], min(remaining, 0.5))
+        if not ready:
+            continue
+        try:
+            if not sock.recv(1 << 16):
+                return
+        except BlockingIOError:
+            continue
+        except OSError:
+            return
 
 
 def _exit_code(api: Any, exec_id: str) -> int:

@@ -46,6 +46,7 @@ class DockerSession:
         self._sock: socket.socket | None = None
         self._io: object = None
         self._shell_pid = 0
+        self._exec_id = ""
         self._start()
 
     # -- the shell ---------------------------------------------------------------------
@@ -58,6 +59,7 @@ class DockerSession:
             tty=True,
             environment={"TERM": "xterm"},
         )
+        self._exec_id = str(ex["Id"])
         self._io = api.exec_start(ex["Id"], socket=True, tty=True)
         sock = getattr(self._io, "_sock", self._io)
         if not isinstance(sock, socket.socket):
@@ -67,8 +69,8 @@ class DockerSession:
         self._buf.clear()
         setup = " stty -echo -onlcr cols 200 rows 50 2>/dev/null; PS1=''; PS2=''; "
         setup += "unset PROMPT_COMMAND; HISTCONTROL=ignorespace"
-        code, out, ok = self._type_and_wait(setup + "; " + self._marker("$$"), START_TIMEOUT_S)
-        if not ok:
+        code, out, how = self._type_and_wait(setup + "; " + self._marker("$$"), START_TIMEOUT_S)
+        if how != "done":
             self.detach()
             raise SandboxError(f"the agent's shell did not start: {out[-500:]!r}")
         self._shell_pid = code
@@ -120,28 +122,42 @@ class DockerSession:
 
     def _type_and_wait(
         self, line: str, timeout_s: float, cap: int | None = None
-    ) -> tuple[int, bytes, bool]:
-        """Type `line` (ending in a marker) and wait for the marker: (status, output, done)."""
+    ) -> tuple[int, bytes, str]:
+        """Type `line` (ending in a marker) and wait for the marker.
+
+        Returns (status, output, how): how is "done", "timeout", "cap" or "eof" (the shell
+        ended); without the marker, the output is everything read so far.
+        """
         seq = self._seq
-        self._send(b"\x15" + line.encode() + b"\n")  # ^U: drop any half-typed input first
+        self._send(line.encode() + b"\n")
         deadline = time.monotonic() + timeout_s
         while True:
             found = self._take_until_marker(seq)
             if found is not None:
-                return found[1], found[0], True
+                return found[1], found[0], "done"
             if cap is not None and len(self._buf) > cap:
-                return -1, bytes(self._buf), False
+                return -1, self._take_all(), "cap"
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or not self._pump(min(remaining, 0.5)):
-                return -1, bytes(self._buf), False
+            if remaining <= 0:
+                return -1, self._take_all(), "timeout"
+            if not self._pump(min(remaining, 0.5)):
+                return -1, self._take_all(), "eof"
+
+    def _take_all(self) -> bytes:
+        out = _strip_markers(bytes(self._buf))
+        self._buf.clear()
+        return out
 
     def _interrupt(self) -> bytes:
         """Stop the foreground command, re-sync the shell; the output seen meanwhile."""
-        self._send(b"\x03")
-        self._pump(INTERRUPT_GRACE_S)
-        self.sandbox.exec(KILL_FOREGROUND.replace("$0", str(self._shell_pid)), timeout_s=10)
-        code, out, ok = self._type_and_wait(" " + self._marker("0"), 5.0)
-        if not ok:  # the shell itself is stuck or gone: start a fresh one
+        try:
+            self._send(b"\x03")
+            self._pump(INTERRUPT_GRACE_S)
+            self.sandbox.exec(KILL_FOREGROUND.replace("$0", str(self._shell_pid)), timeout_s=10)
+            code, out, how = self._type_and_wait(" " + self._marker("0"), 5.0)
+        except SandboxError:
+            out, how = b"", "eof"
+        if how != "done":  # the shell itself is stuck or gone: start a fresh one
             self.detach()
             self._start()
             return out + b"\n[t1: the shell did not respond and was restarted]\n"
@@ -158,20 +174,22 @@ class DockerSession:
         t0 = time.monotonic()
         oom_before = self.sandbox.oom_kills()
         chunks = [encoded[i : i + CHUNK] for i in range(0, len(encoded), CHUNK)] or [""]
-        typed = [f' __t1c="{chunks[0]}"'] + [f' __t1c="$__t1c{c}"' for c in chunks[1:]]
+        typed = [f' __t1c="{chunks[0]}"'] + [f' __t1c="${{__t1c}}{c}"' for c in chunks[1:]]
         for part in typed[:-1]:
             self._send(part.encode() + b"\n")
         line = (
             f'{typed[-1]}; eval "$(printf %s "$__t1c" | base64 -d)"; '
             f"__t1rc=$?; unset __t1c; {self._marker('$__t1rc')}"
         )
-        code, out, done = self._type_and_wait(line, timeout, cap)
-        timed_out = truncated = False
-        if not done:
-            truncated = len(out) > cap
-            timed_out = not truncated
-            if self._sock is not None:
-                out += self._interrupt()
+        code, out, how = self._type_and_wait(line, timeout, cap)
+        timed_out, truncated = how == "timeout", how == "cap"
+        if how == "eof":  # the shell itself was killed (or exited): the next run starts one
+            from sandbox.docker import _exit_code
+
+            self.detach()
+            code = _exit_code(self.sandbox.client.api, self._exec_id)
+        elif how != "done":
+            out += self._interrupt()
             code = 124 if timed_out else 137
         return ExecResult(
             exit_code=code,

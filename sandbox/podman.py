@@ -183,9 +183,12 @@ class PodmanService:
     def stop(self) -> None:
         if self._proc is None:
             return
+        live: set[str] | None = None
         if self._proc.poll() is None:
             try:
-                remove_containers(self.client(timeout=30))
+                client = self.client(timeout=30)
+                remove_containers(client)
+                live = {c.id for c in client.containers.list(all=True)}
             except Exception:  # noqa: BLE001 - best effort; the service is going away
                 pass
             os.killpg(self._proc.pid, signal.SIGTERM)
@@ -197,12 +200,14 @@ class PodmanService:
         self._proc = None
         self.socket.unlink(missing_ok=True)
         self._log.unlink(missing_ok=True)
-        end_monitors(self.config)
+        if live is not None:
+            end_monitors(self.config, live)
 
 
-def end_monitors(config: PodmanConfig) -> int:
-    """SIGTERM the conmon monitors of this storage whose container is gone (an exec
-    session's monitor waits `exit_command_delay` for its exit code to be read)."""
+def end_monitors(config: PodmanConfig, live: set[str]) -> int:
+    """SIGTERM the conmon monitors of this storage whose container is not in `live` (the
+    engine's containers): an exec session's monitor outlives its container by
+    `exit_command_delay`, waiting for its exit code to be read."""
     ended = 0
     storage = config.root / "storage"
     for entry in Path("/proc").iterdir():
@@ -215,10 +220,7 @@ def end_monitors(config: PodmanConfig) -> int:
         if not args[0].endswith("conmon") or "-c" not in args[:-1]:
             continue
         container = args[args.index("-c") + 1]
-        if (
-            any(str(storage) in a for a in args)
-            and not (storage / "overlay-containers" / container).exists()
-        ):
+        if any(str(storage) in a for a in args) and container not in live:
             try:
                 os.kill(int(entry.name), signal.SIGTERM)
                 ended += 1
