@@ -6,6 +6,9 @@ STAMP  := $(VENV)/.installed-stamp
 # Debian packages: the sandbox (bubblewrap, util-linux) and the tools seed tasks require.
 APT_PACKAGES := bubblewrap util-linux git make gcc g++ python3 python3-venv jq sqlite3 xz-utils \
 	zip unzip bc file patch openssl perl cmake tmux strace procps passwd
+# The docker backend's engine in tests (a private Podman service) and its offline base images.
+APT_PACKAGES += podman runc conmon catatonit slirp4netns uidmap iproute2 mmdebstrap \
+	containernetworking-plugins
 # Optional: the browser test skips (saying why) without it.
 APT_OPTIONAL := chromium
 

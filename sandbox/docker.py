@@ -42,6 +42,7 @@ from sandbox.tamper import tampered_paths as find_tampering
 from tasks.environment import render_dockerfile
 from tasks.model import Limits, Task
 
+API_VERSION = "1.41"  # Docker 20.10+, Podman 4+
 IMAGE_PREFIX = "t1-forge-env"
 TESTS_DIR = "/tests"
 REPORT_DIR = "/logs/verifier"
@@ -67,7 +68,8 @@ def docker_client() -> Any:
     except ImportError as e:
         raise SandboxUnavailable("the 'docker' package is not installed") from e
     try:
-        client = docker.from_env(timeout=600)
+        # A fixed API version: negotiating it costs a /version call (0.5-1 s on Podman).
+        client = docker.from_env(timeout=600, version=API_VERSION)
         client.ping()
     except Exception as e:  # noqa: BLE001 - any failure here means "no engine"
         raise SandboxUnavailable(f"no Docker daemon answers: {e}") from e
@@ -83,8 +85,14 @@ def docker_problem() -> str | None:
 
 
 def is_podman(client: Any) -> bool:
-    components = client.version().get("Components") or []
-    return any("podman" in str(c.get("Name", "")).lower() for c in components)
+    """Whether the engine is Podman (asked once per client)."""
+    cached = getattr(client, "_t1_is_podman", None)
+    if cached is None:
+        api = client.api
+        headers = api.get(f"{api.base_url}/_ping", timeout=10).headers
+        cached = "Libpod-API-Version" in headers  # /version would cost 0.5-1 s
+        client._t1_is_podman = cached
+    return bool(cached)
 
 
 # -- Dockerfile text ---------------------------------------------------------------------
@@ -291,6 +299,23 @@ def image_config(client: Any, image: str) -> ImageConfig:
 
 
 # -- the sandbox -------------------------------------------------------------------------
+def _dirs_tar(dirs: dict[str, int]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, mode in dirs.items():
+            info = tarfile.TarInfo(name)
+            info.type, info.mode, info.mtime = tarfile.DIRTYPE, mode, int(time.time())
+            tar.addfile(info)
+    return buf.getvalue()
+
+
+_LOG_DIRS = _dirs_tar({"logs": 0o755, "logs/agent": 0o777, "logs/verifier": 0o777})
+# Image id -> the toolchain commands it has on PATH (for the shadowing rule of sandbox.tamper).
+_TOOLCHAIN: dict[str, frozenset[str]] = {}
+# Engine -> whether its storage driver enforces a container size (overlay on xfs with pquota).
+_DISK_QUOTA: dict[str, bool] = {}
+
+
 class DockerSandbox:
     """One container per trial (plus one for its verifier). See the module docstring."""
 
@@ -310,6 +335,7 @@ class DockerSandbox:
         self._baseline: set[tuple[str, int]] = set()
         self._toolchain: frozenset[str] = frozenset()
         self._cleanup: list[Any] = []  # verifier containers and snapshot images
+        self._oom_files: dict[str, str] = {}  # container id -> its memory.oom_control
 
     @property
     def container_id(self) -> str:
@@ -326,29 +352,43 @@ class DockerSandbox:
         self, image: str, name: str, network_mode: str, volumes: dict[str, str] | None = None
     ) -> Any:
         """A started container that idles under an init process until removed."""
+        options: dict[str, Any] = dict(
+            entrypoint=["sleep", "infinity"],
+            command=[],
+            name=name,
+            detach=True,
+            init=True,
+            hostname="sandbox",
+            labels={CONTAINER_LABEL: self.id},
+            mem_limit=f"{self.limits.memory_mb}m",
+            memswap_limit=f"{self.limits.memory_mb}m",
+            pids_limit=self.limits.pids,
+            nano_cpus=int(self.limits.cpus * 1e9),
+            network_mode=network_mode,
+            cap_drop=CAP_DROP,
+            # nocopy: a new volume starts empty, whatever the image has at its mountpoint.
+            volumes={v: {"bind": p, "mode": "rw,nocopy"} for v, p in (volumes or {}).items()},
+        )
+        engine = str(self.client.api.base_url)
+        if _DISK_QUOTA.get(engine, True):
+            options["storage_opt"] = {"size": f"{self.limits.disk_mb}M"}
         try:
-            container = self.client.containers.run(
-                image,
-                entrypoint=["sleep", "infinity"],
-                command=[],
-                name=name,
-                detach=True,
-                init=True,
-                hostname="sandbox",
-                labels={CONTAINER_LABEL: self.id},
-                mem_limit=f"{self.limits.memory_mb}m",
-                memswap_limit=f"{self.limits.memory_mb}m",
-                pids_limit=self.limits.pids,
-                nano_cpus=int(self.limits.cpus * 1e9),
-                network_mode=network_mode,
-                cap_drop=CAP_DROP,
-                # nocopy: a new volume starts empty, whatever the image has at its mountpoint.
-                volumes={v: {"bind": p, "mode": "rw,nocopy"} for v, p in (volumes or {}).items()},
-            )
+            try:
+                container = self.client.containers.run(image, **options)
+            except Exception as e:  # noqa: BLE001 - the storage driver may have no quotas
+                if "storage-opt" not in str(e) or "storage_opt" not in options:
+                    raise
+                _DISK_QUOTA[engine] = False
+                del options["storage_opt"]
+                container = self.client.containers.run(image, **options)
         except Exception as e:  # noqa: BLE001 - APIError, ImageNotFound
             raise SandboxError(f"container start failed: {e}") from e
-        if not network_mode.startswith("container:"):
-            self._apply_network(container)
+        try:
+            if not network_mode.startswith("container:"):
+                self._apply_network(container)
+        except BaseException:
+            container.remove(force=True)
+            raise
         return container
 
     def _apply_network(self, container: Any) -> None:
@@ -368,16 +408,19 @@ class DockerSandbox:
     def start(self) -> None:
         self._container = self._run_container(self.image, self.id, self._network_mode())
         try:
-            r = self.exec(
-                "mkdir -p /logs/agent /logs/verifier && chmod 777 /logs/agent /logs/verifier; "
-                f"for c in {TOOLCHAIN_PROBE}; do command -v $c >/dev/null 2>&1 && echo $c; done;"
-                " true",
-                timeout_s=30,
-                cwd="/",
-            )
-            if r.exit_code != 0:
-                raise SandboxError(f"sandbox {self.id} setup failed: {r.stdout}{r.stderr}")
-            self._toolchain = frozenset(r.stdout.split())
+            self._container.put_archive("/", _LOG_DIRS)
+            image_id = str(self._container.image.id)
+            if image_id not in _TOOLCHAIN:  # which toolchain commands the image has, once
+                r = self.exec(
+                    f"for c in {TOOLCHAIN_PROBE}; do command -v $c >/dev/null && echo $c; done;"
+                    " true",
+                    timeout_s=30,
+                    cwd="/",
+                )
+                if r.exit_code != 0:
+                    raise SandboxError(f"sandbox {self.id} setup failed: {r.stdout}{r.stderr}")
+                _TOOLCHAIN[image_id] = frozenset(r.stdout.split())
+            self._toolchain = _TOOLCHAIN[image_id]
             self._baseline = {(c.path, c.kind) for c in self._changes()}
         except BaseException:
             self.stop()
@@ -429,15 +472,20 @@ class DockerSandbox:
         """OOM kills in the container's memory cgroup so far (0 where it cannot be read)."""
         container = container or self._container
         try:
-            container.reload()
-            pid = int(container.attrs["State"]["Pid"])
-            with open(f"/proc/{pid}/cgroup") as f:
-                path = next(
-                    line.split(":", 2)[2].strip()
-                    for line in f
-                    if line.split(":")[1] in ("memory", "")
+            path = self._oom_files.get(container.id)
+            if path is None:
+                container.reload()
+                pid = int(container.attrs["State"]["Pid"])
+                with open(f"/proc/{pid}/cgroup") as f:
+                    group = next(
+                        line.split(":", 2)[2].strip()
+                        for line in f
+                        if line.split(":")[1] == "memory"
+                    )
+                path = self._oom_files[container.id] = (
+                    f"/sys/fs/cgroup/memory{group}/memory.oom_control"
                 )
-            with open(f"/sys/fs/cgroup/memory{path}/memory.oom_control") as f:
+            with open(path) as f:
                 for line in f:
                     if line.startswith("oom_kill "):
                         return int(line.split()[1])

@@ -203,6 +203,13 @@ class PodmanService:
         if live is not None:
             end_monitors(self.config, live)
 
+    def __enter__(self) -> PodmanService:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
 
 def end_monitors(config: PodmanConfig, live: set[str]) -> int:
     """SIGTERM the conmon monitors of this storage whose container is not in `live` (the
@@ -227,13 +234,6 @@ def end_monitors(config: PodmanConfig, live: set[str]) -> int:
             except ProcessLookupError:
                 pass
     return ended
-
-    def __enter__(self) -> PodmanService:
-        self.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def remove_containers(client: Any) -> int:
