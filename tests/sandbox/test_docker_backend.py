@@ -120,6 +120,17 @@ def test_oracle_and_nop_on_a_pytest_image(docker_engine):
     assert (nop.passed, nop.total) == (0, 2)
 
 
+def test_trials_run_concurrently(docker_engine):
+    from concurrent.futures import ThreadPoolExecutor
+
+    tasks = [
+        make_task(f"conc-{i}", expect=(f"/app/f{i}",), solve=f"touch /app/f{i}\n") for i in range(4)
+    ]
+    with ThreadPoolExecutor(4) as pool:
+        results = list(pool.map(lambda t: run_trial(t, "oracle", backend="docker"), tasks))
+    assert all(r.resolved for r in results), [r.failure_detail for r in results]
+
+
 # -- the image as built ------------------------------------------------------------------
 def test_workdir_env_and_user_come_from_the_dockerfile(docker_engine):
     dockerfile = (
@@ -258,6 +269,18 @@ def test_shell_timeout_interrupts_the_command_not_the_shell(docker_engine, backe
         assert after.stdout.split() == ["/tmp", "1"]
         big = s.run("echo " + "x" * 20_000 + " | wc -c")  # longer than a terminal line
         assert big.stdout.strip() == "20001"
+    finally:
+        sb.stop()
+
+
+def test_a_shell_that_exits_is_replaced(docker_engine, backend):
+    sb = opened(backend, make_task())
+    try:
+        needs(backend, sb, "session")
+        s = sb.session()
+        s.run("cd /tmp")
+        assert s.run("exit 3").exit_code == 3
+        assert s.run("echo again; pwd").stdout.split() == ["again", sb.workdir]
     finally:
         sb.stop()
 
