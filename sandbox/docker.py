@@ -238,7 +238,16 @@ def build_image(client: Any, task: Task) -> str:
             files[".t1-build-ca.crt"] = ca
             params["secrets"] = json.dumps([f"id={CA_SECRET_ID},src=.t1-build-ca.crt"])
     files["Dockerfile"] = dockerfile.encode()
-    log = _post_build(client, params, _tar(files), task.limits.build_timeout_s)
+    if not podman:
+        log = _post_build(client, params, _tar(files), task.limits.build_timeout_s)
+    else:
+        from sandbox.egress import UserNat
+
+        # RUN steps get the internet through user-mode NAT, the host itself unreachable.
+        with UserNat(NetworkPolicy(NetworkMode.BUILD)) as nat:
+            params["nsoptions"] = json.dumps([{"Name": "network", "Path": nat.netns}])
+            params["dnsservers"] = json.dumps([nat.dns])
+            log = _post_build(client, params, _tar(files), task.limits.build_timeout_s)
     if log.error is not None:
         tail = "".join(log.lines[-30:])[-3000:]
         raise EnvironmentBuildError(f"task {task.id}: docker build failed: {log.error}\n{tail}")

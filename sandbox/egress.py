@@ -78,3 +78,61 @@ def apply(pid: int, policy: NetworkPolicy) -> None:
         )
         if r.returncode != 0:
             raise SandboxError(f"network policy {policy.mode}: {' '.join(cmd)}: {r.stderr.strip()}")
+
+
+class UserNat:
+    """A network namespace behind slirp4netns with `policy`'s routes, held by a sleeping
+    process, for an engine that joins a namespace by path (Podman's builds: the compatible
+    build endpoint otherwise runs RUN steps in the host's network). Use as a context manager;
+    `netns` is the namespace's path and `dns` its resolver."""
+
+    dns = "10.0.2.3"  # slirp4netns's DNS forwarder
+
+    def __init__(self, policy: NetworkPolicy) -> None:
+        self.policy = policy
+        self._holder: subprocess.Popen[bytes] | None = None
+        self._slirp: subprocess.Popen[bytes] | None = None
+
+    @property
+    def netns(self) -> str:
+        if self._holder is None:
+            raise SandboxError("the user-mode NAT is not running")
+        return f"/proc/{self._holder.pid}/ns/net"
+
+    def __enter__(self) -> UserNat:
+        import os
+        import select
+
+        try:
+            self._holder = subprocess.Popen(
+                ["unshare", "--net", "sleep", "infinity"], start_new_session=True
+            )
+            ready_r, ready_w = os.pipe()
+            try:
+                self._slirp = subprocess.Popen(
+                    ["slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback",
+                     f"--ready-fd={ready_w}", str(self._holder.pid), NAT_DEVICE],
+                    pass_fds=(ready_w,), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                    start_new_session=True,
+                )  # fmt: skip
+                os.close(ready_w)
+                ready, _, _ = select.select([ready_r], [], [], 10)
+                if not ready or os.read(ready_r, 1) != b"1":
+                    raise SandboxError("slirp4netns did not come up for the build network")
+            finally:
+                os.close(ready_r)
+            apply(self._holder.pid, self.policy)
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for proc in (self._slirp, self._holder):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+            if proc is not None:
+                proc.wait()
+                if proc.stderr:
+                    proc.stderr.close()
+        self._slirp = self._holder = None

@@ -609,6 +609,30 @@ def test_slirp_host_alias_stays_closed_when_the_host_listens_on_loopback(docker_
         server.server_close()
 
 
+def test_build_steps_reach_the_internet_but_not_the_host(docker_engine, host_server):
+    if not _internet_reachable():
+        pytest.skip("this machine has no route to deb.debian.org")
+    import uuid
+
+    targets = [t.replace(":", "/") for t in _host_targets(host_server)] + ["deb.debian.org/80"]
+    dockerfile = (
+        f'FROM debian:bookworm-slim\n# run {uuid.uuid4().hex}\nSHELL ["/bin/bash", "-c"]\n'
+        f"RUN for t in {' '.join(targets)}; do (exec 3<>/dev/tcp/$t) 2>/dev/null "
+        '&& echo "open $t" || echo "shut $t"; done > /probe.txt\n'
+    )
+    task = make_task(
+        "buildnet", environment=EnvironmentSpec(files={"Dockerfile": dockerfile.encode()})
+    )
+    sb = opened("docker", task)
+    try:
+        probe = sb.exec("cat /probe.txt").stdout
+    finally:
+        sb.stop()
+        sb.client.images.remove(sb.image, force=True)
+    assert "open deb.debian.org/80" in probe, probe
+    assert probe.count("shut ") == len(targets) - 1, probe
+
+
 def test_the_sandbox_cannot_change_its_routes(docker_engine):
     sb = opened("docker", make_task("routes", environment=EnvironmentSpec(allow_network=True)))
     try:
