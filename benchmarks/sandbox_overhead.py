@@ -1,6 +1,8 @@
 """Per-trial overhead of the sandbox backends: start, exec `true`, verify a trivial verifier,
 reclaim; p50/p95 over N trials with a warm environment cache. The agent's shell is measured
-separately (`session`: start it and run `true` in it; not part of `total`).
+separately (`session`: start it and run `true` in it; not part of `total`), and so is
+`isolated`, the backend's own `Sandbox.verify` where it has one (the trial's verify today
+uploads the tests and runs them in the agent's sandbox).
 
     python benchmarks/sandbox_overhead.py [--trials 100] [--backend local|docker|all]
 
@@ -22,6 +24,7 @@ from sandbox.backends import get_backend
 from sandbox.base import SandboxUnavailable
 from sandbox.trial import verify
 from tasks.model import Category, EnvironmentSpec, Limits, Task
+from tasks.reports import collect_report
 from tasks.results import TrialResult
 
 TRIVIAL_VERIFIER = (
@@ -54,7 +57,7 @@ def run(backend_name: str, trials: int) -> dict[str, list[float]]:
     task = bench_task()
     backend.open(task).stop()  # warm the environment cache
     phases: dict[str, list[float]] = {
-        k: [] for k in ("start", "exec", "verify", "reclaim", "total", "session")
+        k: [] for k in ("start", "exec", "verify", "reclaim", "total", "session", "isolated")
     }
     for i in range(trials):
         t0 = time.perf_counter()
@@ -76,14 +79,21 @@ def run(backend_name: str, trials: int) -> dict[str, list[float]]:
             t5 = time.perf_counter()
             shell = sb.session().run("true")
             t6 = time.perf_counter()
+            if hasattr(sb, "verify"):  # the verifier in its own isolation (Sandbox.verify)
+                run = sb.verify(task.verifier, "sh /tests/test.sh", timeout_s=10, cwd="/", env={})
+                phases["isolated"].append((time.perf_counter() - t6) * 1000)
+                if collect_report(run.files, run.result.stdout).passed != 1:
+                    raise RuntimeError(f"trial {i}: Sandbox.verify misbehaved: {run}")
         finally:
             sb.stop()
         if shell.exit_code != 0:
             raise RuntimeError(f"trial {i}: the session misbehaved: {shell}")
         times = (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t4 - t0, t6 - t5)
-        for k, v in zip(phases, times, strict=True):
+        for k, v in zip(
+            ("start", "exec", "verify", "reclaim", "total", "session"), times, strict=True
+        ):
             phases[k].append(v * 1000)
-    return phases
+    return {k: v for k, v in phases.items() if v}
 
 
 @contextlib.contextmanager

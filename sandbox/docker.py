@@ -521,9 +521,12 @@ class DockerSandbox:
         if container is None:
             raise SandboxError(f"sandbox {self.id} is not running")
         api = self.client.api
-        # The first line out is the pid of `timeout`, which leads the command's process group.
+        # The command waits for a line on stdin, sent once the output stream is attached
+        # (Podman loses what an exec prints before its attach is live), then runs with stdin
+        # from /dev/null. Its first line out is the pid of `timeout`, which leads the
+        # command's process group.
         wrapper = (
-            'echo "$$"; sh=$(command -v bash || echo /bin/sh); '
+            'read -r _; exec </dev/null; echo "$$"; sh=$(command -v bash || echo /bin/sh); '
             'exec timeout -s KILL "$1" "$sh" -c "$2"'
         )
         argv = ["/bin/sh", "-c", wrapper, "t1", str(math.ceil(timeout) + 1), command]
@@ -531,11 +534,14 @@ class DockerSandbox:
         oom_before = self.oom_kills(container)
         t0 = time.monotonic()
         try:
-            ex = api.exec_create(container.id, argv, user="0", workdir=cwd, environment=env)
+            ex = api.exec_create(
+                container.id, argv, user="0", workdir=cwd, environment=env, stdin=True
+            )
             io_ = api.exec_start(ex["Id"], socket=True)
+            sock = getattr(io_, "_sock", io_)
+            sock.sendall(b"go\n")
         except Exception as e:  # noqa: BLE001 - the container is gone
             raise SandboxError(f"sandbox {self.id}: exec failed: {e}") from e
-        sock = getattr(io_, "_sock", io_)
         out, err, pid, timed_out, truncated = _read_frames(sock, t0 + timeout, cap)
         if (timed_out or truncated) and pid:
             self._kill_group(container, pid)
