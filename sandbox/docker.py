@@ -17,6 +17,7 @@ import math
 import os
 import re
 import select
+import shutil
 import socket
 import tarfile
 import time
@@ -43,6 +44,7 @@ from tasks.environment import render_dockerfile
 from tasks.model import Limits, Task
 
 API_VERSION = "1.41"  # Docker 20.10+, Podman 4+
+IDLE_INIT = "/run/t1-init"  # where the host's catatonit is mounted (local Podman)
 IMAGE_PREFIX = "t1-forge-env"
 TESTS_DIR = "/tests"
 REPORT_DIR = "/logs/verifier"
@@ -55,7 +57,7 @@ CA_TARGET = "/run/secrets/t1-ca.crt"
 CA_ENV = ("SSL_CERT_FILE", "PIP_CERT", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO")
 CA_ENV_NODE = "NODE_EXTRA_CA_CERTS"
 TOOLCHAIN_PROBE = (
-    "bash sh dash env timeout python python3 pytest py.test pip pip3 uv uvx "
+    "bash sh dash env timeout sleep python python3 pytest py.test pip pip3 uv uvx "
     + " ".join(f"python3.{i} pip3.{i}" for i in range(6, 15))
 )
 
@@ -360,13 +362,26 @@ class DockerSandbox:
     def _run_container(
         self, image: str, name: str, network_mode: str, volumes: dict[str, str] | None = None
     ) -> Any:
-        """A started container that idles under an init process until removed."""
+        """A started container that idles until removed.
+
+        Its only process is an init that reaps orphans. On a local Podman that init is this
+        host's static catatonit in pause mode, mounted read-only: no program of the image (or
+        of the agent's snapshot, for the verifier) runs beside the commands. Elsewhere it is
+        the engine's init running the image's `sleep` (then a toolchain command, tamper.py).
+        """
+        binds: dict[str, dict[str, str]] = {
+            v: {"bind": p, "mode": "rw,nocopy"} for v, p in (volumes or {}).items()
+        }
+        host_init = shutil.which("catatonit") if self._podman else None
+        if host_init:
+            binds[os.path.realpath(host_init)] = {"bind": IDLE_INIT, "mode": "ro"}
+            idle: dict[str, Any] = dict(entrypoint=[IDLE_INIT, "-P"], command=[], init=False)
+        else:
+            idle = dict(entrypoint=["sleep", "infinity"], command=[], init=True)
         options: dict[str, Any] = dict(
-            entrypoint=["sleep", "infinity"],
-            command=[],
+            **idle,
             name=name,
             detach=True,
-            init=True,
             hostname="sandbox",
             labels={CONTAINER_LABEL: self.id},
             mem_limit=f"{self.limits.memory_mb}m",
@@ -376,7 +391,7 @@ class DockerSandbox:
             network_mode=network_mode,
             cap_drop=CAP_DROP,
             # nocopy: a new volume starts empty, whatever the image has at its mountpoint.
-            volumes={v: {"bind": p, "mode": "rw,nocopy"} for v, p in (volumes or {}).items()},
+            volumes=binds,
         )
         engine = str(self.client.api.base_url)
         if _DISK_QUOTA.get(engine, True):

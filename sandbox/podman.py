@@ -33,7 +33,7 @@ PODMAN_DIR = STATE_DIR / "podman"
 CONTAINER_LABEL = "t1-forge.sandbox"
 BASE_LABEL = "t1-forge.base"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
-REQUIRED_TOOLS = ("podman", "runc", "conmon", "slirp4netns", "nsenter", "ip")
+REQUIRED_TOOLS = ("podman", "runc", "conmon", "catatonit", "slirp4netns", "nsenter", "ip")
 
 
 def podman_problem() -> str | None:
@@ -43,8 +43,8 @@ def podman_problem() -> str | None:
     missing = [t for t in REQUIRED_TOOLS if shutil.which(t) is None]
     if missing:
         return (
-            f"{', '.join(missing)} not found: apt-get install podman runc slirp4netns "
-            "uidmap iproute2 util-linux"
+            f"{', '.join(missing)} not found: apt-get install podman runc conmon catatonit "
+            "slirp4netns uidmap iproute2 util-linux"
         )
     return None
 

@@ -6,9 +6,9 @@ must be the environment's own. A backend lists the agent's changes against the b
 shadow the toolchain. The rule, in full (docs/sandbox.md has the reasoning):
 
 1. Commands: in a PATH directory, any change to a file named like a shell, `env`, `timeout`
-   (the harness runs commands under it), a Python interpreter, pytest, pip or uv; an *added*
-   one only when the image already had that command somewhere on PATH (it then shadows or
-   replaces it; a newly installed tool does not).
+   or `sleep` (the harness runs commands under them), a Python interpreter, pytest, pip or uv;
+   an *added* one only when the image already had that command somewhere on PATH (it then
+   shadows or replaces it; a newly installed tool does not).
 2. Python: any change in a standard library (`/usr[/local]/lib/python3*/` outside its
    site-packages/dist-packages), and in any site-packages/dist-packages directory any change
    to pytest's own packages (pytest, _pytest, py, pluggy, iniconfig, packaging, tomli,
@@ -32,7 +32,7 @@ from enum import IntEnum
 
 STANDARD_PATH_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 TOOLCHAIN_COMMAND = re.compile(
-    r"^(sh|bash|dash|env|timeout|python|python3(\.\d+)?|pytest|py\.test|pip|pip3(\.\d+)?|uv|uvx)$"
+    r"^(sh|bash|dash|env|timeout|sleep|python|python3(\.\d+)?|pytest|py\.test|pip|pip3(\.\d+)?|uv|uvx)$"
 )
 RUNNER_PACKAGES = frozenset(
     {"pytest", "_pytest", "py", "pluggy", "iniconfig", "packaging", "tomli", "exceptiongroup"}

@@ -423,6 +423,21 @@ def test_a_shadowed_interpreter_or_runner_is_never_rewarded(docker_engine, direc
         sb.stop()
 
 
+def test_no_program_of_the_snapshot_runs_beside_the_verifier(docker_engine):
+    task = make_task("idle")
+    sb = opened("docker", task)
+    try:
+        forger = "#!/bin/sh\nwhile :; do printf '%s' '" + PASSING_CTRF.decode() + "' > "
+        forger += "/logs/verifier/ctrf.json 2>/dev/null; done\n"
+        for directory in ("/usr/bin", "/usr/local/bin"):
+            sb.upload({"sleep": forger.encode()}, directory, mode=0o755)
+        run, report = run_verifier(sb, task)
+        assert (report.passed, report.total) == (0, 1), run.files
+        assert "/usr/local/bin/sleep" in run.tampered  # a shadow of the image's sleep
+    finally:
+        sb.stop()
+
+
 PYTEST_HOOK = (
     "import pytest\n"
     "@pytest.hookimpl(hookwrapper=True)\n"

@@ -9,7 +9,9 @@ import pytest
 from sandbox.tamper import Change, ChangeKind, tampered_paths
 
 A, M, D = ChangeKind.ADDED, ChangeKind.MODIFIED, ChangeKind.DELETED
-IMAGE = frozenset({"bash", "sh", "dash", "env", "timeout", "python3", "python3.11", "pytest"})
+IMAGE = frozenset(
+    {"bash", "sh", "dash", "env", "timeout", "sleep", "python3", "python3.11", "pytest"}
+)
 SITE = "/usr/local/lib/python3.11/dist-packages"
 PLUGIN = "[pytest11]\nforge = forgeplug\n"
 
@@ -20,6 +22,7 @@ FLAGGED = [
     ("/bin/bash", M),
     ("/usr/bin/sh", D),
     ("/usr/local/bin/timeout", A),
+    ("/usr/bin/sleep", M),
     ("/opt/venv/bin/pytest", M),
     ("/usr/lib/python3.11/json/__init__.py", M),
     ("/usr/lib/python3.11/__pycache__/os.cpython-311.pyc", A),
