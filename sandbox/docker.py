@@ -37,7 +37,7 @@ from sandbox.base import (
 )
 from sandbox.docker_session import DockerSession
 from sandbox.image import DEFAULT_PATH, ImageConfig
-from sandbox.podman import CONTAINER_LABEL
+from sandbox.podman import CONTAINER_LABEL, ENDPOINT_LABEL
 from sandbox.tamper import Change, ChangeKind
 from sandbox.tamper import tampered_paths as find_tampering
 from tasks.environment import render_dockerfile
@@ -73,9 +73,15 @@ def docker_client() -> Any:
         # A fixed API version: negotiating it costs a /version call (0.5-1 s on Podman).
         client = docker.from_env(timeout=600, version=API_VERSION)
         client.ping()
+        client._t1_endpoint = os.environ.get("DOCKER_HOST", "default")
     except Exception as e:  # noqa: BLE001 - any failure here means "no engine"
         raise SandboxUnavailable(f"no Docker daemon answers: {e}") from e
     return client
+
+
+def endpoint(client: Any) -> str:
+    """The DOCKER_HOST a client was made for."""
+    return str(getattr(client, "_t1_endpoint", "default"))
 
 
 def docker_problem() -> str | None:
@@ -383,7 +389,7 @@ class DockerSandbox:
             name=name,
             detach=True,
             hostname="sandbox",
-            labels={CONTAINER_LABEL: self.id},
+            labels={CONTAINER_LABEL: self.id, ENDPOINT_LABEL: endpoint(self.client)},
             mem_limit=f"{self.limits.memory_mb}m",
             memswap_limit=f"{self.limits.memory_mb}m",
             pids_limit=self.limits.pids,
@@ -393,7 +399,7 @@ class DockerSandbox:
             # nocopy: a new volume starts empty, whatever the image has at its mountpoint.
             volumes=binds,
         )
-        engine = str(self.client.api.base_url)
+        engine = endpoint(self.client)
         if _DISK_QUOTA.get(engine, True):
             options["storage_opt"] = {"size": f"{self.limits.disk_mb}M"}
         try:

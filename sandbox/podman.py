@@ -29,8 +29,10 @@ from typing import Any
 from sandbox.local import STATE_DIR
 
 PODMAN_DIR = STATE_DIR / "podman"
-# Label on every container the docker backend creates, so a cleanup can find leftovers.
+# Labels on every container the docker backend creates, so a cleanup finds leftovers: the
+# sandbox id, and the engine endpoint it was created through (services share the storage).
 CONTAINER_LABEL = "t1-forge.sandbox"
+ENDPOINT_LABEL = "t1-forge.endpoint"
 BASE_LABEL = "t1-forge.base"
 DEBIAN_MIRROR = "http://deb.debian.org/debian"
 REQUIRED_TOOLS = ("podman", "runc", "conmon", "catatonit", "slirp4netns", "nsenter", "ip")
@@ -187,7 +189,7 @@ class PodmanService:
         if self._proc.poll() is None:
             try:
                 client = self.client(timeout=30)
-                remove_containers(client)
+                remove_containers(client, self.docker_host)
                 live = {c.id for c in client.containers.list(all=True)}
             except Exception:  # noqa: BLE001 - best effort; the service is going away
                 pass
@@ -236,10 +238,12 @@ def end_monitors(config: PodmanConfig, live: set[str]) -> int:
     return ended
 
 
-def remove_containers(client: Any) -> int:
-    """Force-remove every container the docker backend created (a crashed run's leftovers)."""
+def remove_containers(client: Any, endpoint: str | None = None) -> int:
+    """Force-remove the containers the docker backend created (a crashed run's leftovers):
+    those made through `endpoint` (a DOCKER_HOST value), or all of them."""
+    label = CONTAINER_LABEL if endpoint is None else f"{ENDPOINT_LABEL}={endpoint}"
     removed = 0
-    for c in client.containers.list(all=True, filters={"label": CONTAINER_LABEL}):
+    for c in client.containers.list(all=True, filters={"label": label}):
         try:
             c.remove(force=True)
             removed += 1

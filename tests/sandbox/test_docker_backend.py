@@ -657,3 +657,15 @@ def test_the_sandbox_cannot_change_its_routes(docker_engine):
         assert int(sb.exec("grep CapEff /proc/self/status").stdout.split()[-1], 16) & (1 << 12) == 0
     finally:
         sb.stop()
+
+
+def test_leftovers_are_removed_per_endpoint(docker_engine):
+    """A crashed run's containers are found by label; another service's are left alone."""
+    from sandbox.podman import remove_containers
+
+    sb = opened("docker", make_task("leftover"))  # never stopped: a crashed runner
+    label = {"label": f"t1-forge.sandbox={sb.id}"}
+    assert remove_containers(sb.client, "unix:///elsewhere.sock") == 0
+    assert len(sb.client.containers.list(all=True, filters=label)) == 1
+    assert remove_containers(sb.client, docker_engine) >= 1
+    assert sb.client.containers.list(all=True, filters=label) == []
