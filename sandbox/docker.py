@@ -254,7 +254,8 @@ def build_image(client: Any, task: Task) -> str:
         # RUN steps get the internet through user-mode NAT, the host itself unreachable.
         with UserNat(NetworkPolicy(NetworkMode.BUILD)) as nat:
             params["nsoptions"] = json.dumps([{"Name": "network", "Path": nat.netns}])
-            params["dnsservers"] = json.dumps([nat.dns])
+            params["dnsservers"] = json.dumps(nat.nameservers())
+            params["dnsoptions"] = json.dumps(["timeout:2", "attempts:3"])
             log = _post_build(client, params, _tar(files), task.limits.build_timeout_s)
     if log.error is not None:
         tail = "".join(log.lines[-30:])[-3000:]

@@ -84,9 +84,9 @@ class UserNat:
     """A network namespace behind slirp4netns with `policy`'s routes, held by a sleeping
     process, for an engine that joins a namespace by path (Podman's builds: the compatible
     build endpoint otherwise runs RUN steps in the host's network). Use as a context manager;
-    `netns` is the namespace's path and `dns` its resolver."""
+    `netns` is the namespace's path and `nameservers()` its resolvers."""
 
-    dns = "10.0.2.3"  # slirp4netns's DNS forwarder
+    DNS_FORWARDER = "10.0.2.3"  # slirp4netns's
 
     def __init__(self, policy: NetworkPolicy) -> None:
         self.policy = policy
@@ -98,6 +98,25 @@ class UserNat:
         if self._holder is None:
             raise SandboxError("the user-mode NAT is not running")
         return f"/proc/{self._holder.pid}/ns/net"
+
+    def nameservers(self) -> list[str]:
+        """The host's own resolvers (reached through the NAT; loopback ones cannot be), then
+        slirp4netns's forwarder: two paths, so one slow answer does not fail a build."""
+        servers: list[str] = []
+        try:
+            with open("/etc/resolv.conf") as f:
+                for line in f:
+                    fields = line.split()
+                    if len(fields) >= 2 and fields[0] == "nameserver":
+                        try:
+                            ip = ipaddress.ip_address(fields[1])
+                        except ValueError:
+                            continue
+                        if ip.version == 4 and not ip.is_loopback:
+                            servers.append(str(ip))
+        except OSError:
+            pass
+        return [*servers[:2], self.DNS_FORWARDER]
 
     def __enter__(self) -> UserNat:
         import os
