@@ -184,10 +184,10 @@ class DockerSession:
         code, out, how = self._type_and_wait(line, timeout, cap)
         timed_out, truncated = how == "timeout", how == "cap"
         if how == "eof":  # the shell itself was killed (or exited): the next run starts one
-            from sandbox.docker import _exit_code
+            from sandbox.docker import exec_exit_code
 
             self.detach()
-            code = _exit_code(self.sandbox.client.api, self._exec_id)
+            code = exec_exit_code(self.sandbox.client.api, self._exec_id)
         elif how != "done":
             out += self._interrupt()
             code = 124 if timed_out else 137

@@ -591,11 +591,12 @@ def test_internet_reaches_out_but_not_the_host(docker_engine, host_server):
 def test_allowlist_reaches_only_the_allowed_hosts(docker_engine, host_server):
     if not _internet_reachable():
         pytest.skip("this machine has no route to deb.debian.org")
-    from sandbox.docker import DockerSandbox, build_image, docker_client, image_config
+    from sandbox.docker import DockerSandbox, docker_client, is_podman
+    from sandbox.docker_build import build_image, image_config
 
     client = docker_client()
     task = make_task("allow")
-    image = build_image(client, task)
+    image = build_image(client, task, podman=is_podman(client))
     seen = {}
     for allowed in (("deb.debian.org",), ("192.0.2.123",)):
         policy = NetworkPolicy(NetworkMode.ALLOWLIST, allowed)

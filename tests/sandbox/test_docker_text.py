@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from sandbox.base import NetworkMode, NetworkPolicy
-from sandbox.docker import _instructions, dockerfile_bases, with_build_ca
+from sandbox.docker_build import _instructions, dockerfile_bases, with_build_ca
 from sandbox.egress import route_commands
 
 MOUNT = "--mount=type=secret,id=t1-ca,target=/run/secrets/t1-ca.crt,mode=0444"
