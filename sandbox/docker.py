@@ -438,18 +438,17 @@ class DockerSandbox:
                 agent.kill()
             except Exception:  # noqa: BLE001 - already stopped
                 pass
+        run_id = f"{self.id}-v{uuid.uuid4().hex[:6]}"
         snapshot = self._create(
-            lambda: agent.commit(repository="t1-forge-verify", tag=self.id, pause=False)
+            lambda: agent.commit(repository="t1-forge-verify", tag=run_id, pause=False)
         )
         network = f"container:{agent.id}" if keep_agent_processes else self._network_mode()
         # Fresh, empty volumes: made by the engine, no command of the snapshot runs to make them.
         mounts: dict[str, str] = {}
         for path, suffix in ((TESTS_DIR, "tests"), (REPORT_DIR, "report")):
-            volume = self._create(lambda n=f"{self.id}-{suffix}": self.client.volumes.create(n))
+            volume = self._create(lambda n=f"{run_id}-{suffix}": self.client.volumes.create(n))
             mounts[volume.name] = path
-        verifier = self._create(
-            lambda: self._run_container(snapshot.id, f"{self.id}-verifier", network, mounts)
-        )
+        verifier = self._create(lambda: self._run_container(snapshot.id, run_id, network, mounts))
         self._upload(verifier, tests, TESTS_DIR, 0o644)
         entry_points = {
             c.path: self._download(verifier, c.path)
