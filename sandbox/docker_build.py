@@ -106,9 +106,13 @@ def with_build_ca(text: str) -> str:
 
 
 def build_ca_bundle() -> bytes | None:
-    """The CA bundle builds must trust ($T1_BUILD_CA_BUNDLE, else $SSL_CERT_FILE), if any."""
-    for var in ("T1_BUILD_CA_BUNDLE", "SSL_CERT_FILE"):
-        path = os.environ.get(var)
+    """The CA bundle builds trust: $T1_BUILD_CA_BUNDLE, else $SSL_CERT_FILE, else this host's
+    OpenSSL default (which holds any CA the machine's egress re-signs TLS with)."""
+    import ssl
+
+    candidates = [os.environ.get("T1_BUILD_CA_BUNDLE"), os.environ.get("SSL_CERT_FILE")]
+    candidates.append(ssl.get_default_verify_paths().openssl_cafile)
+    for path in candidates:
         if path and Path(path).is_file():
             return Path(path).read_bytes()
     return None

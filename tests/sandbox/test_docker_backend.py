@@ -187,6 +187,31 @@ def test_build_ca_is_used_at_build_time_only(docker_engine):
         sb.stop()
 
 
+def test_https_in_builds_trusts_the_host_bundle_by_default(docker_engine, monkeypatch):
+    """The host's CA bundle reaches RUN steps even when no variable names it."""
+    if not _internet_reachable():
+        pytest.skip("this machine has no route to deb.debian.org")
+    import uuid
+
+    base = opened("docker", python_task())  # the image with python3, as a FROM
+    base.stop()
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("T1_BUILD_CA_BUNDLE", raising=False)
+    dockerfile = (
+        f'FROM {base.image}\n# {uuid.uuid4().hex}\nRUN python3 -c "import urllib.request as u; '
+        "u.urlopen('https://pypi.org/simple/iniconfig/', timeout=20)\" && echo ok > /https.txt\n"
+    )
+    task = make_task(
+        "https", environment=EnvironmentSpec(files={"Dockerfile": dockerfile.encode()})
+    )
+    sb = opened("docker", task)
+    try:
+        assert sb.exec("cat /https.txt").stdout == "ok\n"
+    finally:
+        sb.stop()
+        sb.client.images.remove(sb.image, force=True)
+
+
 # -- limits ------------------------------------------------------------------------------
 def test_memory_exhaustion_is_out_of_memory(docker_engine):
     limits = Limits(agent_timeout_s=30, verifier_timeout_s=20, memory_mb=96, pids=64)
