@@ -50,6 +50,7 @@ class VerifierRun:
     result: ExecResult
     files: dict[str, bytes]
     tampered: tuple[str, ...] = ()
+    disk_full: bool = False  # the agent left the sandbox's disk full
 
 
 @runtime_checkable
