@@ -130,6 +130,11 @@ class SandboxUnavailable(SandboxError):
     """The backend cannot run here (no root, no bwrap, no Docker daemon ...)."""
 
 
+class DiskFull(SandboxError):
+    """The sandbox's disk is full: a harness write into it failed (ENOSPC). The agent's doing,
+    recorded as the DISK_LIMIT failure mode."""
+
+
 class EnvironmentBuildError(SandboxError):
     """The task's environment could not be built: a setup step failed or a tool is missing.
 

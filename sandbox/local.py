@@ -34,7 +34,9 @@ from pathlib import Path
 
 from sandbox import network
 from sandbox.base import (
+    DiskFull,
     ExecResult,
+    NetworkMode,
     NetworkPolicy,
     SandboxError,
     SandboxUnavailable,
@@ -67,15 +69,14 @@ CAPABILITIES = (
     "CAP_AUDIT_WRITE",
 )
 BASE_ENV = {"HOME": "/root", "LANG": "C.UTF-8", "USER": "root"}
+HOSTS = "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+# Files the runtime provides over the image's (as Docker does); never written into a layer.
+ETC_FILES = ("resolv.conf", "hosts", "hostname")
 MAX_DOWNLOAD_BYTES = 64 * 1024 * 1024
 MKFS = ["mkfs.ext4", "-q", "-F", "-O", "^has_journal,^resize_inode",
         "-E", "lazy_itable_init=1,nodiscard", "-m", "0"]  # fmt: skip
 
 _LIVE: weakref.WeakSet[LocalSandbox] = weakref.WeakSet()
-
-
-class DiskFull(SandboxError):
-    """The sandbox's disk is full: a harness write into it failed with ENOSPC."""
 
 
 def local_backend_problem() -> str | None:
@@ -184,6 +185,12 @@ class LocalSandbox:
                 raise SandboxError(f"sandbox {self.id}: holder never entered its root")
             time.sleep(0.0005)
         self._net = network.attach(self._holder.pid, self.network_policy)
+        etc = self._ns() / "etc"
+        etc.mkdir()
+        online = self.network_policy.mode != NetworkMode.NONE
+        (etc / "resolv.conf").write_text(f"nameserver {network.DNS}\n" if online else "")
+        (etc / "hosts").write_text(HOSTS)
+        (etc / "hostname").write_text("sandbox\n")
         if self.upper_dir is None:
             root = Path(self._root())
             for d, mode in (("logs/agent", 0o777), ("logs/verifier", 0o755)):
@@ -253,6 +260,7 @@ class LocalSandbox:
             self._helper, "exec", str(self._holder.pid), str(cpu_s), "1" if tty else "0",
             *self._cgroup.child(group).procs_files(), "--",
             "bwrap", "--bind", f"{NS_DIR}/root", "/", "--dev", "/dev", "--proc", "/proc",
+            *[a for f in ETC_FILES for a in ("--bind", f"{NS_DIR}/etc/{f}", f"/etc/{f}")],
             *binds,
             "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--hostname", "sandbox", *detach, "--cap-drop", "ALL", *caps, "--chdir", cwd,

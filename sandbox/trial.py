@@ -14,10 +14,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from sandbox.backends import get_backend
-from sandbox.base import EnvironmentBuildError, ExecResult, Sandbox, SandboxError
+from sandbox.base import DiskFull, EnvironmentBuildError, ExecResult, Sandbox, SandboxError
 from tasks.model import Task
-from tasks.reports import collect_report
-from tasks.results import FailureMode, TrialResult
+from tasks.reports import collect_report, declared_sources
+from tasks.results import FailureMode, ReportSource, TrialResult, VerifierReport
 
 TESTS_DIR = "/tests"
 SOLUTION_DIR = "/solution"
@@ -109,35 +109,69 @@ def _agent_failure(outcome: AgentOutcome) -> FailureMode:
     return FailureMode.NONE
 
 
+# Fixed parts of every verifier's environment (the image's ENV and the task's verifier env
+# come first; these win): no user site directory, whose packages the agent could have planted.
+VERIFIER_ENV = {"PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+NEVER_RAN_EXIT_CODES = (126, 127)  # not executable / command not found
+
+
+def verifier_env(task: Task) -> dict[str, str]:
+    return {**getattr(task, "verifier_env", {}), "TEST_DIR": TESTS_DIR, **VERIFIER_ENV}
+
+
 def verify(sandbox: Sandbox, task: Task, result: TrialResult) -> None:
-    """Copy tests in, run the verifier under its own timeout, collect per-assertion outcomes."""
+    """Run the held-out verifier in its own view and collect per-assertion outcomes.
+
+    Only the report formats the task's verifier declares are read (`declared_sources`), from
+    a report directory nothing but the verifier could write to.
+    """
     t0 = time.monotonic()
-    # Tests go to a fresh directory the agent could not have prepared, then replace /tests
-    # and run, in one command.
-    staging = f"/.t1-tests-{uuid.uuid4().hex[:8]}"
-    sandbox.upload(task.verifier, staging)
-    r = sandbox.exec(
-        f"rm -rf {TESTS_DIR} && mv {staging} {TESTS_DIR} && mkdir -p {VERIFIER_LOGS} && "
+    run = sandbox.verify(
+        task.verifier,
         f"bash {TESTS_DIR}/test.sh",
         timeout_s=task.limits.verifier_timeout_s,
         cwd=task.environment.workdir,
+        env=verifier_env(task),
+        keep_agent_processes=getattr(task, "keep_agent_processes", False),
     )
-    files = sandbox.download(VERIFIER_LOGS)
+    r = run.result
     result.verifier_s = time.monotonic() - t0
     result.verifier_exit_code = r.exit_code
     result.verifier_output = (r.stdout + r.stderr)[-4000:]
-    result.report = collect_report(files, r.stdout)
+    result.report = collect_report(run.files, r.stdout, declared_sources(task.verifier))
+    if run.tampered:
+        result.failure_mode = FailureMode.TAMPERED
+        result.failure_detail = "the agent wrote where the verifier's run depends on it: " + (
+            ", ".join(run.tampered[:20])
+        )
+        return
     if result.failure_mode != FailureMode.NONE:
         return
-    if r.timed_out:
+    if run.disk_full:
+        result.failure_mode = FailureMode.DISK_LIMIT
+        result.failure_detail = f"the sandbox's disk ({task.limits.disk_mb} MB) was full"
+    elif r.timed_out:
         result.failure_mode = FailureMode.VERIFIER_TIMEOUT
         result.failure_detail = f"verifier exceeded {task.limits.verifier_timeout_s}s"
     elif r.oom_killed:
         result.failure_mode = FailureMode.OUT_OF_MEMORY
         result.failure_detail = "verifier killed by the OOM killer"
+    elif never_ran(r, run.files, result.report):
+        result.failure_mode = FailureMode.VERIFIER_ERROR
+        result.failure_detail = (
+            f"the verifier never ran (exit {r.exit_code}): {(r.stderr or r.stdout)[-300:]}"
+        )
     elif result.report.parse_error:
         result.failure_mode = FailureMode.PARSE_ERROR
         result.failure_detail = result.report.parse_error
+
+
+def never_ran(r: ExecResult, files: dict[str, bytes], report: VerifierReport) -> bool:
+    """The verifier did not get to judge: its runner was missing or not executable, or it
+    produced no report at all (pure)."""
+    if report.assertions and not report.parse_error:
+        return False
+    return r.exit_code in NEVER_RAN_EXIT_CODES or (not files and report.source == ReportSource.NONE)
 
 
 def run_trial(
@@ -181,9 +215,15 @@ def run_trial(
     except EnvironmentBuildError as e:
         result.failure_mode = FailureMode.ENVIRONMENT_ERROR
         result.failure_detail = str(e)
+    except DiskFull as e:
+        result.failure_mode = FailureMode.DISK_LIMIT
+        result.failure_detail = str(e)
     except SandboxError as e:
         result.failure_mode = FailureMode.SANDBOX_ERROR
         result.failure_detail = str(e)
+    except Exception as e:  # noqa: BLE001 - the harness's own failure is a row, never a crash
+        result.failure_mode = FailureMode.SANDBOX_ERROR
+        result.failure_detail = f"harness error: {type(e).__name__}: {e}"
     finally:
         if sandbox is not None:
             sandbox.stop()

@@ -93,8 +93,14 @@ _SUMMARY_LINE = re.compile(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED)\s+(\S.*?
 
 
 def parse_pytest_summary(text: str) -> list[AssertionResult]:
-    """Parse the `-rA` short test summary block (Terminal-Bench semantics)."""
-    m = _SUMMARY_HEADER.search(text)
+    """Parse the `-rA` short test summary block (Terminal-Bench semantics).
+
+    The last block counts: pytest prints its own at the very end, so a block printed earlier
+    (by a program the tests ran, writing to the inherited stdout) cannot stand in for it.
+    """
+    m = None
+    for m in _SUMMARY_HEADER.finditer(text):
+        pass
     if m is None:
         raise ReportParseError("no 'short test summary info' block in the verifier output")
     out = []
@@ -123,14 +129,47 @@ def parse_reward(text: str) -> float:
 
 
 REPORT_FILES = ("ctrf.json", "junit.xml", "results.xml", "report.xml")
+ALL_SOURCES = frozenset(
+    {ReportSource.CTRF, ReportSource.JUNIT, ReportSource.PYTEST, ReportSource.REWARD}
+)
+_DECLARES: tuple[tuple[ReportSource, re.Pattern[bytes]], ...] = (
+    (ReportSource.CTRF, re.compile(rb"ctrf", re.I)),
+    (ReportSource.JUNIT, re.compile(rb"junit|results\.xml|report\.xml", re.I)),
+    (ReportSource.PYTEST, re.compile(rb"pytest|py\.test")),
+    (ReportSource.REWARD, re.compile(rb"reward\.(txt|json)")),
+)
 
 
-def collect_report(files: dict[str, bytes], stdout: str) -> VerifierReport:
+def declared_sources(verifier: dict[str, bytes]) -> frozenset[ReportSource]:
+    """The report formats a task's verifier can write, read from its own files (pure).
+
+    Only these are parsed after a trial, so a report of another format that code run during
+    the verifier (the agent's program, say) drops into /logs/verifier is ignored. A verifier
+    that names none of them keeps every source (nothing to restrict by).
+    """
+    text = b"\n".join(verifier.values())
+    found = frozenset(src for src, pattern in _DECLARES if pattern.search(text))
+    return found or ALL_SOURCES
+
+
+def collect_report(
+    files: dict[str, bytes], stdout: str, sources: frozenset[ReportSource] = ALL_SOURCES
+) -> VerifierReport:
     """Build a report from /logs/verifier files and the verifier's stdout, best source first.
 
-    Order: CTRF, JUnit, the pytest summary in stdout, then reward.txt alone (binary). The
-    first source present decides; if it is present but garbage, that is a PARSE_ERROR report.
+    Order: CTRF, JUnit, the pytest summary in stdout, then reward.txt alone (binary); only
+    `sources` are considered. The first source present decides; if it is present but garbage,
+    that is a PARSE_ERROR report.
     """
+    files = {
+        name: data
+        for name, data in files.items()
+        if (name == "ctrf.json" and ReportSource.CTRF in sources)
+        or (name in REPORT_FILES[1:] and ReportSource.JUNIT in sources)
+        or (name.startswith("reward.") and ReportSource.REWARD in sources)
+    }
+    if ReportSource.PYTEST not in sources:
+        stdout = ""
     reward: float | None = None
     reward_error: str | None = None
     if "reward.txt" in files:
