@@ -72,6 +72,7 @@ class Config:
     config: ImageConfig
     line: int
     text: str
+    keyword: str = ""
 
 
 Step = Run | Copy | Config
@@ -150,7 +151,7 @@ class _Resolver:
                 continue
             else:
                 config = self.config(ins, config, scope)
-                stage.steps.append(Config(config, ins.line, ins.original))
+                stage.steps.append(Config(config, ins.line, ins.original, ins.keyword))
         if not self.stages:
             raise DockerfileError(self.path, 1, "FROM", "no FROM instruction")
         return self.needed()
