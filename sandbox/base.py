@@ -86,6 +86,7 @@ class Sandbox(Protocol):
     """
 
     id: str
+    workdir: str  # where the agent starts and the verifier runs (the image's WORKDIR)
 
     def start(self) -> None: ...
 

@@ -90,16 +90,22 @@ class SandboxCgroup:
             time.sleep(0.002)
 
     def oom_kills(self) -> int:
-        """How many processes the kernel's OOM killer took in this group."""
-        try:
-            text = (self.path("memory") / "memory.oom_control").read_text()
-        except FileNotFoundError:
+        """How many processes the kernel's OOM killer took in this group and its children
+        (v1 counts a kill in the group where the victim ran)."""
+        total = 0
+        base = self.path("memory")
+        if not base.is_dir():
             return 0
-        for line in text.splitlines():
-            key, _, value = line.partition(" ")
-            if key == "oom_kill":
-                return int(value)
-        return 0
+        for f in base.rglob("memory.oom_control"):
+            try:
+                text = f.read_text()
+            except FileNotFoundError:
+                continue
+            for line in text.splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill":
+                    total += int(value)
+        return total
 
     def destroy(self) -> None:
         """Kill everything in the group, then remove it and its children (deepest first)."""

@@ -125,6 +125,7 @@ class LocalSandbox:
         self._net = network.Attachment(None)
         self._session: PtySession | None = None
         self._lock = threading.Lock()
+        self._stop_lock = threading.Lock()
         self._lease = RUN_DIR / f"{self.id}.json"
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -134,7 +135,9 @@ class LocalSandbox:
             raise SandboxUnavailable(problem)
         helper = helper_path(str(STATE_DIR))
         if helper is None:
-            raise SandboxUnavailable("no C compiler to build the sandbox helper: apt-get install gcc")
+            raise SandboxUnavailable(
+                "no C compiler to build the sandbox helper: apt-get install gcc"
+            )
         self._helper = helper
         Path(NS_DIR).mkdir(parents=True, exist_ok=True)
         RUN_DIR.mkdir(parents=True, exist_ok=True)
@@ -199,6 +202,11 @@ class LocalSandbox:
             (root / self.workdir.lstrip("/")).mkdir(parents=True, exist_ok=True)
 
     def stop(self) -> None:
+        """Idempotent and thread-safe: another thread may stop a sandbox in use (cancel)."""
+        with self._stop_lock:
+            self._stop()
+
+    def _stop(self) -> None:
         _LIVE.discard(self)
         if self._session is not None:
             self._session.close()
@@ -349,7 +357,10 @@ class LocalSandbox:
                 return subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env)
 
             self._session = PtySession(
-                spawn, output_cap=self.limits.output_bytes, on_close=group.kill_all
+                spawn,
+                output_cap=self.limits.output_bytes,
+                on_close=group.kill_all,
+                oom_kills=self._cgroup.oom_kills,
             )
         return self._session
 

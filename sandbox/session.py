@@ -68,7 +68,7 @@ def typed_lines(command: str, nonce: str) -> list[str]:
 
 SETUP = (
     "stty -echo -onlcr 2>/dev/null; set +H; set +o history 2>/dev/null; unset HISTFILE; "
-    "__t1_prompt() {{ local rc=$?; if [ -n \"$__t1_armed\" ]; then __t1_armed=; "
+    '__t1_prompt() {{ local rc=$?; if [ -n "$__t1_armed" ]; then __t1_armed=; '
     "stty -echo 2>/dev/null; printf '\\036T1END {nonce} %d\\036\\n' \"$rc\"; fi; }}; "
     "PS1=''; PS2=''; PROMPT_COMMAND=__t1_prompt; printf '\\036T1READY {nonce}\\036\\n'"
 )
@@ -84,6 +84,7 @@ class PtySession:
         *,
         output_cap: int,
         on_close: Callable[[], None] | None = None,
+        oom_kills: Callable[[], int] = lambda: 0,
         start_timeout_s: float = 20.0,
     ) -> None:
         self._nonce = secrets.token_hex(8)
@@ -91,6 +92,7 @@ class PtySession:
         self._ready = b"\x1eT1READY " + self._nonce.encode() + b"\x1e\n"
         self._cap = output_cap
         self._on_close = on_close
+        self._oom_kills = oom_kills
         self._buf = bytearray()
         self._cond = threading.Condition()
         self._eof = False
@@ -120,11 +122,15 @@ class PtySession:
         if self._busy:
             self.interrupt()
         self._take()  # what arrived since the last read belongs to no command
+        oom_before = self._oom_kills()
         t0 = time.monotonic()
         self._busy = True
         self._type(typed_lines(command, self._nonce))
         timeout = 600.0 if timeout_s is None else max(0.05, timeout_s)
-        done = self._wait_for(lambda: self._end.search(self._buf) is not None, timeout)
+        done = self._wait_for(
+            lambda: self._end.search(self._buf) is not None or self._dropped > 0, timeout
+        )
+        done = done and self._end.search(self._buf) is not None
         truncated = self._dropped > 0
         if truncated and not done:
             self.interrupt()
@@ -138,6 +144,7 @@ class PtySession:
             stderr="",
             duration_s=time.monotonic() - t0,
             timed_out=not done and not self._eof,
+            oom_killed=self._oom_kills() > oom_before,
             output_truncated=truncated,
         )
 

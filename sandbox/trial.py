@@ -8,6 +8,7 @@ cancellation (KeyboardInterrupt) propagates.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -130,7 +131,7 @@ def verify(sandbox: Sandbox, task: Task, result: TrialResult) -> None:
         task.verifier,
         f"bash {TESTS_DIR}/test.sh",
         timeout_s=task.limits.verifier_timeout_s,
-        cwd=task.environment.workdir,
+        cwd=sandbox.workdir,
         env=verifier_env(task),
         keep_agent_processes=getattr(task, "keep_agent_processes", False),
     )
@@ -179,10 +180,12 @@ def run_trial(
     agent: Agent | str,
     backend: str = "local",
     *,
-    hide: list[str] | None = None,
     trial_id: str | None = None,
+    cancel: threading.Event | None = None,
 ) -> TrialResult:
-    """One full trial; never raises for the task's own failures."""
+    """One full trial; never raises (a failure of the task, the agent or the harness is a
+    failure mode of the result). Setting `cancel` from another thread stops the trial: its
+    sandbox is reclaimed and the result is CANCELLED."""
     agent = agent_by_name(agent) if isinstance(agent, str) else agent
     result = TrialResult(
         trial_id=trial_id or uuid.uuid4().hex,
@@ -193,9 +196,12 @@ def run_trial(
     )
     t_start = time.monotonic()
     sandbox: Sandbox | None = None
+    finished = threading.Event()
     try:
-        sandbox = get_backend(backend).open(task, hide=hide)
+        sandbox = get_backend(backend).open(task)
         result.environment_s = time.monotonic() - t_start
+        if cancel is not None:
+            _stop_on_cancel(sandbox, cancel, finished)
         t_agent = time.monotonic()
         try:
             outcome = agent.run(sandbox, task, t_agent + task.limits.agent_timeout_s)
@@ -225,7 +231,24 @@ def run_trial(
         result.failure_mode = FailureMode.SANDBOX_ERROR
         result.failure_detail = f"harness error: {type(e).__name__}: {e}"
     finally:
+        finished.set()
         if sandbox is not None:
-            sandbox.stop()
+            try:
+                sandbox.stop()
+            except Exception as e:  # noqa: BLE001 - recorded; the trial itself is over
+                result.failure_detail += f" (reclaiming the sandbox failed: {e})"
+        if cancel is not None and cancel.is_set():
+            result.failure_mode = FailureMode.CANCELLED
+            result.failure_detail = "cancelled by the caller"
         result.total_s = time.monotonic() - t_start
     return result
+
+
+def _stop_on_cancel(sandbox: Sandbox, cancel: threading.Event, finished: threading.Event) -> None:
+    def watch() -> None:
+        while not finished.is_set():
+            if cancel.wait(0.05):
+                sandbox.stop()
+                return
+
+    threading.Thread(target=watch, daemon=True, name="trial-cancel").start()

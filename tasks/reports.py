@@ -98,9 +98,8 @@ def parse_pytest_summary(text: str) -> list[AssertionResult]:
     The last block counts: pytest prints its own at the very end, so a block printed earlier
     (by a program the tests ran, writing to the inherited stdout) cannot stand in for it.
     """
-    m = None
-    for m in _SUMMARY_HEADER.finditer(text):
-        pass
+    matches = list(_SUMMARY_HEADER.finditer(text))
+    m = matches[-1] if matches else None
     if m is None:
         raise ReportParseError("no 'short test summary info' block in the verifier output")
     out = []
