@@ -90,30 +90,33 @@ static int mount_disk(const char *image, const char *target) {
     return 1;
 }
 
-/* SIGKILL every process listed in DIR/cgroup.procs and in its child groups; count them. */
-static int kill_tree(const char *dir) {
-    char path[4096];
+/* SIGKILL every process listed in the group DIRFD (and its child groups); count them.
+ * Works on fds opened before the holder chrooted: the cgroup paths are not in its root. */
+static int kill_tree(int dirfd) {
     int seen = 0, pid;
-    snprintf(path, sizeof path, "%s/cgroup.procs", dir);
-    FILE *f = fopen(path, "r");
-    if (f) {
-        while (fscanf(f, "%d", &pid) == 1) { kill(pid, SIGKILL); seen++; }
-        fclose(f);
+    int fd = openat(dirfd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        FILE *f = fdopen(fd, "r");
+        while (f && fscanf(f, "%d", &pid) == 1) { kill(pid, SIGKILL); seen++; }
+        if (f) fclose(f); else close(fd);
     }
-    DIR *d = opendir(dir);
+    int dup_fd = dup(dirfd);
+    DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
     if (!d) return seen;
     struct dirent *e;
     while ((e = readdir(d))) {
-        if (e->d_type != DT_DIR || e->d_name[0] == '.') continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        seen += kill_tree(path);
+        if (e->d_name[0] == '.') continue;
+        int sub = openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (sub < 0) continue; /* a file, not a child group */
+        seen += kill_tree(sub);
+        close(sub);
     }
     closedir(d);
     return seen;
 }
 
-static void kill_group(const char *dir) {
-    for (int round = 0; round < 1000 && kill_tree(dir); round++) usleep(2000);
+static void kill_group(int dirfd) {
+    for (int round = 0; round < 1000 && kill_tree(dirfd); round++) usleep(2000);
 }
 
 static int holder(char **a) {
@@ -151,6 +154,8 @@ static int holder(char **a) {
     }
     int nsfd = open(ns, O_RDONLY | O_DIRECTORY); /* fd 3: the runner reaches NS through it */
     if (nsfd != 3) return die("ns fd");
+    int cgfd = open(a[5], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (cgfd < 0) return die(a[5]);
     if (chroot(root) || chdir("/")) return die("chroot");
     printf("ready\n");
     fflush(stdout);
@@ -159,7 +164,7 @@ static int holder(char **a) {
         ssize_t r = read(0, buf, sizeof buf);
         if (r == 0 || (r < 0 && errno != EINTR)) break;
     }
-    kill_group(a[5]);
+    kill_group(cgfd);
     return 0;
 }
 

@@ -151,6 +151,7 @@ class LocalSandbox:
 
     def _start(self) -> None:
         lim = self.limits
+        self._write_lease(holder=-1)  # before any resource exists, so gc never races a start
         self._cgroup.create(memory_mb=lim.memory_mb, pids=lim.pids, cpus=lim.cpus)
         for child in ("session", "exec", "verify"):
             self._cgroup.child(child).create()
@@ -179,9 +180,7 @@ class LocalSandbox:
         if line.strip() != b"ready":
             err = self._holder.stderr.read().decode(errors="replace") if self._holder.stderr else ""
             raise SandboxError(f"sandbox {self.id} failed to start: {err.strip() or line!r}")
-        self._lease.write_text(
-            json.dumps({"runner": os.getpid(), "holder": self._holder.pid, "started": time.time()})
-        )
+        self._write_lease(holder=self._holder.pid)
         deadline = time.monotonic() + 5
         while os.readlink(f"/proc/{self._holder.pid}/root") == "/":
             if time.monotonic() > deadline:
@@ -200,6 +199,10 @@ class LocalSandbox:
                 (root / d).mkdir(parents=True, exist_ok=True)
                 (root / d).chmod(mode)
             (root / self.workdir.lstrip("/")).mkdir(parents=True, exist_ok=True)
+
+    def _write_lease(self, *, holder: int) -> None:
+        info = {"runner": os.getpid(), "holder": holder, "started": time.time()}
+        self._lease.write_text(json.dumps(info))
 
     def stop(self) -> None:
         """Idempotent and thread-safe: another thread may stop a sandbox in use (cancel)."""
