@@ -498,12 +498,14 @@ def _lookup_group(root: Path, group: str) -> int:
     raise SandboxError(f"group {group!r} does not exist in the sandbox's /etc/group")
 
 
-def _disk_full(disk: Path, slack: int = 256 * 1024) -> bool:
+def _disk_full(disk: Path) -> bool:
+    """Nearly no room left (ext4 refuses writes with a few blocks still free)."""
     try:
         st = os.statvfs(disk)
     except OSError:
         return False
-    return st.f_bavail * st.f_frsize < slack
+    free, size = st.f_bfree * st.f_frsize, st.f_blocks * st.f_frsize
+    return free < max(4 * 1024 * 1024, size // 200)
 
 
 def _write_files(dest: Path, files: dict[str, bytes]) -> None:
