@@ -111,8 +111,9 @@ class Sandbox(Protocol):
         """End the agent phase and run the held-out verifier.
 
         The agent's processes are killed first unless `keep_agent_processes`. `tests` appear
-        at /tests for the verifier only; /logs/verifier starts empty; `command` runs with
-        exactly `env`, with an interpreter and test runner the agent could not modify.
+        at /tests for the verifier only; /logs/verifier starts empty; `command` runs with the
+        image's environment (its Dockerfile's ENV) updated by `env` — nothing the agent
+        exported — and with an interpreter and test runner the agent could not modify.
         """
         ...
 

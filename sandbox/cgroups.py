@@ -127,7 +127,7 @@ def _rmdir(p: Path) -> None:
         except FileNotFoundError:
             return
         except OSError:  # still draining exiting tasks
-            time.sleep(0.005)
+            time.sleep(0.001)
 
 
 def _write(path: Path, value: str) -> None:

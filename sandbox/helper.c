@@ -116,7 +116,7 @@ static int kill_tree(int dirfd) {
 }
 
 static void kill_group(int dirfd) {
-    for (int round = 0; round < 1000 && kill_tree(dirfd); round++) usleep(2000);
+    for (int round = 0; round < 5000 && kill_tree(dirfd); round++) usleep(200);
 }
 
 static int holder(char **a) {

@@ -18,9 +18,11 @@ killed holder leaves (cgroups, lease files). docs/sandbox.md has the whole pictu
 
 from __future__ import annotations
 
+import atexit
 import errno
 import json
 import os
+import select
 import selectors
 import shutil
 import signal
@@ -211,25 +213,24 @@ class LocalSandbox:
 
     def _stop(self) -> None:
         _LIVE.discard(self)
-        if self._session is not None:
-            self._session.close()
-            self._session = None
         if self._holder is not None:
             if self._holder.stdin:
                 self._holder.stdin.close()  # the holder kills the sandbox's processes and exits
-            try:
-                self._holder.wait(timeout=10)
-            except subprocess.TimeoutExpired:
+            if not wait_exit(self._holder, 10):
                 self._holder.kill()
                 self._holder.wait()
             for stream in (self._holder.stdout, self._holder.stderr):
                 if stream:
                     stream.close()
             self._holder = None
+        if self._session is not None:
+            self._session.close(kill=False)  # the holder killed it with everything else
+            self._session = None
         self._net.close()
-        self._cgroup.destroy()
-        self._lease.unlink(missing_ok=True)
         (RUN_DIR / f"{self.id}.img").unlink(missing_ok=True)
+        # Killed processes may take a few ms more to exit (the last one tears down mounts);
+        # their groups and the lease go when they have, off the caller's path.
+        _REAPER.submit(self._cgroup, self._lease)
 
     def __enter__(self) -> LocalSandbox:
         self.start()
@@ -403,7 +404,7 @@ class LocalSandbox:
         ]  # fmt: skip
         result = self._run(
             "verify", ["/bin/bash", "-c", command], timeout=timeout_s, cwd=cwd,
-            env=env, user="", binds=binds,
+            env={**BASE_ENV, **self.image.config.env, **env}, user="", binds=binds,
         )  # fmt: skip
         return VerifierRun(
             result=result,
@@ -465,6 +466,30 @@ class LocalStepRunner:
 
 
 # -- helpers -------------------------------------------------------------------------------
+def wait_exit(proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
+    """Reap `proc` if it exits within `timeout_s`, woken by its pidfd (Popen.wait with a
+    timeout polls with sleeps of up to 50 ms)."""
+    if proc.poll() is not None:
+        return True
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except OSError:
+        try:
+            proc.wait(timeout=timeout_s)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        if not poller.poll(timeout_s * 1000):
+            return False
+    finally:
+        os.close(fd)
+    proc.wait()
+    return True
+
+
 def _lookup_user(root: Path, user: str) -> tuple[int, int]:
     """uid and gid of `user` (a name, `uid` or `uid:gid`) in the sandbox's /etc/passwd."""
     name, _, group = user.partition(":")
@@ -530,6 +555,52 @@ def _read_files(root: Path) -> dict[str, bytes]:
     return out
 
 
+class _Reaper:
+    """Removes stopped sandboxes' cgroups (and then their leases) in the background; what
+    is still queued when the process exits is done then, or left to `t1 sandbox gc`."""
+
+    def __init__(self) -> None:
+        self._queue: list[tuple[SandboxCgroup, Path]] = []
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def submit(self, group: SandboxCgroup, lease: Path) -> None:
+        with self._cond:
+            self._queue.append((group, lease))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, daemon=True, name="reaper")
+                self._thread.start()
+            self._cond.notify()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue:
+                    if not self._cond.wait(timeout=5):
+                        self._thread = None
+                        return
+                group, lease = self._queue.pop(0)
+            group.destroy()
+            lease.unlink(missing_ok=True)
+
+    def drain(self) -> None:
+        """Finish every queued removal now (tests, interpreter exit)."""
+        while True:
+            with self._cond:
+                if not self._queue:
+                    break
+                group, lease = self._queue.pop(0)
+            group.destroy()
+            lease.unlink(missing_ok=True)
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            with self._cond:
+                self._cond.notify()
+
+
+_REAPER = _Reaper()
+atexit.register(_REAPER.drain)
+reap_stopped = _REAPER.drain  # wait until stopped sandboxes' cgroups are gone
 _HANDLED = False
 
 

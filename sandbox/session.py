@@ -159,16 +159,15 @@ class PtySession:
             self._busy = False
         return clean(out)
 
-    def close(self) -> None:
-        if self._on_close is not None:
+    def close(self, *, kill: bool = True) -> None:
+        """End the shell; with `kill` (default) its whole process tree too (the caller may
+        already have killed it, as a sandbox's stop does)."""
+        if self._on_close is not None and kill:
             self._on_close()  # kills the session's process tree (its cgroup)
-            self._on_close = None
+        self._on_close = None
         if self.proc.poll() is None:
             self.proc.kill()
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            pass
+        self.proc.wait()
         if self._master >= 0:
             os.close(self._master)
             self._master = -1
