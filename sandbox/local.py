@@ -264,10 +264,12 @@ class LocalSandbox:
     ) -> list[str]:
         assert self._holder is not None
         caps = [a for c in CAPABILITIES for a in ("--cap-add", c)]
-        # A one-off command gets a new session (no way to push input into a terminal) and
-        # dies with its caller; the agent's shell owns its terminal and outlives no one: its
-        # holder kills it when the runner goes.
-        detach = [] if tty else ["--new-session", "--die-with-parent"]
+        # Every process tree dies with the process that started it (bwrap's init would
+        # otherwise outlive the command while anything it left runs); a one-off command also
+        # gets a new session, while the agent's shell keeps its own terminal as controlling
+        # one. (The parent is the calling thread: a session must be started by a thread
+        # that outlives it.)
+        detach = ["--die-with-parent"] if tty else ["--new-session", "--die-with-parent"]
         return [
             self._helper, "exec", str(self._holder.pid), str(cpu_s), "1" if tty else "0",
             *self._cgroup.child(group).procs_files(), "--",
