@@ -34,7 +34,7 @@ from typing import Protocol
 from sandbox.base import EnvironmentBuildError, ExecResult, NetworkMode, NetworkPolicy
 from sandbox.bases import Base, ensure_base, lookup, state_dir
 from sandbox.context import ContextError, copy_into_layer, digest_sources
-from sandbox.dockerfile import DockerfileError
+from tasks.dockerfile import DockerfileError
 from sandbox.image import Image
 from sandbox.layerfs import ImageView, ensure_dirs, flatten
 from sandbox.stages import Config, Copy, Run, Stage, resolve

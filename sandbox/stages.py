@@ -20,7 +20,7 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass, field, replace
 
-from sandbox.dockerfile import (
+from tasks.dockerfile import (
     HEREDOC,
     DockerfileError,
     ExpansionError,

@@ -117,3 +117,25 @@ def test_reward_only_is_binary():
     assert r.binary and r.passed == 1 and r.total == 1 and r.reward == 1.0
     r = collect_report({"reward.txt": b"0"}, "")
     assert r.binary and r.passed == 0
+
+
+@pytest.mark.parametrize(
+    ("body", "reward"),
+    [
+        (b'{"reward": 1.0}', 1.0),
+        (b'{"reward": 0, "style": 1}', 0.0),
+        (b'{"accuracy": 0.25}', 0.25),
+        (b'{"a": 1, "b": 0}', 0.5),
+    ],
+)
+def test_harbor_reward_json(body: bytes, reward: float):
+    r = collect_report({"reward.json": body}, "")
+    assert r.binary and r.reward == reward and r.parse_error is None
+    assert r.passed == (1 if reward >= 1.0 else 0)
+
+
+def test_reward_txt_wins_over_reward_json_and_bad_json_is_a_parse_error():
+    assert collect_report({"reward.txt": b"0", "reward.json": b'{"reward": 1}'}, "").reward == 0.0
+    for bad in (b"[1]", b"{}", b'{"reward": "yes"}', b"nope"):
+        r = collect_report({"reward.json": bad}, "")
+        assert r.parse_error and "reward.json" in r.parse_error
