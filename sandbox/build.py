@@ -22,11 +22,12 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
@@ -34,11 +35,11 @@ from typing import Protocol
 from sandbox.base import EnvironmentBuildError, ExecResult, NetworkMode, NetworkPolicy
 from sandbox.bases import Base, ensure_base, lookup, state_dir
 from sandbox.context import ContextError, copy_into_layer, digest_sources
-from tasks.dockerfile import DockerfileError
 from sandbox.image import Image
 from sandbox.layerfs import ImageView, ensure_dirs, flatten
 from sandbox.stages import Config, Copy, Run, Stage, resolve
-from tasks.model import Task
+from tasks.dockerfile import DockerfileError
+from tasks.model import VERIFIER_VENV, Task
 
 MAX_LAYERS = 30  # above the base; beyond it the stack is flattened into one layer
 KEY_CHARS = 16
@@ -154,8 +155,11 @@ def build_image(
     images: dict[int, Image] = {}
     for stage in stages:
         images[stage.index] = builder.stage(stage, images)
+    image = images[stages[-1].index]
+    if task.environment.verifier_packages:
+        image = builder.verifier_toolchain(image, task.environment.verifier_packages)
     stats.seconds = time.monotonic() - t0
-    return images[stages[-1].index]
+    return image
 
 
 def base_image(name: str, *, log: Log | None = None) -> Image:
@@ -310,6 +314,26 @@ class _Builder:
                 ) from e
 
         return self.layer(image, spec, make, step.text, step.line)
+
+    def verifier_toolchain(self, image: Image, packages: list[str]) -> Image:
+        """A last layer: a venv at VERIFIER_VENV with the verifier's pip packages (as root)."""
+        script = (
+            "set -e\n"
+            "if ! command -v python3 >/dev/null || ! python3 -c 'import ensurepip' 2>/dev/null;"
+            " then apt-get update -qq && apt-get install -y -qq --no-install-recommends"
+            " python3 python3-venv >/dev/null && rm -rf /var/lib/apt/lists/*; fi\n"
+            f"python3 -m venv {VERIFIER_VENV}\n"
+            f"{VERIFIER_VENV}/bin/pip install -q --no-cache-dir {shlex.join(packages)}\n"
+        )
+        step = Run(
+            ("/bin/sh", "-c", script),
+            tuple(sorted(image.config.env.items())),
+            0,
+            f"(verifier toolchain) pip install {' '.join(packages)}",
+        )
+        root = Image(image.layers, replace(image.config, user="0"), image.key)
+        built = self.run(root, step)
+        return Image(built.layers, image.config, built.key)
 
     def run(self, image: Image, step: Run) -> Image:
         config = image.config

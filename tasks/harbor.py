@@ -179,6 +179,7 @@ def task_from_toml(
             allowed_hosts=env.get("allowed_hosts", []),
             healthcheck=Healthcheck(**healthcheck) if isinstance(healthcheck, dict) else None,
             gpus=env.get("gpus", 0),
+            verifier_packages=t1.get("verifier_packages", []),
         )
         lineage = Lineage(**lineage_doc)
         return Task(
@@ -286,6 +287,8 @@ def render_toml(task: Task) -> str:
             "lineage": lineage,
         },
     }
+    if env.verifier_packages:
+        doc["t1"]["verifier_packages"] = list(env.verifier_packages)
     if task.solution_env:
         doc["solution"] = harbor_11["solution"]
     return tomli_w.dumps(doc, multiline_strings=True)

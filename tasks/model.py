@@ -135,6 +135,12 @@ class EnvironmentSpec(BaseModel):
     allowed_hosts: list[str] = Field(default_factory=list)
     healthcheck: Healthcheck | None = None
     gpus: int = Field(0, ge=0)
+    # pip requirements of the verifier's own toolchain, installed at build time into a venv
+    # (VERIFIER_VENV) that the verifier's PATH finds first (Terminal-Bench's uv boilerplate).
+    verifier_packages: list[str] = Field(default_factory=list)
+
+
+VERIFIER_VENV = "/opt/t1-verifier"
 
 
 class Lineage(BaseModel):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tasks.dockerfile import DockerfileError, ExpansionError, expand, expand_words, parse
 from sandbox.stages import Config, Copy, Run, resolve
+from tasks.dockerfile import DockerfileError, ExpansionError, expand, expand_words, parse
 
 
 def steps(text: str, **kw: object) -> list:

@@ -195,3 +195,37 @@ def test_seed_dockerfile_is_the_one_its_spec_renders(src: Path):
     rendered = render_dockerfile(task)
     assert task.environment.files["Dockerfile"].decode() == rendered
     assert rendered.startswith(f"FROM {BASE_IMAGE}\n")
+
+
+def test_terminal_bench_uv_boilerplate_runs_offline():
+    task = load_task(FIXTURES / "terminal-bench" / "tb-uv-boilerplate")
+    script = task.verifier["test.sh"].decode()
+    assert task.environment.verifier_packages == ["pytest==8.4.1", "requests==2.32.3"]
+    assert "astral.sh" not in script and "apt-get" not in script and "uv " not in script
+    assert script.splitlines()[2] == 'export PATH="/opt/t1-verifier/bin:$PATH"'
+    assert "\npytest $TEST_DIR/test_outputs.py -rA\n" in script
+    assert 'if [ "$PWD" = "/" ]' in script  # the rest of the script is kept as written
+    assert task.verifier_config.network_mode is None
+    assert task.environment.workdir == "/app"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "curl -sSL https://example.org/data.json -o /tmp/d.json\npytest /tests -rA\n",
+        "pip install hypothesis\npytest /tests -rA\n",
+        "curl -LsSf https://astral.sh/uv/install.sh | sh\nuv pip install pytest\n"
+        "git clone https://example.org/repo.git\nuv run pytest\n",
+    ],
+)
+def test_verifier_needing_the_network_is_marked_not_rewritten(body: str):
+    from tasks.terminal_bench import offline_run_tests
+
+    assert offline_run_tests(body) is None
+
+
+def test_plain_run_tests_is_kept_as_written():
+    from tasks.terminal_bench import offline_run_tests
+
+    body = "python3 -m pytest $TEST_DIR/test_outputs.py -rA  # curl not needed\n"
+    assert offline_run_tests(body) == (body, [])
