@@ -397,3 +397,47 @@ def build_ca_layer() -> Path | None:
     except OSError:  # built concurrently
         shutil.rmtree(tmp, ignore_errors=True)
     return final
+
+
+def default_runner() -> StepRunner:
+    """The local runtime's step runner (sandbox.local.LocalStepRunner)."""
+    import sandbox.local as local
+
+    runner_cls = getattr(local, "LocalStepRunner", None)
+    if runner_cls is None:
+        from sandbox.base import SandboxUnavailable
+
+        raise SandboxUnavailable("this runtime has no LocalStepRunner: RUN steps cannot execute")
+    runner: StepRunner = runner_cls()
+    return runner
+
+
+@dataclass(frozen=True)
+class BuildRow:
+    """One task's build outcome, as a row (`t1 task build`, `t1 task import --build`)."""
+
+    task_id: str
+    built: bool
+    failure: BuildFailure | None = None
+    line: int | None = None
+    instruction: str = ""
+    reason: str = ""  # one line
+    seconds: float = 0.0
+    layers_built: int = 0
+    layers_reused: int = 0
+
+
+def build_row(task: Task, runner: StepRunner, *, log: Log | None = None) -> BuildRow:
+    """Build one task's image and say how it went; never raises for the task's failures."""
+    stats = BuildStats()
+    t0 = time.monotonic()
+    try:
+        build_image(task, runner, log=log, stats=stats)
+    except ImageBuildError as e:
+        first = e.message.splitlines()[0] if e.message else ""
+        tail = [ln for ln in e.output_tail.splitlines() if ln.strip()][-1:] or [""]
+        reason = f"{first}: {tail[0]}" if tail[0] else first
+        return BuildRow(task.id, False, e.kind, e.line, e.instruction[:200], reason[:300],
+                        time.monotonic() - t0, stats.built, stats.reused)  # fmt: skip
+    return BuildRow(task.id, True, seconds=time.monotonic() - t0, layers_built=stats.built,
+                    layers_reused=stats.reused)  # fmt: skip
