@@ -126,13 +126,16 @@ Log = Callable[[str], None]
 
 
 def dockerfile_of(task: Task) -> str:
-    """The task's Dockerfile: environment/Dockerfile, or the one its [t1] spec renders."""
-    data = task.environment.files.get("Dockerfile")
-    if data is not None:
-        return data.decode("utf-8", "replace")
-    from tasks.environment import render_dockerfile
+    """The Dockerfile to build: the one the task ships, as written; but a task on the seed
+    base (a Dockerfile `t1 task fmt` rendered, or none) builds what its [t1] spec renders
+    now, so a synthesized task whose setup/requires/files changed gets its own environment."""
+    from tasks.environment import BASE_IMAGE, render_dockerfile
 
-    return render_dockerfile(task)
+    data = task.environment.files.get("Dockerfile")
+    text = data.decode("utf-8", "replace") if data is not None else None
+    if text is None or text.startswith(f"FROM {BASE_IMAGE}\n"):
+        return render_dockerfile(task)
+    return text
 
 
 def build_image(

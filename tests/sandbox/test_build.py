@@ -342,3 +342,16 @@ def test_build_rows_tell_the_truth_per_task(state: Path) -> None:
     assert (bad_run.failure, bad_run.line) == (BuildFailure.STEP_FAILED, 3)
     assert bad_run.reason == "RUN exited 100: E: Unable to locate package nope"
     assert "\n" not in bad_base.reason and "nvidia/cuda:12" in bad_base.reason
+
+
+def test_seed_base_tasks_build_their_current_spec_others_their_dockerfile() -> None:
+    from sandbox.build import dockerfile_of
+    from tasks.corpus import load_seeds
+
+    seed = load_seeds()[0]
+    assert dockerfile_of(seed) == seed.environment.files["Dockerfile"].decode()
+    env = seed.environment.model_copy(update={"setup": [*seed.environment.setup, "touch /x"]})
+    child = seed.model_copy(update={"environment": env})  # a synthesized descendant
+    assert "RUN bash -c 'touch /x'" in dockerfile_of(child)
+    own = task("FROM debian:bookworm\nRUN true\n")
+    assert dockerfile_of(own) == "FROM debian:bookworm\nRUN true\n"

@@ -186,17 +186,6 @@ def test_task_files_cover_every_part():
     } <= set(files)
 
 
-@pytest.mark.parametrize("src", seed_paths(), ids=lambda p: p.name)
-def test_seed_dockerfile_is_the_one_its_spec_renders(src: Path):
-    """One build path: a seed's environment/Dockerfile is what `t1 task fmt` renders."""
-    from tasks.environment import BASE_IMAGE, render_dockerfile
-
-    task = load_harbor(src)
-    rendered = render_dockerfile(task)
-    assert task.environment.files["Dockerfile"].decode() == rendered
-    assert rendered.startswith(f"FROM {BASE_IMAGE}\n")
-
-
 def test_terminal_bench_uv_boilerplate_runs_offline():
     task = load_task(FIXTURES / "terminal-bench" / "tb-uv-boilerplate")
     script = task.verifier["test.sh"].decode()
