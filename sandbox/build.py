@@ -22,11 +22,12 @@ import hashlib
 import json
 import os
 import re
+import shlex
 import shutil
 import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
@@ -34,11 +35,11 @@ from typing import Protocol
 from sandbox.base import EnvironmentBuildError, ExecResult, NetworkMode, NetworkPolicy
 from sandbox.bases import Base, ensure_base, lookup, state_dir
 from sandbox.context import ContextError, copy_into_layer, digest_sources
-from sandbox.dockerfile import DockerfileError
 from sandbox.image import Image
 from sandbox.layerfs import ImageView, ensure_dirs, flatten
 from sandbox.stages import Config, Copy, Run, Stage, resolve
-from tasks.model import Task
+from tasks.dockerfile import DockerfileError
+from tasks.model import VERIFIER_VENV, Task
 
 MAX_LAYERS = 30  # above the base; beyond it the stack is flattened into one layer
 KEY_CHARS = 16
@@ -125,13 +126,16 @@ Log = Callable[[str], None]
 
 
 def dockerfile_of(task: Task) -> str:
-    """The task's Dockerfile: environment/Dockerfile, or the one its [t1] spec renders."""
-    data = task.environment.files.get("Dockerfile")
-    if data is not None:
-        return data.decode("utf-8", "replace")
-    from tasks.environment import render_dockerfile
+    """The Dockerfile to build: the one the task ships, as written; but a task on the seed
+    base (a Dockerfile `t1 task fmt` rendered, or none) builds what its [t1] spec renders
+    now, so a synthesized task whose setup/requires/files changed gets its own environment."""
+    from tasks.environment import BASE_IMAGE, render_dockerfile
 
-    return render_dockerfile(task)
+    data = task.environment.files.get("Dockerfile")
+    text = data.decode("utf-8", "replace") if data is not None else None
+    if text is None or text.startswith(f"FROM {BASE_IMAGE}\n"):
+        return render_dockerfile(task)
+    return text
 
 
 def build_image(
@@ -154,8 +158,11 @@ def build_image(
     images: dict[int, Image] = {}
     for stage in stages:
         images[stage.index] = builder.stage(stage, images)
+    image = images[stages[-1].index]
+    if task.environment.verifier_packages:
+        image = builder.verifier_toolchain(image, task.environment.verifier_packages)
     stats.seconds = time.monotonic() - t0
-    return images[stages[-1].index]
+    return image
 
 
 def base_image(name: str, *, log: Log | None = None) -> Image:
@@ -311,6 +318,26 @@ class _Builder:
 
         return self.layer(image, spec, make, step.text, step.line)
 
+    def verifier_toolchain(self, image: Image, packages: list[str]) -> Image:
+        """A last layer: a venv at VERIFIER_VENV with the verifier's pip packages (as root)."""
+        script = (
+            "set -e\n"
+            "if ! command -v python3 >/dev/null || ! python3 -c 'import ensurepip' 2>/dev/null;"
+            " then apt-get update -qq && apt-get install -y -qq --no-install-recommends"
+            " python3 python3-venv >/dev/null && rm -rf /var/lib/apt/lists/*; fi\n"
+            f"python3 -m venv {VERIFIER_VENV}\n"
+            f"{VERIFIER_VENV}/bin/pip install -q --no-cache-dir {shlex.join(packages)}\n"
+        )
+        step = Run(
+            ("/bin/sh", "-c", script),
+            tuple(sorted(image.config.env.items())),
+            0,
+            f"(verifier toolchain) pip install {' '.join(packages)}",
+        )
+        root = Image(image.layers, replace(image.config, user="0"), image.key)
+        built = self.run(root, step)
+        return Image(built.layers, image.config, built.key)
+
     def run(self, image: Image, step: Run) -> Image:
         config = image.config
         view = ImageView(image.layers)
@@ -373,3 +400,47 @@ def build_ca_layer() -> Path | None:
     except OSError:  # built concurrently
         shutil.rmtree(tmp, ignore_errors=True)
     return final
+
+
+def default_runner() -> StepRunner:
+    """The local runtime's step runner (sandbox.local.LocalStepRunner)."""
+    import sandbox.local as local
+
+    runner_cls = getattr(local, "LocalStepRunner", None)
+    if runner_cls is None:
+        from sandbox.base import SandboxUnavailable
+
+        raise SandboxUnavailable("this runtime has no LocalStepRunner: RUN steps cannot execute")
+    runner: StepRunner = runner_cls()
+    return runner
+
+
+@dataclass(frozen=True)
+class BuildRow:
+    """One task's build outcome, as a row (`t1 task build`, `t1 task import --build`)."""
+
+    task_id: str
+    built: bool
+    failure: BuildFailure | None = None
+    line: int | None = None
+    instruction: str = ""
+    reason: str = ""  # one line
+    seconds: float = 0.0
+    layers_built: int = 0
+    layers_reused: int = 0
+
+
+def build_row(task: Task, runner: StepRunner, *, log: Log | None = None) -> BuildRow:
+    """Build one task's image and say how it went; never raises for the task's failures."""
+    stats = BuildStats()
+    t0 = time.monotonic()
+    try:
+        build_image(task, runner, log=log, stats=stats)
+    except ImageBuildError as e:
+        first = e.message.splitlines()[0] if e.message else ""
+        tail = [ln for ln in e.output_tail.splitlines() if ln.strip()][-1:] or [""]
+        reason = f"{first}: {tail[0]}" if tail[0] else first
+        return BuildRow(task.id, False, e.kind, e.line, e.instruction[:200], reason[:300],
+                        time.monotonic() - t0, stats.built, stats.reused)  # fmt: skip
+    return BuildRow(task.id, True, seconds=time.monotonic() - t0, layers_built=stats.built,
+                    layers_reused=stats.reused)  # fmt: skip

@@ -20,7 +20,8 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass, field, replace
 
-from sandbox.dockerfile import (
+from sandbox.image import ImageConfig
+from tasks.dockerfile import (
     HEREDOC,
     DockerfileError,
     ExpansionError,
@@ -29,7 +30,6 @@ from sandbox.dockerfile import (
     expand_words,
     parse,
 )
-from sandbox.image import ImageConfig
 
 # Build-time args BuildKit predefines (usable after `ARG NAME` in a stage).
 PREDEFINED_ARGS = {

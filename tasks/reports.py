@@ -127,6 +127,27 @@ def parse_reward(text: str) -> float:
         raise ReportParseError(f"reward.txt is not a number: {text[:40]!r}") from e
 
 
+def parse_reward_json(text: str) -> float:
+    """Harbor's reward.json: named rewards. Its `reward` key, else its only value, else the
+    mean of its values (a float per name)."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ReportParseError(f"reward.json is not JSON: {e}") from e
+    if not isinstance(doc, dict) or not doc:
+        raise ReportParseError("reward.json is not an object of named rewards")
+    values = {
+        k: v for k, v in doc.items() if isinstance(v, int | float) and not isinstance(v, bool)
+    }
+    if len(values) != len(doc):
+        raise ReportParseError(
+            f"reward.json has non-numeric rewards: {sorted(set(doc) - set(values))}"
+        )
+    if "reward" in values:
+        return float(values["reward"])
+    return float(sum(values.values()) / len(values))
+
+
 REPORT_FILES = ("ctrf.json", "junit.xml", "results.xml", "report.xml")
 ALL_SOURCES = frozenset(
     {ReportSource.CTRF, ReportSource.JUNIT, ReportSource.PYTEST, ReportSource.REWARD}
@@ -156,9 +177,9 @@ def collect_report(
 ) -> VerifierReport:
     """Build a report from /logs/verifier files and the verifier's stdout, best source first.
 
-    Order: CTRF, JUnit, the pytest summary in stdout, then reward.txt alone (binary); only
-    `sources` are considered. The first source present decides; if it is present but garbage,
-    that is a PARSE_ERROR report.
+    Order: CTRF, JUnit, the pytest summary in stdout, then reward.txt (or Harbor's
+    reward.json) alone (binary); only `sources` are considered. The first source present
+    decides; if it is present but garbage, that is a PARSE_ERROR report.
     """
     files = {
         name: data
@@ -171,9 +192,14 @@ def collect_report(
         stdout = ""
     reward: float | None = None
     reward_error: str | None = None
-    if "reward.txt" in files:
+    if "reward.txt" in files:  # reward.txt wins over reward.json, as in Harbor
         try:
             reward = parse_reward(files["reward.txt"].decode("utf-8", "replace"))
+        except ReportParseError as e:
+            reward_error = str(e)
+    elif "reward.json" in files:
+        try:
+            reward = parse_reward_json(files["reward.json"].decode("utf-8", "replace"))
         except ReportParseError as e:
             reward_error = str(e)
     attempts: list[tuple[ReportSource, str]] = []
@@ -200,5 +226,5 @@ def collect_report(
         verdict = AssertionResult(name="reward", status=status, message=f"reward={reward}")
         return VerifierReport(assertions=[verdict], source=ReportSource.REWARD, reward=reward)
     return VerifierReport(
-        parse_error=reward_error or "the verifier wrote no report and no reward.txt"
+        parse_error=reward_error or "the verifier wrote no report and no reward.txt/reward.json"
     )

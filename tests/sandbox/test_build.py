@@ -327,3 +327,31 @@ def test_flatten_keeps_whiteouts_and_opaque_directories(tmp_path: Path) -> None:
     assert merged.listdir("/opt") == ["new"]
     assert merged.listdir("/") == ["added", "etc", "opt"]
     assert ImageView([base, l1, l2]).listdir("/opt") == ["new"]
+
+
+def test_build_rows_tell_the_truth_per_task(state: Path) -> None:
+    from sandbox.build import build_row
+
+    runner = RecordingRunner(ExecResult(100, "", "E: Unable to locate package nope\n", 0.5))
+    ok = build_row(task("FROM tiny:1\nCOPY a /a\n", {"a": b"1"}, "ok"), RecordingRunner())
+    bad_base = build_row(task("FROM nvidia/cuda:12\n", tid="cuda"), runner)
+    bad_run = build_row(task("FROM tiny:1\n\nRUN apt-get install -y nope\n", tid="apt"), runner)
+    assert ok.built and ok.failure is None and ok.layers_built == 1
+    assert (bad_base.built, bad_base.failure, bad_base.line) == (
+        False, BuildFailure.UNKNOWN_BASE, 1)  # fmt: skip
+    assert (bad_run.failure, bad_run.line) == (BuildFailure.STEP_FAILED, 3)
+    assert bad_run.reason == "RUN exited 100: E: Unable to locate package nope"
+    assert "\n" not in bad_base.reason and "nvidia/cuda:12" in bad_base.reason
+
+
+def test_seed_base_tasks_build_their_current_spec_others_their_dockerfile() -> None:
+    from sandbox.build import dockerfile_of
+    from tasks.corpus import load_seeds
+
+    seed = load_seeds()[0]
+    assert dockerfile_of(seed) == seed.environment.files["Dockerfile"].decode()
+    env = seed.environment.model_copy(update={"setup": [*seed.environment.setup, "touch /x"]})
+    child = seed.model_copy(update={"environment": env})  # a synthesized descendant
+    assert "RUN bash -c 'touch /x'" in dockerfile_of(child)
+    own = task("FROM debian:bookworm\nRUN true\n")
+    assert dockerfile_of(own) == "FROM debian:bookworm\nRUN true\n"

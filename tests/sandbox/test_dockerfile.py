@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sandbox.dockerfile import DockerfileError, ExpansionError, expand, expand_words, parse
 from sandbox.stages import Config, Copy, Run, resolve
+from tasks.dockerfile import DockerfileError, ExpansionError, expand, expand_words, parse
 
 
 def steps(text: str, **kw: object) -> list:
@@ -237,3 +237,13 @@ def test_every_corpus_style_dockerfile_resolves() -> None:
     assert kinds == ["Config", "Run", "Copy", "Config", "Config"]
     assert stages[0].steps[-1].config.workdir == "/workspace"
     assert dict(stages[0].steps[1].env)["DEBIAN_FRONTEND"] == "noninteractive"
+
+
+def test_final_workdir_static_reading() -> None:
+    from tasks.dockerfile import final_workdir
+
+    assert final_workdir("FROM x\nWORKDIR /a\nENV D=b\nWORKDIR $D\n") == "/a/b"
+    assert final_workdir("FROM x\nRUN true\n") is None
+    assert final_workdir("FROM x AS b\nWORKDIR /src\nFROM b\nWORKDIR out\n") == "/src/out"
+    assert final_workdir("FROM x\nWORKDIR /a\nFROM y\n") is None
+    assert final_workdir("FROM x\nBOGUS\n") is None

@@ -149,3 +149,25 @@ def test_the_last_pytest_summary_counts():
     real = "=== short test summary info ===\nFAILED t.py::test_a - assert 0\n=== 1 failed ===\n"
     report = collect_report({}, forged + "noise\n" + real, frozenset({ReportSource.PYTEST}))
     assert [a.status for a in report.assertions] == [AssertionStatus.FAILED]
+
+
+@pytest.mark.parametrize(
+    ("body", "reward"),
+    [
+        (b'{"reward": 1.0}', 1.0),
+        (b'{"reward": 0, "style": 1}', 0.0),
+        (b'{"accuracy": 0.25}', 0.25),
+        (b'{"a": 1, "b": 0}', 0.5),
+    ],
+)
+def test_harbor_reward_json(body: bytes, reward: float):
+    r = collect_report({"reward.json": body}, "")
+    assert r.binary and r.reward == reward and r.parse_error is None
+    assert r.passed == (1 if reward >= 1.0 else 0)
+
+
+def test_reward_txt_wins_over_reward_json_and_bad_json_is_a_parse_error():
+    assert collect_report({"reward.txt": b"0", "reward.json": b'{"reward": 1}'}, "").reward == 0.0
+    for bad in (b"[1]", b"{}", b'{"reward": "yes"}', b"nope"):
+        r = collect_report({"reward.json": bad}, "")
+        assert r.parse_error and "reward.json" in r.parse_error

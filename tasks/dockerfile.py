@@ -11,6 +11,7 @@ What each instruction means for an image is `sandbox.stages`.
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -267,3 +268,46 @@ def _matching_brace(text: str, i: int) -> int:
                 return i
         i += 1
     return -1
+
+
+def final_workdir(text: str) -> str | None:
+    """The last stage's WORKDIR as written (ENV/ARG defaults substituted), or None when the
+    Dockerfile sets none (the base image's then) or cannot be read. A static reading for
+    task metadata; the built image's config is the authority (sandbox.stages)."""
+    try:
+        instructions = parse(text).instructions
+    except DockerfileError:
+        return None
+    stages: list[tuple[str | None, list[Instruction]]] = []
+    for ins in instructions:
+        if ins.keyword == "FROM":
+            words = ins.args.split()
+            name = words[2].lower() if len(words) == 3 and words[1].lower() == "as" else None
+            stages.append((name, [ins]))
+        elif stages:
+            stages[-1][1].append(ins)
+    chain: list[Instruction] = []
+    index = len(stages) - 1
+    while index >= 0:
+        chain = stages[index][1][1:] + chain
+        parent = stages[index][1][0].args.split()[0].lower()
+        index = next((i for i, (n, _) in enumerate(stages[:index]) if n == parent), -1)
+    env: dict[str, str] = {}
+    workdir: str | None = None
+    try:
+        for ins in chain:
+            if ins.keyword == "ARG":
+                for word in ins.args.split():
+                    name, _, value = word.partition("=")
+                    env.setdefault(name, expand(value, env))
+            elif ins.keyword == "ENV" and "=" in ins.args.split(None, 1)[0]:
+                for word in expand_words(ins.args, env):
+                    name, _, value = word.partition("=")
+                    env[name] = value
+            elif ins.keyword == "WORKDIR":
+                path = expand(ins.args, env)
+                base = workdir or "/"
+                workdir = "/" + posixpath.normpath(posixpath.join(base, path)).lstrip("/")
+    except ExpansionError:
+        return None
+    return workdir
