@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from sandbox.base import NetworkMode, NetworkPolicy, Sandbox
-from tasks.model import Task
+from tasks.model import NetworkAccess, PhaseConfig, Task
 
 
 class Backend(Protocol):
@@ -17,14 +17,15 @@ class Backend(Protocol):
         ...
 
 
-def network_policy(task: Task) -> NetworkPolicy:
-    """The agent phase's network: none, the internet, or the task's allowlist."""
+def network_policy(task: Task, phase: PhaseConfig | None = None) -> NetworkPolicy:
+    """A phase's network (Harbor 1.1: the phase's network_mode, else the environment's,
+    else `allow_internet`): none, the internet, or an allowlist of hosts."""
     env = task.environment
-    hosts = tuple(getattr(env, "allowed_hosts", ()) or ())
-    mode = getattr(env, "network_mode", None)
-    if mode == "allowlist" or (hosts and env.allow_network):
+    mode = (phase.network_mode if phase else None) or env.network_mode
+    hosts = tuple((phase.allowed_hosts if phase else None) or env.allowed_hosts)
+    if mode == NetworkAccess.ALLOWLIST:
         return NetworkPolicy(NetworkMode.ALLOWLIST, hosts)
-    if env.allow_network or mode in ("internet", "bridge", "host"):
+    if mode == NetworkAccess.PUBLIC or (mode is None and env.allow_network):
         return NetworkPolicy(NetworkMode.INTERNET)
     return NetworkPolicy(NetworkMode.NONE)
 
@@ -40,10 +41,10 @@ class LocalBackend:
         sb = LocalSandbox(
             image,
             task.limits,
-            network_policy=network_policy(task),
-            env=getattr(task.environment, "env", None) or None,
-            user=getattr(task, "agent_user", None) or None,
-            trusted_paths=getattr(task, "trusted_paths", ()) or (),
+            network_policy=network_policy(task, task.agent_config),
+            env={**task.environment.env, **task.agent_config.env},
+            user=task.agent_config.user,
+            trusted_paths=task.trusted_paths,
         )
         sb.start()
         return sb

@@ -106,6 +106,8 @@ class Sandbox(Protocol):
         timeout_s: float,
         cwd: str,
         env: dict[str, str],
+        user: str = "",
+        network: NetworkPolicy | None = None,
         keep_agent_processes: bool = False,
     ) -> VerifierRun:
         """End the agent phase and run the held-out verifier.
@@ -113,7 +115,8 @@ class Sandbox(Protocol):
         The agent's processes are killed first unless `keep_agent_processes`. `tests` appear
         at /tests for the verifier only; /logs/verifier starts empty; `command` runs with the
         image's environment (its Dockerfile's ENV) updated by `env` — nothing the agent
-        exported — and with an interpreter and test runner the agent could not modify.
+        exported — as `user` (root when empty), and with an interpreter and test runner the
+        agent could not modify. `network` (when given) is the verifier's own network policy.
         """
         ...
 

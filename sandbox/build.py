@@ -404,15 +404,9 @@ def build_ca_layer() -> Path | None:
 
 def default_runner() -> StepRunner:
     """The local runtime's step runner (sandbox.local.LocalStepRunner)."""
-    import sandbox.local as local
+    from sandbox.local import LocalStepRunner
 
-    runner_cls = getattr(local, "LocalStepRunner", None)
-    if runner_cls is None:
-        from sandbox.base import SandboxUnavailable
-
-        raise SandboxUnavailable("this runtime has no LocalStepRunner: RUN steps cannot execute")
-    runner: StepRunner = runner_cls()
-    return runner
+    return LocalStepRunner()
 
 
 @dataclass(frozen=True)

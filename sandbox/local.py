@@ -378,6 +378,8 @@ class LocalSandbox:
         timeout_s: float,
         cwd: str,
         env: dict[str, str],
+        user: str = "",
+        network: NetworkPolicy | None = None,
         keep_agent_processes: bool = False,
     ) -> VerifierRun:
         root, ns = Path(self._root()), self._ns()
@@ -387,6 +389,8 @@ class LocalSandbox:
                 self._session = None
             self._cgroup.child("session").kill_all()
             self._cgroup.child("exec").kill_all()
+        if network is not None and network != self.network_policy:
+            self._set_network(network)
         disk_full = _disk_full(ns / "disk")
         upper, image = ns / "disk" / "upper", ns / "image"
         tampered = tamper_scan(upper, image, workdir=cwd)
@@ -394,6 +398,7 @@ class LocalSandbox:
         shutil.rmtree(vdir, ignore_errors=True)
         try:
             (vdir / "logs").mkdir(parents=True)
+            (vdir / "logs").chmod(0o777)  # whatever the verifier's user; only it sees the dir
             _write_files(vdir / "tests", tests)
         except OSError as e:
             raise SandboxError(f"could not stage the verifier's files: {e}") from e
@@ -406,7 +411,7 @@ class LocalSandbox:
         ]  # fmt: skip
         result = self._run(
             "verify", ["/bin/bash", "-c", command], timeout=timeout_s, cwd=cwd,
-            env={**BASE_ENV, **self.image.config.env, **env}, user="", binds=binds,
+            env={**BASE_ENV, **self.image.config.env, **env}, user=user, binds=binds,
         )  # fmt: skip
         return VerifierRun(
             result=result,
@@ -414,6 +419,18 @@ class LocalSandbox:
             tampered=tuple(tampered),
             disk_full=disk_full,
         )
+
+    def _set_network(self, policy: NetworkPolicy) -> None:
+        """Give the (shared) network namespace another policy: from none, the NAT is
+        attached; routes set for the previous policy are not undone, so a policy can only
+        widen from `none`."""
+        if self.network_policy.mode != NetworkMode.NONE:
+            return
+        assert self._holder is not None
+        self._net = network.attach(self._holder.pid, policy)
+        self.network_policy = policy
+        if policy.mode != NetworkMode.NONE:
+            (self._ns() / "etc" / "resolv.conf").write_text(f"nameserver {network.DNS}\n")
 
     # -- files -------------------------------------------------------------------------
     def upload(self, files: dict[str, bytes], dest_dir: str, *, mode: int = 0o644) -> None:

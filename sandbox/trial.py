@@ -14,9 +14,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Protocol
 
-from sandbox.backends import get_backend
+from sandbox.backends import get_backend, network_policy
 from sandbox.base import DiskFull, EnvironmentBuildError, ExecResult, Sandbox, SandboxError
-from tasks.model import Task
+from tasks.model import Healthcheck, Task
 from tasks.reports import collect_report, declared_sources
 from tasks.results import FailureMode, ReportSource, TrialResult, VerifierReport
 
@@ -117,7 +117,7 @@ NEVER_RAN_EXIT_CODES = (126, 127)  # not executable / command not found
 
 
 def verifier_env(task: Task) -> dict[str, str]:
-    return {**getattr(task, "verifier_env", {}), "TEST_DIR": TESTS_DIR, **VERIFIER_ENV}
+    return {**task.verifier_config.env, "TEST_DIR": TESTS_DIR, **VERIFIER_ENV}
 
 
 def verify(sandbox: Sandbox, task: Task, result: TrialResult) -> None:
@@ -133,7 +133,9 @@ def verify(sandbox: Sandbox, task: Task, result: TrialResult) -> None:
         timeout_s=task.limits.verifier_timeout_s,
         cwd=sandbox.workdir,
         env=verifier_env(task),
-        keep_agent_processes=getattr(task, "keep_agent_processes", False),
+        user=task.verifier_config.user or "",
+        network=network_policy(task, task.verifier_config),
+        keep_agent_processes=task.keep_agent_processes,
     )
     r = run.result
     result.verifier_s = time.monotonic() - t0
@@ -199,6 +201,8 @@ def run_trial(
     finished = threading.Event()
     try:
         sandbox = get_backend(backend).open(task)
+        if task.environment.healthcheck is not None:
+            healthcheck(sandbox, task.environment.healthcheck)
         result.environment_s = time.monotonic() - t_start
         if cancel is not None:
             _stop_on_cancel(sandbox, cancel, finished)
@@ -242,6 +246,25 @@ def run_trial(
             result.failure_detail = "cancelled by the caller"
         result.total_s = time.monotonic() - t_start
     return result
+
+
+def healthcheck(sandbox: Sandbox, hc: Healthcheck) -> None:
+    """Harbor's [environment.healthcheck]: the environment is ready when `command` succeeds
+    (after `start_period_sec`, up to `retries` failures `interval_sec` apart); else the task's
+    environment is broken (ENVIRONMENT_ERROR)."""
+    time.sleep(hc.start_period_sec)
+    last: ExecResult | None = None
+    for attempt in range(hc.retries + 1):
+        last = sandbox.exec(hc.command, timeout_s=hc.timeout_sec)
+        if last.ok:
+            return
+        if attempt < hc.retries:
+            time.sleep(hc.interval_sec)
+    assert last is not None
+    tail = (last.stdout + last.stderr)[-300:]
+    raise EnvironmentBuildError(
+        f"healthcheck {hc.command!r} failed {hc.retries + 1} times (exit {last.exit_code}): {tail}"
+    )
 
 
 def _stop_on_cancel(sandbox: Sandbox, cancel: threading.Event, finished: threading.Event) -> None:

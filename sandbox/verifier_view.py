@@ -87,8 +87,10 @@ def toolchain_target(rel: str, *, workdir: str, image_has: bool) -> bool:
         if image_has:  # the standard library as shipped, modified
             return True
     wd = workdir.strip("/")
-    if parent == wd and name in (*TEST_RUNNER_PACKAGES, *PYTHON_HOOKS):
-        return True
+    if wd and rel.startswith(wd + "/"):  # `python -m pytest` puts the workdir on sys.path
+        first = rel[len(wd) + 1 :].split("/")[0]
+        if first in (*TEST_RUNNER_PACKAGES, *PYTHON_HOOKS):
+            return True
     return False
 
 

@@ -202,6 +202,8 @@ def task_from_toml(
             agent_config=_phase(agent),
             verifier_config=_phase(ver),
             solution_env=solution_doc.get("env", {}),
+            keep_agent_processes=bool(t1.get("keep_agent_processes", False)),
+            trusted_paths=list(t1.get("trusted_paths", [])),
         )
     except ValidationError as e:
         err = e.errors()[0]
@@ -289,6 +291,10 @@ def render_toml(task: Task) -> str:
     }
     if env.verifier_packages:
         doc["t1"]["verifier_packages"] = list(env.verifier_packages)
+    if task.keep_agent_processes:
+        doc["t1"]["keep_agent_processes"] = True
+    if task.trusted_paths:
+        doc["t1"]["trusted_paths"] = list(task.trusted_paths)
     if task.solution_env:
         doc["solution"] = harbor_11["solution"]
     return tomli_w.dumps(doc, multiline_strings=True)

@@ -187,6 +187,11 @@ class Task(BaseModel):
     agent_config: PhaseConfig = Field(default_factory=PhaseConfig)
     verifier_config: PhaseConfig = Field(default_factory=PhaseConfig)
     solution_env: dict[str, str] = Field(default_factory=dict)
+    # The verifier's view (docs/sandbox.md): keep the agent's processes running through the
+    # verifier (e.g. tests that talk to a server the agent started), and system paths whose
+    # agent-made content the tests may see (e.g. /usr/local for packages the agent installs).
+    keep_agent_processes: bool = False
+    trusted_paths: list[str] = Field(default_factory=list)
     # task.toml text as read, reused verbatim when the metadata is unchanged (round-trip).
     _source_toml: tuple[str, str] | None = PrivateAttr(default=None)
 
