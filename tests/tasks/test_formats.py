@@ -49,7 +49,7 @@ def test_harbor_schema_11_fields_are_read():
     assert task.verifier_config.user == "root" and task.verifier_config.env == {"STRICT": "1"}
     assert task.verifier_config.network_mode == NetworkAccess.NO_NETWORK
     assert task.agent_config.user == "1000"
-    assert task.agent_config.allowed_hosts == ["pypi.org", "*.pythonhosted.org"]
+    assert task.agent_config.allowed_hosts == ["example.org", "*.example.net"]
     env = task.environment
     assert env.docker_image == "example.org/prebuilt:1" and env.env["API_URL"].endswith(":8000")
     assert env.network_mode == NetworkAccess.PUBLIC and env.allow_network
