@@ -126,14 +126,15 @@ Log = Callable[[str], None]
 
 
 def dockerfile_of(task: Task) -> str:
-    """The Dockerfile to build: the one the task ships, as written; but a task on the seed
-    base (a Dockerfile `t1 task fmt` rendered, or none) builds what its [t1] spec renders
-    now, so a synthesized task whose setup/requires/files changed gets its own environment."""
-    from tasks.environment import BASE_IMAGE, render_dockerfile
+    """The Dockerfile to build: the one the task ships, as written — except a rendered one
+    (`tasks.environment.is_rendered`, made by `t1 task fmt` from the [t1] spec), which is
+    rendered again from the spec as it is now, so a synthesized task whose setup, requires
+    or files changed builds its own environment even when its file was not re-rendered."""
+    from tasks.environment import is_rendered, render_dockerfile
 
     data = task.environment.files.get("Dockerfile")
     text = data.decode("utf-8", "replace") if data is not None else None
-    if text is None or text.startswith(f"FROM {BASE_IMAGE}\n"):
+    if text is None or is_rendered(text):
         return render_dockerfile(task)
     return text
 

@@ -112,10 +112,18 @@ def debian_packages(requires: list[str]) -> list[str]:
     return sorted(pkgs)
 
 
+# First line of a Dockerfile rendered from a [t1] spec: such a file is output, not source.
+RENDERED_MARK = "# rendered from task.toml [t1] by `t1 task fmt`: edit the spec, not this file"
+
+
+def is_rendered(dockerfile: str) -> bool:
+    return dockerfile.startswith(RENDERED_MARK + "\n")
+
+
 def render_dockerfile(task: Task) -> str:
-    """The Dockerfile of a `[t1]` spec: the one build path for seeds and imported tasks."""
+    """The Dockerfile of a `[t1]` spec: the one build path for seeds and synthesized tasks."""
     env = task.environment
-    lines = [f"FROM {BASE_IMAGE}"]
+    lines = [RENDERED_MARK, f"FROM {BASE_IMAGE}"]
     extra = [p for p in debian_packages(env.requires) if p not in set(TOOL_PACKAGES.values())]
     if extra:
         lines.append(
