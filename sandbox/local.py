@@ -49,7 +49,8 @@ from sandbox.cgroups import SandboxCgroup, cgroups_available
 from sandbox.image import Image
 from sandbox.launcher import helper_path
 from sandbox.session import PtySession
-from sandbox.verifier_view import PYTEST_CONFIG, PYTHON_HOOKS, tamper_scan, verifier_binds
+from sandbox.tamper import ROOT_CONFIG, STARTUP_MODULES
+from sandbox.verifier_view import tamper_scan, verifier_binds
 from tasks.model import Limits
 
 STATE_DIR = Path(os.environ.get("T1_SANDBOX_STATE", "/var/cache/t1-forge"))
@@ -402,7 +403,7 @@ class LocalSandbox:
             _write_files(vdir / "tests", tests)
         except OSError as e:
             raise SandboxError(f"could not stage the verifier's files: {e}") from e
-        hooks = (*PYTEST_CONFIG, "conftest.py", *PYTHON_HOOKS)
+        hooks = (*ROOT_CONFIG, *(f"{m}.py" for m in STARTUP_MODULES))
         top_files = [n for n in hooks if (upper / n).exists() and not (upper / n).is_dir()]
         binds = [
             *verifier_binds(root, image, NS_DIR, trusted=self.trusted_paths, top_files=top_files),

@@ -13,8 +13,9 @@ with these differences, so that nothing its run depends on is the agent's:
   exported), with the user site directory off.
 
 Everything else the agent produced (its work in /app, /home, /tmp, /opt, /var, /etc) stays
-visible. Writes that target the verifier's run are also reported (`tamper_scan`): the trial
-is then recorded as `tampered` and never rewarded, even though the view above neutralizes them.
+visible. Writes that target the verifier's run are also reported (`tamper_scan`, with the rule
+of sandbox/tamper.py that the Docker backend applies to `container diff`): the trial is then
+recorded as `tampered` and never rewarded, even though the view above neutralizes them.
 """
 
 from __future__ import annotations
@@ -24,16 +25,16 @@ import stat
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from sandbox.tamper import (
+    STANDARD_PATH_DIRS,
+    TOOLCHAIN_COMMAND,
+    Change,
+    ChangeKind,
+    tampered_paths,
+)
+
 PROTECTED_TOP = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
 PROTECTED_ETC = ("ld.so.preload", "ld.so.conf", "ld.so.conf.d", "ld.so.cache", "alternatives")
-PATH_DIRS = ("usr/local/sbin", "usr/local/bin", "usr/sbin", "usr/bin", "sbin", "bin")
-# Commands a verifier's run resolves through PATH: shadowing one decides the verdict.
-TOOLCHAIN_COMMANDS = ("bash", "sh", "dash", "env", "pytest", "py.test", "uv", "uvx", "pip", "pip3")
-# Files pytest reads from a test's ancestors (/tests and /) and modules Python loads at start.
-PYTEST_CONFIG = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg", "setup.py")
-PYTHON_HOOKS = ("sitecustomize.py", "usercustomize.py")
-TEST_RUNNER_PACKAGES = ("pytest", "_pytest", "pluggy", "py.py", "pytest.py", "iniconfig")
-VERIFIER_ONLY = ("tests", "logs/verifier")
 
 
 def _is_whiteout(st: os.stat_result) -> bool:
@@ -59,59 +60,49 @@ def _walk(upper: Path) -> Iterator[tuple[str, os.stat_result]]:
                 stack.append(Path(e.path))
 
 
-def toolchain_target(rel: str, *, workdir: str, image_has: bool) -> bool:
-    """Is the sandbox path `rel` (relative to /) one the verifier's run depends on? (pure)
+def layer_changes(upper: Path, image: Path) -> list[Change]:
+    """The agent's changes against the image, as Docker's `container diff` lists them,
+    read off the overlay's writable layer (a whiteout is a deletion)."""
+    out = []
+    for rel, st in _walk(upper):
+        if _is_whiteout(st):
+            kind = ChangeKind.DELETED
+        elif os.path.lexists(image / rel):
+            kind = ChangeKind.MODIFIED
+        else:
+            kind = ChangeKind.ADDED
+        out.append(Change("/" + rel, kind))
+    return out
 
-    `image_has`: the image shipped a file at this path (a change to it is a modification).
-    """
-    parts = rel.split("/")
-    name = parts[-1]
-    if any(rel == p or rel.startswith(p + "/") for p in VERIFIER_ONLY):
-        return True
-    if len(parts) == 1 and (name in PYTEST_CONFIG or name == "conftest.py"):
-        return True
-    if parts[0] == "etc" and len(parts) >= 2:
-        if parts[1] in PROTECTED_ETC or parts[1].startswith("python3"):
-            return True
-    parent = "/".join(parts[:-1])
-    if parent in PATH_DIRS and (name in TOOLCHAIN_COMMANDS or name.startswith("python")):
-        return True
-    for i, p in enumerate(parts[:-1]):
-        if p in ("site-packages", "dist-packages") and i + 1 < len(parts):
-            top = parts[i + 1]
-            if i + 2 == len(parts) and (top in PYTHON_HOOKS or top.endswith(".pth")):
-                return True
-            if top in TEST_RUNNER_PACKAGES or top.startswith(("pytest", "_pytest", "pluggy")):
-                return True
-    if parts[0] == "usr" and len(parts) > 3 and parts[1] == "lib" and parts[2].startswith("python"):
-        if image_has:  # the standard library as shipped, modified
-            return True
-    wd = workdir.strip("/")
-    if wd and rel.startswith(wd + "/"):  # `python -m pytest` puts the workdir on sys.path
-        first = rel[len(wd) + 1 :].split("/")[0]
-        if first in (*TEST_RUNNER_PACKAGES, *PYTHON_HOOKS):
-            return True
-    return False
+
+def image_commands(image: Path) -> frozenset[str]:
+    """Toolchain command names the image itself has in its PATH directories."""
+    names: set[str] = set()
+    for d in STANDARD_PATH_DIRS:
+        try:
+            names.update(n for n in os.listdir(image / d.lstrip("/")) if TOOLCHAIN_COMMAND.match(n))
+        except OSError:
+            continue
+    return frozenset(names)
 
 
 def tamper_scan(upper: Path, image: Path, *, workdir: str) -> list[str]:
     """Absolute sandbox paths the agent wrote (created, changed or deleted) that the verifier's
-    run depends on. `upper` is the agent's writable layer, `image` the image's own view (both
-    as this process sees them)."""
-    found = []
-    for rel, st in _walk(upper):
-        if stat.S_ISDIR(st.st_mode):
-            continue  # a directory alone changes nothing; its files are visited
-        image_has = _is_whiteout(st) or os.path.lexists(image / rel)
-        if toolchain_target(rel, workdir=workdir, image_has=image_has):
-            found.append("/" + rel)
-        elif rel.endswith("entry_points.txt") and ".dist-info/" in rel:
+    run depends on (the rule: sandbox/tamper.py). `upper` is the agent's writable layer,
+    `image` the image's own view, both as this process sees them."""
+    changes = layer_changes(upper, image)
+    entry_points = {}
+    for c in changes:
+        if c.path.endswith("/entry_points.txt") and c.kind != ChangeKind.DELETED:
             try:
-                if b"pytest11" in (upper / rel).read_bytes()[:65536]:
-                    found.append("/" + rel)
+                text = (upper / c.path.lstrip("/")).read_bytes()[:65536]
             except OSError:
-                pass
-    return sorted(found)
+                continue
+            entry_points[c.path] = text.decode("utf-8", "replace")
+    hits = tampered_paths(
+        changes, image_commands=image_commands(image), entry_points=entry_points, workdir=workdir
+    )
+    return list(hits)
 
 
 def verifier_binds(
