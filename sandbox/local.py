@@ -289,7 +289,10 @@ class LocalSandbox:
         return ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--init-groups", "--"]
 
     def _cpu_seconds(self, timeout: float) -> int:
-        return max(1, int(timeout * max(1.0, self.limits.cpus)) + 1)
+        """A per-process CPU-time backstop. The wall clock and the cgroup's CPU quota are the
+        real limits; this one only stops a runaway process the wall clock missed, so it is
+        generous (a multi-threaded step accrues CPU time faster than wall time)."""
+        return int(timeout * max(1.0, self.limits.cpus) * 2) + 10
 
     def exec(
         self,
