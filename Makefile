@@ -3,12 +3,12 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
-# Debian packages: the sandbox (bubblewrap, util-linux) and the tools seed tasks require.
+# Debian packages: the sandbox (bubblewrap, util-linux), offline base images (mmdebstrap) and
+# the tools seed tasks require.
 APT_PACKAGES := bubblewrap util-linux git make gcc g++ python3 python3-venv jq sqlite3 xz-utils \
-	zip unzip bc file patch openssl perl cmake tmux strace procps passwd
-# The docker backend's engine in tests (a private Podman service) and its offline base images.
-APT_PACKAGES += podman runc conmon catatonit slirp4netns uidmap iproute2 mmdebstrap \
-	containernetworking-plugins
+	zip unzip bc file patch openssl perl cmake tmux strace procps passwd mmdebstrap
+# The docker backend's engine in tests (a private Podman service).
+APT_PACKAGES += podman runc conmon catatonit slirp4netns uidmap iproute2 containernetworking-plugins
 # Optional: the browser test skips (saying why) without it.
 APT_OPTIONAL := chromium
 

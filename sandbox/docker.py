@@ -19,6 +19,7 @@ import socket
 import tarfile
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from sandbox.base import (
@@ -34,12 +35,14 @@ from sandbox.docker_build import build_image, image_config, tar_bytes
 from sandbox.docker_session import DockerSession
 from sandbox.image import DEFAULT_PATH, ImageConfig
 from sandbox.podman import CONTAINER_LABEL, ENDPOINT_LABEL
-from sandbox.tamper import Change, ChangeKind
+from sandbox.tamper import ROOT_CONFIG, STARTUP_MODULES, Change, ChangeKind
 from sandbox.tamper import tampered_paths as find_tampering
+from sandbox.verifier_view import PROTECTED_ETC, PROTECTED_TOP
 from tasks.model import Limits, Task
 
 API_VERSION = "1.41"  # Docker 20.10+, Podman 4+
 IDLE_INIT = "/run/t1-init"  # where the host's catatonit is mounted (local Podman)
+PODMAN_API = "4.0.0"  # the libpod API (container mounts)
 TESTS_DIR = "/tests"
 REPORT_DIR = "/logs/verifier"
 MAX_DOWNLOAD_BYTES = 64 * 1024 * 1024
@@ -114,8 +117,20 @@ class DockerSandbox:
     """One container per trial (plus one for its verifier). See the module docstring."""
 
     def __init__(
-        self, client: Any, image: str, limits: Limits, policy: NetworkPolicy, config: ImageConfig
+        self,
+        client: Any,
+        image: str,
+        limits: Limits,
+        policy: NetworkPolicy,
+        config: ImageConfig,
+        *,
+        env: dict[str, str] | None = None,
+        user: str | None = None,
+        trusted_paths: tuple[str, ...] = (),
     ) -> None:
+        """`env` is added to the image's ENV for the agent's shell and harness commands;
+        `user` runs the agent's shell (the image's USER when None, root when "");
+        `trusted_paths` are system paths whose agent-made content the verifier sees."""
         self.id = "t1-" + uuid.uuid4().hex[:12]
         self.client = client
         self.image = image
@@ -123,6 +138,9 @@ class DockerSandbox:
         self.policy = policy
         self.config = config
         self.workdir = config.workdir
+        self.env = dict(env or {})
+        self.user = config.user if user is None else user
+        self.trusted_paths = trusted_paths
         self._podman = is_podman(client)
         self._container: Any = None
         self._session: DockerSession | None = None
@@ -137,13 +155,18 @@ class DockerSandbox:
             raise SandboxError(f"sandbox {self.id} is not running")
         return str(self._container.id)
 
-    def _network_mode(self) -> str:
-        if self.policy.mode == NetworkMode.NONE:
+    def _network_mode(self, policy: NetworkPolicy) -> str:
+        if policy.mode == NetworkMode.NONE:
             return "none"
         return "slirp4netns:allow_host_loopback=false" if self._podman else "bridge"
 
     def _run_container(
-        self, image: str, name: str, network_mode: str, volumes: dict[str, str] | None = None
+        self,
+        image: str,
+        name: str,
+        policy: NetworkPolicy | str,
+        volumes: dict[str, str] | None = None,
+        mounts: list[Any] | None = None,
     ) -> Any:
         """A started container that idles until removed.
 
@@ -151,7 +174,9 @@ class DockerSandbox:
         host's static catatonit in pause mode, mounted read-only: no program of the image (or
         of the agent's snapshot, for the verifier) runs beside the commands. Elsewhere it is
         the engine's init running the image's `sleep` (then a toolchain command, tamper.py).
+        `policy` is a network policy, or "container:<id>" to share that container's network.
         """
+        network_mode = policy if isinstance(policy, str) else self._network_mode(policy)
         binds: dict[str, dict[str, str]] = {
             v: {"bind": p, "mode": "rw,nocopy"} for v, p in (volumes or {}).items()
         }
@@ -175,6 +200,7 @@ class DockerSandbox:
             cap_drop=CAP_DROP,
             # nocopy: a new volume starts empty, whatever the image has at its mountpoint.
             volumes=binds,
+            mounts=mounts or [],
         )
         engine = endpoint(self.client)
         if _DISK_QUOTA.get(engine, True):
@@ -191,15 +217,15 @@ class DockerSandbox:
         except Exception as e:  # noqa: BLE001 - APIError, ImageNotFound
             raise SandboxError(f"container start failed: {e}") from e
         try:
-            if not network_mode.startswith("container:"):
-                self._apply_network(container)
+            if not isinstance(policy, str):
+                self._apply_network(container, policy)
         except BaseException:
             container.remove(force=True)
             raise
         return container
 
-    def _apply_network(self, container: Any) -> None:
-        if self.policy.mode == NetworkMode.NONE:
+    def _apply_network(self, container: Any, policy: NetworkPolicy) -> None:
+        if policy.mode == NetworkMode.NONE:
             return
         from sandbox import egress
 
@@ -210,10 +236,10 @@ class DockerSandbox:
                 "the network policy needs the engine on this host (its container processes "
                 "visible here) to keep the host unreachable"
             )
-        egress.apply(pid, self.policy)
+        egress.apply(pid, policy)
 
     def start(self) -> None:
-        self._container = self._run_container(self.image, self.id, self._network_mode())
+        self._container = self._run_container(self.image, self.id, self.policy)
         try:
             self._container.put_archive("/", _LOG_DIRS)
             image_id = str(self._container.image.id)
@@ -305,7 +331,9 @@ class DockerSandbox:
     ) -> ExecResult:
         """A one-off `bash -c` as root in the image's environment (harness and verifier use)."""
         timeout = timeout_s if timeout_s is not None else self.limits.agent_timeout_s
-        return self._exec(self._container, command, timeout=timeout, cwd=cwd or self.workdir)
+        return self._exec(
+            self._container, command, timeout=timeout, cwd=cwd or self.workdir, env=self.env
+        )
 
     def _exec(
         self,
@@ -315,6 +343,7 @@ class DockerSandbox:
         timeout: float,
         cwd: str,
         env: dict[str, str] | None = None,
+        user: str = "0",
     ) -> ExecResult:
         if container is None:
             raise SandboxError(f"sandbox {self.id} is not running")
@@ -333,7 +362,7 @@ class DockerSandbox:
         t0 = time.monotonic()
         try:
             ex = api.exec_create(
-                container.id, argv, user="0", workdir=cwd, environment=env, stdin=True
+                container.id, argv, user=user, workdir=cwd, environment=env, stdin=True
             )
             io_ = api.exec_start(ex["Id"], socket=True)
             sock = getattr(io_, "_sock", io_)
@@ -417,14 +446,18 @@ class DockerSandbox:
         timeout_s: float,
         cwd: str,
         env: dict[str, str],
+        user: str = "",
+        network: NetworkPolicy | None = None,
         keep_agent_processes: bool = False,
     ) -> VerifierRun:
         """Run the verifier in a new container made from a snapshot of the agent's.
 
-        The agent's changes are all visible; its processes are not in the verifier's
-        container (killed first, or left running in their own container and reachable over
-        the shared network when `keep_agent_processes`). /tests and /logs/verifier are made
-        fresh in the verifier's container. Changes that touch the toolchain are reported.
+        Its processes are not in the verifier's container (killed first, or left running in
+        their own container, reachable over the shared network when `keep_agent_processes`).
+        The verifier's view follows the project's rule (docs/sandbox.md): system directories
+        and the loader's and Python's /etc entries from the image, top-level test-discovery
+        files hidden, `trusted_paths` from the agent; /tests and /logs/verifier fresh volumes.
+        Changes that target the verifier's run are reported as tampering either way.
         """
         agent = self._container
         if agent is None:
@@ -442,16 +475,21 @@ class DockerSandbox:
         snapshot = self._create(
             lambda: agent.commit(repository="t1-forge-verify", tag=run_id, pause=False)
         )
-        network = f"container:{agent.id}" if keep_agent_processes else self._network_mode()
         # Fresh, empty volumes: made by the engine, no command of the snapshot runs to make them.
-        mounts: dict[str, str] = {}
+        volumes: dict[str, str] = {}
         for path, suffix in ((TESTS_DIR, "tests"), (REPORT_DIR, "report")):
             volume = self._create(lambda n=f"{run_id}-{suffix}": self.client.volumes.create(n))
-            mounts[volume.name] = path
-        verifier = self._create(lambda: self._run_container(snapshot.id, run_id, network, mounts))
+            volumes[volume.name] = path
+        policy: NetworkPolicy | str = (
+            f"container:{agent.id}" if keep_agent_processes else (network or self.policy)
+        )
+        mounts = self._verifier_view(agent, run_id)
+        verifier = self._create(
+            lambda: self._run_container(snapshot.id, run_id, policy, volumes, mounts)
+        )
         self._upload(verifier, tests, TESTS_DIR, 0o644)
-        entry_points = {
-            c.path: self._download(verifier, c.path)
+        entry_points = {  # read from the agent's (stopped) container: the view hides them
+            c.path: self._download(agent, c.path)
             .get(c.path.rsplit("/", 1)[-1], b"")
             .decode("utf-8", "replace")
             for c in changes
@@ -462,10 +500,80 @@ class DockerSandbox:
             path_dirs=self.config.env.get("PATH", DEFAULT_PATH).split(":"),
             image_commands=self._toolchain,
             entry_points=entry_points,
+            workdir=cwd,
         )
-        result = self._exec(verifier, command, timeout=timeout_s, cwd=cwd, env=env)
+        env = {**self.config.env, **env}
+        result = self._exec(
+            verifier, command, timeout=timeout_s, cwd=cwd, env=env, user=user or "0"
+        )
         files = self._download(verifier, REPORT_DIR)
         return VerifierRun(result=result, files=files, tampered=tampered)
+
+    def _mount_path(self, container_id: str) -> Path | None:
+        """Where a local Podman has a container's root filesystem mounted (None elsewhere)."""
+        if not self._podman:
+            return None
+        api = self.client.api
+        try:
+            r = api.post(f"{api.base_url}/v{PODMAN_API}/libpod/containers/{container_id}/mount")
+        except Exception:  # noqa: BLE001 - not a local Podman
+            return None
+        path = Path(r.text.strip().strip('"')) if r.status_code == 200 else None
+        return path if path is not None and path.is_dir() else None
+
+    def _verifier_view(self, agent: Any, run_id: str) -> list[Any]:
+        """Mounts that give the verifier the image's toolchain (sandbox.verifier_view's rule)
+        over the agent's snapshot: the image's system directories and loader/Python /etc
+        entries read-only, /dev/null over top-level test-discovery files the agent made, and
+        the agent's own `trusted_paths`. Needs a local Podman (both root filesystems mounted
+        here); elsewhere the verifier sees the whole snapshot and tampering is only reported.
+        """
+        import docker
+
+        pristine_box = self._create(
+            lambda: self.client.containers.create(
+                self.image,
+                ["true"],
+                name=f"{run_id}-image",
+                labels={CONTAINER_LABEL: self.id, ENDPOINT_LABEL: endpoint(self.client)},
+            )
+        )
+        image_root = self._mount_path(pristine_box.id)
+        agent_root = self._mount_path(agent.id)
+        if image_root is None or agent_root is None:
+            return []
+
+        def bind(source: Path | str, target: str, read_only: bool = True) -> Any:
+            return docker.types.Mount(target, str(source), type="bind", read_only=read_only)
+
+        mounts = []
+        for name in PROTECTED_TOP:
+            src = image_root / name
+            if src.is_dir() and not src.is_symlink():
+                mounts.append(bind(src, "/" + name))
+        etc = set(PROTECTED_ETC)
+        for base in (image_root / "etc", agent_root / "etc"):
+            if base.is_dir():
+                etc.update(n for n in os.listdir(base) if n.startswith("python3"))
+        for name in sorted(etc):
+            src, mine = image_root / "etc" / name, agent_root / "etc" / name
+            if src.is_symlink() or mine.is_symlink():
+                continue  # a link would resolve on this host; the tamper scan covers it
+            if src.exists():
+                mounts.append(bind(src, "/etc/" + name))
+            elif mine.is_dir():
+                mounts.append(docker.types.Mount("/etc/" + name, "", type="tmpfs"))
+            elif mine.exists():
+                mounts.append(bind("/dev/null", "/etc/" + name))
+        for name in (*ROOT_CONFIG, *(f"{m}.py" for m in STARTUP_MODULES)):
+            top = agent_root / name
+            if (top.exists() or top.is_symlink()) and not top.is_dir():
+                mounts.append(bind("/dev/null", "/" + name))
+        for path in self.trusted_paths:
+            rel = path.strip("/")
+            if rel and (agent_root / rel).is_dir() and not (agent_root / rel).is_symlink():
+                mounts.append(bind(agent_root / rel, "/" + rel, read_only=False))
+        return mounts
 
 
 def _is_container(obj: Any) -> bool:
@@ -544,11 +652,12 @@ def exec_exit_code(api: Any, exec_id: str) -> int:
 class DockerBackend:
     name = "docker"
 
-    def open(self, task: Task, *, hide: list[str] | None = None) -> DockerSandbox:
-        """Build (or reuse) the task's image and start its sandbox. `hide` is not needed:
-        nothing of the host is visible in a container."""
+    def open(self, task: Task) -> DockerSandbox:
+        """Build (or reuse) the task's image and start its sandbox (Harbor 1.1: the agent
+        phase's network, env and user)."""
+        from sandbox.backends import network_policy
+
         client = docker_client()
-        mode = NetworkMode.INTERNET if task.environment.allow_network else NetworkMode.NONE
         try:
             image = build_image(client, task, podman=is_podman(client))
             config = image_config(client, image)
@@ -556,6 +665,15 @@ class DockerBackend:
             raise
         except Exception as e:  # noqa: BLE001 - an engine error is the harness's failure
             raise SandboxError(f"task {task.id}: docker engine error: {e}") from e
-        sb = DockerSandbox(client, image, task.limits, NetworkPolicy(mode), config)
+        sb = DockerSandbox(
+            client,
+            image,
+            task.limits,
+            network_policy(task, task.agent_config),
+            config,
+            env={**task.environment.env, **task.agent_config.env},
+            user=task.agent_config.user,
+            trusted_paths=tuple(task.trusted_paths),
+        )
         sb.start()
         return sb

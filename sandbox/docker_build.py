@@ -131,9 +131,15 @@ def tar_bytes(files: dict[str, bytes], mode: int = 0o644) -> bytes:
     return buf.getvalue()
 
 
-def ensure_bases(client: Any, dockerfile: str, task_id: str) -> None:
-    """Import the offline base image for every FROM the engine does not have (Podman)."""
-    from sandbox.podman import base_rootfs, import_base
+def ensure_bases(client: Any, dockerfile: str) -> None:
+    """Import the offline base image (sandbox.bases) for every FROM the engine does not have.
+
+    An unmapped name raises `UnknownBaseImage` (an environment error naming it).
+    """
+    import hashlib
+
+    from sandbox.bases import ensure_base, lookup
+    from sandbox.podman import import_base
 
     for name in dockerfile_bases(dockerfile):
         try:
@@ -141,17 +147,12 @@ def ensure_bases(client: Any, dockerfile: str, task_id: str) -> None:
             continue
         except Exception:  # noqa: BLE001 - docker.errors.ImageNotFound
             pass
+        base = lookup(name)
+        rootfs = ensure_base(base)
+        config = base.recipe.config()
+        key = base.recipe.key + "-" + hashlib.sha256(repr(config).encode()).hexdigest()[:8]
         try:
-            found = base_rootfs(name)
-        except Exception as e:  # noqa: BLE001 - e.g. mmdebstrap could not reach the mirror
-            raise SandboxError(f"building base image {name} failed: {e}") from e
-        if found is None:
-            raise EnvironmentBuildError(
-                f"task {task_id}: Dockerfile FROM {name}: no offline base image is mapped "
-                "to this name and no registry is reachable"
-            )
-        try:
-            import_base(client, name, *found)
+            import_base(client, name, rootfs, key, config)
         except Exception as e:  # noqa: BLE001 - tar or the engine failed: not the task's fault
             raise SandboxError(f"importing base image {name} failed: {e}") from e
 
@@ -168,7 +169,7 @@ def build_image(client: Any, task: Task, *, podman: bool) -> str:
     dockerfile = files.get("Dockerfile", b"").decode() or render_dockerfile(task)
     params: dict[str, Any] = {"t": tag, "rm": "1", "forcerm": "1"}
     if podman:
-        ensure_bases(client, dockerfile, task.id)
+        ensure_bases(client, dockerfile)
         ca = build_ca_bundle()
         if ca is not None:
             dockerfile = with_build_ca(dockerfile)

@@ -2,7 +2,8 @@
 TTY, attached through a socket for the whole trial (the `Session` protocol).
 
 The shell is `bash --noediting -i` (or `sh -i` where the image has no bash), started as the
-image's USER in its WORKDIR with its ENV, like `docker exec -it`. At start it is set up with
+agent phase's user (the image's USER by default) in its WORKDIR with its ENV (plus the task's
+env), like `docker exec -it`. At start it is set up with
 `stty -echo -onlcr` and empty prompts, so what comes back is what the commands print. `run`
 types one line per command: `eval` of the command (sent base64-encoded, in chunks below the
 terminal's line limit) followed by a marker carrying a per-command sequence number and `$?`.
@@ -57,7 +58,8 @@ class DockerSession:
             ["/bin/sh", "-c", SHELL],
             stdin=True,
             tty=True,
-            environment={"TERM": "xterm"},
+            environment={"TERM": "xterm", **self.sandbox.env},
+            user=self.sandbox.user or "0",
         )
         self._exec_id = str(ex["Id"])
         self._io = api.exec_start(ex["Id"], socket=True, tty=True)

@@ -3,8 +3,8 @@
 Everything lives under `$T1_SANDBOX_STATE/podman/` (configuration, image storage, sockets) and
 a tmpfs run directory, so nothing global is changed and any number of services can share the
 storage. `PodmanService` starts `podman system service` on its own socket; `docker_host()`
-is the DOCKER_HOST value that points the docker backend at it. Base root filesystems are
-imported as images under the names Dockerfiles use (`import_base`).
+is the DOCKER_HOST value that points the docker backend at it. Base root filesystems
+(`sandbox.bases`) are imported as images under the names Dockerfiles use (`import_base`).
 
 Measured choices (Debian 12, cgroup v1, root without CAP_SYS_RESOURCE): the OCI runtime is
 runc (crun refuses a cgroup v1 layout), cgroups are managed directly (no systemd), and the
@@ -15,6 +15,7 @@ and raising a hard limit needs CAP_SYS_RESOURCE).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import resource
 import shutil
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sandbox.image import ImageConfig
 from sandbox.local import STATE_DIR
 
 PODMAN_DIR = STATE_DIR / "podman"
@@ -34,7 +36,6 @@ PODMAN_DIR = STATE_DIR / "podman"
 CONTAINER_LABEL = "t1-forge.sandbox"
 ENDPOINT_LABEL = "t1-forge.endpoint"
 BASE_LABEL = "t1-forge.base"
-DEBIAN_MIRROR = "http://deb.debian.org/debian"
 REQUIRED_TOOLS = ("podman", "runc", "conmon", "catatonit", "slirp4netns", "nsenter", "ip")
 
 
@@ -252,12 +253,16 @@ def remove_containers(client: Any, endpoint: str | None = None) -> int:
     return removed
 
 
-def import_base(client: Any, name: str, rootfs: Path, key: str) -> str:
-    """Import a root filesystem directory as image `name` (e.g. "debian:bookworm-slim").
+def import_base(
+    client: Any, name: str, rootfs: Path, key: str, config: ImageConfig | None = None
+) -> str:
+    """Import a root filesystem directory as image `name` (e.g. "debian:bookworm-slim") with
+    `config` (ENV, WORKDIR, USER, CMD).
 
-    `key` identifies the root filesystem's content; an image already imported with the same
+    `key` identifies the root filesystem and config; an image already imported with the same
     key is kept, so this is cheap after the first call. Returns the image id.
     """
+    config = config or ImageConfig(cmd=("bash",))
     repo, _, tag = name.rpartition(":") if ":" in name.split("/")[-1] else (name, "", "latest")
     try:
         image = client.images.get(name)
@@ -270,11 +275,12 @@ def import_base(client: Any, name: str, rootfs: Path, key: str) -> str:
         stdout=subprocess.PIPE,
     )
     assert tar.stdout is not None
-    changes = [
-        "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-        'CMD ["bash"]',
-        f"LABEL {BASE_LABEL}={key}",
-    ]
+    changes = [f"ENV {k}={json.dumps(v)}" for k, v in config.env.items()]
+    changes += [f"WORKDIR {config.workdir}", f"LABEL {BASE_LABEL}={key}"]
+    if config.user:
+        changes.append(f"USER {config.user}")
+    if config.cmd:
+        changes.append(f"CMD {json.dumps(list(config.cmd))}")
     try:
         out = client.api.import_image_from_stream(tar.stdout, changes=changes)
     finally:
@@ -287,8 +293,6 @@ def import_base(client: Any, name: str, rootfs: Path, key: str) -> str:
 
 
 def _imported_id(output: Any) -> str:
-    import json
-
     text = output.decode() if isinstance(output, bytes) else str(output)
     for line in text.splitlines():
         line = line.strip()
@@ -299,43 +303,3 @@ def _imported_id(output: Any) -> str:
             if doc.get("id") or doc.get("status", "").startswith("sha256:"):
                 return str(doc.get("id") or doc["status"])
     raise RuntimeError(f"image import gave no image id: {text[:500]}")
-
-
-# Interim: the offline bases are `sandbox.bases` (the images work); until it lands, the
-# Debian names below are built here with mmdebstrap. Replace `base_rootfs` by its lookup.
-_INTERIM_SUITES = {
-    "debian:bookworm-slim": "bookworm",
-    "debian:bookworm": "bookworm",
-    "debian:12": "bookworm",
-    "debian:12-slim": "bookworm",
-}
-
-
-def base_rootfs(name: str) -> tuple[Path, str] | None:
-    """(root filesystem directory, content key) of the offline base for FROM `name`, built on
-    first use; None when `name` is not mapped."""
-    import fcntl
-
-    name = name.removeprefix("docker.io/").removeprefix("library/")
-    suite = _INTERIM_SUITES.get(name)
-    if suite is None:
-        return None
-    key = f"mmdebstrap-apt-{suite}-v1"
-    target = PODMAN_DIR / "interim-bases" / key
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with open(target.parent / f"{key}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (target / "etc" / "os-release").exists():
-            tmp = target.parent / f"{key}.tmp{os.getpid()}"
-            shutil.rmtree(tmp, ignore_errors=True)
-            subprocess.run(
-                ["mmdebstrap", "--variant=apt", "--mode=root", "--format=directory",
-                 "--dpkgopt=path-exclude=/usr/share/man/*",
-                 "--dpkgopt=path-exclude=/usr/share/doc/*",
-                 "--dpkgopt=path-exclude=/usr/share/locale/*",
-                 "--quiet", suite, str(tmp), DEBIAN_MIRROR],
-                check=True, stdin=subprocess.DEVNULL, capture_output=True,
-            )  # fmt: skip
-            shutil.rmtree(target, ignore_errors=True)
-            tmp.rename(target)
-    return target, key

@@ -16,7 +16,11 @@ shadow the toolchain. The rule, in full (docs/sandbox.md has the reasoning):
    `entry_points.txt` that registers a pytest plugin (`pytest11`).
 3. pytest configuration read for tests under /tests: conftest.py, pytest.ini, .pytest.ini,
    pyproject.toml, tox.ini, setup.cfg, setup.py directly in /.
-4. Loader and interpreter hooks: /etc/ld.so.preload, /etc/python3*/sitecustomize.py, libpython.
+4. Loader and interpreter hooks: /etc/ld.so.preload, /etc/python3*/sitecustomize.py, libpython,
+   and an /etc/alternatives link named like a toolchain command.
+5. The verifier's own places: anything in /tests or /logs/verifier.
+6. The verifier's working directory (on sys.path under `python -m pytest`): pytest's own
+   packages and the startup modules there.
 
 Not covered (documented): shared libraries other than libpython (an apt upgrade changes them
 legitimately), and modules in the verifier's working directory shadowing the standard library
@@ -49,6 +53,7 @@ ROOT_CONFIG = frozenset(
         "setup.py",
     }
 )
+VERIFIER_PLACES = ("/tests", "/logs/verifier")
 _STDLIB = re.compile(r"^/usr(?:/local)?/lib/python3(?:\.\d+)?/(.+)$")
 _SITE = re.compile(r"/lib/python3[^/]*/(?:site|dist)-packages/([^/]+)(/.*)?$")
 _HOOKS = re.compile(
@@ -88,11 +93,13 @@ def tampered_paths(
     path_dirs: Iterable[str] = STANDARD_PATH_DIRS,
     image_commands: frozenset[str] = frozenset(),
     entry_points: Mapping[str, str] | None = None,
+    workdir: str | None = None,
 ) -> tuple[str, ...]:
     """The changed paths that replace or shadow the verifier's toolchain (rules above).
 
     `image_commands` are the toolchain command names the built image has on PATH;
-    `entry_points` maps each changed `*.dist-info/entry_points.txt` path to its text.
+    `entry_points` maps each changed `*.dist-info/entry_points.txt` path to its text;
+    `workdir` is where the verifier runs.
     """
     dirs = {d.rstrip("/") or "/" for d in (*STANDARD_PATH_DIRS, *path_dirs)}
     entry_points = entry_points or {}
@@ -100,9 +107,22 @@ def tampered_paths(
     # A directory listed as modified only because something below it changed.
     parents = {c.path.rsplit("/", i)[0] for c in changes for i in range(1, c.path.count("/"))}
     hits: list[str] = []
+    wd = (workdir or "").rstrip("/")
     for change in changes:
         path = change.path.rstrip("/")
         parent, _, name = path.rpartition("/")
+        if any(path == v or path.startswith(v + "/") for v in VERIFIER_PLACES):
+            if path not in VERIFIER_PLACES and path not in parents:
+                hits.append(path)
+            continue
+        if wd and path.startswith(wd + "/"):
+            first = path[len(wd) + 1 :].split("/")[0]
+            if _package_name(first) in RUNNER_PACKAGES | STARTUP_MODULES:
+                hits.append(path)
+                continue
+        if parent == "/etc/alternatives" and TOOLCHAIN_COMMAND.match(name):
+            hits.append(path)
+            continue
         if parent in dirs and TOOLCHAIN_COMMAND.match(name):
             if change.kind != ChangeKind.ADDED or name in image_commands:
                 hits.append(path)

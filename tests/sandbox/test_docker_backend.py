@@ -298,10 +298,11 @@ def test_shell_timeout_interrupts_the_command_not_the_shell(docker_engine, backe
         sb.stop()
 
 
-def test_a_shell_that_exits_is_replaced(docker_engine, backend):
-    sb = opened(backend, make_task())
+def test_a_shell_that_exits_is_replaced(docker_engine):
+    """Docker only: after `exit` the next command gets a fresh shell (the local backend's
+    session raises SandboxError instead)."""
+    sb = opened("docker", make_task())
     try:
-        needs(backend, sb, "session")
         s = sb.session()
         s.run("cd /tmp")
         assert s.run("exit 3").exit_code == 3
@@ -393,14 +394,9 @@ def test_forged_report_in_the_report_dir_is_never_read(backend, name):
 
 def test_report_dir_and_tests_start_empty_and_fresh(backend):
     task = make_task("fresh")
+    listing = b"#!/bin/bash\nls -A /logs/verifier; ls -A /tests; "
     task = task.model_copy(
-        update={
-            "verifier": task.verifier
-            | {
-                "test.sh": b"#!/bin/bash\nls -A /logs/verifier; ls -A /tests; "
-                + task.verifier["test.sh"][12:]
-            }
-        }
+        update={"verifier": task.verifier | {"test.sh": listing + task.verifier["test.sh"][12:]}}
     )
     sb = opened(backend, task)
     try:
@@ -410,9 +406,43 @@ def test_report_dir_and_tests_start_empty_and_fresh(backend):
             "echo planted > /logs/verifier/extra.txt; touch /app/done"
         )
         run, report = run_verifier(sb, task)
-        assert run.result.stdout.split() == ["expect", "test.sh"]
+        assert run.result.stdout.split() == ["expect", "test.sh"]  # neither plant is there
         assert set(run.files) == {"ctrf.json"}
-        assert rewarded(run, report)
+        assert (report.passed, report.total) == (1, 1)
+        # writing where the verifier's files go is tampering all the same
+        assert set(run.tampered) == {"/tests/conftest.py", "/logs/verifier/extra.txt"}
+    finally:
+        sb.stop()
+
+
+VIEW_PROBE = (
+    "for p in /app/done /etc/myapp.conf /usr/local/bin/mytool /root/notes; do "
+    '[ -e $p ] && echo "seen $p" || echo "gone $p"; done; '
+    'echo "pytest.ini=[$(cat /pytest.ini)]"; cat /usr/bin/env | head -c 2 | od -c | head -1'
+)
+
+
+@pytest.mark.parametrize("trusted", [False, True], ids=["default", "trusted-usr-local"])
+def test_the_verifier_sees_the_work_not_the_agents_system_changes(backend, trusted):
+    task = make_task("view").model_copy(update={"trusted_paths": ["/usr/local"] if trusted else []})
+    sb = opened(backend, task)
+    try:
+        needs(backend, sb, "verify")
+        r = sb.session().run(
+            "touch /app/done; echo x > /etc/myapp.conf; echo n > /root/notes; "
+            "printf '#!/bin/sh\\n' > /usr/local/bin/mytool; chmod +x /usr/local/bin/mytool; "
+            "printf '[pytest]\\naddopts = -p evil\\n' > /pytest.ini; "
+            "printf '#!/bin/sh\\necho forged\\n' > /usr/bin/env"
+        )
+        assert r.exit_code == 0, r.stdout
+        run = sb.verify({}, VIEW_PROBE, timeout_s=30, cwd="/", env={})  # type: ignore[attr-defined]
+        out = run.result.stdout
+        for seen in ("/app/done", "/etc/myapp.conf", "/root/notes"):
+            assert f"seen {seen}" in out, out
+        assert ("seen" if trusted else "gone") + " /usr/local/bin/mytool" in out, out
+        assert "pytest.ini=[]" in out  # hidden
+        assert "177   E" in out  # the image's /usr/bin/env (ELF), not the agent's script
+        assert {"/pytest.ini", "/usr/bin/env"} <= set(run.tampered)
     finally:
         sb.stop()
 
