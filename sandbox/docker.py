@@ -43,6 +43,9 @@ from tasks.model import Limits, Task
 API_VERSION = "1.41"  # Docker 20.10+, Podman 4+
 IDLE_INIT = "/run/t1-init"  # where the host's catatonit is mounted (local Podman)
 PODMAN_API = "4.0.0"  # the libpod API (container mounts)
+# Top-level entries of the agent's root the verifier's view never takes (beside the system
+# directories and test-discovery files): the kernel's and the runtime's, and the tests' own.
+VIEW_SKIP = ("proc", "sys", "dev", "run", "tests")
 TESTS_DIR = "/tests"
 REPORT_DIR = "/logs/verifier"
 MAX_DOWNLOAD_BYTES = 64 * 1024 * 1024
@@ -450,14 +453,16 @@ class DockerSandbox:
         network: NetworkPolicy | None = None,
         keep_agent_processes: bool = False,
     ) -> VerifierRun:
-        """Run the verifier in a new container made from a snapshot of the agent's.
+        """Run the verifier in a container of its own (never the agent's).
 
-        Its processes are not in the verifier's container (killed first, or left running in
-        their own container, reachable over the shared network when `keep_agent_processes`).
-        The verifier's view follows the project's rule (docs/sandbox.md): system directories
-        and the loader's and Python's /etc entries from the image, top-level test-discovery
-        files hidden, `trusted_paths` from the agent; /tests and /logs/verifier fresh volumes.
-        Changes that target the verifier's run are reported as tampering either way.
+        The agent's processes are not in it (killed first, or left running in their own
+        container, reachable over the shared network when `keep_agent_processes`). On a local
+        Podman it starts from the image as built with the agent's root filesystem laid over
+        it by the project's rule (`_view_over_image`: system directories and the loader's
+        and Python's /etc entries stay the image's, top-level test-discovery files hidden,
+        `trusted_paths` the agent's); elsewhere from a snapshot of the agent's container.
+        /tests and /logs/verifier are fresh volumes. Changes that target the verifier's run
+        are reported as tampering either way.
         """
         agent = self._container
         if agent is None:
@@ -472,9 +477,14 @@ class DockerSandbox:
             except Exception:  # noqa: BLE001 - already stopped
                 pass
         run_id = f"{self.id}-v{uuid.uuid4().hex[:6]}"
-        snapshot = self._create(
-            lambda: agent.commit(repository="t1-forge-verify", tag=run_id, pause=False)
-        )
+        agent_root = self._mount_path(agent.id)
+        if agent_root is not None:
+            base, mounts = self.image, self._view_over_image(agent_root, run_id)
+        else:
+            snapshot = self._create(
+                lambda: agent.commit(repository="t1-forge-verify", tag=run_id, pause=False)
+            )
+            base, mounts = snapshot.id, []
         # Fresh, empty volumes: made by the engine, no command of the snapshot runs to make them.
         volumes: dict[str, str] = {}
         for path, suffix in ((TESTS_DIR, "tests"), (REPORT_DIR, "report")):
@@ -483,10 +493,7 @@ class DockerSandbox:
         policy: NetworkPolicy | str = (
             f"container:{agent.id}" if keep_agent_processes else (network or self.policy)
         )
-        mounts = self._verifier_view(agent, run_id)
-        verifier = self._create(
-            lambda: self._run_container(snapshot.id, run_id, policy, volumes, mounts)
-        )
+        verifier = self._create(lambda: self._run_container(base, run_id, policy, volumes, mounts))
         self._upload(verifier, tests, TESTS_DIR, 0o644)
         entry_points = {  # read from the agent's (stopped) container: the view hides them
             c.path: self._download(agent, c.path)
@@ -521,58 +528,55 @@ class DockerSandbox:
         path = Path(r.text.strip().strip('"')) if r.status_code == 200 else None
         return path if path is not None and path.is_dir() else None
 
-    def _verifier_view(self, agent: Any, run_id: str) -> list[Any]:
-        """Mounts that give the verifier the image's toolchain (sandbox.verifier_view's rule)
-        over the agent's snapshot: the image's system directories and loader/Python /etc
-        entries read-only, /dev/null over top-level test-discovery files the agent made, and
-        the agent's own `trusted_paths`. Needs a local Podman (both root filesystems mounted
-        here); elsewhere the verifier sees the whole snapshot and tampering is only reported.
+    def _view_over_image(self, agent_root: Path, run_id: str) -> list[Any]:
+        """Mounts that lay the agent's root filesystem (mounted here at `agent_root`) over a
+        container of the image, by sandbox.verifier_view's rule: every top-level directory
+        and file of the agent's except the system directories, /proc, /sys, /dev, /run,
+        /tests and the test-discovery files; in the agent's /etc, the loader's and Python's
+        entries bound back read-only from the image; the task's `trusted_paths` the agent's.
+        Writes land in the agent's own layer, so its hard links stay links. Symbolic links
+        at the top are left out (a bind would resolve them on this host).
         """
         import docker
 
-        pristine_box = self._create(
-            lambda: self.client.containers.create(
-                self.image,
-                ["true"],
-                name=f"{run_id}-image",
-                labels={CONTAINER_LABEL: self.id, ENDPOINT_LABEL: endpoint(self.client)},
-            )
-        )
-        image_root = self._mount_path(pristine_box.id)
-        agent_root = self._mount_path(agent.id)
-        if image_root is None or agent_root is None:
-            return []
-
-        def bind(source: Path | str, target: str, read_only: bool = True) -> Any:
+        def bind(source: Path | str, target: str, read_only: bool = False) -> Any:
             return docker.types.Mount(target, str(source), type="bind", read_only=read_only)
 
+        hidden = {*PROTECTED_TOP, *VIEW_SKIP, *ROOT_CONFIG, *(f"{m}.py" for m in STARTUP_MODULES)}
         mounts = []
-        for name in PROTECTED_TOP:
-            src = image_root / name
-            if src.is_dir() and not src.is_symlink():
-                mounts.append(bind(src, "/" + name))
-        etc = set(PROTECTED_ETC)
-        for base in (image_root / "etc", agent_root / "etc"):
-            if base.is_dir():
-                etc.update(n for n in os.listdir(base) if n.startswith("python3"))
-        for name in sorted(etc):
-            src, mine = image_root / "etc" / name, agent_root / "etc" / name
-            if src.is_symlink() or mine.is_symlink():
-                continue  # a link would resolve on this host; the tamper scan covers it
-            if src.exists():
-                mounts.append(bind(src, "/etc/" + name))
-            elif mine.is_dir():
-                mounts.append(docker.types.Mount("/etc/" + name, "", type="tmpfs"))
-            elif mine.exists():
-                mounts.append(bind("/dev/null", "/etc/" + name))
-        for name in (*ROOT_CONFIG, *(f"{m}.py" for m in STARTUP_MODULES)):
-            top = agent_root / name
-            if (top.exists() or top.is_symlink()) and not top.is_dir():
-                mounts.append(bind("/dev/null", "/" + name))
+        for entry in sorted(os.scandir(agent_root), key=lambda e: e.name):
+            if entry.name not in hidden and not entry.is_symlink():
+                mounts.append(bind(entry.path, "/" + entry.name))
+        if (agent_root / "etc").is_dir() and not (agent_root / "etc").is_symlink():
+            pristine = self._create(
+                lambda: self.client.containers.create(
+                    self.image,
+                    ["true"],
+                    name=f"{run_id}-image",
+                    labels={CONTAINER_LABEL: self.id, ENDPOINT_LABEL: endpoint(self.client)},
+                )
+            )
+            image_root = self._mount_path(pristine.id)
+            if image_root is None:
+                raise SandboxError(f"sandbox {self.id}: the image's root could not be mounted")
+            names = set(PROTECTED_ETC)
+            for base in (image_root / "etc", agent_root / "etc"):
+                if base.is_dir():
+                    names.update(n for n in os.listdir(base) if n.startswith("python3"))
+            for name in sorted(names):
+                src, mine = image_root / "etc" / name, agent_root / "etc" / name
+                if src.is_symlink() or mine.is_symlink():
+                    continue  # a link would resolve on this host; the tamper scan covers it
+                if src.exists():
+                    mounts.append(bind(src, "/etc/" + name, read_only=True))
+                elif mine.is_dir():
+                    mounts.append(docker.types.Mount("/etc/" + name, "", type="tmpfs"))
+                elif mine.exists():
+                    mounts.append(bind("/dev/null", "/etc/" + name, read_only=True))
         for path in self.trusted_paths:
             rel = path.strip("/")
             if rel and (agent_root / rel).is_dir() and not (agent_root / rel).is_symlink():
-                mounts.append(bind(agent_root / rel, "/" + rel, read_only=False))
+                mounts.append(bind(agent_root / rel, "/" + rel))
         return mounts
 
 

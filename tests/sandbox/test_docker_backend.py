@@ -447,6 +447,19 @@ def test_the_verifier_sees_the_work_not_the_agents_system_changes(backend, trust
         sb.stop()
 
 
+def test_hard_links_the_agent_made_stay_links_for_the_verifier(backend):
+    """A snapshot image as the verifier's lower layer broke this: a write through one name
+    copied that name up alone (the seed sa-dedupe-hardlinks failed its oracle on docker)."""
+    sb = opened(backend, make_task("links"))
+    try:
+        needs(backend, sb, "verify")
+        assert sb.session().run("echo a > /app/x && ln /app/x /app/y").exit_code == 0
+        run = sb.verify({}, "echo b >> /app/x; cat /app/y", timeout_s=30, cwd="/", env={})  # type: ignore[attr-defined]
+        assert run.result.stdout == "a\nb\n"
+    finally:
+        sb.stop()
+
+
 SHADOWS = [
     ("/usr/local/bin", "bash"),
     ("/usr/local/sbin", "bash"),
