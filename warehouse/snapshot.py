@@ -41,6 +41,14 @@ class QueryResult:
         return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
 
 
+def nocase_select(spec: schema.TableSpec, source: str) -> str:
+    """`source` with the spec's name columns lowercased and compared case-blind."""
+    if not spec.nocase:
+        return source
+    cols = ", ".join(f'lower("{c}") COLLATE NOCASE AS "{c}"' for c in spec.nocase)
+    return f"SELECT * REPLACE ({cols}) FROM ({source})"
+
+
 class Snapshot:
     """One consistent, read-only view of a store; use as a context manager or `close()`."""
 
@@ -98,7 +106,7 @@ class Snapshot:
                         " UNION ALL BY NAME SELECT * FROM "
                         f"read_parquet({parquet_list_sql(files)}, union_by_name = true)"
                     )
-                con.execute(f"CREATE VIEW {name} AS {source}")
+                con.execute(f"CREATE VIEW {name} AS {nocase_select(spec, source)}")
             if with_lineage:
                 lineage.install(con)
         except BaseException:

@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pipelines.cli import app
+from tasks.pools import Pool
 from warehouse import Store, WarehouseError, export_pool, open_snapshot, resolve_store_path
 from warehouse.lineage import (
     LINEAGE_NAMES,
@@ -286,7 +287,7 @@ def lineage_cmd(
 
 @warehouse_app.command("export-pool")
 def export_pool_cmd(
-    pool: Annotated[str, typer.Argument(help="Pool name, e.g. t1.")],
+    pool: Annotated[Pool, typer.Argument(case_sensitive=False, help="Pool name.")],
     dest: Annotated[Path, typer.Argument(help="New directory to write (must not exist).")],
     version: Annotated[int | None, typer.Option(help="Pool version (default: latest).")] = None,
     store: StoreOpt = None,

@@ -12,6 +12,7 @@ from audit.preflight import run_preflight
 from audit.reports import funnel_counts
 from audit.selection import SelectionResult, run_selection, stage_rows
 from pipelines.defs.resources import ForgeConfig
+from tasks.pools import Pool
 from warehouse import Store, load_pool, open_snapshot, pool_tasks
 
 
@@ -56,7 +57,7 @@ def audit_results(forge: ForgeConfig) -> dg.MaterializeResult:
 def rst_pool(forge: ForgeConfig) -> dg.MaterializeResult:
     """RST: every task synthesis accepted."""
     pv = record_rst(
-        Store.open(forge.store_path, create=True), recorded_tasks(forge.store_path, ("rst",))
+        Store.open(forge.store_path, create=True), recorded_tasks(forge.store_path, (Pool.RST,))
     )
     return dg.MaterializeResult(
         metadata={"tasks": pv.tasks if pv else 0, "version": pv.version if pv else 0}
@@ -114,7 +115,7 @@ def t1_preflight(forge: ForgeConfig) -> dg.AssetCheckResult:
     try:
         tasks = pool_tasks(load_pool(forge.store_path, T1))
     except ValueError:
-        return dg.AssetCheckResult(passed=False, metadata={"reason": "no T1 pool recorded"})
+        return dg.AssetCheckResult(passed=False, metadata={"reason": "no t1 pool recorded"})
     report = run_preflight(
         tasks, forge.preflight_n, pool=T1, backend=forge.sandbox_backend, store=forge.store_path
     )
@@ -135,7 +136,7 @@ def t1_size_and_quotas(forge: ForgeConfig) -> dg.AssetCheckResult:
     try:
         table = load_pool(forge.store_path, T1, bundles=False)
     except ValueError:
-        return dg.AssetCheckResult(passed=False, metadata={"reason": "no T1 pool recorded"})
+        return dg.AssetCheckResult(passed=False, metadata={"reason": "no t1 pool recorded"})
     cats = table.column("category").to_pylist()
     worst = max((cats.count(c) / len(cats) for c in set(cats)), default=0.0)
     ok = 0 < len(cats) <= forge.t1_size and worst <= forge.category_quota
@@ -159,8 +160,8 @@ def no_task_in_two_held_out_splits(forge: ForgeConfig) -> dg.AssetCheckResult:
                  ON a.pool = la.pool AND a.pool_version = la.v
                JOIN pool_members b ON a.task_hash = b.task_hash
                JOIN latest lb ON b.pool = lb.pool AND b.pool_version = lb.v
-               WHERE a.pool = $t1 AND b.pool IN ($tmax, 'benchmark')""",
-            {"t1": T1, "tmax": TMAX},
+               WHERE a.pool = $t1 AND b.pool IN ($tmax, $benchmark)""",
+            {"t1": T1, "tmax": TMAX, "benchmark": Pool.BENCHMARK},
         )
     return dg.AssetCheckResult(passed=not rows, metadata={"shared": len(rows)})
 
@@ -173,7 +174,7 @@ def rst_disjoint_from_benchmark(forge: ForgeConfig) -> dg.AssetCheckResult:
     from synthesis.decontam import BenchmarkIndex
 
     index = BenchmarkIndex.from_dir(forge.benchmark_dir)
-    tasks = recorded_tasks(forge.store_path, ("rst",))
+    tasks = recorded_tasks(forge.store_path, (Pool.RST,))
     threshold = forge.synth_config().decontam.threshold
     overlaps = [(t.id, index.overlap(t)) for t in tasks]
     hits = [(tid, o.nearest, o.score) for tid, o in overlaps if o.score >= threshold]

@@ -38,6 +38,6 @@ def test_main_job_end_to_end(tmp_path):
     }
     with open_snapshot(forge.store_path) as snap:
         pools = dict(snap.sql("SELECT pool, count(*) FROM pool_members GROUP BY pool").rows)
-    assert pools["seed"] >= 40 and pools["RST"] >= 1 and pools["T1"] >= 1
+    assert pools["seed"] >= 40 and pools["rst"] >= 1 and pools["t1"] >= 1
     assert (tmp_path / "reports" / "t1_pool.parquet").is_file()
     assert any(p.suffix == ".png" for p in (tmp_path / "reports").iterdir())
