@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.table import Table
 
 from pipelines.cli import app
+from pipelines.defs.jobs import BUILD_POOLS
 from sandbox.check import TaskCheck, check_tasks
 from tasks.corpus import SEED_DIR, load_seeds
 from tasks.model import Category
@@ -97,8 +98,7 @@ def summary(steps) -> None:
     table = Table(title="What the main job produced")
     table.add_column("asset")
     table.add_column("figures")
-    for name in ("seed_corpus", "synthesis_round", "validation_trials", "audit_results",
-                 "rst_pool", "t1_pool", "pool_reports"):  # fmt: skip
+    for name in BUILD_POOLS:
         if name in md:
             figures = {k: v for k, v in md[name].items() if not str(v).startswith(("|", "!["))}
             table.add_row(name, ", ".join(f"{k}={v}" for k, v in figures.items())[:200])

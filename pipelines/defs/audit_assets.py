@@ -13,11 +13,11 @@ from audit.reports import funnel_counts
 from audit.selection import SelectionResult, run_selection, stage_rows
 from pipelines.defs.resources import ForgeConfig
 from tasks.pools import Pool
-from warehouse import Store, load_pool, open_snapshot, pool_tasks
+from warehouse import load_pool, open_snapshot, pool_tasks
 
 
 def _selection(forge: ForgeConfig) -> SelectionResult:
-    store = Store.open(forge.store_path, create=True)
+    store = forge.open_store()
     tasks, _ = audit_candidates(store, forge.audit_pool or None)
     return run_selection(store, tasks, forge.selection_config())
 
@@ -30,7 +30,7 @@ def _png_markdown(path: Path) -> str:
 @dg.asset(group_name="audit", deps=["validation_trials"], kinds={"bubblewrap"})
 def audit_results(forge: ForgeConfig) -> dg.MaterializeResult:
     """The five-stage audit of the synthesis output (the seeds when there is none)."""
-    store = Store.open(forge.store_path, create=True)
+    store = forge.open_store()
     tasks, source = audit_candidates(store, forge.audit_pool or None)
     result = run_selection(store, tasks, forge.selection_config())
     funnel = funnel_counts(stage_rows(store, result.version, result.hashes()))
@@ -57,7 +57,7 @@ def audit_results(forge: ForgeConfig) -> dg.MaterializeResult:
 def rst_pool(forge: ForgeConfig) -> dg.MaterializeResult:
     """RST: every task synthesis accepted."""
     pv = record_rst(
-        Store.open(forge.store_path, create=True), recorded_tasks(forge.store_path, (Pool.RST,))
+        forge.open_store(), recorded_tasks(forge.store_path, (Pool.RST,))
     )
     return dg.MaterializeResult(
         metadata={"tasks": pv.tasks if pv else 0, "version": pv.version if pv else 0}

@@ -17,6 +17,7 @@ from audit.rubric import load_rubric
 from audit.selection import SelectionConfig
 from synthesis.rounds import SynthConfig
 from synthesis.validate import ValidationConfig
+from warehouse import Store
 
 
 class ForgeConfig(dg.ConfigurableResource):
@@ -45,6 +46,10 @@ class ForgeConfig(dg.ConfigurableResource):
     @property
     def store_path(self) -> Path:
         return Path(self.store)
+
+    def open_store(self) -> Store:
+        """The warehouse the assets write to (created on first use)."""
+        return Store.open(self.store_path, create=True)
 
     def selection_config(self) -> SelectionConfig:
         llm = None

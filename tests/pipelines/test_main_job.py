@@ -25,7 +25,7 @@ def test_main_job_end_to_end(tmp_path):
     )
     with dg.instance_for_test() as instance:
         steps = run_main_job(forge, instance)
-    assert [s.success for s in steps] == [True] * 4, [(s.step, s.success) for s in steps]
+    assert [s.success for s in steps] == [True] * 3, [(s.step, s.success) for s in steps]
     checks = {k: v for s in steps for k, v in s.checks.items()}
     post = steps[-1].metadata
     assert post["rst_pool"]["tasks"] >= 1
