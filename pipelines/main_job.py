@@ -22,13 +22,21 @@ from pipelines.defs.resources import ForgeConfig
 
 
 def dagster_home() -> Path:
-    """DAGSTER_HOME, defaulting to ./.dagster (created), so runs persist between commands."""
+    """DAGSTER_HOME, defaulting to ./.dagster (created, its storage initialized), so runs
+    persist between commands.
+
+    The storage is created here, once: the webserver and the daemon creating a fresh
+    instance's SQLite storage at the same moment left two alembic heads behind, and the code
+    location failed to load ("more than one head present").
+    """
     home = Path(os.environ.get("DAGSTER_HOME", ".dagster")).resolve()
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     if not config.exists():
         config.write_text("telemetry:\n  enabled: false\n")
     os.environ["DAGSTER_HOME"] = str(home)
+    with dg.DagsterInstance.get():
+        pass
     return home
 
 

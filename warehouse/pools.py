@@ -132,6 +132,17 @@ def record_pool(
     )
 
 
+def pool_version(source: Snapshot | StoreRef, pool: Pool | str, version: int | None = None) -> int:
+    """`version` if the pool has it, else the pool's latest version; ValueError naming what
+    is recorded otherwise."""
+    snap = source if isinstance(source, Snapshot) else Snapshot.open(source, with_lineage=False)
+    try:
+        return _resolve_version(snap, Pool.parse(pool).value, version)
+    finally:
+        if snap is not source:
+            snap.close()
+
+
 def _resolve_version(snap: Snapshot, pool: str, version: int | None) -> int:
     if version is not None:
         found = snap.sql(

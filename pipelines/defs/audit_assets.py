@@ -56,11 +56,13 @@ def audit_results(forge: ForgeConfig) -> dg.MaterializeResult:
 @dg.asset(group_name="pools", deps=[audit_results], kinds={"parquet"})
 def rst_pool(forge: ForgeConfig) -> dg.MaterializeResult:
     """RST: every task synthesis accepted."""
-    pv = record_rst(
-        forge.open_store(), recorded_tasks(forge.store_path, (Pool.RST,))
-    )
+    pv = record_rst(forge.open_store(), recorded_tasks(forge.store_path, (Pool.RST,)))
     return dg.MaterializeResult(
-        metadata={"tasks": pv.tasks if pv else 0, "version": pv.version if pv else 0}
+        metadata={
+            "pool": Pool.RST.value,
+            "tasks": pv.tasks if pv else 0,
+            "pool_version": pv.version if pv else 0,
+        }
     )
 
 
@@ -73,8 +75,9 @@ def t1_pool(forge: ForgeConfig) -> dg.MaterializeResult:
     path = write_t1_file(forge.store_path, out)
     return dg.MaterializeResult(
         metadata={
+            "pool": Pool.T1.value,
             "tasks": len(members),
-            "version": pv.version if pv else 0,
+            "pool_version": pv.version if pv else 0,
             "audit_version": result.version,
             "file": dg.MetadataValue.path(str(path)) if path else "none",
         }
@@ -90,7 +93,13 @@ def tmax_pool(forge: ForgeConfig) -> dg.MaterializeResult:
 
     pv, rejects = import_tmax(forge.store_path, forge.tmax_dir)
     return dg.MaterializeResult(
-        metadata={"tasks": pv.tasks if pv else 0, "rejects": len(rejects), "source": forge.tmax_dir}
+        metadata={
+            "pool": Pool.TMAX.value,
+            "tasks": pv.tasks if pv else 0,
+            "pool_version": pv.version if pv else 0,
+            "rejects": len(rejects),
+            "source": forge.tmax_dir,
+        }
     )
 
 

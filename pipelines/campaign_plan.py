@@ -1,0 +1,76 @@
+"""What a campaign launch trains on: the preset with the launch's choices, and the pool
+version split into training and held-out tasks, lineage-aware (Prefect-free, so `t1 train
+--no-flow` and the flow share it).
+
+A pool task that descends from a held-out evaluation task, or is an ancestor of one, never
+trains: it shares the held-out task's environment, checks or solution path.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tasks.model import Task
+from training.campaign_config import CampaignConfig, load_campaign_config
+
+
+@dataclass
+class CampaignTasks:
+    """A pool version split for training: what trains, what is held out, what lineage
+    excluded."""
+
+    pool: str
+    pool_version: int
+    train: list[Task]
+    held_out: list[Task]
+    excluded: list[str] = field(default_factory=list)  # task ids
+
+
+def split_campaign_tasks(cfg: CampaignConfig, pool: str, version: int | None) -> CampaignTasks:
+    """The pool version's tasks less every task related by lineage to a held-out one; the
+    held-out tasks are the preset's evaluation tasks."""
+    from training.campaign import campaign_tasks
+    from warehouse import Snapshot, load_pool, pool_tasks, pool_version
+    from warehouse.lineage import relatives
+
+    _, held_out = campaign_tasks(cfg.model_copy(update={"pool": None}))
+    with Snapshot.open(cfg.store) as snap:
+        v = pool_version(snap, pool, version)
+        members = pool_tasks(load_pool(snap, pool, v))
+        related = relatives(snap, [t.content_hash for t in held_out])
+    related |= {t.content_hash for t in held_out}  # held-out tasks the store never recorded
+    train = [t for t in members if t.content_hash not in related]
+    if not train:
+        raise ValueError(
+            f"pool {pool} v{v}: no task left to train on ({len(members)} members, all related "
+            "by lineage to the held-out evaluation tasks)"
+        )
+    excluded = [t.id for t in members if t.content_hash in related]
+    return CampaignTasks(pool, v, train, held_out, excluded)
+
+
+def campaign_config(
+    preset: str,
+    *,
+    steps: int | None,
+    eval_every: int | None,
+    pool: str,
+    store: str | None,
+    policy_path: str | None,
+    run_dir: str | None,
+    run_id: str,
+) -> CampaignConfig:
+    """The preset with this launch's choices; `campaign` and `run_dir` are unique per run."""
+    base = load_campaign_config(preset, steps=steps, eval_every=eval_every)
+    campaign = f"{base.campaign}-{run_id}"
+    return base.model_copy(
+        update={
+            "campaign": campaign,
+            "run_dir": Path(run_dir) if run_dir else base.run_dir.parent / campaign,
+            "store": Path(store) if store else base.store,
+            "policy_path": Path(policy_path) if policy_path else base.policy_path,
+            "pool": pool,
+            "train_task_ids": None,
+        }
+    )
