@@ -64,6 +64,7 @@ def start_campaign_run(
     request: CampaignRequest, *, extra: dict[str, Any] | None = None, tags: tuple[str, ...] = ()
 ) -> Any:
     """Create a flow run of the deployment (returns at once with the `FlowRun`)."""
+    import httpx
     from prefect.deployments import run_deployment
     from prefect.exceptions import ObjectNotFound
     from prefect.settings import PREFECT_API_URL
@@ -82,7 +83,7 @@ def start_campaign_run(
             f"Prefect at {PREFECT_API_URL.value()} has no deployment {DEPLOYMENT!r}: start it "
             "with `t1 ui` (it serves the campaign), or set PREFECT_API_URL to a server that does"
         ) from e
-    except (OSError, RuntimeError) as e:  # httpx errors subclass these
+    except (httpx.HTTPError, OSError) as e:
         raise NoDeploymentError(
             f"cannot reach Prefect at {PREFECT_API_URL.value()!r} ({e}); start `t1 ui` or set "
             "PREFECT_API_URL"

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tasks.model import Task
+from tasks.pools import Pool
 from training.campaign_config import CampaignConfig, load_campaign_config
 
 
@@ -27,13 +28,16 @@ class CampaignTasks:
     excluded: list[str] = field(default_factory=list)  # task ids
 
 
-def split_campaign_tasks(cfg: CampaignConfig, pool: str, version: int | None) -> CampaignTasks:
+def split_campaign_tasks(
+    cfg: CampaignConfig, pool: Pool | str, version: int | None
+) -> CampaignTasks:
     """The pool version's tasks less every task related by lineage to a held-out one; the
     held-out tasks are the preset's evaluation tasks."""
     from training.campaign import campaign_tasks
     from warehouse import Snapshot, load_pool, pool_tasks, pool_version
     from warehouse.lineage import relatives
 
+    pool = Pool.parse(pool).value
     _, held_out = campaign_tasks(cfg.model_copy(update={"pool": None}))
     with Snapshot.open(cfg.store) as snap:
         v = pool_version(snap, pool, version)

@@ -56,7 +56,10 @@ def campaign_flow_run(
     context: dg.OpExecutionContext, config: TrainCampaignConfig, forge: ForgeConfig
 ) -> Iterator[dg.AssetObservation | dg.Output]:
     """Start the campaign on the chosen pool version as a Prefect flow run (and follow it)."""
-    version = pool_version(forge.store_path, config.pool, config.pool_version)
+    try:
+        version = pool_version(forge.store_path, config.pool, config.pool_version)
+    except ValueError as e:  # no such pool version (or no store): say so in one line
+        raise dg.Failure(description=str(e)) from None
     request = CampaignRequest(**{**config.model_dump(), "pool_version": version})
     dagster_url = os.environ.get(DAGSTER_URL_ENV)
     try:

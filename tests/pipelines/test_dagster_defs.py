@@ -102,3 +102,58 @@ def test_reaudit_schedule_evaluates_to_a_run_of_the_audit_assets():
     }
     assert selected == {"audit_results", "t1_pool", "pool_reports"}
     assert reaudit_schedule.cron_schedule == "0 3 * * *"
+
+
+def test_sensor_defaults_match_the_docs():
+    """The evaluation sensor refreshes the summary without being turned on (the docs said it
+    did while it was off); starting a campaign on each new T1 version is opt-in."""
+    from pipelines.defs.campaign import t1_pool_updated
+
+    assert evaluation_reported.default_status == dg.DefaultSensorStatus.RUNNING
+    assert t1_pool_updated.default_status == dg.DefaultSensorStatus.STOPPED
+
+
+def test_a_new_t1_version_requests_a_campaign_on_that_version():
+    from pipelines.defs.campaign import audit_version_of, t1_pool_updated
+
+    with dg.instance_for_test() as instance:
+        for v, audit in ((1, "a-1"), (2, "a-2")):
+            instance.report_runless_asset_event(
+                dg.AssetMaterialization(
+                    "t1_pool", metadata={"pool_version": v, "audit_version": audit}
+                )
+            )
+        ctx = dg.build_sensor_context(instance=instance, definitions=defs())
+        requests = [r for r in t1_pool_updated(ctx) or [] if isinstance(r, dg.RunRequest)]
+        assert audit_version_of(instance, "T1", 1) == "a-1"
+        assert audit_version_of(instance, "t1", 3) == ""
+    assert [r.run_key for r in requests] == ["t1-v2"]
+    config = requests[0].run_config["ops"]["campaign_flow_run"]["config"]
+    assert config == {"pool_version": 2}
+
+
+def test_train_campaign_without_a_prefect_server_fails_in_one_line(tmp_path, monkeypatch):
+    from pipelines.defs.campaign import train_campaign
+    from pipelines.services import free_port
+    from tasks.corpus import load_seeds
+    from warehouse import record_pool
+
+    seeds = load_seeds()[:2]
+    record_pool(tmp_path / "wh", "t1", seeds, tasks=seeds)
+    monkeypatch.setenv("PREFECT_API_URL", f"http://127.0.0.1:{free_port()}/api")
+    forge = ForgeConfig(store=str(tmp_path / "wh"))
+
+    def failure(config: dict) -> str:
+        result = train_campaign.execute_in_process(
+            run_config={"ops": {"campaign_flow_run": {"config": config}}},
+            resources={"forge": forge},
+            raise_on_error=False,
+        )
+        assert not result.success
+        (event,) = [e for e in result.all_events if e.is_step_failure]
+        return event.step_failure_data.error.message
+
+    assert "cannot reach Prefect at" in failure({})
+    assert "start `t1 ui`" in failure({})
+    assert "pool 't1' has no version 4" in failure({"pool_version": 4})
+    assert "unknown pool 'nope'" in failure({"pool": "nope"})
