@@ -32,18 +32,19 @@ def split_campaign_tasks(
     cfg: CampaignConfig, pool: Pool | str, version: int | None
 ) -> CampaignTasks:
     """The pool version's tasks less every task related by lineage to a held-out one; the
-    held-out tasks are the preset's evaluation tasks."""
+    held-out tasks are the preset's evaluation tasks.
+
+    Pool `seed` falls back to the bundled corpus (version 0) while no version is recorded,
+    and keeps only the preset's `train_task_ids` when it names some (they are seed ids).
+    """
     from training.campaign import campaign_tasks
-    from warehouse import Snapshot, load_pool, pool_tasks, pool_version
-    from warehouse.lineage import relatives
 
     pool = Pool.parse(pool).value
     _, held_out = campaign_tasks(cfg.model_copy(update={"pool": None}))
-    with Snapshot.open(cfg.store) as snap:
-        v = pool_version(snap, pool, version)
-        members = pool_tasks(load_pool(snap, pool, v))
-        related = relatives(snap, [t.content_hash for t in held_out])
+    v, members, related = _members_and_relatives(cfg, pool, version, held_out)
     related |= {t.content_hash for t in held_out}  # held-out tasks the store never recorded
+    if pool == Pool.SEED and cfg.train_task_ids is not None:
+        members = [t for t in members if t.id in set(cfg.train_task_ids)]
     train = [t for t in members if t.content_hash not in related]
     if not train:
         raise ValueError(
@@ -52,6 +53,31 @@ def split_campaign_tasks(
         )
     excluded = [t.id for t in members if t.content_hash in related]
     return CampaignTasks(pool, v, train, held_out, excluded)
+
+
+def _members_and_relatives(
+    cfg: CampaignConfig, pool: str, version: int | None, held_out: list[Task]
+) -> tuple[int, list[Task], set[str]]:
+    from tasks.corpus import load_seeds
+    from warehouse import Snapshot, StoreNotFoundError, load_pool, pool_tasks, pool_version
+    from warehouse.lineage import relatives
+
+    try:
+        with Snapshot.open(cfg.store) as snap:
+            recorded = pool != Pool.SEED or version is not None or _has_versions(snap, pool)
+            if recorded:
+                v = pool_version(snap, pool, version)
+                members = pool_tasks(load_pool(snap, pool, v))
+                return v, members, relatives(snap, [t.content_hash for t in held_out])
+    except StoreNotFoundError:
+        if pool != Pool.SEED or version is not None:
+            raise
+    return 0, load_seeds(), set()  # seeds have no recorded relatives but themselves
+
+
+def _has_versions(snap, pool: str) -> bool:
+    rows = snap.sql("SELECT count(*) FROM pool_members WHERE pool = $p", {"p": pool}).rows
+    return bool(rows[0][0])
 
 
 def campaign_config(
@@ -75,6 +101,5 @@ def campaign_config(
             "store": Path(store) if store else base.store,
             "policy_path": Path(policy_path) if policy_path else base.policy_path,
             "pool": pool,
-            "train_task_ids": None,
         }
     )

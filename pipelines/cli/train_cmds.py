@@ -72,7 +72,8 @@ def _check(request: CampaignRequest, store: Path | None) -> None:
 
     try:
         load_campaign_config(request.preset)
-        pool_version(store, request.pool, request.pool_version)
+        if request.pool != Pool.SEED:  # the seed pool falls back to the bundled corpus
+            pool_version(store, request.pool, request.pool_version)
     except (ValueError, WarehouseError) as e:
         raise _fail(str(e).splitlines()[0]) from None
 

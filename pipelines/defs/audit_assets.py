@@ -66,7 +66,9 @@ def rst_pool(forge: ForgeConfig) -> dg.MaterializeResult:
     )
 
 
-@dg.asset(group_name="pools", deps=[audit_results], kinds={"parquet"})
+# After rst_pool too: T1 is selected from RST, so RST's blocking checks (decontamination)
+# must pass before a T1 version is recorded.
+@dg.asset(group_name="pools", deps=[audit_results, rst_pool], kinds={"parquet"})
 def t1_pool(forge: ForgeConfig) -> dg.MaterializeResult:
     """T1: the audit's accepted tasks in quality-rank order, up to the target size."""
     result = _selection(forge)

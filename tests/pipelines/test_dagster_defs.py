@@ -100,7 +100,16 @@ def test_reaudit_schedule_evaluates_to_a_run_of_the_audit_assets():
     selected = {
         k.to_user_string() for k in reaudit_job.selection.resolve(defs().resolve_asset_graph())
     }
-    assert selected == {"audit_results", "t1_pool", "pool_reports"}
+    # Regression: the re-audit refreshed T1 without RST's and validation's blocking checks.
+    assert selected == {
+        "validation_trials",
+        "audit_results",
+        "rst_pool",
+        "t1_pool",
+        "pool_reports",
+    }
+    graph = defs().resolve_asset_graph()
+    assert dg.AssetKey("rst_pool") in graph.get(dg.AssetKey("t1_pool")).parent_keys
     assert reaudit_schedule.cron_schedule == "0 3 * * *"
 
 

@@ -106,3 +106,21 @@ def test_flow_trains_on_t1_and_reports_with_the_pool_version(t1_store, tmp_path,
     assert meta["campaign_run_id"].value == f"tiny-cpu-{str(run_id)[:8]}"
     assert meta["prefect_flow_run_url"].value.endswith(f"/runs/flow-run/{run_id}")
     assert isinstance(meta["prefect_flow_run_url"], dg.UrlMetadataValue)
+
+
+def test_the_seed_pool_falls_back_to_the_bundled_corpus(tmp_path):
+    """`t1 train --pool seed` on a fresh store trains on the preset's seed tasks."""
+    cfg = campaign_config(
+        "tiny-cpu",
+        steps=None,
+        eval_every=None,
+        pool="seed",
+        store=str(tmp_path / "fresh"),
+        policy_path=None,
+        run_dir=None,
+        run_id="x",
+    )
+    split = split_campaign_tasks(cfg, "seed", None)
+    assert (split.pool_version, sorted(t.id for t in split.train)) == (0, sorted(TRAIN))
+    with pytest.raises(ValueError, match="no warehouse"):
+        split_campaign_tasks(cfg, "seed", 2)
