@@ -138,12 +138,6 @@ LINEAGE_SQL: tuple[str, ...] = (
 )
 
 
-def install(con: duckdb.DuckDBPyConnection) -> None:
-    """Create the lineage views and macros on a connection that has the table views."""
-    for statement in LINEAGE_SQL:
-        con.execute(statement)
-
-
 def build_index(con: duckdb.DuckDBPyConnection) -> None:
     """Replace the index views with in-memory tables (macros bind them at call time)."""
     for name, sql in INDEX_RELATIONS.items():

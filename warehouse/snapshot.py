@@ -20,8 +20,9 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from warehouse import lineage, schema
-from warehouse.store import Manifest, Store, parquet_list_sql
+from warehouse import lineage
+from warehouse.store import Manifest, Store
+from warehouse.views import reader_statements
 
 
 @dataclass
@@ -39,14 +40,6 @@ class QueryResult:
 
     def dicts(self) -> list[dict[str, Any]]:
         return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
-
-
-def nocase_select(spec: schema.TableSpec, source: str) -> str:
-    """`source` with the spec's name columns lowercased and compared case-blind."""
-    if not spec.nocase:
-        return source
-    cols = ", ".join(f'lower("{c}") COLLATE NOCASE AS "{c}"' for c in spec.nocase)
-    return f"SELECT * REPLACE ({cols}) FROM ({source})"
 
 
 class Snapshot:
@@ -97,18 +90,8 @@ class Snapshot:
         try:
             con.execute("SET enable_progress_bar = false")
             con.execute("SET TimeZone = 'UTC'")
-            for name, spec in schema.TABLES.items():
-                con.register(f"_empty_{name}", spec.schema.empty_table())
-                files = [store.part_path(name, p.file) for p in manifest.parts(name)]
-                source = f"SELECT * FROM _empty_{name}"
-                if files:
-                    source += (
-                        " UNION ALL BY NAME SELECT * FROM "
-                        f"read_parquet({parquet_list_sql(files)}, union_by_name = true)"
-                    )
-                con.execute(f"CREATE VIEW {name} AS {nocase_select(spec, source)}")
-            if with_lineage:
-                lineage.install(con)
+            statements = reader_statements(store.part_files(manifest), with_lineage=with_lineage)
+            con.execute(";\n".join(statements))
         except BaseException:
             con.close()
             raise

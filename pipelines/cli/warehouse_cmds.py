@@ -328,6 +328,37 @@ def compact_cmd(
     )
 
 
+@warehouse_app.command("catalog")
+def catalog_cmd(store: StoreOpt = None) -> None:
+    """Write STORE/catalog.duckdb for external DuckDB clients; every commit keeps it current."""
+    try:
+        path = Store.open(store).write_catalog()
+    except WarehouseError as e:
+        raise _fail(str(e), 2) from e
+    _console().print(
+        f"{path}: the views `t1 sql` sees, over the current parts; refreshed on every commit.\n"
+        f"Open it read-only, e.g. python -c \"import duckdb; print(duckdb.connect('{path}', "
+        "read_only=True).sql('FROM pools'))\"",
+        highlight=False,
+        markup=False,
+    )
+
+
+@warehouse_app.command("ddl")
+def ddl_cmd(store: StoreOpt = None) -> None:
+    """Print the SQL that builds the views `t1 sql` sees (run it in any DuckDB session)."""
+    from warehouse.views import reader_statements
+
+    try:
+        st = Store.open(store)
+        parts = st.part_files(st.read_manifest())
+    except WarehouseError as e:
+        raise _fail(str(e), 2) from e
+    absolute = {t: [p.resolve() for p in files] for t, files in parts.items()}
+    for statement in reader_statements(absolute, with_lineage=True):
+        sys.stdout.write(statement.strip() + ";\n")
+
+
 @warehouse_app.command("migrate")
 def migrate_cmd(store: StoreOpt = None) -> None:
     """Bring an older store to this t1-forge's schema version, in place."""
