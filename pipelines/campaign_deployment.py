@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any
+from uuid import UUID
 
 from pydantic import AfterValidator, BaseModel, Field
 
@@ -91,7 +92,7 @@ def start_campaign_run(
 
 
 def wait_for_flow_run(
-    flow_run_id: object,
+    flow_run_id: UUID,
     timeout_s: float,
     on_state: Callable[[str], None] | None = None,
     poll_s: float = 5.0,
@@ -105,7 +106,7 @@ def wait_for_flow_run(
     with get_client(sync_client=True) as client:
         while True:
             run = client.read_flow_run(flow_run_id)
-            name = run.state.name if run.state else "unknown"
+            name = (run.state.name if run.state else None) or "unknown"
             if name != seen and on_state is not None:
                 on_state(name)
             seen = name

@@ -43,7 +43,7 @@ def run_campaign_loop(
 
     host, port = "127.0.0.1", free_port()
     env = prefect_env(host, port, prefect_home)
-    before = instance.get_latest_materialization_event(EVALUATION_RESULTS)
+    before = latest_evaluation(instance)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log, Services(env, log=log) as servers:
         for service in prefect_services(host, port):
@@ -62,12 +62,13 @@ def run_campaign_loop(
             )
     if not result.success:
         failures = [e for e in result.all_events if e.is_step_failure]
-        error = failures[0].step_failure_data.error.message if failures else "failed"
-        return LoopOutcome(False, result.run_id, error=error.strip().splitlines()[0])
-    event = instance.get_latest_materialization_event(EVALUATION_RESULTS)
-    if event is None or (before is not None and event.storage_id == before.storage_id):
+        error = failures[0].step_failure_data.error if failures else None
+        message = error.message if error is not None else "failed"
+        return LoopOutcome(False, result.run_id, error=message.strip().splitlines()[0])
+    record = latest_evaluation(instance)
+    if record is None or (before is not None and record.storage_id == before.storage_id):
         return LoopOutcome(False, result.run_id, error="the campaign reported no evaluation")
-    mat = event.asset_materialization
+    mat = record.asset_materialization
     metadata = {k: getattr(v, "value", v) for k, v in (mat.metadata if mat else {}).items()}
     summary = (
         defs()
@@ -77,3 +78,8 @@ def run_campaign_loop(
         )
     )
     return LoopOutcome(summary.success, result.run_id, metadata)
+
+
+def latest_evaluation(instance: dg.DagsterInstance) -> dg.EventLogRecord | None:
+    records = instance.fetch_materializations(EVALUATION_RESULTS, limit=1).records
+    return records[0] if records else None

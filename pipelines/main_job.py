@@ -74,7 +74,7 @@ def run_stage(
         raise_on_error=False,
     )
     metadata = {
-        e.asset_key.to_user_string(): {
+        e.materialization.asset_key.to_user_string(): {
             k: getattr(v, "value", v) for k, v in e.materialization.metadata.items()
         }
         for e in result.get_asset_materialization_events()

@@ -92,7 +92,7 @@ def record_pool(
                 raise ValueError(f"pool '{pool}' members are not recorded tasks: {missing!r}")
             latest = snap.sql(
                 "SELECT max(pool_version) FROM pool_members WHERE pool = $p", {"p": pool}
-            ).fetchone()[0]
+            ).scalar()
 
             def members_of(v: int) -> list[tuple]:
                 return snap.sql(
@@ -148,13 +148,13 @@ def _resolve_version(snap: Snapshot, pool: str, version: int | None) -> int:
         found = snap.sql(
             "SELECT count(*) FROM pool_members WHERE pool = $p AND pool_version = $v",
             {"p": pool, "v": version},
-        ).fetchone()[0]
+        ).scalar()
         if not found:
             raise ValueError(f"pool '{pool}' has no version {version!r}")
         return version
     latest = snap.sql(
         "SELECT max(pool_version) FROM pool_members WHERE pool = $p", {"p": pool}
-    ).fetchone()[0]
+    ).scalar()
     if latest is None:
         known = [r[0] for r in snap.sql("SELECT DISTINCT pool FROM pool_members").fetchall()]
         raise ValueError(

@@ -38,6 +38,12 @@ class QueryResult:
     def fetchone(self) -> tuple | None:
         return self.rows[0] if self.rows else None
 
+    def scalar(self) -> Any:
+        """The first column of the first row (a count, a max); ValueError when no row."""
+        if not self.rows:
+            raise ValueError("the query returned no row")
+        return self.rows[0][0]
+
     def dicts(self) -> list[dict[str, Any]]:
         return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
 

@@ -6,6 +6,7 @@ import json
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
@@ -93,7 +94,7 @@ def check(
     order = {t.id: i for i, t in enumerate(loaded)}
     checks.sort(key=lambda c: order[c.task.id])
     if as_json:
-        rows = [
+        rows: list[dict[str, Any]] = [
             {"task": str(p), "ok": False, "problems": [why], "oracle": None, "nop": None}
             for p, why in unloadable
         ]

@@ -26,6 +26,10 @@ def test_campaign_on_t1_reports_back_with_its_pool_version(t1_store, tmp_path, m
     monkeypatch.delenv("T1_DAGSTER_URL", raising=False)
     (tmp_path / "dagster").mkdir()
     with dg.DagsterInstance.get() as instance:
+        # An earlier report: the loop must tell the new evaluation from it.
+        instance.report_runless_asset_event(
+            dg.AssetMaterialization("evaluation_results", metadata={"checkpoint": "earlier"})
+        )
         instance.report_runless_asset_event(
             dg.AssetMaterialization("t1_pool", metadata={"pool_version": 1, "audit_version": "a-7"})
         )
