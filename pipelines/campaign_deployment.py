@@ -2,15 +2,13 @@
 
 `CampaignRequest` is the one typed model of a campaign launch (pool, pool version, preset,
 steps, evaluation interval): the flow's parameters, the Dagster `train_campaign` config and
-`t1 train`'s options all take their defaults from it. `t1 ui` runs `serve_campaign` (this
-module as a program) beside the Prefect server, so the Prefect UI lists the deployment and
+`t1 train`'s options all take their defaults from it. `t1 ui` serves the deployment
+(`python -m pipelines.serve_campaign`) beside the Prefect server, so the Prefect UI lists it and
 Dagster starts runs of it with `start_campaign_run` (`run_deployment`, over HTTP).
 """
 
 from __future__ import annotations
 
-import argparse
-import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -115,30 +113,3 @@ def wait_for_flow_run(
             if time.monotonic() > deadline:
                 raise TimeoutError(f"flow run {flow_run_id} not finished after {timeout_s:.0f} s")
             time.sleep(poll_s)
-
-
-def serve_campaign(dagster_url: str | None) -> None:
-    """Serve the campaign deployment until interrupted (runs execute in subprocesses)."""
-    from prefect.deployments.runner import EntrypointType
-
-    from pipelines.flows import ppo_campaign
-
-    defaults = {"dagster_url": dagster_url} if dagster_url else {}
-    ppo_campaign.serve(
-        name=DEPLOYMENT_NAME,
-        parameters=defaults,
-        tags=["campaign"],
-        description="PPO campaign on a pool version; evaluations are reported to Dagster.",
-        entrypoint_type=EntrypointType.MODULE_PATH,
-        print_starting_message=False,
-    )
-
-
-def main() -> None:
-    parser = argparse.ArgumentParser(description="Serve the T1 Forge campaign deployment.")
-    parser.add_argument("--dagster-url", default=os.environ.get(DAGSTER_URL_ENV))
-    serve_campaign(parser.parse_args().dagster_url)
-
-
-if __name__ == "__main__":
-    main()

@@ -90,7 +90,7 @@ def prefect_services(host: str, port: int) -> list[Service]:
         ),
         Service(
             "campaign deployment",
-            [sys.executable, "-m", "pipelines.campaign_deployment"],
+            [sys.executable, "-m", "pipelines.serve_campaign"],
             f"http://{host}:{port}/api/deployments/name/ppo_campaign/t1",
         ),
     ]

@@ -20,7 +20,7 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from warehouse import lineage
+import warehouse.lineage as lineage
 from warehouse.store import Manifest, Store
 from warehouse.views import reader_statements
 

@@ -40,7 +40,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, Field
 
-from warehouse import schema
+import warehouse.schema as schema
 from warehouse.schema import TableSpec, table_spec
 from warehouse.views import CATALOG_FILE, parquet_list_sql, write_catalog
 
@@ -148,14 +148,12 @@ class Store:
     # ---- opening and the manifest -------------------------------------------------------
 
     @classmethod
-    def open(
-        cls, path: Path | str | None = None, *, create: bool = False, migrate: bool = False
-    ) -> Store:
+    def open(cls, path: Path | str | None = None, *, create: bool = False) -> Store:
         """Open the store at `path` (see `resolve_store_path`).
 
         Raises StoreNotFoundError when there is none and `create` is false, SchemaVersionError
-        when its schema version differs and cannot (or, without `migrate`, may not) be
-        brought to this code's version.
+        when its schema version is not this code's (`warehouse.migrations.migrate` brings an
+        older store forward).
         """
         store = cls(resolve_store_path(path))
         if not store.meta_path.exists():
@@ -165,10 +163,6 @@ class Store:
                     f"set ${ENV_VAR}, or record something first"
                 )
             store._initialize()
-        if migrate:
-            from warehouse.migrations import migrate as run_migrations
-
-            run_migrations(store)
         store.read_manifest()  # version check
         return store
 
@@ -433,11 +427,6 @@ class Store:
             deleted.append(tmp.name)
         return sorted(deleted)
 
-    def snapshot(self):  # -> warehouse.snapshot.Snapshot (import cycle otherwise)
-        """A read-only consistent view of the current generation (see `warehouse.snapshot`)."""
-        from warehouse.snapshot import Snapshot
-
-        return Snapshot.open(self)
 
 
 def _merge_groups(parts: list[PartInfo], small: int, target: int) -> list[list[PartInfo]]:

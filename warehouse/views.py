@@ -18,7 +18,8 @@ from pathlib import Path
 
 import duckdb
 
-from warehouse import lineage, schema
+import warehouse.lineage as lineage
+import warehouse.schema as schema
 
 CATALOG_FILE = "catalog.duckdb"
 

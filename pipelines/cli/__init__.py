@@ -1,14 +1,11 @@
-"""The `t1` command. Each stage's commands live in their own module and register on `app`."""
+"""The `t1` command. Each stage's commands live in their own module and register on
+`pipelines.cli.app.app`; `main` imports them all, then runs it."""
 
 from __future__ import annotations
 
 import typer
 
-app = typer.Typer(
-    help="T1 Forge: verified terminal tasks, sandboxes, synthesis, audit, training.",
-    no_args_is_help=True,
-    add_completion=False,
-)
+from pipelines.cli.app import app
 
 
 def _register() -> None:

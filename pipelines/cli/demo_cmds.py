@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from pipelines.cli import app
+from pipelines.cli.app import app
 from pipelines.defs.jobs import BUILD_POOLS
 from pipelines.defs.resources import ForgeConfig, forge_config_from_env
 from sandbox.check import TaskCheck, check_tasks

@@ -16,7 +16,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from pipelines.cli import app
+from pipelines.cli.app import app
 from pipelines.cli.output import ExitCode, fail
 from synthesis import ledger
 from synthesis.decontam import DecontamConfig

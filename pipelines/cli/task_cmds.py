@@ -12,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from pipelines.cli import app
+from pipelines.cli.app import app
 from pipelines.cli.output import fail, progress
 from sandbox.check import TaskCheck, check_task
 from sandbox.trial import agent_by_name, run_trial

@@ -16,7 +16,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from pipelines.cli import app
+from pipelines.cli.app import app
 from pipelines.cli.output import ExitCode, TableFormat, fail, print_rows
 from tasks.pools import Pool
 from warehouse import Store, WarehouseError, export_pool, open_snapshot, resolve_store_path
