@@ -166,3 +166,28 @@ def test_train_campaign_without_a_prefect_server_fails_in_one_line(tmp_path, mon
     assert "start `t1 ui`" in failure({})
     assert "pool 't1' has no version 4" in failure({"pool_version": 4})
     assert "unknown pool 'nope'" in failure({"pool": "nope"})
+
+
+def test_forge_config_has_one_source_per_default(monkeypatch):
+    """Regression: the per-round budget was set in five places with three values, and
+    `t1 demo` passed it through os.environ. Now a field's default is written once (or taken
+    from the stage's config), and the environment overrides single fields."""
+    from audit.pools import T1_FULL_SIZE
+    from pipelines.defs.resources import LOCAL_ENV, forge_config_from_env
+    from synthesis.rounds import SynthConfig
+
+    for var in LOCAL_ENV:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.delenv("T1_ENV", raising=False)
+    default = forge_config_from_env()
+    assert default.model_dump() == ForgeConfig().model_dump()
+    assert (default.campaign, default.t1_size) == (SynthConfig.campaign, T1_FULL_SIZE)
+    monkeypatch.setenv("T1_DEMO_ROUNDS", "2")
+    monkeypatch.setenv("T1_WAREHOUSE", "/tmp/elsewhere")
+    env = forge_config_from_env()
+    assert (env.rounds, env.per_round, env.store) == (2, default.per_round, "/tmp/elsewhere")
+    monkeypatch.setenv("T1_ENV", "configured")
+    assert isinstance(forge_config_from_env().store, dg.EnvVar)
+    monkeypatch.setenv("T1_ENV", "cloud")
+    with pytest.raises(ValueError, match="T1_ENV must be 'local' or 'configured'"):
+        forge_config_from_env()
