@@ -16,7 +16,13 @@ from pipelines.definitions import defs
 from pipelines.defs.evaluation import EVALUATION_RESULTS
 from pipelines.defs.resources import ForgeConfig
 from pipelines.main_job import forge_run_config
-from pipelines.services import Services, free_port, prefect_env, prefect_services
+from pipelines.services import (
+    ServiceError,
+    Services,
+    free_port,
+    prefect_env,
+    prefect_services,
+)
 
 
 @dataclass
@@ -46,19 +52,19 @@ def run_campaign_loop(
     before = latest_evaluation(instance)
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log, Services(env, log=log) as servers:
-        for service in prefect_services(host, port):
-            servers.start(service)
+        try:
+            for service in prefect_services(host, port):
+                servers.start(service)
+        except ServiceError as e:
+            return LoopOutcome(False, "", error=f"{e} (its output: {log_path})")
         settings = {PREFECT_API_URL: env["PREFECT_API_URL"], PREFECT_UI_URL: env["PREFECT_UI_URL"]}
         with temporary_settings(updates=settings):
             config = {"steps": steps} if steps else {}
-            result = (
-                defs()
-                .resolve_job_def("train_campaign")
-                .execute_in_process(
-                    run_config=forge_run_config(forge, campaign_flow_run=config),
-                    instance=instance,
-                    raise_on_error=False,
-                )
+            job = defs().resolve_job_def("train_campaign")
+            result = job.execute_in_process(
+                run_config=forge_run_config(forge, campaign_flow_run=config),
+                instance=instance,
+                raise_on_error=False,
             )
     if not result.success:
         failures = [e for e in result.all_events if e.is_step_failure]
