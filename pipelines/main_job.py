@@ -45,7 +45,7 @@ class StepOutcome:
     step: str
     success: bool
     seconds: float
-    checks: dict[str, bool] = field(default_factory=dict)
+    checks: dict[str, str] = field(default_factory=dict)  # name -> pass | warn | fail
     metadata: dict[str, dict[str, Any]] = field(default_factory=dict)
     run_id: str = ""
 
@@ -59,6 +59,12 @@ def forge_run_config(forge: ForgeConfig, **ops: dict[str, Any]) -> dict[str, Any
     if ops:
         config["ops"] = {name: {"config": c} for name, c in ops.items()}
     return config
+
+
+def check_outcome(evaluation: dg.AssetCheckEvaluation) -> str:
+    if evaluation.passed:
+        return "pass"
+    return "warn" if evaluation.severity == dg.AssetCheckSeverity.WARN else "fail"
 
 
 def run_stage(
@@ -83,7 +89,7 @@ def run_stage(
         step=", ".join(names),
         success=result.success,
         seconds=time.monotonic() - t0,
-        checks={e.check_name: e.passed for e in result.get_asset_check_evaluations()},
+        checks={e.check_name: check_outcome(e) for e in result.get_asset_check_evaluations()},
         metadata=metadata,
         run_id=result.run_id,
     )

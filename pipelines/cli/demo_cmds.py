@@ -82,7 +82,7 @@ def run_pipeline(forge: ForgeConfig) -> bool:
     )
 
     def show(s: StepOutcome) -> None:
-        checks = ", ".join(f"{k}={'pass' if v else 'FAIL'}" for k, v in s.checks.items())
+        checks = ", ".join(f"{k}={v if v != 'fail' else 'FAIL'}" for k, v in s.checks.items())
         mark = "[green]ok[/green]" if s.success else "[red]FAILED[/red]"
         console.print(
             f"  {mark} {s.step} ({s.seconds:.0f}s){'  checks: ' + checks if checks else ''}"

@@ -191,3 +191,30 @@ def test_forge_config_has_one_source_per_default(monkeypatch):
     monkeypatch.setenv("T1_ENV", "cloud")
     with pytest.raises(ValueError, match="T1_ENV must be 'local' or 'configured'"):
         forge_config_from_env()
+
+
+@pytest.mark.torch  # reads the default campaign preset
+def test_held_out_check_follows_lineage(t1_store):
+    """Regression: three T1 tasks descended from the preset's held-out evaluation task and the
+    check passed, comparing exact hashes only. A relative of a campaign evaluation task is a
+    warning (the campaign leaves it out); of a TMax or benchmark task, an error."""
+    from pipelines.defs.audit_assets import no_task_in_two_held_out_splits
+    from tests.pipelines.campaign_store import child_of
+    from warehouse import record_pool
+
+    store, train, child = t1_store
+    forge = ForgeConfig(store=str(store))
+    warn = no_task_in_two_held_out_splits(forge=forge)
+    assert not warn.passed and warn.severity == dg.AssetCheckSeverity.WARN
+    assert warn.metadata["related_to_campaign_eval_tasks"].value == 1
+    grandchild = child_of(child)  # a benchmark task descended from a t1 task
+    record_pool(store, "benchmark", [grandchild], tasks=[grandchild])
+    error = no_task_in_two_held_out_splits(forge=forge)
+    assert not error.passed and error.severity == dg.AssetCheckSeverity.ERROR
+    assert error.metadata["related_to_tmax_or_benchmark"].value == 1
+    record_pool(store, "t1", train)  # t1 v2: only the unrelated tasks
+    record_pool(store, "benchmark", [train[0]])  # ... but one is itself held out
+    assert (
+        no_task_in_two_held_out_splits(forge=forge).metadata["related_to_tmax_or_benchmark"].value
+        == 1
+    )

@@ -30,11 +30,11 @@ def test_main_job_end_to_end(tmp_path):
     post = steps[-1].metadata
     assert post["rst_pool"]["tasks"] >= 1
     assert checks == {
-        "accepted_tasks_have_a_passing_oracle": True,
-        "rst_disjoint_from_benchmark": True,
-        "no_task_in_two_held_out_splits": True,
-        "t1_preflight": True,
-        "t1_size_and_quotas": True,
+        "accepted_tasks_have_a_passing_oracle": "pass",
+        "rst_disjoint_from_benchmark": "pass",
+        "no_task_in_two_held_out_splits": "pass",
+        "t1_preflight": "pass",
+        "t1_size_and_quotas": "pass",
     }
     with open_snapshot(forge.store_path) as snap:
         pools = dict(snap.sql("SELECT pool, count(*) FROM pool_members GROUP BY pool").rows)
