@@ -20,6 +20,7 @@ from pipelines.services import (
     ServiceError,
     Services,
     free_port,
+    port_in_use,
     prefect_env,
     prefect_services,
 )
@@ -40,14 +41,18 @@ def run_campaign_loop(
     prefect_home: Path,
     log_path: Path,
     steps: int | None = None,
+    prefect_port: int | None = None,
 ) -> LoopOutcome:
     """Serve the deployment, run `train_campaign` on t1 in process, read the evaluation back.
 
-    The servers' output goes to `log_path`; they are stopped before this returns.
+    The Prefect server listens on `prefect_port` when it is free (so the links recorded stay
+    valid under `t1 ui` with the same port and home), else on any free port. The servers'
+    output goes to `log_path`; they are stopped before this returns.
     """
     from prefect.settings import PREFECT_API_URL, PREFECT_UI_URL, temporary_settings
 
-    host, port = "127.0.0.1", free_port()
+    host = "127.0.0.1"
+    port = prefect_port if prefect_port and not port_in_use(host, prefect_port) else free_port()
     env = prefect_env(host, port, prefect_home)
     before = latest_evaluation(instance)
     log_path.parent.mkdir(parents=True, exist_ok=True)

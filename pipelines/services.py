@@ -21,6 +21,8 @@ from typing import IO
 
 import httpx
 
+DAGSTER_PORT, PREFECT_PORT = 3000, 4200  # the UIs' default ports (`t1 ui`)
+
 
 class ServiceError(RuntimeError):
     """A server could not start, or stopped."""

@@ -17,6 +17,7 @@ from rich.table import Table
 from pipelines.cli.app import app
 from pipelines.defs.jobs import BUILD_POOLS
 from pipelines.defs.resources import ForgeConfig, forge_config_from_env
+from pipelines.services import PREFECT_PORT
 from sandbox.check import TaskCheck, check_tasks
 from tasks.corpus import SEED_DIR, load_seeds
 from tasks.model import Category
@@ -132,7 +133,7 @@ def measure_gap(tasks: int, max_turns: int) -> bool:
     return subprocess.run(cmd, check=False).returncode == 0
 
 
-def run_loop(forge: ForgeConfig) -> bool:
+def run_loop(forge: ForgeConfig, prefect_port: int) -> bool:
     """T1 -> the Prefect deployment -> evaluation_results with the pool version."""
     import dagster as dg
 
@@ -146,20 +147,23 @@ def run_loop(forge: ForgeConfig) -> bool:
         "[b]4. the loop[/b]: a Prefect server and the campaign deployment start; Dagster's "
         f"train_campaign job runs the campaign on the latest t1 (servers' log: {log})"
     )
+    t0 = time.monotonic()
     with dg.DagsterInstance.get() as instance:
-        out = run_campaign_loop(forge, instance, prefect_home=prefect_home, log_path=log)
+        out = run_campaign_loop(
+            forge, instance, prefect_home=prefect_home, log_path=log, prefect_port=prefect_port
+        )
     if not out.success:
         console.print(f"  [red]FAILED[/red] (Dagster run {out.dagster_run_id}): {out.error}")
         return False
     e = out.evaluation
     console.print(
-        f"  [green]ok[/green] evaluation {e.get('checkpoint')} of campaign "
+        f"  [green]ok[/green] ({time.monotonic() - t0:.0f}s) evaluation {e.get('checkpoint')} of "
+        "campaign "
         f"{e.get('campaign_run_id')} on {e.get('pool')} v{e.get('pool_version')} (audit "
         f"{e.get('audit_version')}): pass rate {e.get('validate/pass_rate', 0):.2f}, mean "
         f"passing assertions {e.get('validate/dense_score', 0):.2f}\n"
-        f"  Prefect flow run: {e.get('prefect_flow_run_url')}\n"
-        f"  in Dagster: t1 ui -> Catalog -> evaluation_results (DAGSTER_HOME={home}); the "
-        f"Prefect UI of t1 ui lists the same flow run (PREFECT_HOME={prefect_home})"
+        f"  after `t1 ui`: Dagster -> Catalog -> evaluation_results (DAGSTER_HOME={home}); "
+        f"the flow run {e.get('prefect_flow_run_url')} (PREFECT_HOME={prefect_home})"
     )
     return True
 
@@ -177,6 +181,9 @@ def demo(
     train: bool = typer.Option(True, help="measure the TITO/R3 gap on a few rollouts"),
     train_tasks: int = typer.Option(4, help="seed tasks rolled out for the gap measurement"),
     loop: bool = typer.Option(True, help="end with the loop: a campaign on t1 via Prefect"),
+    prefect_port: int = typer.Option(
+        PREFECT_PORT, help="the loop's Prefect server port, if free (else any free port)"
+    ),
 ) -> None:
     """Run the main job end to end on embedded defaults, then the loop; print where to look."""
     t0 = time.monotonic()
@@ -188,7 +195,7 @@ def demo(
         ok = measure_gap(train_tasks, 4) and ok
     if loop:
         if built:
-            ok = run_loop(forge) and ok
+            ok = run_loop(forge, prefect_port) and ok
         else:
             console.print("[b]4. the loop[/b]: skipped, the pools were not built")
     console.print(f"demo {'finished' if ok else 'FAILED'} in {time.monotonic() - t0:.0f}s")

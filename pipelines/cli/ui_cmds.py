@@ -20,6 +20,8 @@ from pipelines.campaign_deployment import DAGSTER_URL_ENV, DEPLOYMENT
 from pipelines.cli.app import app
 from pipelines.main_job import dagster_home
 from pipelines.services import (
+    DAGSTER_PORT,
+    PREFECT_PORT,
     ServiceError,
     Services,
     dagster_services,
@@ -41,11 +43,11 @@ def _stop(signum: int, frame: object) -> None:
 @app.command("ui")
 def ui(
     host: str = typer.Option("127.0.0.1", help="address to bind"),
-    port: int = typer.Option(3000, help="Dagster webserver port"),
+    port: int = typer.Option(DAGSTER_PORT, help="Dagster webserver port"),
     prefect: bool = typer.Option(
         True, help="also start the Prefect server and serve the campaign deployment"
     ),
-    prefect_port: int = typer.Option(4200, help="Prefect server (API and UI) port"),
+    prefect_port: int = typer.Option(PREFECT_PORT, help="Prefect server (API and UI) port"),
     prefect_home: Path | None = typer.Option(
         None, help="Prefect's database and settings (default: $PREFECT_HOME, else ./.prefect)"
     ),

@@ -12,6 +12,7 @@ launch builds T1 in minutes, and say what they shrink.
 
 import os
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 from pydantic import Field
@@ -126,11 +127,14 @@ CONFIGURED_ENV = {
 
 def forge_config_from_env() -> ForgeConfig:
     env = os.environ.get("T1_ENV", "local")
+    overrides: dict[str, Any]  # strings the fields convert (or EnvVars read at run time)
     if env == "local":
-        return ForgeConfig(**{f: os.environ[v] for v, f in LOCAL_ENV.items() if v in os.environ})
-    if env != "configured":
+        overrides = {f: os.environ[v] for v, f in LOCAL_ENV.items() if v in os.environ}
+    elif env == "configured":
+        overrides = {f: dg.EnvVar(v) for v, f in CONFIGURED_ENV.items()}
+    else:
         raise ValueError(f"T1_ENV must be 'local' or 'configured', got {env!r}")
-    return ForgeConfig(**{f: dg.EnvVar(v) for v, f in CONFIGURED_ENV.items()})
+    return ForgeConfig(**overrides)
 
 
 defs = dg.Definitions(resources={"forge": forge_config_from_env()})
