@@ -24,6 +24,7 @@ from audit.reports import write_preflight
 from audit.rubric import load_rubric
 from audit.selection import STAGES, SelectionConfig, Stage, audit_version, run_selection
 from pipelines.cli.app import app
+from pipelines.cli.output import phase_progress
 from tasks.pools import Pool
 from warehouse import load_pool, pool_tasks, resolve_store_path
 from warehouse.recording import writable_store
@@ -92,7 +93,8 @@ def audit(
     tasks = tasks[:limit] if limit is not None else tasks
     llm = "with the LLM judge" if cfg.llm else "executable judge only"
     console.print(f"auditing {len(tasks)} tasks from {source} ({llm}) -> {st.root}")
-    result = run_selection(st, tasks, cfg)
+    with phase_progress() as update:
+        result = run_selection(st, tasks, cfg, progress=update)
     table = Table(title=f"audit {result.version}")
     table.add_column("stage")
     table.add_column("decided", justify="right")
@@ -128,7 +130,11 @@ def run_all_cmd(
     """Audit, select T1, pre-flight it, and write every report file under --out."""
     st = _store(store)
     cfg = _config(rubric, workers, reruns, mutants, Stage.REAUDIT)
-    summary = run_all(st, out, cfg, pool=pool, size=size, preflight_n=preflight_n, limit=limit)
+    with phase_progress() as update:
+        summary = run_all(
+            st, out, cfg, pool=pool, size=size, preflight_n=preflight_n, limit=limit,
+            progress=update,
+        )  # fmt: skip
     console.print_json(json.dumps(summary.model_dump(mode="json")))
 
 

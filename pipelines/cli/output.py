@@ -27,6 +27,7 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
 )
@@ -75,6 +76,26 @@ def progress(description: str, total: int | None, *, enabled: bool = True) -> It
     with Progress(*columns, TimeElapsedColumn(), console=console, transient=True) as bars:
         task = bars.add_task(description, total=total)
         yield lambda n=1: bars.advance(task, n)
+
+
+@contextmanager
+def phase_progress(*, enabled: bool = True) -> Iterator[Callable[[str, int, int], None]]:
+    """Progress bars on stderr, one per phase; yields `update(phase, done, total)`, the
+    shape the stage packages' `progress` hooks take."""
+    console = stderr()
+    if not enabled or not console.is_terminal:
+        yield lambda phase, done, total: None
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, TimeElapsedColumn(), console=console, transient=True) as bars:
+        ids: dict[str, TaskID] = {}
+
+        def update(phase: str, done: int, total: int) -> None:
+            if phase not in ids:
+                ids[phase] = bars.add_task(phase, total=total)
+            bars.update(ids[phase], completed=done, total=total)
+
+        yield update
 
 
 class TableFormat(StrEnum):
