@@ -6,9 +6,10 @@ STAMP  := $(VENV)/.installed-stamp
 # Debian packages: the sandbox (bubblewrap, util-linux), offline base images (mmdebstrap) and
 # the tools seed tasks require.
 APT_PACKAGES := bubblewrap util-linux git make gcc g++ python3 python3-venv jq sqlite3 xz-utils \
-	zip unzip bc file patch openssl perl cmake tmux strace procps passwd mmdebstrap
+	zip unzip bc file patch openssl perl cmake tmux strace procps passwd mmdebstrap \
+	e2fsprogs iproute2 slirp4netns
 # The docker backend's engine in tests (a private Podman service).
-APT_PACKAGES += podman runc conmon catatonit slirp4netns uidmap iproute2 containernetworking-plugins
+APT_PACKAGES += podman runc conmon catatonit uidmap containernetworking-plugins
 # Optional: the browser test skips (saying why) without it.
 APT_OPTIONAL := chromium
 
