@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import os
 import statistics
 import time
-from collections.abc import Iterator
 
 from sandbox.backends import get_backend
 from sandbox.base import SandboxUnavailable
+from sandbox.podman import docker_engine
 from sandbox.trial import verify
 from tasks.model import Category, EnvironmentSpec, Limits, Task
 from tasks.results import TrialResult
@@ -78,30 +77,6 @@ def run(backend_name: str, trials: int) -> dict[str, list[float]]:
     return phases
 
 
-@contextlib.contextmanager
-def engine(name: str) -> Iterator[None]:
-    """For docker: the engine DOCKER_HOST names, else a private Podman service for the run."""
-    if name != "docker":
-        yield
-        return
-    from sandbox.docker import docker_problem
-    from sandbox.podman import PodmanService, podman_problem
-
-    if docker_problem() is None or podman_problem() is not None:
-        yield
-        return
-    with PodmanService(name=f"bench-{os.getpid()}") as service:
-        previous = os.environ.get("DOCKER_HOST")
-        os.environ["DOCKER_HOST"] = service.docker_host
-        try:
-            yield
-        finally:
-            if previous is None:
-                os.environ.pop("DOCKER_HOST", None)
-            else:
-                os.environ["DOCKER_HOST"] = previous
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--trials", type=int, default=100)
@@ -113,7 +88,7 @@ def main() -> None:
     )
     for name in names:
         try:
-            with engine(name):
+            with docker_engine() if name == "docker" else contextlib.nullcontext():
                 phases = run(name, args.trials)
         except SandboxUnavailable as e:
             print(f"{name:8} unavailable: {e}")

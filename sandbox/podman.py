@@ -14,6 +14,7 @@ and raising a hard limit needs CAP_SYS_RESOURCE).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -23,6 +24,7 @@ import signal
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -212,6 +214,28 @@ class PodmanService:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+@contextlib.contextmanager
+def docker_engine() -> Iterator[str | None]:
+    """For the docker backend in a script: the engine DOCKER_HOST names (or the default
+    socket) when one answers, else a private Podman service exported as DOCKER_HOST for the
+    duration. Yields the DOCKER_HOST in use (None: neither, the backend will say why)."""
+    from sandbox.docker import docker_problem
+
+    if docker_problem() is None or podman_problem() is not None:
+        yield os.environ.get("DOCKER_HOST")
+        return
+    with PodmanService(name=f"run-{os.getpid()}") as service:
+        previous = os.environ.get("DOCKER_HOST")
+        os.environ["DOCKER_HOST"] = service.docker_host
+        try:
+            yield service.docker_host
+        finally:
+            if previous is None:
+                os.environ.pop("DOCKER_HOST", None)
+            else:
+                os.environ["DOCKER_HOST"] = previous
 
 
 def end_monitors(config: PodmanConfig, live: set[str]) -> int:
