@@ -350,9 +350,6 @@ class LocalSandbox:
         )
 
     def session(self) -> PtySession:
-        if self._session is not None and not self._session.alive:
-            self._session.close()
-            self._session = None
         if self._session is None:
             self._root()
             group = self._cgroup.child("session")

@@ -16,7 +16,6 @@ import pytest
 
 from sandbox import CommandAgent, get_backend, run_trial
 from sandbox.base import NetworkMode, NetworkPolicy, Sandbox
-from sandbox.exec_session import ExecSession
 from tasks.corpus import load_task
 from tasks.model import EnvironmentSpec, Limits, Task
 from tasks.reports import collect_report
@@ -64,16 +63,6 @@ def python_task(task_id: str = "py", **limits: float) -> Task:
 
 def opened(backend: str, task: Task) -> Sandbox:
     return get_backend(backend).open(task)
-
-
-def needs(backend: str, sb: Sandbox, feature: str) -> None:
-    """Skip on the local backend while it lacks `feature` (issue 10 adds both)."""
-    if backend != "local":
-        return
-    if feature == "verify" and not hasattr(sb, "verify"):
-        pytest.skip("the local backend has no Sandbox.verify yet")
-    if feature == "session" and isinstance(sb.session(), ExecSession):
-        pytest.skip("the local backend's session is the interim exec-backed one")
 
 
 def run_verifier(sb: Sandbox, task: Task, **kw: bool):
@@ -263,7 +252,6 @@ def test_shell_keeps_cwd_exports_and_background_processes(docker_engine, backend
     )
     sb = opened(backend, task)
     try:
-        needs(backend, sb, "session")
         s = sb.session()
         assert s.run("mkdir -p /tmp/site && cd /tmp/site && echo hi > index.html").exit_code == 0
         assert s.run("export T1_MARK='a b'; python3 -m http.server 8765 >/dev/null 2>&1 &").ok
@@ -284,7 +272,6 @@ def test_shell_keeps_cwd_exports_and_background_processes(docker_engine, backend
 def test_shell_timeout_interrupts_the_command_not_the_shell(docker_engine, backend):
     sb = opened(backend, make_task())
     try:
-        needs(backend, sb, "session")
         s = sb.session()
         s.run("cd /tmp; sleep 300 &")
         t0 = time.monotonic()
@@ -298,10 +285,10 @@ def test_shell_timeout_interrupts_the_command_not_the_shell(docker_engine, backe
         sb.stop()
 
 
-def test_a_shell_that_exits_is_replaced(docker_engine):
-    """Docker only: after `exit` the next command gets a fresh shell (the local backend's
-    session raises SandboxError instead)."""
-    sb = opened("docker", make_task())
+def test_a_shell_that_exits_is_replaced(backend):
+    """On both backends: `exit` returns the shell's status and the next command gets a fresh
+    shell in the task's working directory."""
+    sb = opened(backend, make_task())
     try:
         s = sb.session()
         s.run("cd /tmp")
@@ -314,7 +301,6 @@ def test_a_shell_that_exits_is_replaced(docker_engine):
 def test_keys_reach_an_interactive_program(docker_engine, backend):
     sb = opened(backend, python_task() if backend == "docker" else make_task())
     try:
-        needs(backend, sb, "session")
         s = sb.session()
         s.send_keys('read -r answer; echo "got [$answer]"\n')
         s.send_keys("forty two\n")
@@ -380,7 +366,6 @@ def test_forged_report_in_the_report_dir_is_never_read(backend, name):
     task = make_task("forged")
     sb = opened(backend, task)
     try:
-        needs(backend, sb, "verify")
         sb.upload({name: FORGED[name]}, "/logs/verifier")
         sb.session().run(
             f"cp /logs/verifier/{name} /tmp/{name}; (sleep 0.5; cp /tmp/{name} /logs/verifier/) &"
@@ -400,7 +385,6 @@ def test_report_dir_and_tests_start_empty_and_fresh(backend):
     )
     sb = opened(backend, task)
     try:
-        needs(backend, sb, "verify")
         sb.session().run(
             "mkdir -p /tests && echo planted > /tests/conftest.py; "
             "echo planted > /logs/verifier/extra.txt; touch /app/done"
@@ -427,7 +411,6 @@ def test_the_verifier_sees_the_work_not_the_agents_system_changes(backend, trust
     task = make_task("view").model_copy(update={"trusted_paths": ["/usr/local"] if trusted else []})
     sb = opened(backend, task)
     try:
-        needs(backend, sb, "verify")
         r = sb.session().run(
             "touch /app/done; echo x > /etc/myapp.conf; echo n > /root/notes; "
             "printf '#!/bin/sh\\n' > /usr/local/bin/mytool; chmod +x /usr/local/bin/mytool; "
@@ -452,7 +435,6 @@ def test_hard_links_the_agent_made_stay_links_for_the_verifier(backend):
     copied that name up alone (the seed sa-dedupe-hardlinks failed its oracle on docker)."""
     sb = opened(backend, make_task("links"))
     try:
-        needs(backend, sb, "verify")
         assert sb.session().run("echo a > /app/x && ln /app/x /app/y").exit_code == 0
         run = sb.verify({}, "echo b >> /app/x; cat /app/y", timeout_s=30, cwd="/", env={})  # type: ignore[attr-defined]
         assert run.result.stdout == "a\nb\n"
