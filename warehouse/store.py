@@ -428,7 +428,6 @@ class Store:
         return sorted(deleted)
 
 
-
 def _merge_groups(parts: list[PartInfo], small: int, target: int) -> list[list[PartInfo]]:
     """Runs of consecutive small parts, each run's total at most `target`; runs of one dropped."""
     groups: list[list[PartInfo]] = []

@@ -11,6 +11,7 @@ from pipelines.cli.app import app
 def _register() -> None:
     """Import the command modules; each adds its commands to `app` on import."""
     import pipelines.cli.audit_cmds  # noqa: F401
+    import pipelines.cli.sandbox_cmds  # noqa: F401
     import pipelines.cli.synth_cmds  # noqa: F401
     import pipelines.cli.train_cmds  # noqa: F401
     import pipelines.cli.warehouse_cmds  # noqa: F401
