@@ -220,8 +220,9 @@ def test_start_a_campaign_on_t1_from_dagster(ui: UI, page):
         json={"artifacts": {"flow_run_id": {"any_": [flow_run_id]}}},
         timeout=10,
     ).json()
-    assert [a["type"] for a in artifacts] == ["markdown"]  # one per evaluation
-    assert "t1 v1" in artifacts[0]["data"] and run["runId"] in artifacts[0]["data"]
+    assert sorted(a["type"] for a in artifacts) == ["markdown", "table"]  # 1 evaluation, steps
+    (evaluation,) = [a for a in artifacts if a["type"] == "markdown"]
+    assert "t1 v1" in evaluation["data"] and run["runId"] in evaluation["data"]
 
     page.goto(f"{ui.dagster}/assets/evaluation_results", timeout=60_000)
     dismiss_welcome(page)
