@@ -168,10 +168,13 @@ class PtySession:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
-        if self._master >= 0:
+        # The reader ends at EOF, once the last process holding the terminal is gone; the
+        # master is closed after it (closing an fd another thread reads could hand the
+        # number to a new file under it).
+        self._reader.join(timeout=5)
+        if self._master >= 0 and not self._reader.is_alive():
             os.close(self._master)
             self._master = -1
-        self._reader.join(timeout=2)
 
     # -- helpers ------------------------------------------------------------------------
     @property
