@@ -78,9 +78,10 @@ def start_campaign_run(
             flow_run_name=request.run_name(),
         )
     except ObjectNotFound as e:
+        where = PREFECT_API_URL.value() or "the temporary Prefect server (PREFECT_API_URL unset)"
         raise NoDeploymentError(
-            f"Prefect at {PREFECT_API_URL.value()} has no deployment {DEPLOYMENT!r}: start it "
-            "with `t1 ui` (it serves the campaign), or set PREFECT_API_URL to a server that does"
+            f"{where} has no deployment {DEPLOYMENT!r}: start it with `t1 ui` (it serves the "
+            "campaign), or set PREFECT_API_URL to a server that does"
         ) from e
     except (httpx.HTTPError, OSError) as e:
         raise NoDeploymentError(

@@ -5,7 +5,8 @@ user expects around it:
 - a run name from the parameters and tags `campaign:<run id>`, `pool:<pool>`,
   `pool_version:<v>` (the version resolved when the run asked for the latest);
 - retries on the I/O tasks (reading the pool, labelling the run, reporting to Dagster);
-- a markdown artifact per evaluation (its figures, the pool version, links to Dagster);
+- a markdown artifact per evaluation (its figures, the pool version, links to Dagster) and
+  a table artifact of the steps' main metrics at the end;
 - reporting each evaluation to Dagster's `evaluation_results` is best-effort: retried, then
   logged as a warning; it never aborts training.
 
@@ -19,7 +20,7 @@ flow's annotations at run time, and string annotations leave `Pool` undefined.
 from typing import Any
 
 from prefect import flow, get_run_logger, runtime, task
-from prefect.artifacts import create_markdown_artifact
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
 from pipelines.campaign_deployment import CampaignRequest, flow_run_url
@@ -178,7 +179,30 @@ def ppo_campaign(
     result = run_campaign(
         cfg, tasks=split.train, eval_tasks=split.held_out, on_evaluation=on_evaluation
     )
+    metrics_artifact(cfg.campaign, result.metrics)
     return result.metrics
+
+
+STEP_COLUMNS = (
+    "rollout/reward",
+    "rollout/resolved_rate",
+    "losses/policy",
+    "losses/value",
+    "train/kl",
+    "weights/version",
+    "perf/step_seconds",
+)
+
+
+@task(cache_policy=NONE)
+def metrics_artifact(campaign: str, history: list[dict[str, float]]) -> None:
+    """A table artifact of the run's steps (the main metrics; all of them are in
+    run_dir/metrics.jsonl)."""
+    rows = [
+        {"step": i, **{k: round(m[k], 5) for k in STEP_COLUMNS if k in m}}
+        for i, m in enumerate(history)
+    ]
+    create_table_artifact(rows, key=f"metrics-{campaign}".lower(), description="steps")
 
 
 def run_links(dagster_url: str | None, dagster_run_id: str | None) -> dict[str, str]:

@@ -339,39 +339,6 @@ def run_synthesis(
     return out
 
 
-def run_round_number(
-    cfg: SynthConfig,
-    round_: int,
-    store: Store | Path | str | None = None,
-    *,
-    extra_operators: tuple[Operator, ...] = (),
-    progress: Progress | None = None,
-) -> SynthRoundRecord:
-    """Run round `round_` alone (or return its recorded stats), for schedulers that run one
-    round per partition. Round `round_ - 1` must be recorded first (ValueError otherwise);
-    the `rst` pool is re-recorded with every accepted task so far."""
-    if round_ < 1:
-        raise ValueError(f"rounds start at 1, got {round_!r}")
-    store = store if isinstance(store, Store) else Store.open(store, create=True)
-    recorded = ledger.round_rows(store, cfg.campaign)
-    if round_ in recorded:
-        return recorded[round_]
-    if round_ > 1 and round_ - 1 not in recorded:
-        raise ValueError(
-            f"campaign {cfg.campaign!r}: round {round_} needs round {round_ - 1} recorded first"
-        )
-    ops = operator_registry(extra_operators)
-    index = BenchmarkIndex.from_dir(cfg.benchmark, cfg.decontam) if cfg.benchmark else None
-    parents = (
-        seed_parents(store, cfg, progress)
-        if round_ == 1
-        else ledger.accepted_parents(store, cfg.campaign, round_ - 1)
-    )
-    stats = run_round(store, cfg, round_, parents, ops, index, progress=progress)
-    record_rst_pool(store)
-    return stats
-
-
 def record_rst_pool(store: Store) -> None:
     """Re-record the RST pool: every accepted candidate of every campaign (no new version
     when nothing changed)."""

@@ -13,6 +13,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
+from tasks.bundle import task_files
 from tasks.pools import Pool
 
 
@@ -211,7 +212,6 @@ class Task(BaseModel):
     @property
     def content_hash(self) -> str:
         """sha256 over every file of the bundle in Harbor layout (paths and bytes)."""
-        from tasks.harbor import task_files  # local import: harbor imports this module
 
         return bundle_hash(task_files(self))
 

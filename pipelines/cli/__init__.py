@@ -1,11 +1,11 @@
 """The `t1` command. Each stage's commands live in their own module and register on
-`pipelines.cli.app.app`; `main` imports them all, then runs it."""
+`pipelines.cli.root.app`; `main` imports them all, then runs it."""
 
 from __future__ import annotations
 
 import typer
 
-from pipelines.cli.app import app
+from pipelines.cli.root import app
 
 
 def _register() -> None:

@@ -23,8 +23,8 @@ from audit.preflight import run_preflight
 from audit.reports import write_preflight
 from audit.rubric import load_rubric
 from audit.selection import STAGES, SelectionConfig, Stage, audit_version, run_selection
-from pipelines.cli.app import app
 from pipelines.cli.output import phase_progress
+from pipelines.cli.root import app
 from tasks.pools import Pool
 from warehouse import load_pool, pool_tasks, resolve_store_path
 from warehouse.recording import writable_store

@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from pipelines.cli.app import app
+from pipelines.cli.root import app
 from pipelines.defs.jobs import BUILD_POOLS
 from pipelines.defs.resources import ForgeConfig, forge_config_from_env
 from pipelines.services import PREFECT_PORT

@@ -16,8 +16,8 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from pipelines.cli.app import app
 from pipelines.cli.output import ExitCode, fail
+from pipelines.cli.root import app
 from synthesis import ledger
 from synthesis.decontam import DecontamConfig
 from synthesis.llm import LLMSettings, llm_operators

@@ -13,8 +13,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from pipelines.cli.app import app
 from pipelines.cli.output import fail, progress
+from pipelines.cli.root import app
 from sandbox.base import SandboxUnavailable
 from sandbox.build import BuildRow
 from sandbox.check import TaskCheck, check_task

@@ -13,7 +13,7 @@ from pathlib import Path
 import typer
 
 from pipelines.campaign_deployment import CampaignRequest
-from pipelines.cli.app import app
+from pipelines.cli.root import app
 from tasks.pools import Pool
 
 DEFAULTS = CampaignRequest()

@@ -17,7 +17,7 @@ from pathlib import Path
 import typer
 
 from pipelines.campaign_deployment import DAGSTER_URL_ENV, DEPLOYMENT
-from pipelines.cli.app import app
+from pipelines.cli.root import app
 from pipelines.main_job import dagster_home
 from pipelines.services import (
     DAGSTER_PORT,

@@ -16,8 +16,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from pipelines.cli.app import app
 from pipelines.cli.output import ExitCode, TableFormat, fail, print_rows
+from pipelines.cli.root import app
 from tasks.pools import Pool
 from warehouse import Store, WarehouseError, export_pool, open_snapshot, resolve_store_path
 from warehouse.lineage import (
@@ -321,7 +321,12 @@ def info_cmd(store: StoreOpt = None) -> None:
         manifest = st.read_manifest()
     except WarehouseError as e:
         raise _fail(str(e), 2) from e
-    table = Table(title=f"{st.root}  schema v{manifest.schema_version}  gen {manifest.generation}")
+    _console().print(
+        f"{st.root}  schema v{manifest.schema_version}  gen {manifest.generation}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    table = Table()
     for col in ("table", "parts", "rows", "bytes"):
         table.add_column(col, justify="right" if col != "table" else "left")
     for name, parts in manifest.tables.items():

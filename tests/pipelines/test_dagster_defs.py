@@ -142,7 +142,9 @@ def test_a_new_t1_version_requests_a_campaign_on_that_version():
     assert config == {"pool_version": 2}
 
 
-def test_train_campaign_without_a_prefect_server_fails_in_one_line(tmp_path, monkeypatch):
+def test_train_campaign_without_a_prefect_server_fails_in_one_line(tmp_path):
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
     from pipelines.defs.campaign import train_campaign
     from pipelines.services import free_port
     from tasks.corpus import load_seeds
@@ -150,7 +152,6 @@ def test_train_campaign_without_a_prefect_server_fails_in_one_line(tmp_path, mon
 
     seeds = load_seeds()[:2]
     record_pool(tmp_path / "wh", "t1", seeds, tasks=seeds)
-    monkeypatch.setenv("PREFECT_API_URL", f"http://127.0.0.1:{free_port()}/api")
     forge = ForgeConfig(store=str(tmp_path / "wh"))
 
     def failure(config: dict) -> str:
@@ -163,10 +164,13 @@ def test_train_campaign_without_a_prefect_server_fails_in_one_line(tmp_path, mon
         (event,) = [e for e in result.all_events if e.is_step_failure]
         return event.step_failure_data.error.message
 
-    assert "cannot reach Prefect at" in failure({})
-    assert "start `t1 ui`" in failure({})
-    assert "pool 't1' has no version 4" in failure({"pool_version": 4})
-    assert "unknown pool 'nope'" in failure({"pool": "nope"})
+    # Settings, not the environment: Prefect reads its environment once per process.
+    dead = f"http://127.0.0.1:{free_port()}/api"
+    with temporary_settings(updates={PREFECT_API_URL: dead}):
+        assert "cannot reach Prefect at" in failure({})
+        assert "start `t1 ui`" in failure({})
+        assert "pool 't1' has no version 4" in failure({"pool_version": 4})
+        assert "unknown pool 'nope'" in failure({"pool": "nope"})
 
 
 def test_forge_config_has_one_source_per_default(monkeypatch):

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.cli import _register
-from pipelines.cli.app import app
+from pipelines.cli.root import app
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -89,7 +89,8 @@ def test_flow_trains_on_t1_and_reports_with_the_pool_version(t1_store, tmp_path,
                 time.sleep(0.5)
     assert run.name == "tiny-cpu-t1-vlatest-1steps"
     assert {"pool:t1", "pool_version:1", f"campaign:tiny-cpu-{str(run_id)[:8]}"} <= set(run.tags)
-    assert len([a for a in artifacts if a.flow_run_id == run_id]) == 1
+    kinds = sorted(a.type for a in artifacts if a.flow_run_id == run_id)
+    assert kinds == ["markdown", "table"]  # one evaluation, one table of steps
     assert any("not reported to Dagster" in m for m in logs)
 
     with open_snapshot(store) as snap:
