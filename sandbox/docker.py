@@ -27,10 +27,10 @@ from sandbox.base import (
     NetworkMode,
     NetworkPolicy,
     SandboxError,
-    SandboxUnavailable,
     VerifierRun,
     normalize_dest,
 )
+from sandbox.docker_api import docker_client, endpoint, exec_exit_code, is_podman
 from sandbox.docker_build import build_image, image_config, tar_bytes
 from sandbox.docker_session import DockerSession
 from sandbox.image import DEFAULT_PATH, ImageConfig
@@ -40,7 +40,6 @@ from sandbox.tamper import tampered_paths as find_tampering
 from sandbox.verifier_view import PROTECTED_ETC, PROTECTED_TOP
 from tasks.model import Limits, Task
 
-API_VERSION = "1.41"  # Docker 20.10+, Podman 4+
 IDLE_INIT = "/run/t1-init"  # where the host's catatonit is mounted (local Podman)
 PODMAN_API = "4.0.0"  # the libpod API (container mounts)
 # Top-level entries of the agent's root the verifier's view never takes (beside the system
@@ -58,46 +57,6 @@ TOOLCHAIN_PROBE = (
 
 
 # -- engine ------------------------------------------------------------------------------
-def docker_client() -> Any:
-    """A connected Docker client (DOCKER_HOST, else the default socket), or SandboxUnavailable."""
-    try:
-        import docker
-    except ImportError as e:
-        raise SandboxUnavailable("the 'docker' package is not installed") from e
-    try:
-        # A fixed API version: negotiating it costs a /version call (0.5-1 s on Podman).
-        client = docker.from_env(timeout=600, version=API_VERSION)
-        client.ping()
-        client._t1_endpoint = os.environ.get("DOCKER_HOST", "default")
-    except Exception as e:  # noqa: BLE001 - any failure here means "no engine"
-        raise SandboxUnavailable(f"no Docker daemon answers: {e}") from e
-    return client
-
-
-def endpoint(client: Any) -> str:
-    """The DOCKER_HOST a client was made for."""
-    return str(getattr(client, "_t1_endpoint", "default"))
-
-
-def docker_problem() -> str | None:
-    try:
-        docker_client().close()
-    except SandboxUnavailable as e:
-        return str(e)
-    return None
-
-
-def is_podman(client: Any) -> bool:
-    """Whether the engine is Podman (asked once per client)."""
-    cached = getattr(client, "_t1_is_podman", None)
-    if cached is None:
-        api = client.api
-        headers = api.get(f"{api.base_url}/_ping", timeout=10).headers
-        cached = "Libpod-API-Version" in headers  # /version would cost 0.5-1 s
-        client._t1_is_podman = cached
-    return bool(cached)
-
-
 # -- the sandbox -------------------------------------------------------------------------
 def _dirs_tar(dirs: dict[str, int]) -> bytes:
     buf = io.BytesIO()
@@ -643,23 +602,13 @@ def _discard(sock: socket.socket, deadline: float) -> None:
             return
 
 
-def exec_exit_code(api: Any, exec_id: str) -> int:
-    deadline = time.monotonic() + 5
-    while True:
-        info = api.exec_inspect(exec_id)
-        if not info.get("Running") or time.monotonic() > deadline:
-            code = info.get("ExitCode")
-            return int(code) if code is not None else -1
-        time.sleep(0.02)
-
-
 class DockerBackend:
     name = "docker"
 
     def open(self, task: Task) -> DockerSandbox:
         """Build (or reuse) the task's image and start its sandbox (Harbor 1.1: the agent
         phase's network, env and user)."""
-        from sandbox.backends import network_policy
+        from sandbox.policy import network_policy
 
         client = docker_client()
         try:

@@ -186,7 +186,7 @@ class DockerSession:
         code, out, how = self._type_and_wait(line, timeout, cap)
         timed_out, truncated = how == "timeout", how == "cap"
         if how == "eof":  # the shell itself was killed (or exited): the next run starts one
-            from sandbox.docker import exec_exit_code
+            from sandbox.docker_api import exec_exit_code
 
             self.detach()
             code = exec_exit_code(self.sandbox.client.api, self._exec_id)

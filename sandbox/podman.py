@@ -221,7 +221,7 @@ def docker_engine() -> Iterator[str | None]:
     """For the docker backend in a script: the engine DOCKER_HOST names (or the default
     socket) when one answers, else a private Podman service exported as DOCKER_HOST for the
     duration. Yields the DOCKER_HOST in use (None: neither, the backend will say why)."""
-    from sandbox.docker import docker_problem
+    from sandbox.docker_api import docker_problem
 
     if docker_problem() is None or podman_problem() is not None:
         yield os.environ.get("DOCKER_HOST")

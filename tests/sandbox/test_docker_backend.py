@@ -641,7 +641,8 @@ def test_internet_reaches_out_but_not_the_host(docker_engine, host_server):
 def test_allowlist_reaches_only_the_allowed_hosts(docker_engine, host_server):
     if not _internet_reachable():
         pytest.skip("this machine has no route to deb.debian.org")
-    from sandbox.docker import DockerSandbox, docker_client, is_podman
+    from sandbox.docker import DockerSandbox
+    from sandbox.docker_api import docker_client, is_podman
     from sandbox.docker_build import build_image, image_config
 
     client = docker_client()
