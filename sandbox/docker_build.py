@@ -38,7 +38,7 @@ def _instructions(text: str) -> list[tuple[int, int, str]]:
         escape = m.group(1)
     lines = text.split("\n")
     out: list[tuple[int, int, str]] = []
-    start, parts = -1, []
+    start, parts = -1, list[str]()
     for i, line in enumerate(lines):
         stripped = line.strip()
         if start < 0:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 from sandbox.image import ImageConfig
 from tasks.dockerfile import (
@@ -247,7 +248,7 @@ class _Resolver:
         opts = self.copy_opts(ins)
         return Copy(sources, dest, ins.line, ins.original, ins.keyword == "ADD", from_stage, **opts)
 
-    def copy_opts(self, ins: Instruction) -> dict[str, object]:
+    def copy_opts(self, ins: Instruction) -> dict[str, Any]:
         chmod: int | None = None
         if "chmod" in ins.flags:
             try:
