@@ -121,8 +121,9 @@ class SandboxCgroup:
             base = self.path(c)
             if not base.is_dir():
                 continue
-            dirs = sorted((p for p in base.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts))
-            for p in [*dirs, base]:
+            # os.walk ignores directories that vanish under it (another reclaimer, the kernel)
+            dirs = [Path(d) / n for d, names, _ in os.walk(base) for n in names]
+            for p in [*sorted(dirs, key=lambda p: -len(p.parts)), base]:
                 _rmdir(p)
 
 

@@ -129,6 +129,7 @@ class LocalSandbox:
         self._session: PtySession | None = None
         self._lock = threading.Lock()
         self._stop_lock = threading.Lock()
+        self._reclaim_queued = False
         self._lease = RUN_DIR / f"{self.id}.json"
 
     # -- lifecycle ---------------------------------------------------------------------
@@ -231,7 +232,9 @@ class LocalSandbox:
         (RUN_DIR / f"{self.id}.img").unlink(missing_ok=True)
         # Killed processes may take a few ms more to exit (the last one tears down mounts);
         # their groups and the lease go when they have, off the caller's path.
-        _REAPER.submit(self._cgroup, self._lease)
+        if not self._reclaim_queued:
+            self._reclaim_queued = True
+            _REAPER.submit(self._cgroup, self._lease)
 
     def __enter__(self) -> LocalSandbox:
         self.start()
@@ -585,6 +588,7 @@ class _Reaper:
         self._queue: list[tuple[SandboxCgroup, Path]] = []
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
+        self._busy = 0  # removals the thread has taken from the queue and not finished
 
     def submit(self, group: SandboxCgroup, lease: Path) -> None:
         with self._cond:
@@ -602,22 +606,35 @@ class _Reaper:
                         self._thread = None
                         return
                 group, lease = self._queue.pop(0)
-            group.destroy()
-            lease.unlink(missing_ok=True)
+                self._busy += 1
+            try:
+                _reclaim(group, lease)
+            finally:
+                with self._cond:
+                    self._busy -= 1
+                    self._cond.notify_all()
 
-    def drain(self) -> None:
-        """Finish every queued removal now (tests, interpreter exit)."""
+    def drain(self, timeout_s: float = 30.0) -> None:
+        """Finish every queued removal now, and wait for the one the thread is doing (tests,
+        interpreter exit: a daemon thread stopped mid-removal would leave the lease behind)."""
         while True:
             with self._cond:
                 if not self._queue:
                     break
                 group, lease = self._queue.pop(0)
-            group.destroy()
-            lease.unlink(missing_ok=True)
-        thread = self._thread
-        if thread is not None and thread is not threading.current_thread():
-            with self._cond:
-                self._cond.notify()
+            _reclaim(group, lease)
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while self._busy and time.monotonic() < deadline:
+                self._cond.wait(timeout=0.1)
+
+
+def _reclaim(group: SandboxCgroup, lease: Path) -> None:
+    try:
+        group.destroy()
+    except OSError:  # best effort: what is left is `t1 sandbox gc`'s
+        return
+    lease.unlink(missing_ok=True)
 
 
 _REAPER = _Reaper()
