@@ -100,17 +100,17 @@ class SlowDedupeHelper(Operator):
                 f"python3 {helper} {target} > {report}",
             ],
             tests=render_tests(_TESTS, tag, spec),
-            section=(
-                "## Additional requirement: make the dedupe helper fast\n\n"
+            text=(
                 f"`python3 {helper} FILE` prints FILE's lines without repeats (each distinct "
                 "line once, at its first occurrence, in input order). Its output is correct but "
-                f"it is far too slow: on a file of {LINES:,} lines with up to {DISTINCT:,} "
+                f"it is far too slow: on a file of {LINES} lines with up to {DISTINCT} "
                 f"distinct values it must finish within {BUDGET_S:g} seconds. Make it fast "
-                f"without changing its output or interface. Then, when everything above is "
-                f"done, run it on `{target}` and write its output to `{report}`."
+                f"without changing its output or interface. Then run it on `{target}` and "
+                f"write its output to `{report}`."
             ),
             env_files={f"app/{helper[len(wd) + 1 :]}": _SLOW.encode()},
             requires=["python3"],
+            consumes=[target],
             creates=[report],
         )
 
