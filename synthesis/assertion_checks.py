@@ -51,7 +51,7 @@ _COMPARE = {
 }
 
 
-def test_functions(source: str, names: Iterable[str] | None = None) -> list[ast.FunctionDef]:
+def top_level_tests(source: str, names: Iterable[str] | None = None) -> list[ast.FunctionDef]:
     """Top-level test functions of `source` (those in `names`, when given)."""
     wanted = set(names) if names is not None else None
     return [
@@ -151,7 +151,7 @@ def _calls_only_guard(fn: ast.FunctionDef) -> bool:
 def vacuous_tests(source: str, names: Iterable[str] | None = None) -> list[str]:
     """Names of test functions that cannot fail (see the module docstring)."""
     out = []
-    for fn in test_functions(source, names):
+    for fn in top_level_tests(source, names):
         asserts = [n for n in ast.walk(fn) if isinstance(n, ast.Assert)]
         if not asserts:
             if _calls_only_guard(fn):
@@ -206,7 +206,7 @@ def nondeterministic_tests(source: str, names: Iterable[str] | None = None) -> l
         if isinstance(n, ast.FunctionDef) and not n.name.startswith("test_")
     }
     out = []
-    for fn in test_functions(source, names):
+    for fn in top_level_tests(source, names):
         reach = [fn]
         seen = {fn.name}
         for node in ast.walk(fn):  # one level of module helpers the test calls

@@ -8,7 +8,8 @@ the core and every stage each time a stage is added: a goal line naming every st
 then the later stages in order, each path an earlier stage produced marked with that stage, so
 the text reads as one workflow whose steps build on each other (not as appended chores).
 
-The LLM operator writes its own whole instruction instead (`Extension.instruction`).
+The LLM operator writes its own whole instruction instead (`Extension.instruction`, kept as
+`Stage.instruction`); stages added after it compose on top of that text.
 """
 
 from __future__ import annotations
@@ -31,6 +32,9 @@ class Stage(BaseModel):
     text: str  # the full requirement, one paragraph (may hold a fenced block), no heading
     consumes: tuple[str, ...] = ()  # absolute paths of earlier state the steps read or change
     produces: tuple[str, ...] = ()  # absolute paths the steps create
+    # The whole instruction, when the rewrite wrote it itself (the LLM operator): later stages
+    # compose on top of it as their core.
+    instruction: str | None = None
 
 
 def stages_to_json(stages: tuple[Stage, ...] | list[Stage]) -> str:
@@ -113,8 +117,15 @@ def compose_instruction(
 ) -> str:
     """The whole instruction of a task made of the core task and `stages` (see the module doc).
 
-    With no stages the core instruction is returned unchanged.
+    With no stages the core instruction is returned unchanged. A stage that wrote the whole
+    instruction itself becomes the core of the stages after it.
     """
+    for i in range(len(stages) - 1, -1, -1):
+        if stages[i].instruction:
+            core, core_title = stages[i].instruction or core, stages[i].title
+            core_outputs = [*core_outputs, *(p for s in stages[: i + 1] for p in s.produces)]
+            stages = stages[i + 1 :]
+            break
     if not stages:
         return core
     made: dict[str, int] = {p: 1 for p in core_outputs}

@@ -304,7 +304,7 @@ def build_child(parent: Parent, operator: str, family: str, round_: int, ext: Ex
     verifier[VERIFIER_MODULE] = f"{old_tests.rstrip()}\n\n\n{header}\n{tests}".encode()
     # (4) the instruction, last: the whole workflow, this stage included.
     stage = child_stage(parent, operator, family, round_, ext)
-    instruction = ext.instruction or compose_instruction(
+    instruction = compose_instruction(
         parent.core_instruction,
         parent.core_name,
         parent.core_outputs,
@@ -349,6 +349,7 @@ def child_stage(parent: Parent, operator: str, family: str, round_: int, ext: Ex
         text=ext.text,
         consumes=tuple(ext.consumes),
         produces=tuple(ext.creates),
+        instruction=ext.instruction,
     )
 
 
