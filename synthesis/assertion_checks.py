@@ -73,14 +73,10 @@ def _const_value(node: ast.expr) -> tuple[bool, object]:
         ok_l, left = _const_value(node.left)
         ok_r, right = _const_value(node.right)
         if ok_l and ok_r:
+            expr = ast.Expression(ast.BinOp(ast.Constant(left), node.op, ast.Constant(right)))
             try:
-                return True, eval(  # noqa: S307 - constants only, checked above
-                    compile(
-                        ast.Expression(ast.BinOp(ast.Constant(left), node.op, ast.Constant(right))),
-                        "<c>",
-                        "eval",
-                    )
-                )
+                code = compile(ast.fix_missing_locations(expr), "<constant>", "eval")
+                return True, eval(code, {"__builtins__": {}})  # noqa: S307 - constants only
             except Exception:  # noqa: BLE001 - e.g. 1 / 0: not a constant truth
                 return False, None
     return False, None
