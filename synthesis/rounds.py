@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -33,6 +34,7 @@ from synthesis.operators import Operator, Parent, RewriteContext, RewriteError, 
 from synthesis.operators import registry as operator_registry
 from synthesis.operators.extension import Extension, Feedback, child_stage
 from synthesis.profile import profile_task
+from synthesis.reference import AgentFactory, reference_trial, reward_share
 from synthesis.sampler import Assignment, Caps, sample_round
 from synthesis.validate import Validation, ValidationConfig, Verdict, validate
 from tasks.corpus import import_dir, load_seeds
@@ -68,10 +70,14 @@ class SynthConfig:
     benchmark: Path | None = None
     seeds_dir: Path | None = None  # default: the bundled corpus (tasks/seeds)
     seed_ids: tuple[str, ...] = ()  # restrict the seed corpus (tests, small runs)
+    # Accepted tasks per round a reference agent attempts, when one is given (0: none).
+    reference_sample: int = 4
 
     def __post_init__(self) -> None:
         if self.rounds < 1 or self.per_round < 1 or self.workers < 1:
             raise ValueError(f"rounds, per_round and workers must be >= 1, got {self!r}")
+        if self.reference_sample < 0:
+            raise ValueError(f"reference_sample must be >= 0, got {self.reference_sample!r}")
 
     def to_json(self) -> str:
         doc = asdict(self)
@@ -135,6 +141,7 @@ class Built:
     verdict: Verdict | None = None  # set when discarded before the sandbox
     detail: str = ""
     overlap: Overlap | None = None
+    reference_reward: float | None = None  # the reference agent's share, when it was run
 
 
 def synthesize(
@@ -225,6 +232,7 @@ def candidate_rows(
         distinct_tools=len(distinct_tools(script, task.environment.workdir)) if task else None,
         files_touched=files_touched(profile) if profile is not None else None,
         dependency_depth=dependency_depth(parent.core_outputs, stages),
+        reference_reward=built.reference_reward,
     )
     rows: list[Record] = [row]
     if accepted and profile is not None and m is not None:
@@ -251,6 +259,7 @@ def round_stats(
         return [float(x) for x in values if x is not None]
 
     free = present([r.free_reward_share for r in acc])
+    ref = present([r.reference_reward for r in acc])
     return SynthRoundRecord(
         campaign=cfg.campaign,
         round=round_,
@@ -275,6 +284,8 @@ def round_stats(
         mean_distinct_tools=mean(present([r.distinct_tools for r in acc])),
         mean_files_touched=mean(present([r.files_touched for r in acc])),
         mean_dependency_depth=mean(present([r.dependency_depth for r in acc])),
+        reference_sampled=len(ref),
+        reference_pass_rate=mean([1.0 if x >= 1.0 else 0.0 for x in ref]),
     )
 
 
@@ -286,10 +297,16 @@ def round_parents(
 
 
 def build_and_validate(
-    cfg: SynthConfig, a: Assignment, parent: Parent, op: Operator, index: BenchmarkIndex | None
+    cfg: SynthConfig,
+    a: Assignment,
+    parent: Parent,
+    op: Operator,
+    index: BenchmarkIndex | None,
+    reference: Callable[[], AgentFactory | None] | None = None,
 ) -> tuple[Built, Validation | None]:
     """One candidate: build it, screen it, validate it; an operator that can revise (the LLM
-    operator) gets the validation's findings back, at most `max_repairs` times."""
+    operator) gets the validation's findings back, at most `max_repairs` times. Once accepted,
+    `reference()` (a sampling slot: an agent factory, or None) may run the reference agent."""
     built = synthesize(a, parent, op, cfg.seed, index, cfg.validation.backend)
     if built.task is None or built.verdict is not None or built.stage is None:
         return built, None
@@ -317,6 +334,14 @@ def build_and_validate(
         v.trials = [*before.trials, *v.trials]
         v.repairs = [*before.repairs, f"{before.verdict}: revised by {op.name}", *v.repairs]
         v.sandbox_s += before.sandbox_s
+    make_agent = reference() if reference is not None and v.accepted else None
+    if make_agent is not None:
+        t0 = time.monotonic()
+        trial = reference_trial(v.task, make_agent, cfg.validation.backend)
+        if trial is not None:
+            v.trials.append(trial)
+            built.reference_reward = reward_share(trial)
+        v.sandbox_s += time.monotonic() - t0
     return built, v
 
 
@@ -341,6 +366,7 @@ def run_round(
     *,
     progress: Progress | None = None,
     on_recorded: Hook | None = None,
+    reference: AgentFactory | None = None,
 ) -> SynthRoundRecord:
     """Run (or finish) one round and record its stats row."""
     t_round = time.monotonic()
@@ -376,10 +402,28 @@ def run_round(
         if on_recorded:
             on_recorded(row)
 
+    lock = threading.Lock()
+    slots = [cfg.reference_sample - sum(r.reference_reward is not None for r in done.values())]
+
+    def reference_slot() -> AgentFactory | None:
+        with lock:
+            if reference is None or slots[0] <= 0:
+                return None
+            slots[0] -= 1
+            return reference
+
     pool = ThreadPoolExecutor(max_workers=cfg.workers)
     try:
         futures = [
-            pool.submit(build_and_validate, cfg, a, by_hash[a.parent_hash], ops[a.operator], index)
+            pool.submit(
+                build_and_validate,
+                cfg,
+                a,
+                by_hash[a.parent_hash],
+                ops[a.operator],
+                index,
+                reference_slot,
+            )
             for a in todo
         ]
         for fut in as_completed(futures):
@@ -400,6 +444,7 @@ def run_synthesis(
     extra_operators: tuple[Operator, ...] = (),
     progress: Progress | None = None,
     on_recorded: Hook | None = None,
+    reference: AgentFactory | None = None,
 ) -> list[SynthRoundRecord]:
     """Run rounds 1..cfg.rounds, resuming from whatever the warehouse already holds.
 
@@ -421,7 +466,15 @@ def run_synthesis(
         if not parents:
             break
         stats = run_round(
-            store, cfg, r, parents, ops, index, progress=progress, on_recorded=on_recorded
+            store,
+            cfg,
+            r,
+            parents,
+            ops,
+            index,
+            progress=progress,
+            on_recorded=on_recorded,
+            reference=reference,
         )
         out.append(stats)
     accepted = ledger.accepted_hashes(store, cfg.campaign)
@@ -437,6 +490,7 @@ def run_round_number(
     *,
     extra_operators: tuple[Operator, ...] = (),
     progress: Progress | None = None,
+    reference: AgentFactory | None = None,
 ) -> SynthRoundRecord:
     """Run round `round_` alone (or return its recorded stats), for schedulers that run one
     round per partition. Round `round_ - 1` must be recorded first (ValueError otherwise);
@@ -454,7 +508,9 @@ def run_round_number(
     ops = operator_registry(extra_operators)
     index = BenchmarkIndex.from_dir(cfg.benchmark, cfg.decontam) if cfg.benchmark else None
     parents = round_parents(store, cfg, round_, progress)
-    stats = run_round(store, cfg, round_, parents, ops, index, progress=progress)
+    stats = run_round(
+        store, cfg, round_, parents, ops, index, progress=progress, reference=reference
+    )
     accepted = ledger.accepted_hashes(store, cfg.campaign)
     if accepted:
         record_pool(store, cfg.campaign, accepted)
