@@ -9,8 +9,8 @@ unless the parent's work is done and still correct. Validation then proves the d
 empirically (`synthesis.validate`: the extension's steps alone, on the untouched environment
 with stubbed inputs, must fail every new assertion).
 
-Guard results are memoized per verifier run (one process runs every check in order), so a
-guarded check costs its own time once however many later tests require it.
+Guard outcomes (pass or failure message) are memoized per verifier run (one process runs every
+check in order), so a guarded check costs its own time once however many tests require it.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import ast
 import posixpath
 from collections.abc import Iterable
 
-GUARD_MEMO = "_t1_prerequisites_passed"
+GUARD_MEMO = "_t1_prerequisite_outcomes"
 
 
 def _globals(tree: ast.Module) -> dict[str, ast.AST]:
@@ -92,21 +92,25 @@ def guarding_tests(
 
 
 def guard_block(tag: str, checks: list[str]) -> str:
-    """The prerequisite function of one rewrite (None of its text is compared to anything)."""
+    """The prerequisite function of one rewrite (none of its text is compared to anything).
+
+    Each check's outcome (passed, or its failure message) is kept for the rest of the
+    verifier run, so later tests requiring it do not run it again."""
     names = ", ".join(checks) + ("," if len(checks) == 1 else "")
     return (
         f"def _{tag}_prerequisites():\n"
         f'    """This stage builds on earlier results: their own checks must pass first."""\n'
-        f"    done = globals().setdefault({GUARD_MEMO!r}, set())\n"
+        f"    seen = globals().setdefault({GUARD_MEMO!r}, {{}})\n"
         f"    for check in ({names}):\n"
-        f"        if check.__name__ in done:\n"
-        f"            continue\n"
-        f"        try:\n"
-        f"            check()\n"
-        f"        except Exception as e:\n"
-        f"            msg = f'prerequisite {{check.__name__}} fails: {{e}}'\n"
-        f"            raise AssertionError(msg) from e\n"
-        f"        done.add(check.__name__)\n"
+        f"        if check.__name__ not in seen:\n"
+        f"            try:\n"
+        f"                check()\n"
+        f"                seen[check.__name__] = None\n"
+        f"            except Exception as e:\n"
+        f"                seen[check.__name__] = f'{{type(e).__name__}}: {{e}}'\n"
+        f"        if seen[check.__name__] is not None:\n"
+        f"            msg = f'prerequisite {{check.__name__}} fails: {{seen[check.__name__]}}'\n"
+        f"            raise AssertionError(msg)\n"
     )
 
 

@@ -33,11 +33,17 @@ SNIFF_BYTES = 65_536
 
 OutputKind = Literal["csv", "json", "text", "binary"]
 
+_PRUNE = "find . \\( " + " -o ".join(f"-name {d}" for d in SKIP_DIRS) + " \\) -prune -o "
+# One exec: modes and sizes, a separator, then digests (one sha256sum for many files), and
+# optionally the git work trees (`.git` directories) under the workdir.
 _LISTING = (
     "cd {wd} 2>/dev/null || exit 0; "
-    "find . \\( " + " -o ".join(f"-name {d}" for d in SKIP_DIRS) + " \\) -prune -o "
-    "-type f -size -{kb}k -printf '%m %s ' -exec sha256sum {{}} \\;"
+    + _PRUNE
+    + "-type f -size -{kb}k -printf '%m %s %p\\n'; echo '@@digests'; "
+    + _PRUNE
+    + "-type f -size -{kb}k -print0 | xargs -0 -r sha256sum; echo '@@repos'; {repos}"
 )
+_REPOS = "find . -name .git -prune -print"
 
 
 class OutputFile(BaseModel):
@@ -101,16 +107,24 @@ class TaskProfile(BaseModel):
         return cls.model_validate_json(text)
 
 
-def parse_listing(text: str) -> dict[str, tuple[int, int, str]]:
-    """`find -printf '%m %s ' -exec sha256sum` lines -> {rel: (mode, size, sha256)}."""
+def parse_listing(text: str) -> tuple[dict[str, tuple[int, int, str]], list[str]]:
+    """The output of `_LISTING` -> ({rel: (mode, size, sha256)}, git work-tree roots)."""
+    stats, _, rest = text.partition("@@digests\n")
+    digests, _, repos = rest.partition("@@repos\n")
+    sha: dict[str, str] = {}
+    for line in digests.splitlines():
+        digest, _, name = line.partition("  ")
+        if name.startswith("./") and len(digest) == 64:
+            sha[name[2:]] = digest
     out: dict[str, tuple[int, int, str]] = {}
-    for line in text.splitlines():
-        parts = line.split(" ", 3)
-        if len(parts) != 4 or not parts[3].startswith(" ./"):
+    for line in stats.splitlines():
+        parts = line.split(" ", 2)
+        if len(parts) != 3 or not parts[2].startswith("./") or parts[2][2:] not in sha:
             continue
-        mode, size, digest, name = parts
-        out[name[3:]] = (int(mode, 8), int(size), digest)
-    return out
+        mode, size, name = parts
+        out[name[2:]] = (int(mode, 8), int(size), sha[name[2:]])
+    roots = sorted(p[2:-5].rstrip("/") for p in repos.split() if p.endswith("/.git"))
+    return out, roots
 
 
 def sniff(data: bytes, rel: str) -> tuple[OutputKind, int | None, str | None, int | None]:
@@ -156,9 +170,12 @@ class ProfilingOracle:
         self.outcome: AgentOutcome | None = None
         self.repos: list[str] = []  # work-tree roots (relative) of git repos under the workdir
 
-    def _listing(self, sandbox: Sandbox, workdir: str) -> dict[str, tuple[int, int, str]]:
+    def _listing(
+        self, sandbox: Sandbox, workdir: str, repos: bool = False
+    ) -> tuple[dict[str, tuple[int, int, str]], list[str]]:
         kb = MAX_OUTPUT_BYTES // 1024 * 4
-        r = sandbox.exec(_LISTING.format(wd=workdir, kb=kb), timeout_s=60, cwd="/")
+        cmd = _LISTING.format(wd=workdir, kb=kb, repos=_REPOS if repos else "true")
+        r = sandbox.exec(cmd, timeout_s=60, cwd="/")
         return parse_listing(r.stdout)
 
     def _probe(self, sandbox: Sandbox, workdir: str) -> None:
@@ -180,12 +197,10 @@ class ProfilingOracle:
             return AgentOutcome(exit_code=None, detail="task has no reference solution")
         wd = task.environment.workdir
         self._probe(sandbox, wd)
-        self.before = self._listing(sandbox, wd)
+        self.before, _ = self._listing(sandbox, wd)
         outcome = run_solution(sandbox, task, task.solution, deadline)
         self.outcome = outcome
-        self.after = self._listing(sandbox, wd)
-        r = sandbox.exec(f"cd {wd} && find . -name .git -prune -print", timeout_s=60, cwd="/")
-        self.repos = sorted(p[2:-5].rstrip("/") for p in r.stdout.split() if p.endswith("/.git"))
+        self.after, self.repos = self._listing(sandbox, wd, repos=True)
         for rel, (_, size, digest) in self.after.items():
             prev = self.before.get(rel)
             if (prev is None or prev[2] != digest) and size <= MAX_OUTPUT_BYTES:
