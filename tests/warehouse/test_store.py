@@ -30,9 +30,9 @@ from warehouse import (
     record_trajectories,
     record_trials,
     resolve_store_path,
+    schema,
 )
 from warehouse.records import RECORD_TYPES, TaskRecord, records_table
-from warehouse import schema
 from warehouse.schema import TABLES
 
 
