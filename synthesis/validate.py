@@ -49,6 +49,7 @@ from synthesis.operators.extension import (
     Parent,
     extension_block,
     new_assertions,
+    rerender,
 )
 from synthesis.probes import ExtensionOnlyAgent, ParentSolutionAgent, WipeAgent
 from synthesis.profile import ProfilingOracle, TaskProfile
@@ -402,7 +403,8 @@ def repair(
             env = task.environment.model_copy(
                 update={"requires": [*task.environment.requires, *tools]}
             )
-            return task.model_copy(update={"environment": env}), f"requires += {tools}"
+            fixed = rerender(task.model_copy(update={"environment": env}))
+            return fixed, f"requires += {tools}"
         return _align_paths(task, parent, check, profile)
     return None
 

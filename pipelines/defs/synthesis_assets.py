@@ -31,6 +31,13 @@ def synthesis_round(context: dg.AssetExecutionContext, forge: ForgeConfig) -> dg
             "discard_reasons": reasons,
             "mean_solution_steps": stats.mean_solution_steps or 0.0,
             "mean_assertions": stats.mean_assertions or 0.0,
+            "dependency_ok_share": stats.dependency_ok_share or 0.0,
+            "mean_free_reward_share": stats.mean_free_reward_share or 0.0,
+            "coverage_share": stats.coverage_share or 0.0,
+            "seeds_with_descendants": stats.seeds_with_descendants or 0,
+            "mean_distinct_tools": stats.mean_distinct_tools or 0.0,
+            "mean_files_touched": stats.mean_files_touched or 0.0,
+            "mean_dependency_depth": stats.mean_dependency_depth or 0.0,
             "wall_s": stats.wall_s,
         }
     )

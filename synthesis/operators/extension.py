@@ -29,6 +29,7 @@ from typing import ClassVar
 from synthesis.guards import add_guards, guarding_tests
 from synthesis.instruction import Stage, compose_instruction
 from synthesis.profile import OutputFile, OutputKind, TaskProfile
+from tasks.environment import render_dockerfile
 from tasks.model import Lineage, Task
 
 VERIFIER_MODULE = "test_outputs.py"
@@ -285,6 +286,11 @@ def build_child(parent: Parent, operator: str, family: str, round_: int, ext: Ex
             "requires": list(dict.fromkeys([*env.requires, *ext.requires])),
         }
     )
+    if environment != env and not spec_rendered(task):
+        raise RewriteError(
+            f"{operator}: the parent's environment/Dockerfile is hand-written; an extension "
+            "that changes the environment needs a spec-rendered one"
+        )
     # (3) the verifier: new assertions, each guarded by the parent's checks on what the
     # steps consume, appended to the same module.
     old_tests = task.verifier[VERIFIER_MODULE].decode("utf-8")
@@ -315,7 +321,7 @@ def build_child(parent: Parent, operator: str, family: str, round_: int, ext: Ex
         repr((parent.hash, operator, round_, block, tests, instruction)).encode()
     ).hexdigest()
     tags = list(dict.fromkeys([*task.tags, "rst", family]))
-    return Task(
+    child = Task(
         id=child_id(task, operator, round_, digest),
         name=f"{parent.core_name} [+{len(parent.chain) + 1} rewrites]",
         instruction=instruction.rstrip("\n") + "\n",
@@ -337,6 +343,28 @@ def build_child(parent: Parent, operator: str, family: str, round_: int, ext: Ex
             source_pool=SOURCE_POOL,
         ),
     )
+    return rerender(child)
+
+
+def spec_rendered(task: Task) -> bool:
+    """True when the task's Dockerfile is absent or is the rendering of its environment spec
+    (so a changed spec must be rendered again)."""
+    docker = task.environment.files.get("Dockerfile")
+    return docker is None or docker.decode("utf-8", "replace") == render_dockerfile(task)
+
+
+def rerender(task: Task) -> Task:
+    """The task with its Dockerfile (if it has one) rendered from its current spec: after an
+    extension or a repair changed `requires`, `setup` or the files, the Dockerfile the docker
+    backend builds must say the same."""
+    env = task.environment
+    if "Dockerfile" not in env.files:
+        return task
+    docker = render_dockerfile(task).encode()
+    if env.files["Dockerfile"] == docker:
+        return task
+    files = {**env.files, "Dockerfile": docker}
+    return task.model_copy(update={"environment": env.model_copy(update={"files": files})})
 
 
 def child_stage(parent: Parent, operator: str, family: str, round_: int, ext: Extension) -> Stage:

@@ -31,6 +31,7 @@ from synthesis.validate import (
     validate,
 )
 from tasks.corpus import load_seeds
+from tasks.environment import render_dockerfile
 from tasks.harbor import task_files
 
 SEED = "ds-multiple-regression"  # writes model.json and predictions.csv: every operator fits
@@ -95,6 +96,9 @@ def test_child_follows_the_build_contract(op) -> None:
         assert path in child.instruction, f"{path} is checked but not stated in the instruction"
     assert static_check(child, parent) is None
     assert not cov.pending(child, source).uncovered, "a literal is stated nowhere"
+    # (2) environment: a changed spec is rendered again into the Dockerfile the docker
+    # backend builds.
+    assert child.environment.files["Dockerfile"].decode() == render_dockerfile(child)
     # lineage and identity
     assert child.lineage.parents == [parent.hash] and child.lineage.round == 3
     assert child.lineage.operator == op.name and child.lineage.family == op.family
