@@ -423,10 +423,65 @@ CLAIMED: dict[Defect, tuple[str, ...]] = {
 }
 
 
+# Forms validation is NOT claimed to catch with the planted class's reason, and what happens
+# to them (measured by benchmarks/planted_candidates.py, reported in docs/synthesis.md).
+UNCLAIMED: dict[Defect, tuple[str, ...]] = {
+    Defect.HIDDEN_REQUIREMENT: ("transform",),  # a rule with no literal: upper-case output
+    Defect.SOLUTION_ARTIFACT: ("tmp_artifact",),  # outside the workdir: not in the profile
+    Defect.VACUOUS_ASSERTION: ("system_fact",),  # guarded: passes whenever the parent's work does
+    Defect.FLAKY_CHECK: ("proc_stat",),  # chance the static check cannot see
+    Defect.FREE_REWARD: ("tool_present",),  # true even after a wipe: vacuous, not free
+    Defect.DEPENDENCY_MISSING: ("declared_unused",),  # consumes declared: the guard ties it
+}
+
+
+def _unclaimed(defect: Defect, parent: Parent, rng: random.Random, tag: str) -> Planted:
+    b = _base(parent, rng, tag)
+    outdir = b.out.rsplit("/", 1)[0]
+    form = UNCLAIMED[defect][0]
+    t = f"test_{tag}_{rng.choice(('aux', 'more', 'also'))}"
+    if defect == Defect.HIDDEN_REQUIREMENT:
+        up = f"{outdir}/{rng.choice(WORDS)}_{tag}.upper"
+        steps = [f"mkdir -p {outdir}", b.step, f"tr a-z A-Z < {b.src} > {up}"]
+        test = f"\n\ndef {t}():\n    src = open({b.src!r}).read()\n" \
+            f"    assert open({up!r}).read() == src.upper()\n"  # fmt: skip
+        ext = _extension(b, steps=steps, tests=b.test + test,
+                         text=f"{b.phrase} Also copy `{b.src}` to `{up}`.")  # fmt: skip
+        return Planted(defect, form, replace(ext, creates=[b.out, up]), defect.value, t)
+    if defect == Defect.SOLUTION_ARTIFACT:
+        path = f"/tmp/{rng.choice(WORDS)}_{tag}.log"
+        steps = [f"mkdir -p {outdir}", b.step, f"echo done > {path}"]
+        test = f"\n\ndef {t}():\n    assert open({path!r}).read() == 'done\\n'\n"
+        return Planted(defect, form, _extension(b, steps=steps, tests=b.test + test),
+                       defect.value, path)  # fmt: skip
+    if defect == Defect.VACUOUS_ASSERTION:
+        return _extra_test(parent, rng, tag, "    import os\n    assert os.path.isdir('/')\n",
+                           defect, form, defect.value)  # fmt: skip
+    if defect == Defect.FLAKY_CHECK:
+        body = "    assert int(open('/proc/self/stat').read().split()[21]) % 2 == 0\n"
+        return _extra_test(parent, rng, tag, body, defect, form, defect.value)
+    if defect == Defect.FREE_REWARD:
+        test = f"\n\ndef {t}():\n    import shutil\n    assert shutil.which('sh')\n"
+        ext = _extension(b, tests=b.test + test, consumes=[])
+        return Planted(defect, form, ext, defect.value, t)
+    w = rng.choice(WORDS)
+    out = f"{outdir}/{w}_{tag}.txt"
+    word = _word(rng)
+    ext = Extension(
+        title="prepare a file", steps=[f"mkdir -p {outdir}", f"printf '%s\\n' '{word}' > {out}"],
+        tests=f"def {t}():\n    assert open({out!r}).read() == {word + chr(10)!r}\n",
+        text=f"Write the line `{word}` to `{out}`.", consumes=[b.src], creates=[out],
+    )  # fmt: skip
+    return Planted(defect, form, ext, defect.value, t)
+
+
 def plant(defect: Defect, parent: Parent, rng: random.Random, form: str | None = None,
           tag: str = "r1") -> Planted:  # fmt: skip
-    """One planted candidate of `defect` on `parent` (form drawn from CLAIMED if not given)."""
+    """One planted candidate of `defect` on `parent` (form drawn from CLAIMED if not given;
+    a form of UNCLAIMED builds one of the known misses)."""
     form = form or rng.choice(CLAIMED[defect])
+    if form in UNCLAIMED[defect]:
+        return _unclaimed(defect, parent, rng, tag)
     if defect == Defect.HIDDEN_REQUIREMENT:
         return _hidden(parent, rng, tag, form)
     if defect == Defect.SOLUTION_ARTIFACT:
