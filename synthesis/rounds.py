@@ -159,9 +159,9 @@ def synthesize(
         task = build_child(parent, op.name, op.family, a.round, ext)
     except (RewriteError, ValueError) as e:
         verdict = Verdict.INVALID_LLM_OUTPUT if op.family == "llm" else Verdict.REWRITE_ERROR
-        return Built(a, parent, None, time.monotonic() - t0, None, None, verdict, str(e)[:1000])
+        return Built(a, parent, None, time.monotonic() - t0, verdict=verdict, detail=str(e)[:1000])
     stage = child_stage(parent, op.name, op.family, a.round, ext)
-    built = Built(a, parent, task, time.monotonic() - t0, stage, ext)
+    built = Built(a, parent, task, time.monotonic() - t0, stage=stage, extension=ext)
     if index is not None and len(index):
         built.overlap = index.overlap(task)
         if index.is_contaminated(built.overlap):
