@@ -17,7 +17,6 @@ from warehouse.store import Manifest, SchemaVersionError, Store
 MigrationStep = Callable[[Store, Manifest], Manifest]
 
 
-
 def _add_nullable_columns(store: Store, manifest: Manifest) -> Manifest:
     """A step that only adds nullable columns: readers fill them with NULL, nothing to rewrite."""
     return manifest
