@@ -38,11 +38,16 @@ def _globals(tree: ast.Module) -> dict[str, ast.AST]:
     return out
 
 
-def _closure_strings(name: str, defs: dict[str, ast.AST]) -> set[str]:
-    """String constants in `name`'s definition and every module global it reaches."""
+_CLOCKS = frozenset({"monotonic", "perf_counter", "time", "process_time", "monotonic_ns"})
+
+
+def _closure(name: str, defs: dict[str, ast.AST]) -> tuple[set[str], bool]:
+    """(string constants in `name`'s definition and every module global it reaches, whether
+    that closure reads a clock: a timing check)."""
     seen: set[str] = set()
     todo = [name]
     strings: set[str] = set()
+    timed = False
     while todo:
         n = todo.pop()
         if n in seen or n not in defs:
@@ -53,7 +58,14 @@ def _closure_strings(name: str, defs: dict[str, ast.AST]) -> set[str]:
                 strings.add(node.value)
             elif isinstance(node, ast.Name) and node.id in defs:
                 todo.append(node.id)
-    return strings
+            elif (
+                isinstance(node, ast.Attribute)
+                and node.attr in _CLOCKS
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "time"
+            ):
+                timed = True
+    return strings, timed
 
 
 def _mentions(strings: set[str], path: str, workdir: str) -> bool:
@@ -76,8 +88,9 @@ def guarding_tests(
 
     A test reads a path when a string constant in its closure (the test and every module-level
     function or constant it reaches) is the path, contains it, is its workdir-relative name, or
-    is a directory above it. `exclude` names tests never to use as guards (slow ones).
-    SyntaxError propagates.
+    is a directory above it. Timing checks (their closure reads the clock: performance
+    budgets) are never guards: they are slow by design and measure the helper, not the file.
+    `exclude` names further tests not to use. SyntaxError propagates.
     """
     tree = ast.parse(source)
     defs = _globals(tree)
@@ -87,8 +100,11 @@ def guarding_tests(
         for n in tree.body
         if isinstance(n, ast.FunctionDef) and n.name.startswith("test_") and n.name not in skip
     ]
-    strings = {t: _closure_strings(t, defs) for t in tests}
-    return {p: [t for t in tests if _mentions(strings[t], p, workdir)] for p in paths}
+    closures = {t: _closure(t, defs) for t in tests}
+    return {
+        p: [t for t in tests if not closures[t][1] and _mentions(closures[t][0], p, workdir)]
+        for p in paths
+    }
 
 
 def guard_block(tag: str, checks: list[str]) -> str:

@@ -217,8 +217,8 @@ def _trial_problem(r: TrialResult, who: str, candidate_env: bool) -> Check | Non
         return None
     detail = f"{who}: {mode}: {r.failure_detail[:600]}"
     if mode == FailureMode.ENVIRONMENT_ERROR and candidate_env:
-        tools = "tools missing" in r.failure_detail
-        return Check(Verdict.MISSING_TOOL if tools else Verdict.ENVIRONMENT_ERROR, detail)
+        missing = _MISSING_PACKAGE.search(r.failure_detail)
+        return Check(Verdict.MISSING_TOOL if missing else Verdict.ENVIRONMENT_ERROR, detail)
     if not r.rewardable:
         return Check(Verdict.INFRASTRUCTURE_ERROR, detail)
     if mode == FailureMode.VERIFIER_TIMEOUT:
@@ -373,6 +373,11 @@ def check_once(
     return Check(Verdict.ACCEPTED, f"{len(new)} new assertions, all load-bearing"), profile
 
 
+# A required tool the environment cannot provide: the package manager's words for it (a
+# Dockerfile build), or the sandbox's own check of `requires`.
+_MISSING_PACKAGE = re.compile(
+    r"Unable to locate package|has no installation candidate|tools missing", re.IGNORECASE
+)
 _NOT_FOUND = re.compile(
     r"(?:^|\n)(?:[^\n:]*: )?(?:line \d+: )?([A-Za-z0-9_.+-]+): command not found"
 )

@@ -34,9 +34,6 @@ from tasks.model import Lineage, Task
 
 VERIFIER_MODULE = "test_outputs.py"
 SOURCE_POOL = "rst"
-# A parent check slower than this (in the parent's oracle run) is never used as a guard: every
-# guarded test would pay for it in every trial.
-SLOW_CHECK_S = 1.0
 
 
 class RewriteError(ValueError):
@@ -87,13 +84,12 @@ class Parent:
 
     @cached_property
     def guards(self) -> dict[str, list[str]]:
-        """Output path -> the parent's (fast) checks that read it (see synthesis.guards)."""
+        """Output path -> the parent's checks that read it (see synthesis.guards). A pure
+        function of the parent's verifier and outputs (never of timings), so a re-derived
+        assignment builds the same candidate."""
         source = self.task.verifier.get(VERIFIER_MODULE, b"").decode("utf-8", "replace")
-        slow = {n for n, s in self.profile.assertion_s.items() if s > SLOW_CHECK_S}
         try:
-            return guarding_tests(
-                source, [f.path for f in self.profile.outputs], self.workdir, slow
-            )
+            return guarding_tests(source, [f.path for f in self.profile.outputs], self.workdir)
         except SyntaxError:
             return {}
 
