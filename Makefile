@@ -3,9 +3,10 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
-# Debian packages: the sandbox (bubblewrap, util-linux) and the tools seed tasks require.
+# Debian packages: the sandbox (bubblewrap, util-linux), offline base images (mmdebstrap) and
+# the tools seed tasks require.
 APT_PACKAGES := bubblewrap util-linux git make gcc g++ python3 python3-venv jq sqlite3 xz-utils \
-	zip unzip bc file patch openssl perl cmake tmux strace procps passwd
+	zip unzip bc file patch openssl perl cmake tmux strace procps passwd mmdebstrap
 # Optional: the browser test skips (saying why) without it.
 APT_OPTIONAL := chromium
 

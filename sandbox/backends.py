@@ -5,32 +5,46 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from sandbox.base import Sandbox
-from tasks.model import Task
+from sandbox.base import NetworkMode, NetworkPolicy, Sandbox
+from tasks.model import NetworkAccess, PhaseConfig, Task
 
 
 class Backend(Protocol):
     name: str
 
-    def open(self, task: Task, *, hide: list[str] | None = None) -> Sandbox:
+    def open(self, task: Task) -> Sandbox:
         """Build (or reuse) the task's environment and return a started sandbox."""
         ...
+
+
+def network_policy(task: Task, phase: PhaseConfig | None = None) -> NetworkPolicy:
+    """A phase's network (Harbor 1.1: the phase's network_mode, else the environment's,
+    else `allow_internet`): none, the internet, or an allowlist of hosts."""
+    env = task.environment
+    mode = (phase.network_mode if phase else None) or env.network_mode
+    hosts = tuple((phase.allowed_hosts if phase else None) or env.allowed_hosts)
+    if mode == NetworkAccess.ALLOWLIST:
+        return NetworkPolicy(NetworkMode.ALLOWLIST, hosts)
+    if mode == NetworkAccess.PUBLIC or (mode is None and env.allow_network):
+        return NetworkPolicy(NetworkMode.INTERNET)
+    return NetworkPolicy(NetworkMode.NONE)
 
 
 class LocalBackend:
     name = "local"
 
-    def open(self, task: Task, *, hide: list[str] | None = None) -> Sandbox:
-        from sandbox.layers import ensure_env_layer
-        from sandbox.local import LocalSandbox
+    def open(self, task: Task) -> Sandbox:
+        from sandbox.build import build_image
+        from sandbox.local import LocalSandbox, LocalStepRunner
 
-        layer = ensure_env_layer(task, hide)
+        image = build_image(task, LocalStepRunner())
         sb = LocalSandbox(
+            image,
             task.limits,
-            env_layer=layer,
-            allow_network=task.environment.allow_network,
-            workdir=task.environment.workdir,
-            hide=hide,
+            network_policy=network_policy(task, task.agent_config),
+            env={**task.environment.env, **task.agent_config.env},
+            user=task.agent_config.user,
+            trusted_paths=task.trusted_paths,
         )
         sb.start()
         return sb

@@ -176,7 +176,7 @@ class DockerSandbox:
 class DockerBackend:
     name = "docker"
 
-    def open(self, task: Task, *, hide: list[str] | None = None) -> DockerSandbox:
+    def open(self, task: Task) -> DockerSandbox:
         client = docker_client()
         image = build_image(client, task)
         sb = DockerSandbox(

@@ -16,8 +16,23 @@ from typing import Any
 import tomli_w
 from pydantic import ValidationError
 
+from tasks.dockerfile import final_workdir
 from tasks.errors import TaskFormatError
-from tasks.model import Category, Difficulty, EnvironmentSpec, Limits, Lineage, Task
+from tasks.model import (
+    Category,
+    Difficulty,
+    EnvironmentSpec,
+    Healthcheck,
+    Limits,
+    Lineage,
+    PackageInfo,
+    PhaseConfig,
+    Task,
+)
+
+# Task directories from other harnesses start where their Dockerfile (or base image) puts
+# them; Terminal-Bench's and Harbor's base images use /app.
+DEFAULT_WORKDIR = "/app"
 
 CATEGORY_ALIASES: dict[str, Category] = {
     "software-engineering": Category.SOFTWARE_DEVELOPMENT,
@@ -134,7 +149,13 @@ def task_from_toml(
     ver = _table(doc, "verifier", path)
     env = _table(doc, "environment", path)
     t1 = _table(doc, "t1", path)
+    package = _table(doc, "task", path)
+    solution_doc = _table(doc, "solution", path)
     lineage_doc = t1.get("lineage", {})
+    workdir = t1.get("workdir")
+    if workdir is None and "Dockerfile" in environment_files:
+        workdir = final_workdir(environment_files["Dockerfile"].decode("utf-8", "replace"))
+    healthcheck = env.get("healthcheck")
     try:
         limits = Limits(
             agent_timeout_s=agent.get("timeout_sec", 600.0),
@@ -150,8 +171,15 @@ def task_from_toml(
             requires=t1.get("requires", []),
             setup=t1.get("setup", []),
             allow_network=env.get("allow_internet", False),
-            workdir=t1.get("workdir", "/app"),
+            workdir=workdir or DEFAULT_WORKDIR,
             files=environment_files,
+            docker_image=env.get("docker_image"),
+            env=env.get("env", {}),
+            network_mode=env.get("network_mode"),
+            allowed_hosts=env.get("allowed_hosts", []),
+            healthcheck=Healthcheck(**healthcheck) if isinstance(healthcheck, dict) else None,
+            gpus=env.get("gpus", 0),
+            verifier_packages=t1.get("verifier_packages", []),
         )
         lineage = Lineage(**lineage_doc)
         return Task(
@@ -170,11 +198,38 @@ def task_from_toml(
             verifier=verifier,
             binary_verifier=bool(t1.get("binary_verifier", False)),
             lineage=lineage,
+            package=PackageInfo(**package) if package else None,
+            agent_config=_phase(agent),
+            verifier_config=_phase(ver),
+            solution_env=solution_doc.get("env", {}),
+            keep_agent_processes=bool(t1.get("keep_agent_processes", False)),
+            trusted_paths=list(t1.get("trusted_paths", [])),
         )
     except ValidationError as e:
         err = e.errors()[0]
         field = ".".join(str(x) for x in err["loc"])
         raise TaskFormatError(path, field, err["msg"]) from e
+
+
+_PHASE_KEYS = ("user", "env", "network_mode", "allowed_hosts")
+
+
+def _phase(table: dict[str, Any]) -> PhaseConfig:
+    return PhaseConfig(**{k: table[k] for k in _PHASE_KEYS if k in table})
+
+
+def _phase_doc(phase: PhaseConfig) -> dict[str, Any]:
+    """The non-default Harbor 1.1 keys of a phase (absent keys keep 1.0 files unchanged)."""
+    out: dict[str, Any] = {}
+    if phase.user is not None:
+        out["user"] = phase.user
+    if phase.env:
+        out["env"] = dict(phase.env)
+    if phase.network_mode is not None:
+        out["network_mode"] = phase.network_mode.value
+    if phase.allowed_hosts:
+        out["allowed_hosts"] = list(phase.allowed_hosts)
+    return out
 
 
 def render_toml(task: Task) -> str:
@@ -189,18 +244,40 @@ def render_toml(task: Task) -> str:
     }
     lim = task.limits
     lineage = {k: v for k, v in task.lineage.model_dump().items() if v is not None}
-    doc: dict[str, Any] = {
-        "version": "1.0",
+    env = task.environment
+    environment: dict[str, Any] = {
+        "build_timeout_sec": lim.build_timeout_s,
+        "cpus": lim.cpus,
+        "memory_mb": lim.memory_mb,
+        "storage_mb": lim.disk_mb,
+        "allow_internet": env.allow_network,
+    }
+    if env.docker_image is not None:
+        environment["docker_image"] = env.docker_image
+    if env.gpus:
+        environment["gpus"] = env.gpus
+    environment |= _phase_doc(
+        PhaseConfig(env=env.env, network_mode=env.network_mode, allowed_hosts=env.allowed_hosts)
+    )
+    if env.healthcheck is not None:
+        environment["healthcheck"] = env.healthcheck.model_dump()
+    harbor_11 = {
+        "task": task.package.model_dump(exclude_none=True) if task.package else None,
+        "solution": {"env": dict(task.solution_env)} if task.solution_env else None,
+    }
+    v11 = any(harbor_11.values()) or any(
+        _phase_doc(p) for p in (task.agent_config, task.verifier_config)
+    )
+    v11 = v11 or environment.keys() - {"build_timeout_sec", "cpus", "memory_mb", "storage_mb",
+                                       "allow_internet"}  # fmt: skip
+    doc: dict[str, Any] = {"schema_version": "1.1"} if v11 else {"version": "1.0"}
+    if task.package is not None:
+        doc["task"] = harbor_11["task"]
+    doc |= {
         "metadata": metadata,
-        "verifier": {"timeout_sec": lim.verifier_timeout_s},
-        "agent": {"timeout_sec": lim.agent_timeout_s},
-        "environment": {
-            "build_timeout_sec": lim.build_timeout_s,
-            "cpus": lim.cpus,
-            "memory_mb": lim.memory_mb,
-            "storage_mb": lim.disk_mb,
-            "allow_internet": task.environment.allow_network,
-        },
+        "verifier": {"timeout_sec": lim.verifier_timeout_s, **_phase_doc(task.verifier_config)},
+        "agent": {"timeout_sec": lim.agent_timeout_s, **_phase_doc(task.agent_config)},
+        "environment": environment,
         "t1": {
             "id": task.id,
             "requires": list(task.environment.requires),
@@ -212,6 +289,14 @@ def render_toml(task: Task) -> str:
             "lineage": lineage,
         },
     }
+    if env.verifier_packages:
+        doc["t1"]["verifier_packages"] = list(env.verifier_packages)
+    if task.keep_agent_processes:
+        doc["t1"]["keep_agent_processes"] = True
+    if task.trusted_paths:
+        doc["t1"]["trusted_paths"] = list(task.trusted_paths)
+    if task.solution_env:
+        doc["solution"] = harbor_11["solution"]
     return tomli_w.dumps(doc, multiline_strings=True)
 
 

@@ -14,6 +14,7 @@ app = typer.Typer(
 def _register() -> None:
     """Import the command modules; each adds its commands to `app` on import."""
     import pipelines.cli.audit_cmds  # noqa: F401
+    import pipelines.cli.sandbox_cmds  # noqa: F401
     import pipelines.cli.synth_cmds  # noqa: F401
     import pipelines.cli.train_cmds  # noqa: F401
     import pipelines.cli.warehouse_cmds  # noqa: F401

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
 from pathlib import Path
@@ -11,9 +12,11 @@ from rich.console import Console
 from rich.table import Table
 
 from pipelines.cli import app
+from sandbox.base import SandboxUnavailable
+from sandbox.build import BuildRow
 from sandbox.check import TaskCheck, check_tasks
 from sandbox.trial import run_trial
-from tasks.corpus import SEED_DIR, TaskFormat, import_dir, load_seeds, load_task
+from tasks.corpus import SEED_DIR, Reject, TaskFormat, import_dir, load_seeds, load_task
 from tasks.environment import render_dockerfile
 from tasks.errors import TaskFormatError
 from tasks.harbor import write_harbor
@@ -130,6 +133,7 @@ def import_(
     ),
     out: Path = typer.Option(None, help="write the imported tasks here in Harbor layout"),
     rejects_file: Path = typer.Option(None, "--rejects", help="write rejects as JSON lines"),
+    build: bool = typer.Option(False, "--build", help="also build each environment"),
 ) -> None:
     """Import a directory of tasks; malformed ones are recorded as rejects, the rest go on."""
     try:
@@ -137,6 +141,12 @@ def import_(
     except TaskFormatError as e:
         console.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from e
+    if build:
+        rows = _build_rows(tasks)
+        failed = {r.task_id: r for r in rows if not r.built}
+        by_id = {t.id: directory / t.id for t in tasks}
+        rejects += [Reject(str(by_id.get(i, i)), _row_reason(r)) for i, r in failed.items()]
+        tasks = [t for t in tasks if t.id not in failed]
     if out is not None:
         for t in tasks:
             write_harbor(t, out / t.id)
@@ -147,6 +157,58 @@ def import_(
     console.print(f"imported {len(tasks)} task(s), rejected {len(rejects)}")
     for r in rejects[:50]:
         console.print(f"  [red]reject[/red] {r.path}: {r.reason}")
+
+
+def _row_reason(row: BuildRow) -> str:
+    where = f"environment/Dockerfile:{row.line}: " if row.line else ""
+    kind = row.failure.value if row.failure else "built"
+    return f"{where}{kind}: {row.reason}"
+
+
+def _build_rows(tasks: list) -> list[BuildRow]:
+    from sandbox.build import build_row, default_runner
+
+    try:
+        runner = default_runner()
+    except SandboxUnavailable as e:
+        console.print(f"[red]error:[/red] cannot build here: {e}")
+        raise typer.Exit(2) from e
+    rows = []
+    for t in tasks:
+        row = build_row(t, runner)
+        rows.append(row)
+        mark = "[green]built[/green]" if row.built else f"[red]{row.failure}[/red]"
+        console.print(f"  {mark} {t.id} ({row.seconds:.1f}s, {row.layers_reused} cached)")
+    return rows
+
+
+@task_app.command("build")
+def build_cmd(
+    paths: list[Path],
+    as_json: bool = typer.Option(False, "--json", help="print one JSON row per task"),
+) -> None:
+    """Build each task's environment image; a failure is a row with its reason, not a crash."""
+    tasks, rejects = [], []
+    for p in paths:
+        try:
+            tasks.append(load_task(p))
+        except TaskFormatError as e:
+            rejects.append(Reject(str(p), str(e)))
+    rows = _build_rows(tasks)
+    if as_json:
+        for r in rows:
+            typer.echo(json.dumps(dataclasses.asdict(r)))
+        for rj in rejects:
+            typer.echo(json.dumps({"path": rj.path, "built": False, "reason": rj.reason}))
+    built = sum(r.built for r in rows)
+    console.print(f"built {built} of {len(rows) + len(rejects)}")
+    for r in rows:
+        if not r.built:
+            console.print(f"  [red]reject[/red] {r.task_id}: {_row_reason(r)}")
+    for rj in rejects:
+        console.print(f"  [red]reject[/red] {rj.path}: {rj.reason}")
+    if built < len(rows) + len(rejects):
+        raise typer.Exit(1)
 
 
 @task_app.command("fmt")
