@@ -29,7 +29,7 @@ from typing import ClassVar
 from synthesis.guards import add_guards, guarding_tests
 from synthesis.instruction import Stage, compose_instruction
 from synthesis.profile import OutputFile, OutputKind, TaskProfile
-from tasks.environment import render_dockerfile
+from tasks.environment import is_rendered, render_dockerfile
 from tasks.model import Lineage, Task
 
 VERIFIER_MODULE = "test_outputs.py"
@@ -343,10 +343,10 @@ def build_child(parent: Parent, operator: str, family: str, round_: int, ext: Ex
 
 
 def spec_rendered(task: Task) -> bool:
-    """True when the task's Dockerfile is absent or is the rendering of its environment spec
-    (so a changed spec must be rendered again)."""
+    """True when the task's Dockerfile is absent or rendered from its environment spec (it
+    carries the rendered mark), so a changed spec must be rendered again."""
     docker = task.environment.files.get("Dockerfile")
-    return docker is None or docker.decode("utf-8", "replace") == render_dockerfile(task)
+    return docker is None or is_rendered(docker.decode("utf-8", "replace"))
 
 
 def rerender(task: Task) -> Task:
