@@ -300,8 +300,8 @@ def check_once(
     for i in range(1, cfg.reruns):
         again, _ = trials.run(lambda: "oracle")
         problem = _trial_problem(again, "oracle", cand_env)
-        if problem and problem.verdict == Verdict.INFRASTRUCTURE_ERROR:
-            return problem, profile
+        if problem and problem.verdict != Verdict.ORACLE_FAILED:
+            return problem, profile  # a timeout (repairable) or infrastructure, not chance
         if _statuses(again) != _statuses(first) or again.failure_mode != first.failure_mode:
             names = sorted({n for n, _ in set(_statuses(again)) ^ set(_statuses(first))})
             return Check(

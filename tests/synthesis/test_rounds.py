@@ -13,8 +13,9 @@ import pytest
 
 from sandbox.check import check_task
 from synthesis import ledger
-from synthesis.rounds import SynthConfig, run_synthesis
-from synthesis.sampler import Caps
+from synthesis.operators import registry
+from synthesis.rounds import SynthConfig, round_parents, run_synthesis
+from synthesis.sampler import Caps, sample_round
 from synthesis.validate import ValidationConfig
 from warehouse.snapshot import Snapshot
 from warehouse.store import Store
@@ -109,7 +110,14 @@ def test_accepted_tasks_pass_task_check(full_run) -> None:
 
 @pytest.mark.sandbox
 def test_resume_after_interruption(full_run, tmp_path) -> None:
-    full_path, full_stats = full_run
+    """Interrupted in round 2, then re-run: the committed candidate is reused, nothing is
+    duplicated or lost, and every round's candidates are exactly the assignments the sampler
+    derives from the warehouse as it stood when that round started.
+
+    (Validation outcomes may differ from the separate uninterrupted run on a loaded machine:
+    a verifier timeout repaired in one run and not the other changes a task's hash and so the
+    next rounds' pool. Round 1 depends on the seeds only and must match it.)"""
+    full_path, _ = full_run
     seen: list[str] = []
 
     def interrupt(row) -> None:
@@ -128,6 +136,21 @@ def test_resume_after_interruption(full_run, tmp_path) -> None:
     # The candidate committed before the interruption was reused, not validated again.
     (key,) = before
     assert after[key].trial_ids == before[key].trial_ids
+    ops = registry()
+    for r in (1, 2, 3):
+        recorded = ledger.candidates(store, CFG.campaign, r)
+        plan = sample_round(
+            round_parents(store, CFG, r),
+            ops,
+            budget=CFG.per_round,
+            round_=r,
+            seed=CFG.seed,
+            caps=CFG.caps,
+            descendants=ledger.accepted_descendants(store, CFG.campaign, before_round=r),
+            children=ledger.accepted_children(store, CFG.campaign, before_round=r),
+            free_reward_cap=CFG.validation.free_reward_cap,
+        )
+        assert sorted(a.key for a in plan) == sorted(recorded), r
     with Snapshot.open(tmp_path) as snap, Snapshot.open(full_path) as ref:
         q = "SELECT round, assignment, candidate_hash, status FROM synth_candidates ORDER BY 2"
         got, want = snap.rows(q), ref.rows(q)
@@ -137,14 +160,12 @@ def test_resume_after_interruption(full_run, tmp_path) -> None:
             "SELECT count(*) FROM trials WHERE task_hash IN "
             "(SELECT content_hash FROM tasks WHERE origin_pool = 'seed')"
         ).fetchone()[0]
-    # Same candidates as the uninterrupted run; none duplicated, none lost.
-    assert [(r["assignment"], r["candidate_hash"]) for r in got] == [
-        (r["assignment"], r["candidate_hash"]) for r in want
+    assert [r["assignment"] for r in got if r["round"] == 1] == [
+        r["assignment"] for r in want if r["round"] == 1
     ]
-    assert len({r["assignment"] for r in got}) == len(got) == 9
+    assert len({r["assignment"] for r in got}) == len(got) == 9  # none duplicated, none lost
     # Every trial row belongs to exactly one candidate, or to a seed's profiling run.
     assert n_trials == listed + profiled
-    assert [s.accepted for s in stats] == [s.accepted for s in full_stats]
 
 
 @pytest.mark.sandbox

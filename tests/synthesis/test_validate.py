@@ -100,8 +100,10 @@ def test_valid_candidate_accepted_with_all_trials(outcomes) -> None:
 def test_verifier_timeout_repaired_by_raising_it(outcomes) -> None:
     v = outcomes["slow_verifier"]
     assert v.verdict == Verdict.ACCEPTED, v.detail
-    assert v.repairs == ["verifier_timeout: verifier timeout 2s -> 4s"]
-    assert v.task.limits.verifier_timeout_s == 4
+    # Doubled once (twice if a loaded machine pushed the 2.5 s check past 4 s too).
+    assert v.repairs[0] == "verifier_timeout: verifier timeout 2s -> 4s"
+    assert all(r.startswith("verifier_timeout") for r in v.repairs)
+    assert v.task.limits.verifier_timeout_s == 2 * 2 ** len(v.repairs)
 
 
 @pytest.mark.sandbox
