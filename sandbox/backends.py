@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from sandbox.base import NetworkMode, NetworkPolicy, Sandbox
-from tasks.model import NetworkAccess, PhaseConfig, Task
+from sandbox.base import Sandbox
+from sandbox.policy import network_policy
+from tasks.model import Task
 
 
 class Backend(Protocol):
@@ -15,19 +16,6 @@ class Backend(Protocol):
     def open(self, task: Task) -> Sandbox:
         """Build (or reuse) the task's environment and return a started sandbox."""
         ...
-
-
-def network_policy(task: Task, phase: PhaseConfig | None = None) -> NetworkPolicy:
-    """A phase's network (Harbor 1.1: the phase's network_mode, else the environment's,
-    else `allow_internet`): none, the internet, or an allowlist of hosts."""
-    env = task.environment
-    mode = (phase.network_mode if phase else None) or env.network_mode
-    hosts = tuple((phase.allowed_hosts if phase else None) or env.allowed_hosts)
-    if mode == NetworkAccess.ALLOWLIST:
-        return NetworkPolicy(NetworkMode.ALLOWLIST, hosts)
-    if mode == NetworkAccess.PUBLIC or (mode is None and env.allow_network):
-        return NetworkPolicy(NetworkMode.INTERNET)
-    return NetworkPolicy(NetworkMode.NONE)
 
 
 class LocalBackend:

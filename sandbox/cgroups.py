@@ -72,22 +72,29 @@ class SandboxCgroup:
                 continue
         return out
 
-    def kill_all(self, timeout_s: float = 5.0) -> None:
-        """SIGKILL every process in the group (and its children) until it is empty; fork
-        races converge because pids.max bounds the group."""
+    def kill_all(self, timeout_s: float = 5.0, *, wait: bool = True) -> None:
+        """SIGKILL every process in the group (and its children). Fork races converge because
+        pids.max bounds the group: rounds go on while new processes appear. With `wait`,
+        also until the group is empty (killed processes may take a moment to exit); without,
+        it returns once every listed process has been sent SIGKILL (none of them runs user
+        code again)."""
         deadline = time.monotonic() + timeout_s
+        killed: set[int] = set()
         while True:
             pids = self.pids()
-            if not pids:
+            fresh = [p for p in pids if p not in killed]
+            if not pids or (not fresh and not wait):
                 return
-            for pid in pids:
+            for pid in fresh:
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+            killed.update(fresh)
             if time.monotonic() > deadline:
                 return
-            time.sleep(0.002)
+            if not fresh:
+                time.sleep(0.002)
 
     def oom_kills(self) -> int:
         """How many processes the kernel's OOM killer took in this group and its children

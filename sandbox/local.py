@@ -350,9 +350,6 @@ class LocalSandbox:
         )
 
     def session(self) -> PtySession:
-        if self._session is not None and not self._session.alive:
-            self._session.close()
-            self._session = None
         if self._session is None:
             self._root()
             group = self._cgroup.child("session")
@@ -388,11 +385,13 @@ class LocalSandbox:
     ) -> VerifierRun:
         root, ns = Path(self._root()), self._ns()
         if not keep_agent_processes:
+            # Killed, not waited for: a SIGKILLed process runs no more code of its own, and
+            # its namespaces' teardown need not delay the verifier.
+            self._cgroup.child("session").kill_all(wait=False)
+            self._cgroup.child("exec").kill_all(wait=False)
             if self._session is not None:
-                self._session.close()
+                self._session.close(kill=False)
                 self._session = None
-            self._cgroup.child("session").kill_all()
-            self._cgroup.child("exec").kill_all()
         if network is not None and network != self.network_policy:
             self._set_network(network)
         disk_full = _disk_full(ns / "disk")

@@ -7,7 +7,8 @@ assign its text (ANSI-C quoted, so any bytes survive) and one line that evaluate
 an end marker carrying a per-session nonce and the exit status; its output is what the terminal
 showed in between. The command's stdin is the terminal: `send_keys` reaches a program it left
 running (a REPL, a pager, a prompt), and the next `run` interrupts such a program first (Ctrl-C,
-then SIGKILL of the terminal's foreground process group).
+then SIGKILL of the terminal's foreground process group). A command that ends the shell
+(`exit`) returns the shell's exit status; the next command starts a new shell.
 """
 
 from __future__ import annotations
@@ -90,11 +91,18 @@ class PtySession:
         self._nonce = secrets.token_hex(8)
         self._end = re.compile(rb"\x1eT1END " + self._nonce.encode() + rb" (-?\d+)\x1e\n?")
         self._ready = b"\x1eT1READY " + self._nonce.encode() + b"\x1e\n"
+        self._spawn = spawn
         self._cap = output_cap
         self._on_close = on_close
         self._oom_kills = oom_kills
-        self._buf = bytearray()
+        self._start_timeout_s = start_timeout_s
         self._cond = threading.Condition()
+        self._master = -1
+        self._start()
+
+    def _start(self) -> None:
+        """A new shell on a new terminal (the first, or the next after `exit`)."""
+        self._buf = bytearray()
         self._eof = False
         self._busy = False  # a command was typed and its end marker has not come yet
         self._dropped = 0
@@ -104,21 +112,33 @@ class PtySession:
         termios.tcsetattr(slave, termios.TCSANOW, attrs)
         self._master = master
         try:
-            self.proc = spawn(slave)
+            self.proc = self._spawn(slave)
         finally:
             os.close(slave)
         self._reader = threading.Thread(target=self._read_loop, daemon=True)
         self._reader.start()
         self._type([SETUP.format(nonce=self._nonce)])
-        if not self._wait_for(lambda: self._ready in self._buf, start_timeout_s):
+        if not self._wait_for(lambda: self._ready in self._buf, self._start_timeout_s):
             tail = bytes(self._buf[-500:]).decode(errors="replace")
             self.close()
             raise SandboxError(f"the agent shell did not start: {tail!r}")
         with self._cond:
             del self._buf[: self._buf.index(self._ready) + len(self._ready)]
 
+    def _restart(self) -> None:
+        """After the shell exited (`exit`, `exec`): reap it and start a new one. Its background
+        processes died with it (the shell's PID namespace ends with the shell)."""
+        self.proc.wait()
+        self._reader.join(timeout=5)
+        if self._master >= 0 and not self._reader.is_alive():
+            os.close(self._master)
+        self._master = -1
+        self._start()
+
     # -- the Session protocol -------------------------------------------------------------
     def run(self, command: str, *, timeout_s: float | None = None) -> ExecResult:
+        if not self.alive:
+            self._restart()
         if self._busy:
             self.interrupt()
         self._take()  # what arrived since the last read belongs to no command
@@ -138,8 +158,11 @@ class PtySession:
         out, code = self._take_command()
         if code is not None:
             self._busy = False
+        elif self._eof:  # the command ended the shell: its exit status is the shell's
+            self.proc.wait()
+            code = self.proc.returncode
         return ExecResult(
-            exit_code=code if code is not None else (-1 if self._eof else 124),
+            exit_code=code if code is not None else 124,
             stdout=clean(out),
             stderr="",
             duration_s=time.monotonic() - t0,
@@ -149,6 +172,8 @@ class PtySession:
         )
 
     def send_keys(self, keys: str) -> None:
+        if not self.alive:
+            self._restart()
         self._write(keys.encode("utf-8", "surrogateescape"))
 
     def read(self, wait_s: float = 0.0) -> str:
@@ -168,10 +193,13 @@ class PtySession:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait()
-        if self._master >= 0:
+        # The reader ends at EOF, once the last process holding the terminal is gone; the
+        # master is closed after it (closing an fd another thread reads could hand the
+        # number to a new file under it).
+        self._reader.join(timeout=5)
+        if self._master >= 0 and not self._reader.is_alive():
             os.close(self._master)
             self._master = -1
-        self._reader.join(timeout=2)
 
     # -- helpers ------------------------------------------------------------------------
     @property

@@ -14,8 +14,9 @@ import uuid
 from dataclasses import dataclass
 from typing import Protocol
 
-from sandbox.backends import get_backend, network_policy
+from sandbox.backends import get_backend
 from sandbox.base import DiskFull, EnvironmentBuildError, ExecResult, Sandbox, SandboxError
+from sandbox.policy import network_policy
 from tasks.model import Healthcheck, Task
 from tasks.reports import collect_report, declared_sources
 from tasks.results import FailureMode, ReportSource, TrialResult, VerifierReport

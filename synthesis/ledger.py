@@ -97,17 +97,6 @@ def round_rows(store: Store, campaign: str) -> dict[int, SynthRoundRecord]:
     return {r["round"]: SynthRoundRecord.from_row(r) for r in rows}
 
 
-def accepted_hashes(store: Store, campaign: str) -> list[str]:
-    """Every accepted candidate of the campaign, in (round, slot) order."""
-    with Snapshot.open(store, with_lineage=False) as snap:
-        rows = snap.rows(
-            "SELECT candidate_hash FROM synth_candidates WHERE campaign = ? AND status = "
-            "'accepted' ORDER BY round, slot, candidate_hash",
-            [campaign],
-        )
-    return [r["candidate_hash"] for r in rows]
-
-
 def pool_parents(store: Store, campaign: str, before_round: int) -> list[Parent]:
     """Every task the campaign accepted in rounds < `before_round`, rebuilt from its stored
     bundle, with its profile, chain, stages and the root seed's instruction (the core)."""

@@ -13,6 +13,9 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
+from tasks.bundle import task_files
+from tasks.pools import Pool
+
 
 class Category(StrEnum):
     """Closed list of task categories (the paper's eight first, then the others users need)."""
@@ -153,7 +156,7 @@ class Lineage(BaseModel):
     round: int = Field(0, ge=0)
     operator: str | None = None
     family: str | None = None
-    source_pool: str = "seed"
+    source_pool: str = Pool.SEED.value
 
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
@@ -209,7 +212,6 @@ class Task(BaseModel):
     @property
     def content_hash(self) -> str:
         """sha256 over every file of the bundle in Harbor layout (paths and bytes)."""
-        from tasks.harbor import task_files  # local import: harbor imports this module
 
         return bundle_hash(task_files(self))
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from pipelines.cli import app
+from pipelines.cli.root import app
 
 sandbox_app = typer.Typer(help="Local sandbox housekeeping.", no_args_is_help=True)
 app.add_typer(sandbox_app, name="sandbox")

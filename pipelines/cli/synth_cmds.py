@@ -16,7 +16,9 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from pipelines.cli import app
+from pipelines.cli.output import ExitCode, fail
+from pipelines.cli.root import app
+from synthesis import ledger
 from synthesis.decontam import DecontamConfig
 from synthesis.llm import LLMSettings, llm_operators
 from synthesis.reference import EndpointAgent
@@ -186,9 +188,18 @@ def synth(
                 ids[phase] = bars.add_task(phase, total=total)
             bars.update(ids[phase], completed=done, total=total)
 
-        stats = run_synthesis(
-            cfg, wh, extra_operators=extra, progress=progress, reference=reference
-        )
+        try:
+            stats = run_synthesis(
+                cfg, wh, extra_operators=extra, progress=progress, reference=reference
+            )
+        except KeyboardInterrupt:
+            bars.stop()
+            done = ledger.round_rows(wh, campaign)
+            raise fail(
+                f"interrupted: {len(done)} complete round(s) and every candidate validated so "
+                f"far are recorded in {wh.root}; run the same command again to resume",
+                ExitCode.INTERRUPTED,
+            ) from None
     console.print(rounds_table(stats, f"synthesis rounds (campaign {campaign!r})"))
     with Snapshot.open(wh, with_lineage=False) as snap:
         totals = snap.rows(

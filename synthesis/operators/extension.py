@@ -31,9 +31,10 @@ from synthesis.instruction import Stage, compose_instruction
 from synthesis.profile import OutputFile, OutputKind, TaskProfile
 from tasks.environment import is_rendered, render_dockerfile
 from tasks.model import Lineage, Task
+from tasks.pools import Pool
 
 VERIFIER_MODULE = "test_outputs.py"
-SOURCE_POOL = "rst"
+SOURCE_POOL = Pool.RST.value
 
 
 class RewriteError(ValueError):

@@ -70,10 +70,11 @@ def test_typed_lines_are_short_printable_ascii():
 
 def test_exit_ends_the_shell_and_a_new_one_starts(sandbox):
     s = sandbox.session()
+    s.run("export OLD=1; sleep 1000 &")
     r = s.run("exit 3", timeout_s=5)
-    assert r.exit_code == -1
-    assert sandbox.session() is not s
-    assert sandbox.session().run("echo new").stdout == "new\n"
+    assert r.exit_code == 3 and not r.timed_out
+    r = s.run('echo "new:$OLD"; pgrep -c -x sleep || true')
+    assert r.stdout == "new:\n0\n"  # a fresh shell: nothing of the old one survives
 
 
 def test_two_sandboxes_listen_on_the_same_port():
