@@ -210,12 +210,21 @@ class _Trials:
         )
 
 
+def _brief(detail: str, limit: int = 600) -> str:
+    """`detail` cut to `limit` characters, keeping its last line: a build's reason (apt's
+    "E: Unable to locate package ...") comes after pages of output."""
+    if len(detail) <= limit:
+        return detail
+    last = ([ln for ln in detail.splitlines() if ln.strip()] or [""])[-1][-200:]
+    return f"{detail[: limit - len(last) - 5]} ... {last}"
+
+
 def _trial_problem(r: TrialResult, who: str, candidate_env: bool) -> Check | None:
     """A check for trials that failed as trials (not by assertions), else None."""
     mode = r.failure_mode
     if mode == FailureMode.NONE:
         return None
-    detail = f"{who}: {mode}: {r.failure_detail[:600]}"
+    detail = f"{who}: {mode}: {_brief(r.failure_detail)}"
     if mode == FailureMode.ENVIRONMENT_ERROR and candidate_env:
         missing = _MISSING_PACKAGE.search(r.failure_detail)
         return Check(Verdict.MISSING_TOOL if missing else Verdict.ENVIRONMENT_ERROR, detail)

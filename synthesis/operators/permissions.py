@@ -112,7 +112,7 @@ class OwnedCopy(Operator):
                 f"{NOBODY} (numeric), with mode exactly `{mode:04o}`. `{dest}` must contain no "
                 "other files. Leave the originals unchanged."
             ),
-            requires=[],  # install(1) is coreutils: in every base image
+            requires=["install"],  # coreutils: a base tool, so no apt step (tasks.environment)
             consumes=[f"{wd}/{r}" for r in rels],
             creates=[dest],
         )

@@ -99,6 +99,9 @@ def test_child_follows_the_build_contract(op) -> None:
     # (2) environment: a changed spec is rendered again into the Dockerfile the docker
     # backend builds.
     assert child.environment.files["Dockerfile"].decode() == render_dockerfile(child)
+    # Every tool an operator declares is in the base image: no child gains an apt step (a
+    # tool mapped to a package that does not exist fails the build with "RUN exited 100").
+    assert "apt-get" not in render_dockerfile(child), ext.requires
     # lineage and identity
     assert child.lineage.parents == [parent.hash] and child.lineage.round == 3
     assert child.lineage.operator == op.name and child.lineage.family == op.family

@@ -9,7 +9,8 @@ import pytest
 
 from synthesis.operators import Extension, Operator, Parent, RewriteContext, build_child
 from synthesis.operators.extension import child_stage
-from synthesis.validate import ValidationConfig, Verdict, validate
+from synthesis.validate import ValidationConfig, Verdict, _trial_problem, validate
+from tasks.results import FailureMode, TrialResult
 from tests.synthesis.tiny import tiny_parent as make_tiny_parent
 
 
@@ -145,3 +146,24 @@ def test_config_guards() -> None:
         ValidationConfig(reruns=0)
     with pytest.raises(ValueError, match="max_repairs"):
         ValidationConfig(max_repairs=-1)
+
+
+@pytest.mark.parametrize("line", [3, 5])
+def test_a_package_the_build_cannot_install_is_a_missing_tool_named_in_the_detail(line) -> None:
+    """A rendered Dockerfile's apt step for a package Debian lacks: pages of `apt-get update`
+    output, then apt's reason last (what the image builder reports as `RUN exited 100`)."""
+    update = "".join(
+        f"Get:{i} http://deb.debian.org/debian bookworm/main Packages\n" for i in range(40)
+    )
+    detail = (
+        f"step_failed: line {line}: RUN exited 100\n{update}Reading package lists...\n"
+        "E: Unable to locate package t1-absent-tool\n"
+    )
+    r = TrialResult(trial_id="t", task_id="x", task_hash="h", agent="oracle", backend="local",
+                    failure_mode=FailureMode.ENVIRONMENT_ERROR, failure_detail=detail)  # fmt: skip
+    check = _trial_problem(r, "oracle", candidate_env=True)
+    assert check is not None and check.verdict == Verdict.MISSING_TOOL
+    assert "Unable to locate package t1-absent-tool" in check.detail and len(check.detail) < 700
+    # The same failure of the parent's unchanged environment is not the candidate's.
+    other = _trial_problem(r, "oracle", candidate_env=False)
+    assert other is not None and other.verdict == Verdict.INFRASTRUCTURE_ERROR
