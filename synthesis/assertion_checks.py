@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import ast
 import operator
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 _RANDOM_FNS = frozenset(
     "random randint randrange choice choices shuffle sample uniform getrandbits gauss "
@@ -41,7 +42,7 @@ _NONDET_CALLS = frozenset(
 )
 _NOW = frozenset({"now", "utcnow", "today"})
 _NOISE_FILES = ("/dev/urandom", "/dev/random", "/proc/uptime")
-_COMPARE = {
+_COMPARE: dict[type[ast.cmpop], Callable[[Any, Any], object]] = {
     ast.Eq: operator.eq,
     ast.NotEq: operator.ne,
     ast.Lt: operator.lt,
@@ -63,7 +64,7 @@ def top_level_tests(source: str, names: Iterable[str] | None = None) -> list[ast
     ]
 
 
-def _const_value(node: ast.expr) -> tuple[bool, object]:
+def _const_value(node: ast.expr) -> tuple[bool, Any]:
     """(True, value) when `node` folds to a constant (literals and arithmetic on them)."""
     try:
         return True, ast.literal_eval(node)

@@ -98,9 +98,9 @@ def fold_constant_subscripts(source: str) -> str:
                     consts[target.id] = ast.literal_eval(node.value)
                 except (ValueError, SyntaxError, TypeError):
                     pass
-    for node in ast.walk(tree):  # local aliases: `spec = _r3_SPEC`
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
-            target, value = node.targets[0], node.value
+    for sub in ast.walk(tree):  # local aliases: `spec = _r3_SPEC`
+        if isinstance(sub, ast.Assign) and len(sub.targets) == 1:
+            target, value = sub.targets[0], sub.value
             if isinstance(target, ast.Name) and isinstance(value, ast.Name):
                 if value.id in consts and target.id not in consts:
                     consts[target.id] = consts[value.id]

@@ -47,15 +47,6 @@ def stages_from_json(text: str | None) -> tuple[Stage, ...]:
     return tuple(Stage.model_validate(s) for s in json.loads(text))
 
 
-def producers(core_outputs: list[str], stages: list[Stage]) -> dict[str, int]:
-    """Path -> the stage number (1 = the core task) that last wrote it."""
-    out = {p: 1 for p in core_outputs}
-    for i, s in enumerate(stages, start=2):
-        for p in s.produces:
-            out[p] = i
-    return out
-
-
 def dependency_depth(core_outputs: list[str], stages: list[Stage]) -> int:
     """Longest chain of stages each consuming what an earlier one produced (the core is 1).
 

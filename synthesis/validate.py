@@ -302,9 +302,9 @@ def check_once(
         if problem:
             problem.agent_stderr = stderr
             return problem, profile
-        names = ", ".join(n for n, _ in failing) or "no assertions reported"
+        said = ", ".join(n for n, _ in failing) or "no assertions reported"
         return Check(
-            Verdict.ORACLE_FAILED, f"oracle fails {names}", [n for n, _ in failing], failing, stderr
+            Verdict.ORACLE_FAILED, f"oracle fails {said}", [n for n, _ in failing], failing, stderr
         ), profile
     for i in range(1, cfg.reruns):
         again, _ = trials.run(lambda: "oracle")
