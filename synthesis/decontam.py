@@ -103,18 +103,6 @@ class Overlap:
     fields: dict[str, float] = field(default_factory=dict)
 
 
-@dataclass
-class DecontamReport:
-    """What a decontamination pass checked and dropped."""
-
-    benchmark: str
-    benchmark_tasks: int
-    threshold: float
-    checked: int = 0
-    dropped: list[tuple[str, Overlap]] = field(default_factory=list)  # (candidate id, overlap)
-    rejects: list[str] = field(default_factory=list)  # benchmark dirs that failed to load
-
-
 class BenchmarkIndex:
     """MinHash signatures of every benchmark task, per field, for fast all-pairs scoring."""
 

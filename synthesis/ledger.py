@@ -11,6 +11,7 @@ import hashlib
 import json
 from collections.abc import Iterable
 
+from synthesis.instruction import stages_from_json
 from synthesis.operators.extension import Parent, test_names
 from synthesis.profile import OutputFile, TaskProfile
 from tasks.model import Task
@@ -39,7 +40,13 @@ def assertion_count(task: Task) -> int:
 def profile_record(profile: TaskProfile) -> SynthProfileRecord:
     outputs = json.dumps([f.model_dump() for f in profile.outputs])
     return SynthProfileRecord(
-        task_hash=profile.task_hash, ok=profile.ok, detail=profile.detail, outputs_json=outputs
+        task_hash=profile.task_hash,
+        ok=profile.ok,
+        detail=profile.detail,
+        outputs_json=outputs,
+        assertion_s_json=json.dumps(profile.assertion_s),
+        assertions=profile.assertions,
+        nop_passed=profile.nop_passed,
     )
 
 
@@ -47,7 +54,14 @@ def _profile(row: dict) -> TaskProfile:
     outputs = [OutputFile.model_validate(o) for o in json.loads(row["outputs_json"])]
     wd = outputs[0].path[: -len(outputs[0].rel) - 1] if outputs else "/app"
     return TaskProfile(
-        task_hash=row["task_hash"], workdir=wd, ok=row["ok"], detail=row["detail"], outputs=outputs
+        task_hash=row["task_hash"],
+        workdir=wd,
+        ok=row["ok"],
+        detail=row["detail"],
+        outputs=outputs,
+        assertion_s=json.loads(row.get("assertion_s_json") or "{}"),
+        assertions=row.get("assertions"),
+        nop_passed=row.get("nop_passed"),
     )
 
 
@@ -83,26 +97,74 @@ def round_rows(store: Store, campaign: str) -> dict[int, SynthRoundRecord]:
     return {r["round"]: SynthRoundRecord.from_row(r) for r in rows}
 
 
-def accepted_parents(store: Store, campaign: str, round_: int) -> list[Parent]:
-    """The accepted tasks of a round, rebuilt from their stored bundles, with profiles."""
+def pool_parents(store: Store, campaign: str, before_round: int) -> list[Parent]:
+    """Every task the campaign accepted in rounds < `before_round`, rebuilt from its stored
+    bundle, with its profile, chain, stages and the root seed's instruction (the core)."""
     with Snapshot.open(store, with_lineage=False) as snap:
         rows = snap.rows(
             """
-            SELECT c.candidate_hash, c.chain, t.bundle, p.task_hash, p.ok, p.detail,
-                   p.outputs_json
+            SELECT c.candidate_hash, c.chain, c.stages_json, t.bundle,
+                   p.task_hash, p.ok, p.detail, p.outputs_json, p.assertion_s_json,
+                   p.assertions, p.nop_passed,
+                   r.bundle AS root_bundle, r.content_hash AS root_hash
             FROM synth_candidates c
             JOIN tasks t ON t.content_hash = c.candidate_hash
             JOIN synth_profiles p ON p.task_hash = c.candidate_hash
-            WHERE c.campaign = ? AND c.round = ? AND c.status = 'accepted'
+            LEFT JOIN tasks r ON r.content_hash = c.root_seed
+            WHERE c.campaign = ? AND c.round < ? AND c.status = 'accepted'
             ORDER BY c.candidate_hash
             """,
-            [campaign, round_],
+            [campaign, before_round],
         )
     out = []
     for r in rows:
         task = task_from_bundle(_bundle(r["bundle"]), expected_hash=r["candidate_hash"])
-        out.append(Parent(task=task, profile=_profile(r), chain=tuple(r["chain"])))
+        root = (
+            task_from_bundle(_bundle(r["root_bundle"]), expected_hash=r["root_hash"])
+            if r["root_bundle"] is not None
+            else None
+        )
+        out.append(
+            Parent(
+                task=task,
+                profile=_profile(r),
+                chain=tuple(r["chain"]),
+                core=root.instruction if root else None,
+                core_title=root.name if root else None,
+                stages=stages_from_json(r["stages_json"]),
+            )
+        )
     return out
+
+
+_NO_ROUND_LIMIT = 2**31 - 1
+
+
+def accepted_descendants(
+    store: Store, campaign: str, before_round: int = _NO_ROUND_LIMIT
+) -> dict[str, int]:
+    """Root seed hash -> accepted tasks of the campaign descending from it (rounds before
+    `before_round`; all by default)."""
+    with Snapshot.open(store, with_lineage=False) as snap:
+        rows = snap.rows(
+            "SELECT root_seed, count(*) AS n FROM synth_candidates WHERE campaign = ? "
+            "AND status = 'accepted' AND round < ? GROUP BY root_seed",
+            [campaign, before_round],
+        )
+    return {r["root_seed"]: r["n"] for r in rows}
+
+
+def accepted_children(
+    store: Store, campaign: str, before_round: int = _NO_ROUND_LIMIT
+) -> dict[str, int]:
+    """Parent hash -> accepted children in the campaign (rounds before `before_round`)."""
+    with Snapshot.open(store, with_lineage=False) as snap:
+        rows = snap.rows(
+            "SELECT parent_hash, count(*) AS n FROM synth_candidates WHERE campaign = ? "
+            "AND status = 'accepted' AND round < ? GROUP BY parent_hash",
+            [campaign, before_round],
+        )
+    return {r["parent_hash"]: r["n"] for r in rows}
 
 
 def accepted_without_passing_oracle(store: Store, campaign: str) -> list[str]:

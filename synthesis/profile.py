@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
+from collections.abc import Iterable
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -31,11 +33,17 @@ SNIFF_BYTES = 65_536
 
 OutputKind = Literal["csv", "json", "text", "binary"]
 
+_PRUNE = "find . \\( " + " -o ".join(f"-name {d}" for d in SKIP_DIRS) + " \\) -prune -o "
+# One exec: modes and sizes, a separator, then digests (one sha256sum for many files), and
+# optionally the git work trees (`.git` directories) under the workdir.
 _LISTING = (
     "cd {wd} 2>/dev/null || exit 0; "
-    "find . \\( " + " -o ".join(f"-name {d}" for d in SKIP_DIRS) + " \\) -prune -o "
-    "-type f -size -{kb}k -printf '%m %s ' -exec sha256sum {{}} \\;"
+    + _PRUNE
+    + "-type f -size -{kb}k -printf '%m %s %p\\n'; echo '@@digests'; "
+    + _PRUNE
+    + "-type f -size -{kb}k -print0 | xargs -0 -r sha256sum; echo '@@repos'; {repos}"
 )
+_REPOS = "find . -name .git -prune -print"
 
 
 class OutputFile(BaseModel):
@@ -66,6 +74,16 @@ class TaskProfile(BaseModel):
     ok: bool
     detail: str = ""
     outputs: list[OutputFile] = Field(default_factory=list)
+    # Seconds each assertion took in the profiled oracle run (slow checks are never guards).
+    assertion_s: dict[str, float] = Field(default_factory=dict)
+    assertions: int | None = None  # assertions the verifier reports
+    nop_passed: int | None = None  # of those, how many a nop agent passes (free reward)
+
+    @property
+    def nop_share(self) -> float | None:
+        if self.nop_passed is None or not self.assertions:
+            return None
+        return self.nop_passed / self.assertions
 
     def eligible(self, *kinds: OutputKind, max_bytes: int = MAX_OUTPUT_BYTES) -> list[OutputFile]:
         """Outputs operators may build on: safe names, not tool state, not too large."""
@@ -89,16 +107,24 @@ class TaskProfile(BaseModel):
         return cls.model_validate_json(text)
 
 
-def parse_listing(text: str) -> dict[str, tuple[int, int, str]]:
-    """`find -printf '%m %s ' -exec sha256sum` lines -> {rel: (mode, size, sha256)}."""
+def parse_listing(text: str) -> tuple[dict[str, tuple[int, int, str]], list[str]]:
+    """The output of `_LISTING` -> ({rel: (mode, size, sha256)}, git work-tree roots)."""
+    stats, _, rest = text.partition("@@digests\n")
+    digests, _, repos = rest.partition("@@repos\n")
+    sha: dict[str, str] = {}
+    for line in digests.splitlines():
+        digest, _, name = line.partition("  ")
+        if name.startswith("./") and len(digest) == 64:
+            sha[name[2:]] = digest
     out: dict[str, tuple[int, int, str]] = {}
-    for line in text.splitlines():
-        parts = line.split(" ", 3)
-        if len(parts) != 4 or not parts[3].startswith(" ./"):
+    for line in stats.splitlines():
+        parts = line.split(" ", 2)
+        if len(parts) != 3 or not parts[2].startswith("./") or parts[2][2:] not in sha:
             continue
-        mode, size, digest, name = parts
-        out[name[3:]] = (int(mode, 8), int(size), digest)
-    return out
+        mode, size, name = parts
+        out[name[2:]] = (int(mode, 8), int(size), sha[name[2:]])
+    roots = sorted(p[2:-5].rstrip("/") for p in repos.split() if p.endswith("/.git"))
+    return out, roots
 
 
 def sniff(data: bytes, rel: str) -> tuple[OutputKind, int | None, str | None, int | None]:
@@ -126,34 +152,55 @@ class ProfilingOracle:
     """The oracle agent (uploads solution/, runs solve.sh) plus a listing before and after.
 
     After `run`, `before`/`after` hold {rel: (mode, size, sha256)} and `sniffed` the first
-    bytes of every new or changed small file. Listings are read-only, so the trial is the same
-    as a plain oracle trial.
+    bytes of every new or changed small file. Before the solution runs, `probe_paths` are
+    tested for existence and `probe_strings` searched for in the working directory's files;
+    `present` holds those found (what the environment offers before the agent starts). Listings
+    and probes are read-only, so the trial is the same as a plain oracle trial.
     """
 
     name = "oracle"
 
-    def __init__(self) -> None:
+    def __init__(self, probe_paths: Iterable[str] = (), probe_strings: Iterable[str] = ()) -> None:
+        self.probe_paths = list(dict.fromkeys(probe_paths))
+        self.probe_strings = list(dict.fromkeys(probe_strings))
+        self.present: set[str] = set()
         self.before: dict[str, tuple[int, int, str]] = {}
         self.after: dict[str, tuple[int, int, str]] = {}
         self.sniffed: dict[str, bytes] = {}
         self.outcome: AgentOutcome | None = None
         self.repos: list[str] = []  # work-tree roots (relative) of git repos under the workdir
 
-    def _listing(self, sandbox: Sandbox, workdir: str) -> dict[str, tuple[int, int, str]]:
+    def _listing(
+        self, sandbox: Sandbox, workdir: str, repos: bool = False
+    ) -> tuple[dict[str, tuple[int, int, str]], list[str]]:
         kb = MAX_OUTPUT_BYTES // 1024 * 4
-        r = sandbox.exec(_LISTING.format(wd=workdir, kb=kb), timeout_s=60, cwd="/")
+        cmd = _LISTING.format(wd=workdir, kb=kb, repos=_REPOS if repos else "true")
+        r = sandbox.exec(cmd, timeout_s=60, cwd="/")
         return parse_listing(r.stdout)
+
+    def _probe(self, sandbox: Sandbox, workdir: str) -> None:
+        lines = [f"[ -e {shlex.quote(p)} ] && echo p{i}" for i, p in enumerate(self.probe_paths)]
+        lines += [
+            f"grep -rqsF -- {shlex.quote(s)} {shlex.quote(workdir)} && echo s{i}"
+            for i, s in enumerate(self.probe_strings)
+        ]
+        if not lines:
+            return
+        r = sandbox.exec("\n".join([*lines, "true"]), timeout_s=60, cwd="/")
+        for tok in r.stdout.split():
+            pool = self.probe_paths if tok[:1] == "p" else self.probe_strings
+            if tok[1:].isdigit() and int(tok[1:]) < len(pool):
+                self.present.add(pool[int(tok[1:])])
 
     def run(self, sandbox: Sandbox, task: Task, deadline: float) -> AgentOutcome:
         if task.solution is None:
             return AgentOutcome(exit_code=None, detail="task has no reference solution")
         wd = task.environment.workdir
-        self.before = self._listing(sandbox, wd)
+        self._probe(sandbox, wd)
+        self.before, _ = self._listing(sandbox, wd)
         outcome = run_solution(sandbox, task, task.solution, deadline)
         self.outcome = outcome
-        self.after = self._listing(sandbox, wd)
-        r = sandbox.exec(f"cd {wd} && find . -name .git -prune -print", timeout_s=60, cwd="/")
-        self.repos = sorted(p[2:-5].rstrip("/") for p in r.stdout.split() if p.endswith("/.git"))
+        self.after, self.repos = self._listing(sandbox, wd, repos=True)
         for rel, (_, size, digest) in self.after.items():
             prev = self.before.get(rel)
             if (prev is None or prev[2] != digest) and size <= MAX_OUTPUT_BYTES:
@@ -188,12 +235,26 @@ class ProfilingOracle:
         ok = result.resolved
         detail = "" if ok else f"oracle {result.failure_mode}: {result.passed}/{result.total}"
         return TaskProfile(
-            task_hash=task.content_hash, workdir=wd, ok=ok, detail=detail, outputs=outputs
+            task_hash=task.content_hash,
+            workdir=wd,
+            ok=ok,
+            detail=detail,
+            outputs=outputs,
+            assertion_s={a.name: a.duration_s for a in result.assertions},
+            assertions=result.total,
         )
 
 
-def profile_task(task: Task, backend: str = "local") -> tuple[TaskProfile, TrialResult]:
-    """Run the oracle once with listings; the profile and the (ordinary oracle) trial."""
+def profile_task(task: Task, backend: str = "local") -> tuple[TaskProfile, list[TrialResult]]:
+    """Run the oracle once with listings, and a nop agent (the task's free reward).
+
+    Returns the profile and the (ordinary oracle and nop) trials."""
     agent = ProfilingOracle()
     result = run_trial(task, agent, backend)
-    return agent.profile(task, result), result
+    profile = agent.profile(task, result)
+    if not profile.ok:
+        return profile, [result]
+    nop = run_trial(task, "nop", backend)
+    if nop.rewardable and nop.total == profile.assertions:
+        profile = profile.model_copy(update={"nop_passed": nop.passed})
+    return profile, [result, nop]

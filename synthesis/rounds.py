@@ -1,33 +1,40 @@
 """The round engine: recursive task synthesis over the seed corpus, resumable from the warehouse.
 
-Round r takes the accepted tasks of round r - 1 (round 0: the profiled seed corpus), samples
-assignments under caps (`synthesis.sampler`), builds each candidate with its operator, drops
-candidates too close to the benchmark (`synthesis.decontam`), validates the rest in fresh
-sandboxes with `workers` threads (`synthesis.validate`), and records every candidate in one
-warehouse commit. A round is complete when its `synth_rounds` row exists.
+Round r samples parents from the whole accepted pool (the profiled seeds and every task rounds
+1..r-1 accepted), weighted toward under-extended lineages, under caps (`synthesis.sampler`),
+builds each candidate with its operator, drops candidates too close to the benchmark
+(`synthesis.decontam`), validates the rest in fresh sandboxes with `workers` threads
+(`synthesis.validate`), and records every candidate in one warehouse commit. A round is
+complete when its `synth_rounds` row exists.
 
-Resume: assignments are a pure function of (parents, seed, caps), and parents are read back
-from the warehouse, so a re-run re-derives the same assignments; those with a recorded
-candidate row are reused, the rest are built and validated. Nothing is recorded twice (rows
-are keyed; the first write wins) and nothing committed is lost.
+Resume: assignments are a pure function of (parents, descendant counts, seed, caps), all read
+back from the warehouse as they were when the round started (earlier rounds are complete), so
+a re-run re-derives the same assignments; those with a recorded candidate row are reused, the
+rest are built and validated. Nothing is recorded twice (rows are keyed; the first write wins)
+and nothing committed is lost.
 """
 
 from __future__ import annotations
 
 import json
 import statistics
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from synthesis import ledger
 from synthesis.decontam import BenchmarkIndex, DecontamConfig, Overlap
+from synthesis.difficulty import distinct_tools, files_touched
+from synthesis.instruction import Stage, dependency_depth, stages_to_json
 from synthesis.operators import Operator, Parent, RewriteContext, RewriteError, build_child
 from synthesis.operators import registry as operator_registry
+from synthesis.operators.extension import Extension, Feedback, child_stage
 from synthesis.profile import profile_task
+from synthesis.reference import AgentFactory, reference_trial, reward_share
 from synthesis.sampler import Assignment, Caps, sample_round
 from synthesis.validate import Validation, ValidationConfig, Verdict, validate
 from tasks.corpus import import_dir, load_seeds
@@ -65,10 +72,14 @@ class SynthConfig:
     benchmark: Path | None = None
     seeds_dir: Path | None = None  # default: the bundled corpus (tasks/seeds)
     seed_ids: tuple[str, ...] = ()  # restrict the seed corpus (tests, small runs)
+    # Accepted tasks per round a reference agent attempts, when one is given (0: none).
+    reference_sample: int = 4
 
     def __post_init__(self) -> None:
         if self.rounds < 1 or self.per_round < 1 or self.workers < 1:
             raise ValueError(f"rounds, per_round and workers must be >= 1, got {self!r}")
+        if self.reference_sample < 0:
+            raise ValueError(f"reference_sample must be >= 0, got {self.reference_sample!r}")
 
     def to_json(self) -> str:
         doc = asdict(self)
@@ -111,8 +122,8 @@ def seed_parents(store: Store, cfg: SynthConfig, progress: Progress | None = Non
         with ThreadPoolExecutor(max_workers=cfg.workers) as pool:
             futures = {pool.submit(profile_task, t, cfg.validation.backend): t for t in todo}
             for i, fut in enumerate(as_completed(futures), 1):
-                prof, trial = fut.result()
-                record_synthesis(store, trials=[trial], rows=[ledger.profile_record(prof)])
+                prof, trials = fut.result()
+                record_synthesis(store, trials=trials, rows=[ledger.profile_record(prof)])
                 known[prof.task_hash] = prof
                 if progress:
                     progress("profile seeds", i, len(todo))
@@ -127,23 +138,32 @@ class Built:
     parent: Parent
     task: Task | None
     synthesis_s: float
+    stage: Stage | None = None
+    extension: Extension | None = None
     verdict: Verdict | None = None  # set when discarded before the sandbox
     detail: str = ""
     overlap: Overlap | None = None
+    reference_reward: float | None = None  # the reference agent's share, when it was run
 
 
 def synthesize(
-    a: Assignment, parent: Parent, op: Operator, seed: int, index: BenchmarkIndex | None
+    a: Assignment,
+    parent: Parent,
+    op: Operator,
+    seed: int,
+    index: BenchmarkIndex | None,
+    backend: str = "local",
 ) -> Built:
     """Build the candidate of one assignment and screen it against the benchmark."""
     t0 = time.monotonic()
     try:
-        ext = op.extend(parent, RewriteContext(a.round, a.rng(seed)))
+        ext = op.extend(parent, RewriteContext(a.round, a.rng(seed), backend))
         task = build_child(parent, op.name, op.family, a.round, ext)
     except (RewriteError, ValueError) as e:
         verdict = Verdict.INVALID_LLM_OUTPUT if op.family == "llm" else Verdict.REWRITE_ERROR
-        return Built(a, parent, None, time.monotonic() - t0, verdict, str(e)[:1000])
-    built = Built(a, parent, task, time.monotonic() - t0)
+        return Built(a, parent, None, time.monotonic() - t0, verdict=verdict, detail=str(e)[:1000])
+    stage = child_stage(parent, op.name, op.family, a.round, ext)
+    built = Built(a, parent, task, time.monotonic() - t0, stage=stage, extension=ext)
     if index is not None and len(index):
         built.overlap = index.overlap(task)
         if index.is_contaminated(built.overlap):
@@ -162,7 +182,8 @@ def candidate_rows(
     a, parent = built.assignment, built.parent
     task = v.task if v is not None else built.task
     verdict = v.verdict if v is not None else built.verdict
-    assert verdict is not None
+    if verdict is None:
+        raise ValueError(f"candidate {a.key} has neither a validation nor an early verdict")
     accepted = verdict == Verdict.ACCEPTED
     trials = v.trials if v is not None else []
     tasks: list[TaskRecord] = []
@@ -174,6 +195,10 @@ def candidate_rows(
                 assertion_count=ledger.assertion_count(task),
             )
         )
+    stages = [*parent.stages, built.stage] if built.stage is not None else list(parent.stages)
+    m = v.measures if v is not None else None
+    profile = v.profile if v is not None else None
+    script = (task.solution or {}).get("solve.sh", b"").decode("utf-8", "replace") if task else ""
     row = SynthCandidateRecord(
         campaign=cfg.campaign,
         candidate_hash=task.content_hash if task is not None else ledger.placeholder_hash(a.key),
@@ -198,10 +223,22 @@ def candidate_rows(
         decontam_nearest=built.overlap.nearest if built.overlap else None,
         synthesis_s=built.synthesis_s,
         sandbox_s=v.sandbox_s if v is not None else 0.0,
+        stages_json=stages_to_json(stages),
+        offending=list(v.offending) if v is not None else [],
+        dependency_ok=m.dependency_ok if m else None,
+        nop_share=m.nop_share if m else None,
+        ext_only_share=m.ext_only_share if m else None,
+        free_reward_share=m.free_reward_share if m else None,
+        coverage=m.coverage if m else None,
+        uncovered=list(m.uncovered) if m else [],
+        distinct_tools=len(distinct_tools(script, task.environment.workdir)) if task else None,
+        files_touched=files_touched(profile) if profile is not None else None,
+        dependency_depth=dependency_depth(parent.core_outputs, stages),
+        reference_reward=built.reference_reward,
     )
     rows: list[Record] = [row]
-    if accepted and v is not None and v.profile is not None:
-        rows.append(ledger.profile_record(v.profile))
+    if accepted and profile is not None and m is not None:
+        rows.append(ledger.profile_record(profile.model_copy(update={"nop_passed": m.nop_passed})))
     return tasks, trials, rows
 
 
@@ -212,13 +249,19 @@ def round_stats(
     rows: list[SynthCandidateRecord],
     timing: Timing,
     wall_s: float,
+    seeds_with_descendants: int | None = None,
 ) -> SynthRoundRecord:
     acc = [r for r in rows if r.status == ledger.ACCEPTED]
     reasons = Counter(r.reason for r in rows if r.status == ledger.DISCARDED)
 
-    def mean(values: list[int]) -> float | None:
+    def mean(values: list[int] | list[float]) -> float | None:
         return round(statistics.fmean(values), 3) if values else None
 
+    def present(values: list[float | int | bool | None]) -> list[float]:
+        return [float(x) for x in values if x is not None]
+
+    free = present([r.free_reward_share for r in acc])
+    ref = present([r.reference_reward for r in acc])
     return SynthRoundRecord(
         campaign=cfg.campaign,
         round=round_,
@@ -235,7 +278,84 @@ def round_stats(
         store_s=round(timing.store_s, 3),
         wall_s=round(wall_s, 3),
         config_json=cfg.to_json(),
+        dependency_ok_share=mean(present([r.dependency_ok for r in acc])),
+        mean_free_reward_share=mean(free),
+        max_free_reward_share=max(free) if free else None,
+        coverage_share=mean([1.0 if r.coverage == 1.0 else 0.0 for r in acc]),
+        seeds_with_descendants=seeds_with_descendants,
+        mean_distinct_tools=mean(present([r.distinct_tools for r in acc])),
+        mean_files_touched=mean(present([r.files_touched for r in acc])),
+        mean_dependency_depth=mean(present([r.dependency_depth for r in acc])),
+        reference_sampled=len(ref),
+        reference_pass_rate=mean([1.0 if x >= 1.0 else 0.0 for x in ref]),
     )
+
+
+def round_parents(
+    store: Store, cfg: SynthConfig, round_: int, progress: Progress | None = None
+) -> list[Parent]:
+    """The pool round `round_` samples from: profiled seeds and everything accepted before it."""
+    return seed_parents(store, cfg, progress) + ledger.pool_parents(store, cfg.campaign, round_)
+
+
+def build_and_validate(
+    cfg: SynthConfig,
+    a: Assignment,
+    parent: Parent,
+    op: Operator,
+    index: BenchmarkIndex | None,
+    reference: Callable[[], AgentFactory | None] | None = None,
+) -> tuple[Built, Validation | None]:
+    """One candidate: build it, screen it, validate it; an operator that can revise (the LLM
+    operator) gets the validation's findings back, at most `max_repairs` times. Once accepted,
+    `reference()` (a sampling slot: an agent factory, or None) may run the reference agent."""
+    built = synthesize(a, parent, op, cfg.seed, index, cfg.validation.backend)
+    if built.task is None or built.verdict is not None or built.stage is None:
+        return built, None
+    v = validate(built.task, parent, cfg.validation, built.stage)
+    ext = built.extension
+    for _ in range(cfg.validation.max_repairs):
+        if v.accepted or not v.verdict.about_candidate or ext is None:
+            break
+        t0 = time.monotonic()
+        ctx = RewriteContext(a.round, a.rng(cfg.seed), cfg.validation.backend)
+        feedback = Feedback(v.verdict.value, v.detail, list(v.offending), failing_messages(v))
+        try:
+            revised = op.revise(parent, ctx, ext, feedback)
+            if revised is None:
+                break
+            task = build_child(parent, op.name, op.family, a.round, revised)
+        except (RewriteError, ValueError) as e:
+            v.repairs.append(f"{v.verdict}: revision failed: {str(e)[:300]}")
+            break
+        built.synthesis_s += time.monotonic() - t0
+        ext, built.extension = revised, revised
+        built.task, built.stage = task, child_stage(parent, op.name, op.family, a.round, revised)
+        before = v
+        v = validate(task, parent, cfg.validation, built.stage)
+        v.trials = [*before.trials, *v.trials]
+        v.repairs = [*before.repairs, f"{before.verdict}: revised by {op.name}", *v.repairs]
+        v.sandbox_s += before.sandbox_s
+    make_agent = reference() if reference is not None and v.accepted else None
+    if make_agent is not None:
+        t0 = time.monotonic()
+        trial = reference_trial(v.task, make_agent, cfg.validation.backend)
+        if trial is not None:
+            v.trials.append(trial)
+            built.reference_reward = reward_share(trial)
+        v.sandbox_s += time.monotonic() - t0
+    return built, v
+
+
+def failing_messages(v: Validation) -> list[str]:
+    """`name: message` of the new assertions that failed in the latest oracle trial."""
+    oracle = [t for t in v.trials if t.agent == "oracle"]
+    if not oracle:
+        return []
+    new = set(v.new_assertions)
+    return [
+        f"{a.name}: {a.message[:300]}" for a in oracle[-1].assertions if not a.ok and a.name in new
+    ]
 
 
 def run_round(
@@ -248,12 +368,21 @@ def run_round(
     *,
     progress: Progress | None = None,
     on_recorded: Hook | None = None,
+    reference: AgentFactory | None = None,
 ) -> SynthRoundRecord:
     """Run (or finish) one round and record its stats row."""
     t_round = time.monotonic()
     timing = Timing()
     plan = sample_round(
-        parents, ops, budget=cfg.per_round, round_=round_, seed=cfg.seed, caps=cfg.caps
+        parents,
+        ops,
+        budget=cfg.per_round,
+        round_=round_,
+        seed=cfg.seed,
+        caps=cfg.caps,
+        descendants=ledger.accepted_descendants(store, cfg.campaign, before_round=round_),
+        children=ledger.accepted_children(store, cfg.campaign, before_round=round_),
+        free_reward_cap=cfg.validation.free_reward_cap,
     )
     done = ledger.candidates(store, cfg.campaign, round_)
     by_hash = {p.hash: p for p in parents}
@@ -267,29 +396,45 @@ def run_round(
         record_synthesis(store, tasks=tasks, trials=trials, rows=rows)
         timing.store_s += time.monotonic() - t0
         row = rows[0]
-        assert isinstance(row, SynthCandidateRecord)
+        if not isinstance(row, SynthCandidateRecord):
+            raise TypeError(f"first synthesis row must be a candidate row, got {type(row)}")
         done[built.assignment.key] = row
         if progress:
             progress(f"round {round_}", len([a for a in plan if a.key in done]), len(plan))
         if on_recorded:
             on_recorded(row)
 
+    lock = threading.Lock()
+    slots = [cfg.reference_sample - sum(r.reference_reward is not None for r in done.values())]
+
+    def reference_slot() -> AgentFactory | None:
+        with lock:
+            if reference is None or slots[0] <= 0:
+                return None
+            slots[0] -= 1
+            return reference
+
     pool = ThreadPoolExecutor(max_workers=cfg.workers)
     try:
-        futures: dict[Future[Validation], Built] = {}
-        for a in todo:
-            parent = by_hash[a.parent_hash]
-            built = synthesize(a, parent, ops[a.operator], cfg.seed, index)
-            if built.task is None or built.verdict is not None:
-                commit(built, None)
-                continue
-            futures[pool.submit(validate, built.task, parent, cfg.validation)] = built
+        futures = [
+            pool.submit(
+                build_and_validate,
+                cfg,
+                a,
+                by_hash[a.parent_hash],
+                ops[a.operator],
+                index,
+                reference_slot,
+            )
+            for a in todo
+        ]
         for fut in as_completed(futures):
-            commit(futures[fut], fut.result())
+            commit(*fut.result())
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
     rows = [done[a.key] for a in plan]
-    stats = round_stats(cfg, round_, len(parents), rows, timing, time.monotonic() - t_round)
+    seeds = len(ledger.accepted_descendants(store, cfg.campaign))
+    stats = round_stats(cfg, round_, len(parents), rows, timing, time.monotonic() - t_round, seeds)
     record_synthesis(store, rows=[stats])
     return stats
 
@@ -301,40 +446,39 @@ def run_synthesis(
     extra_operators: tuple[Operator, ...] = (),
     progress: Progress | None = None,
     on_recorded: Hook | None = None,
+    reference: AgentFactory | None = None,
 ) -> list[SynthRoundRecord]:
     """Run rounds 1..cfg.rounds, resuming from whatever the warehouse already holds.
 
-    Returns the stats rows of every round (recorded earlier or now). Stops early, after
-    recording the round, when a round accepts nothing (the next round would have no parents).
-    At the end every accepted task (of every campaign) is recorded as pool `rst` (rank =
-    round, campaign, then slot; `record_pool` mints no new version when nothing changed).
+    Returns the stats rows of every round (recorded earlier or now). Each round samples from
+    the whole pool accepted so far; it stops early only when that pool is empty. At the end
+    every accepted task (of every campaign) is recorded as pool `rst` (rank = round,
+    campaign, then slot; `record_pool` mints no new version when nothing changed).
     """
     store = store if isinstance(store, Store) else Store.open(store, create=True)
     ops = operator_registry(extra_operators)
     index = BenchmarkIndex.from_dir(cfg.benchmark, cfg.decontam) if cfg.benchmark else None
     recorded = ledger.round_rows(store, cfg.campaign)
     out: list[SynthRoundRecord] = []
-    parents: list[Parent] | None = None
     for r in range(1, cfg.rounds + 1):
         if r in recorded:
             out.append(recorded[r])
-            parents = None  # re-read lazily if a later round needs them
-            if recorded[r].accepted == 0:
-                break
             continue
-        if parents is None:
-            parents = (
-                seed_parents(store, cfg, progress)
-                if r == 1
-                else ledger.accepted_parents(store, cfg.campaign, r - 1)
-            )
+        parents = round_parents(store, cfg, r, progress)
+        if not parents:
+            break
         stats = run_round(
-            store, cfg, r, parents, ops, index, progress=progress, on_recorded=on_recorded
+            store,
+            cfg,
+            r,
+            parents,
+            ops,
+            index,
+            progress=progress,
+            on_recorded=on_recorded,
+            reference=reference,
         )
         out.append(stats)
-        if stats.accepted == 0:
-            break
-        parents = ledger.accepted_parents(store, cfg.campaign, r)
     record_rst_pool(store)
     return out
 

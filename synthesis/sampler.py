@@ -1,8 +1,19 @@
 """The round sampler: which parent gets which rewrite operator, under caps, deterministically.
 
-Given the parents of a round (the accepted tasks of the previous round) and the operator
-registry, `sample_round` returns up to `budget` assignments. The same inputs and seed always
-give the same assignments, so an interrupted round re-derives exactly the candidates it had.
+Given the parents of a round (the WHOLE accepted pool so far: the seeds and every task an
+earlier round accepted) and the operator registry, `sample_round` returns up to `budget`
+assignments. Parents are ordered by a seeded weighted shuffle (Efraimidis-Spirakis keys
+`u ** (1 / w)`) with weight
+
+    w(parent) = 1 / ((1 + accepted descendants of its root seed) * (1 + its accepted children))
+
+so under-extended lineages come first and each lineage's total weight stays near one however
+many members it has. The same inputs and seed always give the same assignments, so an
+interrupted round re-derives exactly the candidates it had.
+
+A parent whose free reward cannot come under the cap with a two-assertion extension (its nop
+share, `nop_passed / (assertions + 2)`, above `free_reward_cap`) is not sampled: every child
+would be discarded as `free_reward`.
 
 Caps (defaults in `Caps`, documented in docs/synthesis.md):
 - children per parent per round (`children_per_parent`);
@@ -17,6 +28,7 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from synthesis.operators.extension import Operator, Parent
@@ -70,6 +82,19 @@ def feasible_operators(parent: Parent, ops: dict[str, Operator]) -> list[str]:
     return [name for name, op in sorted(ops.items()) if op.feasible(parent) is None]
 
 
+def weight(parent: Parent, descendants: Mapping[str, int], children: Mapping[str, int]) -> float:
+    """Sampling weight: toward lineages (root seeds) and parents extended least so far."""
+    return 1.0 / ((1 + descendants.get(parent.root_seed, 0)) * (1 + children.get(parent.hash, 0)))
+
+
+def free_reward_blocked(parent: Parent, cap: float) -> bool:
+    """True when no two-assertion extension could bring the parent's nop share under `cap`."""
+    p = parent.profile
+    if p.nop_passed is None or not p.assertions:
+        return False
+    return p.nop_passed / (p.assertions + 2) > cap
+
+
 def sample_round(
     parents: list[Parent],
     ops: dict[str, Operator],
@@ -78,19 +103,28 @@ def sample_round(
     round_: int,
     seed: int,
     caps: Caps | None = None,
+    descendants: Mapping[str, int] | None = None,
+    children: Mapping[str, int] | None = None,
+    free_reward_cap: float = 1.0,
 ) -> list[Assignment]:
-    """Up to `budget` assignments for `round_` (see the module docstring for the caps).
+    """Up to `budget` assignments for `round_` (see the module docstring for order and caps).
 
-    Parents are visited in a seeded shuffle, one child each per pass, so a round spreads over
-    as many parents as the caps allow before any parent gets a second child. Each parent prefers
-    operators (then families) its lineage has used least, ties broken by the seeded shuffle.
+    Parents are visited in the weighted order, one child each per pass, so a round spreads
+    over as many parents as the caps allow before any parent gets a second child. Each parent
+    prefers operators (then families) its lineage has used least, ties broken by the seed.
     """
     if budget < 0:
         raise ValueError(f"budget must be >= 0, got {budget!r}")
     caps = caps or Caps()
+    descendants, children = descendants or {}, children or {}
     rng = random.Random(f"{seed}:round:{round_}")
-    order = sorted(parents, key=lambda p: p.hash)
-    rng.shuffle(order)
+    pool = [
+        p
+        for p in sorted(parents, key=lambda p: p.hash)
+        if not free_reward_blocked(p, free_reward_cap)
+    ]
+    keys = {p.hash: rng.random() ** (1.0 / weight(p, descendants, children)) for p in pool}
+    order = sorted(pool, key=lambda p: (-keys[p.hash], p.hash))
     prefs: dict[str, list[str]] = {}
     for p in order:
         names = feasible_operators(p, ops)

@@ -1,17 +1,34 @@
-"""Validation of a candidate in fresh sandboxes, with bounded repair.
+"""Validation of a candidate: static checks, then trials in fresh sandboxes, with bounded repair.
 
-A candidate is accepted only when, in sandboxes started fresh for each trial:
-- the reference solution passes every assertion (`oracle_failed` otherwise);
-- N oracle runs agree assertion by assertion (`oracle_flaky`);
-- a nop agent fails at least one assertion (`nop_passes`);
-- the parent's reference solution, run as the agent on the child, fails at least one of the
-  NEW assertions (`not_load_bearing`: the extension added nothing the parent already did).
+A candidate is accepted only when every check below holds. Each failed check is a typed
+`Verdict`, with the offending literals or assertion names in `Validation.offending`:
+
+before any sandbox time (`synthesis.assertion_checks`, `synthesis.coverage`):
+- no new test is vacuous (cannot fail) → `vacuous_assertion`;
+- no new test depends on chance or the clock → `flaky_check`;
+in fresh sandboxes (`sandbox.run_trial`):
+1. oracle (profiling, probing the environment before the solution runs):
+   - every literal a new test reads or compares is in the instruction or in the environment
+     before the agent starts → else `solution_artifact` (a path only the reference solution
+     creates) or `hidden_requirement`;
+   - it passes every assertion → else, after one more run, `flaky_check` (the runs disagree)
+     or `oracle_failed`; `reruns - 1` more runs agree assertion by assertion → `flaky_check`;
+2. nop: no new assertion passes → else `vacuous_assertion` (it also passes after the workdir
+   is wiped) or `free_reward`; nop's share of the dense reward is at most the cap →
+   `free_reward`;
+3. the extension's steps alone (`synthesis.probes.ExtensionOnlyAgent`): every new assertion
+   fails (`dependency_ok`) → else `dependency_missing`; their share is at most the cap →
+   `free_reward`;
+4. the parent's solution: every new assertion fails → else `not_load_bearing`.
+
+A trial that fails for infrastructure (`result.rewardable` false: sandbox, an environment that
+built for the parent, cancelled) is no evidence about the candidate: it is retried, and if it
+keeps failing the candidate is recorded as `infrastructure_error`, never as a defect.
 
 Recoverable failures are repaired up to `max_repairs` times: a verifier (or agent) timeout
 raises the limit; a tool the solution could not find is added to `requires`; a new assertion
-that reads a path the solution wrote elsewhere is aligned to where it was written. Anything
-else, or a failed repair, discards the candidate with its reason. Never raises for the
-candidate's own failures.
+that reads a path the solution wrote elsewhere is aligned to where it was written. Never
+raises for the candidate's own failures.
 """
 
 from __future__ import annotations
@@ -19,17 +36,37 @@ from __future__ import annotations
 import posixpath
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from sandbox import AgentOutcome, Sandbox, run_trial
-from sandbox.trial import run_solution
-from synthesis.operators.extension import VERIFIER_MODULE, Parent, new_assertions
+from sandbox import Agent, run_trial
+from synthesis import coverage as cov
+from synthesis.assertion_checks import nondeterministic_tests, vacuous_tests
+from synthesis.instruction import Stage
+from synthesis.operators.extension import (
+    VERIFIER_MODULE,
+    Parent,
+    extension_block,
+    new_assertions,
+    rerender,
+)
+from synthesis.probes import ExtensionOnlyAgent, ParentSolutionAgent, WipeAgent
 from synthesis.profile import ProfilingOracle, TaskProfile
 from tasks.model import Task
 from tasks.results import FailureMode, TrialResult
 
 MAX_TIMEOUT_S = 600.0
+INFRA_BACKOFF_S = 1.0
+
+__all__ = [
+    "ParentSolutionAgent",
+    "Validation",
+    "ValidationConfig",
+    "Verdict",
+    "new_tests_source",
+    "validate",
+]
 
 
 class Verdict(StrEnum):
@@ -44,35 +81,71 @@ class Verdict(StrEnum):
     VERIFIER_TIMEOUT = "verifier_timeout"
     AGENT_TIMEOUT = "agent_timeout"
     ORACLE_FAILED = "oracle_failed"
-    ORACLE_FLAKY = "oracle_flaky"
-    NOP_PASSES = "nop_passes"
+    FLAKY_CHECK = "flaky_check"
+    VACUOUS_ASSERTION = "vacuous_assertion"
+    HIDDEN_REQUIREMENT = "hidden_requirement"
+    SOLUTION_ARTIFACT = "solution_artifact"
+    FREE_REWARD = "free_reward"
+    DEPENDENCY_MISSING = "dependency_missing"
     NOT_LOAD_BEARING = "not_load_bearing"
-    SANDBOX_ERROR = "sandbox_error"
+    INFRASTRUCTURE_ERROR = "infrastructure_error"  # not evidence about the candidate
+
+    @property
+    def about_candidate(self) -> bool:
+        """False for a verdict that says nothing about the candidate itself."""
+        return self != Verdict.INFRASTRUCTURE_ERROR
 
 
 @dataclass(frozen=True)
 class ValidationConfig:
-    """How hard to check a candidate. `reruns` counts oracle runs in total (>= 1)."""
+    """How hard to check a candidate. `reruns` counts oracle runs in total (>= 1);
+    `free_reward_cap` is the largest share of the dense reward that nop, or the extension's
+    steps alone, may earn; `infra_retries` how often a trial that failed for infrastructure
+    is run again."""
 
     reruns: int = 2
     max_repairs: int = 2
     backend: str = "local"
+    free_reward_cap: float = 0.2
+    infra_retries: int = 2
 
     def __post_init__(self) -> None:
         if self.reruns < 1:
             raise ValueError(f"reruns must be >= 1, got {self.reruns!r}")
         if self.max_repairs < 0:
             raise ValueError(f"max_repairs must be >= 0, got {self.max_repairs!r}")
+        if not 0 <= self.free_reward_cap <= 1:
+            raise ValueError(f"free_reward_cap must be in [0, 1], got {self.free_reward_cap!r}")
+        if self.infra_retries < 0:
+            raise ValueError(f"infra_retries must be >= 0, got {self.infra_retries!r}")
 
 
 @dataclass
 class Check:
-    """One attempt's findings: the verdict and what a repair needs to know."""
+    """One attempt's findings: the verdict, what it is about, and what a repair needs."""
 
     verdict: Verdict
     detail: str = ""
+    offending: list[str] = field(default_factory=list)  # literals or assertion names
     failing: list[tuple[str, str]] = field(default_factory=list)  # (assertion, message)
     agent_stderr: str = ""
+
+
+@dataclass
+class Measures:
+    """What validation measured, stored per candidate (None: not reached)."""
+
+    coverage: float | None = None  # share of the new tests' literals that are stated
+    uncovered: list[str] = field(default_factory=list)
+    nop_share: float | None = None
+    nop_passed: int | None = None
+    ext_only_share: float | None = None
+    dependency_ok: bool | None = None
+
+    @property
+    def free_reward_share(self) -> float | None:
+        shares = [s for s in (self.nop_share, self.ext_only_share) if s is not None]
+        return max(shares) if shares else None
 
 
 @dataclass
@@ -82,10 +155,12 @@ class Validation:
     task: Task
     verdict: Verdict
     detail: str = ""
+    offending: list[str] = field(default_factory=list)
     trials: list[TrialResult] = field(default_factory=list)
     profile: TaskProfile | None = None
     repairs: list[str] = field(default_factory=list)
     new_assertions: list[str] = field(default_factory=list)
+    measures: Measures = field(default_factory=Measures)
     sandbox_s: float = 0.0
 
     @property
@@ -93,100 +168,229 @@ class Validation:
         return self.verdict == Verdict.ACCEPTED
 
 
-class ParentSolutionAgent:
-    """Runs the PARENT's reference solution on the child task (the load-bearing probe)."""
+def new_tests_source(child: Task, parent: Task) -> str:
+    """The test code the child adds to its parent's verifier module."""
+    tests = child.verifier[VERIFIER_MODULE].decode("utf-8")
+    base = parent.verifier[VERIFIER_MODULE].decode("utf-8").rstrip()
+    if not tests.startswith(base):
+        raise ValueError("child does not extend its parent's verifier")
+    return tests[len(base) :]
 
-    name = "parent-solution"
 
-    def __init__(self, parent_solution: dict[str, bytes]) -> None:
-        self.solution = parent_solution
-
-    def run(self, sandbox: Sandbox, task: Task, deadline: float) -> AgentOutcome:
-        return run_solution(sandbox, task, self.solution, deadline)
+def _share(r: TrialResult) -> float:
+    return r.passed / r.total if r.total else 0.0
 
 
 def _statuses(r: TrialResult) -> list[tuple[str, bool]]:
     return [(a.name, a.ok) for a in r.assertions]
 
 
-def _trial_problem(r: TrialResult, who: str) -> Check | None:
+class _Trials:
+    """Runs trials for one candidate, retrying infrastructure failures, recording each."""
+
+    def __init__(self, task: Task, parent: Parent, cfg: ValidationConfig, out: list[TrialResult]):
+        self.task, self.parent, self.cfg, self.out = task, parent, cfg, out
+
+    def run(self, make_agent: Callable[[], Agent | str]) -> tuple[TrialResult, Agent | str]:
+        for attempt in range(self.cfg.infra_retries + 1):
+            agent = make_agent()
+            r = run_trial(self.task, agent, self.cfg.backend)
+            self.out.append(r)
+            if r.rewardable or self._candidate_environment(r):
+                return r, agent
+            if attempt < self.cfg.infra_retries:
+                time.sleep(INFRA_BACKOFF_S * (2**attempt))
+        return r, agent
+
+    def _candidate_environment(self, r: TrialResult) -> bool:
+        """An environment error of an environment the candidate changed is the candidate's."""
+        return (
+            r.failure_mode == FailureMode.ENVIRONMENT_ERROR
+            and self.task.environment_hash != self.parent.task.environment_hash
+        )
+
+
+def _brief(detail: str, limit: int = 600) -> str:
+    """`detail` cut to `limit` characters, keeping its last line: a build's reason (apt's
+    "E: Unable to locate package ...") comes after pages of output."""
+    if len(detail) <= limit:
+        return detail
+    last = ([ln for ln in detail.splitlines() if ln.strip()] or [""])[-1][-200:]
+    return f"{detail[: limit - len(last) - 5]} ... {last}"
+
+
+def _trial_problem(r: TrialResult, who: str, candidate_env: bool) -> Check | None:
     """A check for trials that failed as trials (not by assertions), else None."""
     mode = r.failure_mode
     if mode == FailureMode.NONE:
         return None
+    detail = f"{who}: {mode}: {_brief(r.failure_detail)}"
+    if mode == FailureMode.ENVIRONMENT_ERROR and candidate_env:
+        missing = _MISSING_PACKAGE.search(r.failure_detail)
+        return Check(Verdict.MISSING_TOOL if missing else Verdict.ENVIRONMENT_ERROR, detail)
+    if not r.rewardable:
+        return Check(Verdict.INFRASTRUCTURE_ERROR, detail)
     if mode == FailureMode.VERIFIER_TIMEOUT:
-        return Check(Verdict.VERIFIER_TIMEOUT, f"{who}: {r.failure_detail}")
+        return Check(Verdict.VERIFIER_TIMEOUT, detail)
     if mode == FailureMode.AGENT_TIMEOUT and who == "oracle":
-        return Check(Verdict.AGENT_TIMEOUT, f"{who}: {r.failure_detail}")
-    if mode == FailureMode.ENVIRONMENT_ERROR:
-        verdict = Verdict.MISSING_TOOL if "tools missing" in r.failure_detail else None
-        return Check(verdict or Verdict.ENVIRONMENT_ERROR, f"{who}: {r.failure_detail[:600]}")
-    if mode == FailureMode.SANDBOX_ERROR:
-        return Check(Verdict.SANDBOX_ERROR, f"{who}: {r.failure_detail[:600]}")
+        return Check(Verdict.AGENT_TIMEOUT, detail)
     if who == "oracle":
-        return Check(Verdict.ORACLE_FAILED, f"{who}: {mode}: {r.failure_detail[:600]}")
+        return Check(Verdict.ORACLE_FAILED, detail)
+    return None
+
+
+def static_check(task: Task, parent: Parent) -> Check | None:
+    """The checks that need no sandbox: vacuous and nondeterministic new tests."""
+    source = new_tests_source(task, parent.task)
+    names = new_assertions(task, parent.task)
+    vacuous = vacuous_tests(source, names)
+    if vacuous:
+        return Check(Verdict.VACUOUS_ASSERTION, f"cannot fail: {vacuous}", vacuous)
+    flaky = nondeterministic_tests(source, names)
+    if flaky:
+        return Check(Verdict.FLAKY_CHECK, f"depend on chance or the clock: {flaky}", flaky)
     return None
 
 
 def check_once(
-    task: Task, parent: Parent, cfg: ValidationConfig, trials: list[TrialResult]
+    task: Task, parent: Parent, stage: Stage | None, cfg: ValidationConfig, out: Validation
 ) -> tuple[Check, TaskProfile | None]:
-    """One validation attempt; appends every trial it runs to `trials`."""
-    probe = ProfilingOracle()
-    first = run_trial(task, probe, cfg.backend)
-    trials.append(first)
+    """One validation attempt (see the module docstring); appends its trials to `out`."""
+    m = out.measures = Measures()
+    static = static_check(task, parent)
+    if static:
+        return static, None
+    trials = _Trials(task, parent, cfg, out.trials)
+    cand_env = task.environment_hash != parent.task.environment_hash
+    new = set(new_assertions(task, parent.task))
+    pending = cov.pending(task, new_tests_source(task, parent.task))
+    # 1. oracle, probing the environment for literals the instruction does not state.
+    first, probe = trials.run(lambda: ProfilingOracle(pending.probe_paths, pending.probe_strings))
+    assert isinstance(probe, ProfilingOracle)
     profile = probe.profile(task, first)
     stderr = probe.outcome.detail if probe.outcome else ""
-    problem = _trial_problem(first, "oracle")
-    if problem:
+    problem = _trial_problem(first, "oracle", cand_env)
+    if problem and problem.verdict != Verdict.ORACLE_FAILED:
         problem.agent_stderr = stderr
         return problem, profile
-    if not first.resolved:
-        failing = [(a.name, a.message) for a in first.assertions if not a.ok]
-        names = ", ".join(n for n, _ in failing) or "no assertions reported"
-        return Check(Verdict.ORACLE_FAILED, f"oracle fails {names}", failing, stderr), profile
-    for i in range(1, cfg.reruns):
-        again = run_trial(task, "oracle", cfg.backend)
-        trials.append(again)
-        if _statuses(again) != _statuses(first) or again.failure_mode != first.failure_mode:
-            diff = sorted(set(_statuses(again)) ^ set(_statuses(first)))
-            return Check(Verdict.ORACLE_FLAKY, f"oracle run {i + 1} disagrees: {diff[:4]}"), profile
-    nop = run_trial(task, "nop", cfg.backend)
-    trials.append(nop)
-    problem = _trial_problem(nop, "nop")
-    if problem:
-        return problem, profile
-    if nop.total > 0 and nop.passed == nop.total:
-        return Check(Verdict.NOP_PASSES, "nop passes every assertion"), profile
-    assert parent.task.solution is not None
-    probe_parent = run_trial(task, ParentSolutionAgent(parent.task.solution), cfg.backend)
-    trials.append(probe_parent)
-    problem = _trial_problem(probe_parent, "parent-solution")
-    if problem:
-        return problem, profile
-    new = set(new_assertions(task, parent.task))
-    failed_new = [a.name for a in probe_parent.assertions if a.name in new and not a.ok]
-    if not failed_new:
+    result = cov.finish(pending, probe.present, profile)
+    m.coverage, m.uncovered = result.ratio, [u.literal for u in result.uncovered]
+    if result.uncovered:
+        artifacts = [u.literal for u in result.uncovered if u.artifact]
+        if artifacts:
+            return Check(
+                Verdict.SOLUTION_ARTIFACT,
+                f"tests read {artifacts}, which only the reference solution creates and the "
+                "instruction never names",
+                artifacts,
+            ), profile
         return Check(
-            Verdict.NOT_LOAD_BEARING, "the parent's solution passes every new assertion"
+            Verdict.HIDDEN_REQUIREMENT,
+            f"tests compare literals neither the instruction nor the environment states: "
+            f"{m.uncovered[:8]}",
+            m.uncovered,
         ), profile
-    return Check(Verdict.ACCEPTED, f"parent solution fails {len(failed_new)} new"), profile
+    if problem or not first.resolved:
+        failing = [(a.name, a.message) for a in first.assertions if not a.ok]
+        if first.assertions:  # the verifier ran: does a second run agree?
+            again, _ = trials.run(lambda: "oracle")
+            if again.rewardable and _statuses(again) != _statuses(first):
+                names = sorted({n for n, _ in set(_statuses(again)) ^ set(_statuses(first))})
+                return Check(
+                    Verdict.FLAKY_CHECK, f"oracle runs disagree on {names[:6]}", names
+                ), profile
+        if problem:
+            problem.agent_stderr = stderr
+            return problem, profile
+        said = ", ".join(n for n, _ in failing) or "no assertions reported"
+        return Check(
+            Verdict.ORACLE_FAILED, f"oracle fails {said}", [n for n, _ in failing], failing, stderr
+        ), profile
+    for i in range(1, cfg.reruns):
+        again, _ = trials.run(lambda: "oracle")
+        problem = _trial_problem(again, "oracle", cand_env)
+        if problem and problem.verdict != Verdict.ORACLE_FAILED:
+            return problem, profile  # a timeout (repairable) or infrastructure, not chance
+        if _statuses(again) != _statuses(first) or again.failure_mode != first.failure_mode:
+            names = sorted({n for n, _ in set(_statuses(again)) ^ set(_statuses(first))})
+            return Check(
+                Verdict.FLAKY_CHECK, f"oracle run {i + 1} disagrees on {names[:6]}", names
+            ), profile
+    # 2. nop: no new assertion passes; nop's share within the cap.
+    nop, _ = trials.run(lambda: "nop")
+    problem = _trial_problem(nop, "nop", cand_env)
+    if problem:
+        return problem, profile
+    m.nop_share, m.nop_passed = _share(nop), nop.passed
+    free = sorted(a.name for a in nop.assertions if a.name in new and a.ok)
+    if free:
+        wipe, _ = trials.run(WipeAgent)
+        problem = _trial_problem(wipe, "wipe", cand_env)
+        if problem:
+            return problem, profile
+        vacuous = sorted(a.name for a in wipe.assertions if a.name in free and a.ok)
+        if vacuous:
+            return Check(
+                Verdict.VACUOUS_ASSERTION,
+                f"pass with nothing done and with the workdir wiped: {vacuous}",
+                vacuous,
+            ), profile
+        return Check(Verdict.FREE_REWARD, f"new assertions pass with nothing done: {free}", free), (
+            profile
+        )
+    if m.nop_share > cfg.free_reward_cap:
+        return Check(
+            Verdict.FREE_REWARD,
+            f"nop earns {nop.passed}/{nop.total} of the reward (cap {cfg.free_reward_cap:.0%})",
+            sorted(a.name for a in nop.assertions if a.ok),
+        ), profile
+    # 3. the extension's steps alone, on the untouched environment with stubbed inputs.
+    consumes = list(stage.consumes) if stage else []
+    block = extension_block(task, parent.task)
+    ext, _ = trials.run(lambda: ExtensionOnlyAgent(block, consumes))
+    problem = _trial_problem(ext, "extension-only", cand_env)
+    if problem:
+        return problem, profile
+    m.ext_only_share = _share(ext)
+    independent = sorted(a.name for a in ext.assertions if a.name in new and a.ok)
+    m.dependency_ok = not independent
+    if independent:
+        return Check(
+            Verdict.DEPENDENCY_MISSING,
+            f"pass with only the new steps, the earlier work not done: {independent}",
+            independent,
+        ), profile
+    if m.ext_only_share > cfg.free_reward_cap:
+        return Check(
+            Verdict.FREE_REWARD,
+            f"the new steps alone earn {ext.passed}/{ext.total} (cap {cfg.free_reward_cap:.0%})",
+            sorted(a.name for a in ext.assertions if a.ok),
+        ), profile
+    # 4. the parent's solution: every new assertion fails.
+    if parent.task.solution is None:
+        raise ValueError("a parent without a reference solution cannot be extended")
+    solution = parent.task.solution
+    probe_parent, _ = trials.run(lambda: ParentSolutionAgent(solution))
+    problem = _trial_problem(probe_parent, "parent-solution", cand_env)
+    if problem:
+        return problem, profile
+    already = sorted(a.name for a in probe_parent.assertions if a.name in new and a.ok)
+    if already:
+        return Check(
+            Verdict.NOT_LOAD_BEARING, f"the parent's solution already passes {already}", already
+        ), profile
+    return Check(Verdict.ACCEPTED, f"{len(new)} new assertions, all load-bearing"), profile
 
 
+# A required tool the environment cannot provide: the package manager's words for it (a
+# Dockerfile build), or the sandbox's own check of `requires`.
+_MISSING_PACKAGE = re.compile(
+    r"Unable to locate package|has no installation candidate|tools missing", re.IGNORECASE
+)
 _NOT_FOUND = re.compile(
     r"(?:^|\n)(?:[^\n:]*: )?(?:line \d+: )?([A-Za-z0-9_.+-]+): command not found"
 )
 _MISSING_PATH = re.compile(r"No such file or directory: '([^']+)'")
-
-
-def _split(task: Task, parent: Task) -> tuple[str, str, str, str]:
-    """(parent tests, new tests, parent instruction, new section) of a child."""
-    tests = task.verifier[VERIFIER_MODULE].decode("utf-8")
-    base = parent.verifier[VERIFIER_MODULE].decode("utf-8").rstrip()
-    inst_base = parent.instruction.rstrip()
-    if not tests.startswith(base) or not task.instruction.startswith(inst_base):
-        raise ValueError("child does not extend its parent's verifier and instruction")
-    return base, tests[len(base) :], inst_base, task.instruction[len(inst_base) :]
 
 
 def repair(
@@ -213,7 +417,8 @@ def repair(
             env = task.environment.model_copy(
                 update={"requires": [*task.environment.requires, *tools]}
             )
-            return task.model_copy(update={"environment": env}), f"requires += {tools}"
+            fixed = rerender(task.model_copy(update={"environment": env}))
+            return fixed, f"requires += {tools}"
         return _align_paths(task, parent, check, profile)
     return None
 
@@ -225,9 +430,10 @@ def _align_paths(
     if profile is None:
         return None
     try:
-        base, new_tests, inst_base, section = _split(task, parent.task)
+        new_tests = new_tests_source(task, parent.task)
     except ValueError:
         return None
+    base = task.verifier[VERIFIER_MODULE].decode("utf-8")[: -len(new_tests) or None]
     new_names = set(new_assertions(task, parent.task))
     created = [f.path for f in profile.outputs if f.created]
     moves: dict[str, str] = {}
@@ -240,24 +446,34 @@ def _align_paths(
                 moves[missing] = same[0]
     if not moves:
         return None
+    instruction = task.instruction
     for old, new in moves.items():
         new_tests = new_tests.replace(old, new)
-        section = section.replace(old, new)
+        instruction = instruction.replace(old, new)
     verifier = dict(task.verifier)
     verifier[VERIFIER_MODULE] = (base + new_tests).encode()
-    fixed = task.model_copy(update={"verifier": verifier, "instruction": inst_base + section})
+    fixed = task.model_copy(update={"verifier": verifier, "instruction": instruction})
     return fixed, "aligned paths " + ", ".join(f"{a} -> {b}" for a, b in moves.items())
 
 
-def validate(child: Task, parent: Parent, cfg: ValidationConfig | None = None) -> Validation:
-    """Validate `child` (see the module docstring); never raises for the child's failures."""
+def validate(
+    child: Task,
+    parent: Parent,
+    cfg: ValidationConfig | None = None,
+    stage: Stage | None = None,
+) -> Validation:
+    """Validate `child` (see the module docstring); never raises for the child's failures.
+
+    `stage` is what the child adds to the parent's workflow (its `consumes` feed the
+    extension-only probe); None means the extension consumes nothing it declares."""
     cfg = cfg or ValidationConfig()
     t0 = time.monotonic()
     out = Validation(task=child, verdict=Verdict.ORACLE_FAILED)
     task = child
     for attempt in range(cfg.max_repairs + 1):
-        check, profile = check_once(task, parent, cfg, out.trials)
+        check, profile = check_once(task, parent, stage, cfg, out)
         out.task, out.verdict, out.detail, out.profile = task, check.verdict, check.detail, profile
+        out.offending = check.offending
         if check.verdict == Verdict.ACCEPTED or attempt == cfg.max_repairs:
             break
         fixed = repair(task, parent, check, profile)

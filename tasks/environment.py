@@ -51,9 +51,19 @@ TOOL_PACKAGES: dict[str, str] = {
     "dpkg-deb": "dpkg",
     "shellcheck": "shellcheck",
 }
-# Tools present on every Debian base image.
+# Tools present on every Debian base image (coreutils and friends: never an apt package).
 BASE_TOOLS = frozenset(
     {
+        "install",
+        "mktemp",
+        "basename",
+        "dirname",
+        "realpath",
+        "readlink",
+        "md5sum",
+        "base64",
+        "seq",
+        "du",
         "bash",
         "sh",
         "cat",

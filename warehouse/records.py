@@ -356,6 +356,19 @@ class SynthCandidateRecord(Record):
     synthesis_s: float = 0.0
     sandbox_s: float = 0.0
     recorded_at: datetime = Field(default_factory=_now)
+    # schema 2 (synthesis v2)
+    stages_json: str | None = None
+    offending: list[str] | None = None
+    dependency_ok: bool | None = None
+    nop_share: float | None = None
+    ext_only_share: float | None = None
+    free_reward_share: float | None = None
+    coverage: float | None = None
+    uncovered: list[str] | None = None
+    distinct_tools: int | None = None
+    files_touched: int | None = None
+    dependency_depth: int | None = None
+    reference_reward: float | None = None
 
     @field_validator("candidate_hash", "parent_hash", "root_seed")
     @classmethod
@@ -392,6 +405,17 @@ class SynthRoundRecord(Record):
     wall_s: float = 0.0
     config_json: str = "{}"
     recorded_at: datetime = Field(default_factory=_now)
+    # schema 2 (synthesis v2); shares over the round's accepted tasks
+    dependency_ok_share: float | None = None
+    mean_free_reward_share: float | None = None
+    max_free_reward_share: float | None = None
+    coverage_share: float | None = None
+    seeds_with_descendants: int | None = None
+    mean_distinct_tools: float | None = None
+    mean_files_touched: float | None = None
+    mean_dependency_depth: float | None = None
+    reference_sampled: int | None = None
+    reference_pass_rate: float | None = None
 
 
 class SynthProfileRecord(Record):
@@ -404,6 +428,10 @@ class SynthProfileRecord(Record):
     detail: str = ""
     outputs_json: str = "[]"
     recorded_at: datetime = Field(default_factory=_now)
+    # schema 2
+    assertion_s_json: str | None = None
+    assertions: int | None = None
+    nop_passed: int | None = None
 
     @field_validator("task_hash")
     @classmethod

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
 
@@ -225,6 +225,21 @@ SYNTH_CANDIDATES = TableSpec(
         ("synthesis_s", pa.float64(), False),
         ("sandbox_s", pa.float64(), False),
         ("recorded_at", TIMESTAMP, False),
+        # Schema 2 (synthesis v2), all nullable: the workflow's stages (JSON), what a discard
+        # reason is about (literals, assertion names), the free-reward and dependency
+        # measures, instruction coverage, and difficulty beyond line counts.
+        ("stages_json", pa.string(), True),
+        ("offending", pa.list_(pa.string()), True),
+        ("dependency_ok", pa.bool_(), True),
+        ("nop_share", pa.float64(), True),
+        ("ext_only_share", pa.float64(), True),
+        ("free_reward_share", pa.float64(), True),
+        ("coverage", pa.float64(), True),
+        ("uncovered", pa.list_(pa.string()), True),
+        ("distinct_tools", pa.int32(), True),
+        ("files_touched", pa.int32(), True),
+        ("dependency_depth", pa.int32(), True),
+        ("reference_reward", pa.float64(), True),
     ),
 )
 
@@ -249,6 +264,17 @@ SYNTH_ROUNDS = TableSpec(
         ("wall_s", pa.float64(), False),
         ("config_json", pa.string(), False),
         ("recorded_at", TIMESTAMP, False),
+        # Schema 2 (synthesis v2), all nullable; shares are over the round's accepted tasks.
+        ("dependency_ok_share", pa.float64(), True),
+        ("mean_free_reward_share", pa.float64(), True),
+        ("max_free_reward_share", pa.float64(), True),
+        ("coverage_share", pa.float64(), True),
+        ("seeds_with_descendants", pa.int32(), True),
+        ("mean_distinct_tools", pa.float64(), True),
+        ("mean_files_touched", pa.float64(), True),
+        ("mean_dependency_depth", pa.float64(), True),
+        ("reference_sampled", pa.int32(), True),
+        ("reference_pass_rate", pa.float64(), True),
     ),
 )
 
@@ -262,6 +288,11 @@ SYNTH_PROFILES = TableSpec(
         ("detail", pa.string(), False),
         ("outputs_json", pa.string(), False),
         ("recorded_at", TIMESTAMP, False),
+        # Schema 2, nullable: per-assertion seconds of the oracle run (JSON), the assertion
+        # count and how many of them a nop agent passes.
+        ("assertion_s_json", pa.string(), True),
+        ("assertions", pa.int32(), True),
+        ("nop_passed", pa.int32(), True),
     ),
 )
 

@@ -21,6 +21,7 @@ from pipelines.cli.root import app
 from synthesis import ledger
 from synthesis.decontam import DecontamConfig
 from synthesis.llm import LLMSettings, llm_operators
+from synthesis.reference import EndpointAgent
 from synthesis.rounds import SynthConfig, run_synthesis
 from synthesis.sampler import Caps
 from synthesis.validate import ValidationConfig
@@ -31,75 +32,114 @@ from warehouse.store import Store
 console = Console()
 
 
+def _fmt(x: float | None, spec: str = ".1f") -> str:
+    return "-" if x is None else format(x, spec)
+
+
 def rounds_table(rows: list[SynthRoundRecord], title: str = "synthesis rounds") -> Table:
-    """The per-round table: candidates, accepted, discards by reason, horizon means."""
+    """The per-round table: acceptance and discards, the v2 guarantees (dependency_ok share,
+    free-reward share, instruction coverage), breadth, and the difficulty measures."""
     table = Table(title=title)
-    for col in ("round", "parents", "candidates", "accepted", "discarded (by reason)"):
-        table.add_column(col, justify="right" if col != "discarded (by reason)" else "left")
-    for col in ("mean steps", "mean assertions", "mean instr chars", "wall s"):
-        table.add_column(col, justify="right")
+    cols = [
+        ("round", "right"), ("pool", "right"), ("cand", "right"), ("acc", "right"),
+        ("discarded (by reason)", "left"), ("dep ok", "right"), ("free mean/max", "right"),
+        ("cover", "right"), ("seeds ext", "right"), ("steps", "right"), ("asserts", "right"),
+        ("tools", "right"), ("files", "right"), ("depth", "right"), ("ref pass", "right"),
+        ("wall s", "right"),
+    ]  # fmt: skip
+    for name, justify in cols:
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
     for r in rows:
-        reasons = ", ".join(f"{k}={v}" for k, v in r.discard_reasons.items()) or "-"
-
-        def fmt(x: float | None) -> str:
-            return "-" if x is None else f"{x:.1f}"
-
+        reasons = ", ".join(f"{k}={v}" for k, v in r.discard_reasons.items())
+        ref = (
+            f"{_fmt(r.reference_pass_rate, '.0%')} (n={r.reference_sampled})"
+            if r.reference_sampled
+            else "-"
+        )
         table.add_row(
             str(r.round),
             str(r.parents),
             str(r.candidates),
             str(r.accepted),
             f"{r.discarded}" + (f" ({reasons})" if r.discarded else ""),
-            fmt(r.mean_solution_steps),
-            fmt(r.mean_assertions),
-            fmt(r.mean_instruction_chars),
+            _fmt(r.dependency_ok_share, ".0%"),
+            f"{_fmt(r.mean_free_reward_share, '.1%')}/{_fmt(r.max_free_reward_share, '.0%')}",
+            _fmt(r.coverage_share, ".0%"),
+            _fmt(r.seeds_with_descendants, "d"),
+            _fmt(r.mean_solution_steps),
+            _fmt(r.mean_assertions),
+            _fmt(r.mean_distinct_tools),
+            _fmt(r.mean_files_touched),
+            _fmt(r.mean_dependency_depth, ".2f"),
+            ref,
             f"{r.wall_s:.0f}",
         )
     return table
 
 
+def reference_agent(checkpoint: Path | None, endpoint: str, model: str):
+    """An agent factory for the reference pass rate: a policy checkpoint served by the local
+    engine, or an OpenAI-compatible endpoint; None when neither is given."""
+    if checkpoint is not None:
+        from training.chat_tokenizer import load_chat_tokenizer
+        from training.engine_local import LocalEngine
+        from training.engine_protocol import EngineClient
+        from training.harness import HarnessConfig, PolicyAgent
+
+        engine = LocalEngine(checkpoint)
+        url = engine.start()
+        cfg = engine.model.config
+        client = EngineClient(url, num_layers=cfg.num_hidden_layers, top_k=cfg.num_experts_per_tok)
+        tokenizer = load_chat_tokenizer(checkpoint)
+        return lambda: PolicyAgent(client, tokenizer, HarnessConfig(max_turns=40))
+    if endpoint:
+        settings = LLMSettings(base_url=endpoint, model=model or "default")
+        return lambda: EndpointAgent(settings)
+    return None
+
+
+_SYNTH, _CAPS, _VAL = SynthConfig(), Caps(), ValidationConfig()
+
+
 @app.command("synth")
 def synth(
-    rounds: int = typer.Option(
-        SynthConfig.rounds, help="rounds to run (round 1 rewrites the seeds)"
-    ),
-    per_round: int = typer.Option(
-        SynthConfig.per_round, "--per-round", help="candidate budget per round"
-    ),
+    rounds: int = typer.Option(_SYNTH.rounds, help="rounds to run"),
+    per_round: int = typer.Option(_SYNTH.per_round, "--per-round", help="candidates per round"),
     benchmark: Path = typer.Option(
         None, help="held-out benchmark dir (Harbor or Terminal-Bench) for decontamination"
     ),
     store: Path = typer.Option(None, help="store path (default $T1_WAREHOUSE, data/warehouse)"),
-    campaign: str = typer.Option(
-        SynthConfig.campaign, help="campaign name (resume key in the warehouse)"
-    ),
-    seed: int = typer.Option(SynthConfig.seed, help="sampler seed"),
-    workers: int = typer.Option(SynthConfig.workers, help="concurrent candidate validations"),
-    reruns: int = typer.Option(
-        ValidationConfig.reruns, help="oracle runs per candidate that must agree"
-    ),
+    campaign: str = typer.Option(_SYNTH.campaign, help="campaign name (resume key)"),
+    seed: int = typer.Option(_SYNTH.seed, help="sampler seed"),
+    workers: int = typer.Option(_SYNTH.workers, help="concurrent candidate validations"),
+    reruns: int = typer.Option(_VAL.reruns, help="oracle runs per candidate that must agree"),
     max_repairs: int = typer.Option(
-        ValidationConfig.max_repairs, "--max-repairs", help="repair attempts per candidate"
+        _VAL.max_repairs, "--max-repairs", help="repairs (and LLM revisions) per candidate"
     ),
-    children_per_parent: int = typer.Option(
-        Caps.children_per_parent, help="cap: children per parent per round"
+    free_reward_cap: float = typer.Option(
+        _VAL.free_reward_cap, help="largest reward share nop or the new steps alone may earn"
     ),
-    root_share: float = typer.Option(
-        Caps.root_share, help="cap: share of a round per lineage root"
-    ),
-    category_share: float = typer.Option(
-        Caps.category_share, help="cap: share of a round per category"
-    ),
-    family_share: float = typer.Option(
-        Caps.family_share, help="cap: share of a round per rewrite family"
-    ),
+    children_per_parent: int = typer.Option(_CAPS.children_per_parent, help="cap per parent"),
+    root_share: float = typer.Option(_CAPS.root_share, help="cap: round share per lineage"),
+    category_share: float = typer.Option(_CAPS.category_share, help="cap: share per category"),
+    family_share: float = typer.Option(_CAPS.family_share, help="cap: share per rewrite family"),
     threshold: float = typer.Option(
-        DecontamConfig.threshold, help="decontamination: drop at this overlap or more"
+        DecontamConfig().threshold, help="decontamination: drop at this overlap or more"
     ),
     seeds_dir: Path = typer.Option(None, help="seed corpus dir (default: bundled seeds)"),
     seed_ids: str = typer.Option("", help="comma-separated seed ids to restrict the corpus"),
     llm: bool = typer.Option(True, help="use the LLM operator when T1_LLM_* is configured"),
-    backend: str = typer.Option(ValidationConfig.backend, help="sandbox backend"),
+    backend: str = typer.Option(_VAL.backend, help="sandbox backend"),
+    reference_sample: int = typer.Option(
+        _SYNTH.reference_sample, help="accepted tasks per round the reference agent attempts"
+    ),
+    reference_checkpoint: Path = typer.Option(
+        None, help="policy checkpoint dir: the reference agent (local engine)"
+    ),
+    reference_endpoint: str = typer.Option(
+        "", help="OpenAI-compatible base URL: the reference agent (if no checkpoint)"
+    ),
+    reference_model: str = typer.Option("", help="model name at --reference-endpoint"),
 ) -> None:
     """Run recursive synthesis rounds; re-running resumes where a killed run stopped."""
     try:
@@ -110,20 +150,28 @@ def synth(
             campaign=campaign,
             workers=workers,
             caps=Caps(children_per_parent, root_share, category_share, family_share),
-            validation=ValidationConfig(reruns=reruns, max_repairs=max_repairs, backend=backend),
+            validation=ValidationConfig(
+                reruns=reruns,
+                max_repairs=max_repairs,
+                backend=backend,
+                free_reward_cap=free_reward_cap,
+            ),
             decontam=DecontamConfig(threshold=threshold),
             benchmark=benchmark,
             seeds_dir=seeds_dir,
             seed_ids=tuple(s for s in seed_ids.split(",") if s),
+            reference_sample=reference_sample,
         )
     except ValueError as e:
         console.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from e
     settings = LLMSettings.from_env() if llm else None
     extra = llm_operators(settings) if settings else ()
+    reference = reference_agent(reference_checkpoint, reference_endpoint, reference_model)
     console.print(
         f"campaign {campaign!r}: {rounds} rounds x {per_round} candidates, "
-        f"operators: programmatic{' + llm (' + settings.model + ')' if settings else ''}"
+        f"operators: programmatic{' + llm (' + settings.model + ')' if settings else ''}, "
+        f"reference agent: {'yes' if reference else 'none'}"
     )
     wh = Store.open(store, create=True)
     with Progress(
@@ -141,7 +189,9 @@ def synth(
             bars.update(ids[phase], completed=done, total=total)
 
         try:
-            stats = run_synthesis(cfg, wh, extra_operators=extra, progress=progress)
+            stats = run_synthesis(
+                cfg, wh, extra_operators=extra, progress=progress, reference=reference
+            )
         except KeyboardInterrupt:
             bars.stop()
             done = ledger.round_rows(wh, campaign)
@@ -151,16 +201,22 @@ def synth(
                 ExitCode.INTERRUPTED,
             ) from None
     console.print(rounds_table(stats, f"synthesis rounds (campaign {campaign!r})"))
+    with Snapshot.open(wh, with_lineage=False) as snap:
+        totals = snap.rows(
+            "SELECT count(*) AS n, count(*) FILTER (WHERE reason = 'contaminated') AS dropped,"
+            " max(decontam_score) AS worst, count(DISTINCT root_seed) FILTER "
+            "(WHERE status = 'accepted') AS seeds FROM synth_candidates WHERE campaign = ?",
+            [campaign],
+        )[0]
+    console.print(
+        f"seeds with accepted descendants: {totals['seeds']} "
+        f'(per seed: t1 sql "SELECT root_seed, count(*) FROM synth_candidates WHERE campaign = '
+        f"'{campaign}' AND status = 'accepted' GROUP BY ALL ORDER BY 2 DESC\")"
+    )
     if benchmark is not None:
-        with Snapshot.open(wh, with_lineage=False) as snap:
-            rows = snap.rows(
-                "SELECT count(*) AS n, count(*) FILTER (WHERE reason = 'contaminated') AS dropped,"
-                " max(decontam_score) AS worst FROM synth_candidates WHERE campaign = ?",
-                [campaign],
-            )[0]
         console.print(
-            f"decontamination vs {benchmark}: {rows['dropped']} of {rows['n']} candidates "
-            f"dropped (threshold {threshold}); highest overlap {rows['worst'] or 0:.3f}"
+            f"decontamination vs {benchmark}: {totals['dropped']} of {totals['n']} candidates "
+            f"dropped (threshold {threshold}); highest overlap {totals['worst'] or 0:.3f}"
         )
     if len(stats) < rounds:
-        console.print(f"[yellow]stopped after round {len(stats)}: it accepted nothing[/yellow]")
+        console.print(f"[yellow]stopped after round {len(stats)}: the pool is empty[/yellow]")

@@ -1,8 +1,9 @@
 """Recursive synthesis: every round in order, in one asset, and the validation trials.
 
-Round r reads round r - 1 from the warehouse, so rounds cannot run side by side: one
-unpartitioned asset runs them in order (resuming after the last recorded round), whatever
-the user launches. `add_rounds` in its run config is how to add N more rounds.
+Round r samples from everything accepted before it (read from the warehouse), so rounds
+cannot run side by side: one unpartitioned asset runs them in order (resuming after the last
+recorded round), whatever the user launches. `add_rounds` in its run config is how to add N
+more rounds.
 """
 
 from dataclasses import replace
@@ -33,11 +34,22 @@ def target_rounds(recorded: set[int], rounds: int, add_rounds: int) -> int:
     return last + add_rounds if add_rounds else max(rounds, last)
 
 
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.0%}"
+
+
 def rounds_markdown(rows: list[SynthRoundRecord]) -> str:
-    lines = ["| round | parents | candidates | accepted | discarded | wall s |", "|---" * 6 + "|"]
+    """Per round: acceptance, the v2 guarantees (dependency_ok share of accepted, mean
+    free-reward share, instruction coverage), breadth and wall time."""
+    head = (
+        "| round | parents | candidates | accepted | discarded | dependency ok | free reward "
+        "| coverage | seeds with descendants | wall s |"
+    )
+    lines = [head, "|---" * 10 + "|"]
     lines += [
         f"| {r.round} | {r.parents} | {r.candidates} | {r.accepted} | {r.discarded} | "
-        f"{r.wall_s:.0f} |"
+        f"{_pct(r.dependency_ok_share)} | {_pct(r.mean_free_reward_share)} | "
+        f"{_pct(r.coverage_share)} | {r.seeds_with_descendants or 0} | {r.wall_s:.0f} |"
         for r in rows
     ]
     return "\n".join(lines)
@@ -66,7 +78,7 @@ def synthesis_rounds(
             "rounds": len(rows),
             "accepted": sum(r.accepted for r in rows),
             "candidates": sum(r.candidates for r in rows),
-            "stopped_early": f"round {rows[-1].round} accepted nothing" if stopped else "no",
+            "stopped_early": f"after round {len(rows)}: the pool is empty" if stopped else "no",
             "by_round": dg.MetadataValue.md(rounds_markdown(rows)),
         }
     )

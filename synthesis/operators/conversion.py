@@ -95,7 +95,7 @@ class CsvToJson(Operator):
         src = self.pick(parent, ctx, 1)[0].path
         dst = _sibling(src, ctx.tag, ".json")
         return Extension(
-            title="CSV as JSON records",
+            title="convert the CSV results to JSON records",
             steps=[
                 "python3 - <<'PY'",
                 "import csv, json",
@@ -106,14 +106,14 @@ class CsvToJson(Operator):
                 "PY",
             ],
             tests=render_tests(_CSV_JSON_TESTS, ctx.tag, {"src": src, "dst": dst}),
-            section=(
-                "## Additional requirement: CSV as JSON records\n\n"
-                f"When everything above is done, convert the final `{src}` into `{dst}`: a "
+            text=(
+                f"Convert the final `{src}` into `{dst}`: a "
                 "JSON array with one object per data row of the CSV (header excluded), in file "
                 "order. Each object maps every header field name to that row's value as a JSON "
                 "string, exactly as it appears in the CSV (no type conversion, no trimming)."
             ),
             requires=["python3"],
+            consumes=[src],
             creates=[dst],
         )
 
@@ -127,7 +127,7 @@ class JsonFlattenCsv(Operator):
         src = self.pick(parent, ctx, 1)[0].path
         dst = _sibling(src, ctx.tag, "_flat.csv")
         return Extension(
-            title="flatten JSON into key/value CSV",
+            title="flatten the JSON results into a key/value CSV",
             steps=[
                 "python3 - <<'PY'",
                 "import csv, json",
@@ -146,9 +146,8 @@ class JsonFlattenCsv(Operator):
                 "PY",
             ],
             tests=render_tests(_FLAT_TESTS, ctx.tag, {"src": src, "dst": dst}),
-            section=(
-                "## Additional requirement: flatten JSON into a key/value CSV\n\n"
-                f"When everything above is done, write `{dst}` from the final `{src}`: a CSV "
+            text=(
+                f"Write `{dst}` from the final `{src}`: a CSV "
                 "with the header line `key,value` and one row per leaf value (a string, "
                 "number, boolean or null) of the JSON document. `key` is the path to the leaf: "
                 "object keys and array indices (0-based) joined with `.` (e.g. `a.b.0.c`). "
@@ -157,6 +156,7 @@ class JsonFlattenCsv(Operator):
                 "key (plain string order); standard CSV quoting, Unix newlines."
             ),
             requires=["python3"],
+            consumes=[src],
             creates=[dst],
         )
 

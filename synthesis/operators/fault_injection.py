@@ -38,14 +38,16 @@ def test_@T@_helper_repaired():
     import tempfile
 
     spec = _@T@_SPEC
+    sample = "alpha beta\\n\\ngamma delta epsilon\\nzeta\\n\\n"
     with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
-        f.write("alpha beta\\n\\ngamma delta epsilon\\nzeta\\n\\n")
+        f.write(sample)
     try:
         r = subprocess.run([spec["helper"], f.name], capture_output=True, text=True, timeout=30)
     finally:
         os.unlink(f.name)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip() == "5", f"helper printed {r.stdout!r} for a 5-line file"
+    want = str(sample.count("\\n"))
+    assert r.stdout.strip() == want, f"helper printed {r.stdout!r} for a {want}-line file"
 
 
 def test_@T@_helper_result_recorded():
@@ -130,16 +132,16 @@ class BrokenLineCounter(Operator):
             tests=render_tests(
                 _LINECOUNT_TESTS, tag, {"helper": helper, "target": target, "report": report}
             ),
-            section=(
-                "## Additional requirement: repair the line-count helper\n\n"
+            text=(
                 f"`{helper} FILE` is supposed to print the number of lines of FILE (newline "
                 f"characters, as `wc -l` counts them) and exit 0, but it {symptom}. Fix it in "
-                f"place (same path, same interface, still executable). Then, when everything "
-                f"above is done, use it to write the line count of `{target}` followed by a "
-                f"newline (just the number) to `{report}`."
+                f"place (same path, same interface, still executable). Then use it to write "
+                f"the line count of `{target}` followed by a newline (just the number) to "
+                f"`{report}`."
             ),
             env_files={f"app/{helper[len(wd) + 1 :]}": _linecount_helper(broken).encode()},
             requires=["wc", "bash"],
+            consumes=[target],
             creates=[report],
         )
 
@@ -166,15 +168,15 @@ class BrokenDigestHelper(Operator):
             tests=render_tests(
                 _DIGEST_TESTS, tag, {"helper": helper, "target": target, "report": report}
             ),
-            section=(
-                "## Additional requirement: repair the digest helper\n\n"
+            text=(
                 f"`python3 {helper} FILE` is supposed to print the SHA-256 hex digest of FILE's "
                 f"bytes (as `sha256sum` computes it) followed by a newline, but it {symptom}. "
-                f"Fix it in place (same path and interface). Then, when everything above is "
-                f"done, use it to write the digest of `{target}` and a newline to `{report}`."
+                f"Fix it in place (same path and interface). Then use it to write the digest "
+                f"of `{target}` and a newline to `{report}`."
             ),
             env_files={f"app/{helper[len(wd) + 1 :]}": _digest_helper(broken).encode()},
             requires=["python3"],
+            consumes=[target],
             creates=[report],
         )
 

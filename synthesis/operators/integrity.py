@@ -80,18 +80,18 @@ class Sha256Manifest(Operator):
         rels = [f.rel for f in self.pick(parent, ctx)]
         manifest = f"{wd}/SHA256SUMS_{tag}"
         return Extension(
-            title="checksum manifest",
+            title="write a checksum manifest",
             steps=[f"sha256sum {' '.join(rels)} > {manifest}"],
             tests=render_tests(_SUMS_TESTS, tag, {"manifest": manifest, "files": rels, "root": wd}),
-            section=(
-                "## Additional requirement: checksum manifest\n\n"
-                f"When everything above is done, write `{manifest}` in the output format of "
+            text=(
+                f"Write `{manifest}` in the output format of "
                 "`sha256sum` (one line per file: the 64-digit lowercase hex digest, two spaces, "
                 f"the path) listing exactly these files with paths relative to `{wd}`, sorted "
                 f"by path: {_files(rels)}. `sha256sum --check --strict` run in `{wd}` must "
                 "accept it."
             ),
             requires=["sha256sum"],
+            consumes=[f"{wd}/{r}" for r in rels],
             creates=[manifest],
         )
 
@@ -106,7 +106,7 @@ class JsonManifest(Operator):
         rels = [f.rel for f in self.pick(parent, ctx)]
         manifest = f"{wd}/manifest_{tag}.json"
         return Extension(
-            title="JSON integrity manifest",
+            title="write a JSON integrity manifest",
             steps=[
                 "python3 - <<'PY'",
                 "import hashlib, json, os",
@@ -120,9 +120,8 @@ class JsonManifest(Operator):
                 "PY",
             ],
             tests=render_tests(_JSON_TESTS, tag, {"manifest": manifest, "files": rels, "root": wd}),
-            section=(
-                "## Additional requirement: JSON integrity manifest\n\n"
-                f"When everything above is done, write `{manifest}`: a JSON object with exactly "
+            text=(
+                f"Write `{manifest}`: a JSON object with exactly "
                 f'two keys, `"root"` (the string `"{wd}"`) and `"files"`, an array with one '
                 f"entry per file below, sorted by path: {_files(rels)}. Each entry is an object "
                 'with exactly the keys `"path"` (relative to the root, as listed), `"bytes"` '
@@ -130,6 +129,7 @@ class JsonManifest(Operator):
                 "file's final content)."
             ),
             requires=["python3"],
+            consumes=[f"{wd}/{r}" for r in rels],
             creates=[manifest],
         )
 

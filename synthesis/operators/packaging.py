@@ -64,15 +64,15 @@ class TarOutputs(Operator):
             title="package the results",
             steps=[f"mkdir -p {wd}/dist", f"tar -czf {archive} -C {wd} {' '.join(rels)}"],
             tests=render_tests(_ARCHIVE_TESTS, tag, spec),
-            section=(
-                "## Additional requirement: package the results\n\n"
-                f"When everything above is done, create the gzip-compressed tar archive "
+            text=(
+                f"Create the gzip-compressed tar archive "
                 f"`{archive}`. It must contain exactly these files (plus, optionally, their "
                 f"directories), stored with paths relative to `{wd}`: {_members(rels)}. Each "
                 f"archived file must be byte-identical to the final version of that file in "
                 f"`{wd}`."
             ),
             requires=["tar", "gzip"],
+            consumes=[f"{wd}/{r}" for r in rels],
             creates=[archive],
         )
 
@@ -89,7 +89,7 @@ class TarWithChecksum(Operator):
         archive, checksum = f"{wd}/release/{name}", f"{wd}/release/{name}.sha256"
         spec = {"archive": archive, "members": rels, "root": wd, "checksum": checksum}
         return Extension(
-            title="release bundle with checksum",
+            title="publish a release bundle with a checksum",
             steps=[
                 f"mkdir -p {wd}/release",
                 f"tar -czf {archive} -C {wd} {' '.join(rels)}",
@@ -98,9 +98,8 @@ class TarWithChecksum(Operator):
                 f"cd {wd}",
             ],
             tests=render_tests(_ARCHIVE_TESTS + _CHECKSUM_TESTS, tag, spec),
-            section=(
-                "## Additional requirement: release bundle with checksum\n\n"
-                f"When everything above is done, create the gzip-compressed tar archive "
+            text=(
+                f"Create the gzip-compressed tar archive "
                 f"`{archive}` containing exactly these files (plus, optionally, their "
                 f"directories), stored with paths relative to `{wd}`: {_members(rels)}; each "
                 f"archived file must be byte-identical to the final version in `{wd}`. Then "
@@ -109,6 +108,7 @@ class TarWithChecksum(Operator):
                 f"as `sha256sum {name}` prints it when run inside `{wd}/release`."
             ),
             requires=["tar", "gzip", "sha256sum"],
+            consumes=[f"{wd}/{r}" for r in rels],
             creates=[archive, checksum],
         )
 

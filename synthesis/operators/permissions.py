@@ -20,8 +20,8 @@ def test_@T@_modes():
     import stat
 
     for path, mode in _@T@_SPEC["modes"].items():
-        got = stat.S_IMODE(os.stat(path).st_mode)
-        assert got == mode, f"{path}: expected {mode:04o}, got {got:04o}"
+        got = f"{stat.S_IMODE(os.stat(path).st_mode):04o}"
+        assert got == mode, f"{path}: expected {mode}, got {got}"
 """
 
 _OWNED_TESTS = """
@@ -37,7 +37,8 @@ def test_@T@_owned_copies():
         src, dst = os.path.join(spec["root"], rel), os.path.join(spec["dest"], rel)
         st = os.stat(dst)
         assert (st.st_uid, st.st_gid) == (spec["uid"], spec["gid"]), (rel, st.st_uid, st.st_gid)
-        assert stat.S_IMODE(st.st_mode) == spec["mode"], (rel, oct(stat.S_IMODE(st.st_mode)))
+        got = f"{stat.S_IMODE(st.st_mode):04o}"
+        assert got == spec["mode"], (rel, got)
         with open(src, "rb") as a, open(dst, "rb") as b:
             assert a.read() == b.read(), f"{dst} is not a copy of {src}"
 
@@ -70,16 +71,18 @@ class ChmodResults(Operator):
         }
         stated = "; ".join(f"`{p}` → `{m:04o}`" for p, m in modes.items())
         return Extension(
-            title="permission bits on the results",
+            title="set permission bits on the results",
             steps=[f"chmod {m:04o} {p}" for p, m in modes.items()],
-            tests=render_tests(_MODE_TESTS, ctx.tag, {"modes": modes}),
-            section=(
-                "## Additional requirement: permission bits on the results\n\n"
-                "When everything above is done, set the permission bits of these files to "
+            tests=render_tests(
+                _MODE_TESTS, ctx.tag, {"modes": {p: f"{m:04o}" for p, m in modes.items()}}
+            ),
+            text=(
+                "Set the permission bits of these files to "
                 f"exactly the octal modes given (no setuid/setgid/sticky bits): {stated}. "
                 "Leave their content unchanged."
             ),
             requires=["chmod"],
+            consumes=list(modes),
             creates=[],
         )
 
@@ -93,7 +96,7 @@ class OwnedCopy(Operator):
         rels = [f.rel for f in self.pick(parent, ctx)]
         dest, mode = f"{wd}/shared_{tag}", ctx.rng.choice((0o640, 0o440, 0o604))
         spec = {"root": wd, "dest": dest, "files": rels, "uid": NOBODY, "gid": NOBODY}
-        spec["mode"] = mode
+        spec["mode"] = f"{mode:04o}"
         files = ", ".join(f"`{r}`" for r in rels)
         return Extension(
             title="hand the results to another account",
@@ -102,15 +105,15 @@ class OwnedCopy(Operator):
                 for r in rels
             ],
             tests=render_tests(_OWNED_TESTS, tag, spec),
-            section=(
-                "## Additional requirement: hand the results to another account\n\n"
-                f"When everything above is done, place copies of these files (paths relative "
+            text=(
+                f"Place copies of these files (paths relative "
                 f"to `{wd}`) under `{dest}` at the same relative paths: {files}. Each copy must "
                 f"be byte-identical to the final original, owned by uid {NOBODY} and gid "
                 f"{NOBODY} (numeric), with mode exactly `{mode:04o}`. `{dest}` must contain no "
                 "other files. Leave the originals unchanged."
             ),
-            requires=["install"],
+            requires=["install"],  # coreutils: a base tool, so no apt step (tasks.environment)
+            consumes=[f"{wd}/{r}" for r in rels],
             creates=[dest],
         )
 

@@ -45,7 +45,7 @@ class RegressionCheck(Operator):
         target = self.pick(parent, ctx, 1)[0].path
         check = f"{wd}/checks/regress_{tag}.sh"
         return Extension(
-            title="regression check for a result",
+            title="add a regression check for a result",
             steps=[
                 f"mkdir -p {wd}/checks",
                 f"h=$(sha256sum {target} | cut -d' ' -f1)",
@@ -54,14 +54,14 @@ class RegressionCheck(Operator):
                 f"chmod 755 {check}",
             ],
             tests=render_tests(_TESTS, tag, {"check": check, "target": target}),
-            section=(
-                "## Additional requirement: regression check\n\n"
-                f"When everything above is done, add the executable regression check `{check}` "
+            text=(
+                f"Add the executable regression check `{check}` "
                 f"(with a `#!` line, no arguments). It must exit 0 while `{target}` is exactly "
                 "as you left it, and exit non-zero as soon as its content changes in any way "
                 "(bytes added, removed or altered). It must not modify anything."
             ),
             requires=["sha256sum"],
+            consumes=[target],
             creates=[check],
         )
 

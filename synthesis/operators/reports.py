@@ -60,7 +60,7 @@ class WcReport(Operator):
         report = f"{wd}/reports/counts_{tag}.tsv"
         files = ", ".join(f"`{r}`" for r in rels)
         return Extension(
-            title="line/word/byte counts report",
+            title="report line, word and byte counts",
             steps=[
                 f"mkdir -p {wd}/reports",
                 f"printf 'path\\tlines\\twords\\tbytes\\n' > {report}",
@@ -70,16 +70,17 @@ class WcReport(Operator):
                 "done",
             ],
             tests=render_tests(_WC_TESTS, tag, {"root": wd, "files": rels, "report": report}),
-            section=(
-                "## Additional requirement: counts report\n\n"
-                f"When everything above is done, write the tab-separated report `{report}`: "
-                "the header line `path<TAB>lines<TAB>words<TAB>bytes`, then one line per file "
+            text=(
+                f"Write the tab-separated report `{report}`: "
+                "the header line `path lines words bytes` (the four names separated by single "
+                "tab characters), then one line per file "
                 f"below (paths relative to `{wd}`, sorted by path): {files}. The counts are "
                 "those of `LC_ALL=C wc -l`, `wc -w` and `wc -c` on the file's final content "
                 "(newline characters, whitespace-separated words, bytes). Unix newlines, "
                 "newline-terminated."
             ),
             requires=["wc"],
+            consumes=[f"{wd}/{r}" for r in rels],
             creates=[report],
         )
 
@@ -96,7 +97,7 @@ class SizeSummary(Operator):
         report = f"{wd}/reports/sizes_{tag}.json"
         files = ", ".join(f"`{r}`" for r in rels)
         return Extension(
-            title="size summary",
+            title="summarise the sizes of the results",
             steps=[
                 f"mkdir -p {wd}/reports",
                 "python3 - <<'PY'",
@@ -111,15 +112,15 @@ class SizeSummary(Operator):
                 "PY",
             ],
             tests=render_tests(_SIZE_TESTS, tag, {"root": wd, "files": rels, "report": report}),
-            section=(
-                "## Additional requirement: size summary\n\n"
-                f"When everything above is done, write `{report}`: a JSON object with exactly "
+            text=(
+                f"Write `{report}`: a JSON object with exactly "
                 'the keys `"files"` (how many files), `"total_bytes"` (sum of their sizes), '
                 '`"largest"` and `"smallest"` (the path of the largest and of the smallest '
                 "file; ties go to the path that sorts first) over the final versions of these "
                 f"files, paths relative to `{wd}` as written here: {files}."
             ),
             requires=["python3"],
+            consumes=[f"{wd}/{r}" for r in rels],
             creates=[report],
         )
 

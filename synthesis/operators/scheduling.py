@@ -94,22 +94,22 @@ class CronDigestJob(Operator):
         spec = {"script": script, "target": target, "prints": "sha256"}
         spec |= {"crontab": crontab, "entry": entry}
         return Extension(
-            title="scheduled digest job",
+            title="schedule a digest job with cron",
             steps=[
                 *_script_steps(script, f"exec sha256sum {target}"),
                 f"mkdir -p {wd}/cron",
                 f"echo '{entry}' > {crontab}",
             ],
             tests=render_tests(_SCRIPT_TESTS + _CRON_TESTS, tag, spec),
-            section=(
-                "## Additional requirement: scheduled digest job\n\n"
-                f"When everything above is done, create the executable script `{script}` "
+            text=(
+                f"Create the executable script `{script}` "
                 f"(with a `#!` line) that prints the SHA-256 digest of `{target}` exactly as "
                 f"`sha256sum {target}` prints it and exits 0. Then write the crontab file "
                 f"`{crontab}` (user crontab format) whose only non-comment line is exactly:\n\n"
                 f"```\n{entry}\n```"
             ),
             requires=["sha256sum"],
+            consumes=[target],
             creates=[script, crontab],
         )
 
@@ -149,7 +149,7 @@ class SystemdTimerUnit(Operator):
             "WantedBy=timers.target",
         ]
         return Extension(
-            title="systemd service and timer",
+            title="schedule a line count with systemd",
             steps=[
                 *_script_steps(script, f"exec wc -l < {target}"),
                 f"mkdir -p {wd}/systemd",
@@ -161,9 +161,8 @@ class SystemdTimerUnit(Operator):
                 "UNIT",
             ],
             tests=render_tests(_SCRIPT_TESTS + _SYSTEMD_TESTS, tag, spec),
-            section=(
-                "## Additional requirement: systemd service and timer\n\n"
-                f"When everything above is done, create the executable script `{script}` "
+            text=(
+                f"Create the executable script `{script}` "
                 f"(with a `#!` line) that prints the number of newline characters in `{target}` "
                 f"(what `wc -l < {target}` prints: the bare number and a newline) and exits 0. "
                 f"Then write two systemd unit files. `{service}`: a `[Unit]` section with a "
@@ -173,6 +172,7 @@ class SystemdTimerUnit(Operator):
                 f"`[Install]` section with `WantedBy=timers.target`."
             ),
             requires=["wc"],
+            consumes=[target],
             creates=[script, service, timer],
         )
 

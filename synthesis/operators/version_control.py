@@ -85,7 +85,7 @@ def _repo_steps(wd: str, repo: str, rels: list[str], message: str) -> list[str]:
 
 def _repo_text(wd: str, repo: str, rels: list[str], message: str) -> str:
     return (
-        f"When everything above is done, create a git repository at `{repo}` (branch "
+        f"Create a git repository at `{repo}` (branch "
         f"`main`) containing copies of these files at the same paths relative to `{wd}`: "
         f"{_files(rels)}, each byte-identical to its final version in `{wd}`, and nothing "
         f"else. Commit them on `main` as author `{AUTHOR} <{EMAIL}>` with the commit message "
@@ -107,10 +107,10 @@ class GitCommitResults(Operator):
             title="commit the results to git",
             steps=_repo_steps(wd, repo, rels, message),
             tests=render_tests(_REPO_TESTS, tag, spec),
-            section="## Additional requirement: commit the results to git\n\n"
-            + _repo_text(wd, repo, rels, message)
+            text=_repo_text(wd, repo, rels, message)
             + " The repository's history must consist of exactly that one commit.",
             requires=["git"],
+            consumes=[f"{wd}/{r}" for r in rels],
             creates=[repo],
         )
 
@@ -128,17 +128,17 @@ class GitTagRelease(Operator):
         spec = {"repo": repo, "root": wd, "files": rels, "messages": [message]}
         spec |= {"author": AUTHOR, "email": EMAIL, "tag": version, "tag_message": tag_message}
         return Extension(
-            title="tagged release in git",
+            title="tag a release in git",
             steps=[
                 *_repo_steps(wd, repo, rels, message),
                 f"{GIT} -C {repo} tag -a {version} -m '{tag_message}'",
             ],
             tests=render_tests(_REPO_TESTS + _TAG_TESTS, tag, spec),
-            section="## Additional requirement: tagged release in git\n\n"
-            + _repo_text(wd, repo, rels, message)
+            text=_repo_text(wd, repo, rels, message)
             + f" The history of `main` must be exactly that one commit. Then create the "
             f"annotated tag `{version}` on that commit with the message `{tag_message}`.",
             requires=["git"],
+            consumes=[f"{wd}/{r}" for r in rels],
             creates=[repo],
         )
 
@@ -157,7 +157,7 @@ class GitNotesBranch(Operator):
         spec |= {"author": AUTHOR, "email": EMAIL, "branch": branch}
         spec |= {"notes_message": notes_message, "notes": notes}
         return Extension(
-            title="results repository with a notes branch",
+            title="keep the results in git with a notes branch",
             steps=[
                 *_repo_steps(wd, repo, rels, message),
                 f"git -C {repo} checkout -q -b {branch}",
@@ -167,14 +167,14 @@ class GitNotesBranch(Operator):
                 f"git -C {repo} checkout -q main",
             ],
             tests=render_tests(_REPO_TESTS + _BRANCH_TESTS, tag, spec),
-            section="## Additional requirement: results repository with a notes branch\n\n"
-            + _repo_text(wd, repo, rels, message)
+            text=_repo_text(wd, repo, rels, message)
             + f" The history of `main` must be exactly that one commit. Then create the branch "
             f"`{branch}` from it with one more commit (same author, message `{notes_message}`) "
             f"that adds `NOTES.txt` containing exactly the line `{notes.rstrip()}` (newline-"
             f"terminated). The repository must have no other branches, and `main` must be "
             f"checked out at the end.",
             requires=["git"],
+            consumes=[f"{wd}/{r}" for r in rels],
             creates=[repo],
         )
 

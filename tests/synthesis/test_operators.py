@@ -9,6 +9,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from synthesis import coverage as cov
+from synthesis.assertion_checks import top_level_tests
 from synthesis.operators import (
     PROGRAMMATIC,
     Parent,
@@ -18,9 +20,18 @@ from synthesis.operators import (
     new_assertions,
     registry,
 )
+from synthesis.operators.extension import child_stage
 from synthesis.profile import OutputFile, TaskProfile, profile_task
-from synthesis.validate import ParentSolutionAgent, ValidationConfig, Verdict, validate
+from synthesis.validate import (
+    ParentSolutionAgent,
+    ValidationConfig,
+    Verdict,
+    new_tests_source,
+    static_check,
+    validate,
+)
 from tasks.corpus import load_seeds
+from tasks.environment import render_dockerfile
 from tasks.harbor import task_files
 
 SEED = "ds-multiple-regression"  # writes model.json and predictions.csv: every operator fits
@@ -64,18 +75,33 @@ def test_child_follows_the_build_contract(op) -> None:
     old = parent.task.solution["solve.sh"].decode()
     new = child.solution["solve.sh"].decode()
     assert new.startswith(old.rstrip("\n")) and len(new.splitlines()) > len(old.splitlines())
-    # (3) verifier: parent's module is a prefix; new test_ functions were appended.
+    # (3) verifier: parent's module is a prefix; new test_ functions were appended, each
+    # opening with the guard that runs the parent's checks on what the steps consume.
     added = new_assertions(child, parent.task)
     assert added and all(n.startswith("test_r3_") for n in added), added
-    # (4) instruction: parent's text kept, a requirement section appended, naming every
-    # absolute path the new assertions read.
-    assert child.instruction.startswith(parent.task.instruction.rstrip())
-    section = child.instruction[len(parent.task.instruction.rstrip()) :]
-    tests = child.verifier["test_outputs.py"].decode().split("# ---- round 3:")[1]
-    spec_paths = set(re.findall(r"'(/app/[^']+)'", tests))
+    source = new_tests_source(child, parent.task)
+    assert ext.consumes and set(ext.consumes) <= set(parent.guards)
+    for fn in top_level_tests(source):
+        first = fn.body[0].value
+        assert first.func.id == "_r3_prerequisites", fn.name
+    # (4) instruction: rewritten whole; the core task verbatim as stage 1, this stage as
+    # stage 2, no appended "Additional requirement"; every path a new test reads is stated.
+    assert "Additional requirement" not in child.instruction
+    assert parent.task.instruction.strip() in child.instruction
+    assert "### Stage 2: " + ext.title[:1].upper() + ext.title[1:] in child.instruction
+    assert child.instruction.startswith("This job has 2 stages")
+    spec_paths = set(re.findall(r"'(/app/[^']+)'", source))
     assert spec_paths, "spec names no paths"
     for path in spec_paths:
-        assert path in section, f"{path} is checked but not stated in the instruction"
+        assert path in child.instruction, f"{path} is checked but not stated in the instruction"
+    assert static_check(child, parent) is None
+    assert not cov.pending(child, source).uncovered, "a literal is stated nowhere"
+    # (2) environment: a changed spec is rendered again into the Dockerfile the docker
+    # backend builds.
+    assert child.environment.files["Dockerfile"].decode() == render_dockerfile(child)
+    # Every tool an operator declares is in the base image: no child gains an apt step (a
+    # tool mapped to a package that does not exist fails the build with "RUN exited 100").
+    assert "apt-get" not in render_dockerfile(child), ext.requires
     # lineage and identity
     assert child.lineage.parents == [parent.hash] and child.lineage.round == 3
     assert child.lineage.operator == op.name and child.lineage.family == op.family
@@ -91,12 +117,16 @@ def test_operators_are_deterministic_and_compose() -> None:
         build_child(parent, "tar_outputs", "packaging", 1, a).content_hash
         == build_child(parent, "tar_outputs", "packaging", 1, b).content_hash
     )
-    # Round 2 on the round-1 child: both sections, both test blocks, no name clashes.
+    # Round 2 on the round-1 child: three stages in one text, both test blocks, no clashes.
     child1 = build_child(parent, "tar_outputs", "packaging", 1, a)
-    p2 = Parent(child1, parent.profile, ("tar_outputs",))
+    stage1 = child_stage(parent, "tar_outputs", "packaging", 1, a)
+    p2 = Parent(child1, parent.profile, ("tar_outputs",), parent.task.instruction,
+                parent.task.name, (stage1,))  # fmt: skip
     ext2 = ops["sha256_manifest"].extend(p2, RewriteContext(2, random.Random(5)))
     child2 = build_child(p2, "sha256_manifest", "integrity", 2, ext2)
-    assert child2.instruction.count("## Additional requirement") == 2
+    assert child2.instruction.startswith("This job has 3 stages")
+    assert child2.instruction.count("### Stage ") == 3
+    assert child2.instruction.count(parent.task.instruction.strip()) == 1
     assert child2.lineage.root_seed == parent.hash and child2.lineage.parents == [
         child1.content_hash
     ]
@@ -106,14 +136,16 @@ def test_operators_are_deterministic_and_compose() -> None:
 def validated():
     """Every operator's child of the seed, validated concurrently (2 workers) in the sandbox."""
     seed = _seed()
-    profile, trial = profile_task(seed)
-    assert profile.ok, trial.failure_detail
+    profile, trials = profile_task(seed)
+    assert profile.ok, trials[0].failure_detail
+    assert profile.nop_passed == 0 and profile.assertions == 4, profile
     parent = Parent(seed, profile)
     cfg = ValidationConfig(reruns=1, max_repairs=0)
 
     def one(op):
         ext = op.extend(parent, RewriteContext(1, random.Random(op.name)))
-        return validate(build_child(parent, op.name, op.family, 1, ext), parent, cfg)
+        child = build_child(parent, op.name, op.family, 1, ext)
+        return validate(child, parent, cfg, child_stage(parent, op.name, op.family, 1, ext))
 
     with ThreadPoolExecutor(max_workers=2) as pool:
         return parent, dict(
@@ -129,9 +161,13 @@ def test_operator_child_is_valid_in_the_sandbox(validated, name) -> None:
     assert v.verdict == Verdict.ACCEPTED, (v.verdict, v.detail)
     by_agent = {t.agent: t for t in v.trials}
     oracle, nop, probe = by_agent["oracle"], by_agent["nop"], by_agent[ParentSolutionAgent.name]
+    ext = by_agent["extension-only"]
     assert oracle.resolved and set(v.new_assertions) <= {a.name for a in oracle.assertions}
-    assert nop.passed < nop.total
-    failed_new = [a.name for a in probe.assertions if a.name in v.new_assertions and not a.ok]
-    assert failed_new, "the parent's solution passes every new assertion"
+    new = set(v.new_assertions)
+    # Nothing done, only the new steps, or only the parent's work: every new assertion fails.
+    for trial in (nop, ext, probe):
+        assert not [a.name for a in trial.assertions if a.name in new and a.ok], trial.agent
+    m = v.measures
+    assert m.dependency_ok and m.coverage == 1.0 and m.free_reward_share == 0.0, m
     # The parent's own assertions still pass under the parent's solution (alignment kept).
     assert all(a.ok for a in probe.assertions if a.name not in v.new_assertions)

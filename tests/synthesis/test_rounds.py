@@ -13,8 +13,9 @@ import pytest
 
 from sandbox.check import check_task
 from synthesis import ledger
-from synthesis.rounds import SynthConfig, run_synthesis
-from synthesis.sampler import Caps
+from synthesis.operators import registry
+from synthesis.rounds import SynthConfig, round_parents, run_synthesis
+from synthesis.sampler import Caps, sample_round
 from synthesis.validate import ValidationConfig
 from warehouse.snapshot import Snapshot
 from warehouse.store import Store
@@ -47,8 +48,6 @@ def test_three_rounds_end_to_end(full_run) -> None:
     path, stats = full_run
     assert [s.round for s in stats] == [1, 2, 3]
     assert all(s.candidates == 3 and s.accepted >= 1 for s in stats), stats
-    steps = [s.mean_solution_steps for s in stats]
-    assert steps == sorted(steps) and steps[0] < steps[-1], steps
     with Snapshot.open(path) as snap:
         rows = snap.rows("SELECT * FROM synth_candidates ORDER BY round, slot")
         assert len(rows) == 9
@@ -59,6 +58,7 @@ def test_three_rounds_end_to_end(full_run) -> None:
     assert [r["round"] for r in stored_rounds] == [1, 2, 3]
     accepted = [r["candidate_hash"] for r in rows if r["status"] == "accepted"]
     assert [p["task_hash"] for p in pool] == accepted  # the RST pool: every accepted task
+    by_hash = {r["candidate_hash"]: r for r in rows}
     for row in rows:
         task = tasks[row["candidate_hash"]]
         assert task["parents"] == [row["parent_hash"]]  # lineage as declared in the bundle
@@ -67,21 +67,41 @@ def test_three_rounds_end_to_end(full_run) -> None:
         assert task["origin_pool"] == ("rst" if row["status"] == "accepted" else "rst-discarded")
         assert set(row["trial_ids"]) <= trials
         parent = tasks[row["parent_hash"]]
+        # Parents come from the whole pool: a seed, or a task an EARLIER round accepted.
+        if parent["origin_pool"] == "seed":
+            assert parent["content_hash"] == row["root_seed"] and len(row["chain"]) == 1
+        else:
+            prev = by_hash[row["parent_hash"]]
+            assert prev["status"] == "accepted" and prev["round"] < row["round"]
+            assert row["chain"] == [*prev["chain"], row["operator"]]
         if row["status"] == "accepted":
             assert row["solution_steps"] > parent["solution_steps"]
-            assert row["assertion_count"] > parent["assertion_count"] if row["round"] > 1 else True
-            assert len(row["chain"]) == row["round"]
-        if row["round"] == 1:
-            assert parent["origin_pool"] == "seed" and parent["content_hash"] == row["root_seed"]
+            assert row["assertion_count"] > (parent["assertion_count"] or 0)
+            # The v2 guarantees, measured and stored per task.
+            assert row["dependency_ok"] is True and row["coverage"] == 1.0
+            assert row["free_reward_share"] is not None and row["free_reward_share"] <= 0.2
+            assert row["dependency_depth"] >= 2 and row["files_touched"] >= 1
+            assert row["distinct_tools"] >= 1
+            assert "Additional requirement" not in task_from_row(task).instruction
         else:
-            prev = [r for r in rows if r["candidate_hash"] == row["parent_hash"]]
-            assert prev and prev[0]["status"] == "accepted" and prev[0]["round"] == row["round"] - 1
+            assert row["reason"] != "accepted" and row["detail"]
+    for r in stored_rounds:
+        if r["accepted"]:
+            assert r["dependency_ok_share"] == 1.0 and r["coverage_share"] == 1.0
+            assert r["mean_free_reward_share"] <= 0.2
+            assert r["seeds_with_descendants"] >= 1 and r["mean_dependency_depth"] >= 2
+
+
+def task_from_row(row):
+    from warehouse.bundles import task_from_bundle
+
+    return task_from_bundle(dict(row["bundle"]), expected_hash=row["content_hash"])
 
 
 @pytest.mark.sandbox
 def test_accepted_tasks_pass_task_check(full_run) -> None:
     path, _ = full_run
-    last = ledger.accepted_parents(Store.open(path), CFG.campaign, 3)
+    last = ledger.pool_parents(Store.open(path), CFG.campaign, 4)
     assert last
     for parent in last:
         check = check_task(parent.task)
@@ -90,7 +110,14 @@ def test_accepted_tasks_pass_task_check(full_run) -> None:
 
 @pytest.mark.sandbox
 def test_resume_after_interruption(full_run, tmp_path) -> None:
-    full_path, full_stats = full_run
+    """Interrupted in round 2, then re-run: the committed candidate is reused, nothing is
+    duplicated or lost, and every round's candidates are exactly the assignments the sampler
+    derives from the warehouse as it stood when that round started.
+
+    (Validation outcomes may differ from the separate uninterrupted run on a loaded machine:
+    a verifier timeout repaired in one run and not the other changes a task's hash and so the
+    next rounds' pool. Round 1 depends on the seeds only and must match it.)"""
+    full_path, _ = full_run
     seen: list[str] = []
 
     def interrupt(row) -> None:
@@ -109,20 +136,36 @@ def test_resume_after_interruption(full_run, tmp_path) -> None:
     # The candidate committed before the interruption was reused, not validated again.
     (key,) = before
     assert after[key].trial_ids == before[key].trial_ids
+    ops = registry()
+    for r in (1, 2, 3):
+        recorded = ledger.candidates(store, CFG.campaign, r)
+        plan = sample_round(
+            round_parents(store, CFG, r),
+            ops,
+            budget=CFG.per_round,
+            round_=r,
+            seed=CFG.seed,
+            caps=CFG.caps,
+            descendants=ledger.accepted_descendants(store, CFG.campaign, before_round=r),
+            children=ledger.accepted_children(store, CFG.campaign, before_round=r),
+            free_reward_cap=CFG.validation.free_reward_cap,
+        )
+        assert sorted(a.key for a in plan) == sorted(recorded), r
     with Snapshot.open(tmp_path) as snap, Snapshot.open(full_path) as ref:
         q = "SELECT round, assignment, candidate_hash, status FROM synth_candidates ORDER BY 2"
         got, want = snap.rows(q), ref.rows(q)
         n_trials = snap.sql("SELECT count(*) FROM trials").fetchone()[0]
         listed = snap.sql("SELECT sum(len(trial_ids)) FROM synth_candidates").fetchone()[0]
-        profiled = snap.sql("SELECT count(*) FROM tasks WHERE origin_pool = 'seed'").fetchone()[0]
-    # Same candidates as the uninterrupted run; none duplicated, none lost.
-    assert [(r["assignment"], r["candidate_hash"]) for r in got] == [
-        (r["assignment"], r["candidate_hash"]) for r in want
+        profiled = snap.sql(
+            "SELECT count(*) FROM trials WHERE task_hash IN "
+            "(SELECT content_hash FROM tasks WHERE origin_pool = 'seed')"
+        ).fetchone()[0]
+    assert [r["assignment"] for r in got if r["round"] == 1] == [
+        r["assignment"] for r in want if r["round"] == 1
     ]
-    assert len({r["assignment"] for r in got}) == len(got) == 9
+    assert len({r["assignment"] for r in got}) == len(got) == 9  # none duplicated, none lost
     # Every trial row belongs to exactly one candidate, or to a seed's profiling run.
     assert n_trials == listed + profiled
-    assert [s.accepted for s in stats] == [s.accepted for s in full_stats]
 
 
 @pytest.mark.sandbox
@@ -156,6 +199,9 @@ def test_cli_killed_mid_round_resumes(tmp_path) -> None:
     with Snapshot.open(tmp_path, with_lineage=False) as snap:
         trials = snap.sql("SELECT count(*), count(DISTINCT trial_id) FROM trials").fetchone()
         listed = snap.sql("SELECT sum(len(trial_ids)) FROM synth_candidates").fetchone()[0]
-        seeds = snap.sql("SELECT count(*) FROM tasks WHERE origin_pool = 'seed'").fetchone()[0]
+        seeds = snap.sql(
+            "SELECT count(*) FROM trials WHERE task_hash IN "
+            "(SELECT content_hash FROM tasks WHERE origin_pool = 'seed')"
+        ).fetchone()[0]
         rounds = snap.sql("SELECT count(*) FROM synth_rounds").fetchone()[0]
     assert trials[0] == trials[1] == listed + seeds and rounds == 1

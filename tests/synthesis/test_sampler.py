@@ -1,4 +1,5 @@
-"""The round sampler: caps respected, deterministic by seed, spread over parents first."""
+"""The round sampler: caps respected, deterministic by seed, spread over parents first,
+weighted toward under-extended lineages, parents with too much free reward left out."""
 
 from __future__ import annotations
 
@@ -15,7 +16,18 @@ CATEGORIES = [Category.DATA_SCIENCE, Category.DEBUGGING, Category.VERSION_CONTRO
 RUNNER = b"python3 /tests/run_checks.py /tests/test_outputs.py --out /logs/verifier\n"
 
 
-def make_parent(i: int, root: int, category: Category, chain: tuple[str, ...] = ()) -> Parent:
+CHECKS = b"""def test_x():
+    assert open('/app/out.csv').read() and open('/app/out.json').read()
+"""
+
+
+def make_parent(
+    i: int,
+    root: int,
+    category: Category,
+    chain: tuple[str, ...] = (),
+    nop_passed: int | None = None,
+) -> Parent:
     """A parent with a CSV and a JSON output, so every programmatic operator is feasible."""
     task = Task(
         id=f"p{i}",
@@ -23,7 +35,7 @@ def make_parent(i: int, root: int, category: Category, chain: tuple[str, ...] = 
         instruction=f"task {i}\n",
         category=category,
         solution={"solve.sh": f"echo {i} > /app/out.csv\n".encode()},
-        verifier={"test.sh": RUNNER, "test_outputs.py": b"def test_x():\n    pass\n"},
+        verifier={"test.sh": RUNNER, "test_outputs.py": CHECKS},
         lineage=Lineage(root_seed=f"{root:064x}", round=1),
     )
     outs = [
@@ -32,7 +44,8 @@ def make_parent(i: int, root: int, category: Category, chain: tuple[str, ...] = 
         OutputFile(path="/app/out.json", rel="out.json", size=10, mode=0o644, sha256="1" * 64,
                    created=True, kind="json", lines=1, header="{}"),
     ]  # fmt: skip
-    profile = TaskProfile(task_hash=task.content_hash, workdir="/app", ok=True, outputs=outs)
+    profile = TaskProfile(task_hash=task.content_hash, workdir="/app", ok=True, outputs=outs,
+                          assertions=4, nop_passed=nop_passed)  # fmt: skip
     return Parent(task, profile, chain)
 
 
@@ -89,6 +102,40 @@ def test_spreads_over_parents_before_second_children(parents) -> None:
     plan = sample_round(parents, registry(), budget=10, round_=1, seed=0,
                         caps=Caps(root_share=1.0, category_share=1.0))  # fmt: skip
     assert len({a.parent_hash for a in plan}) == 10
+
+
+def test_under_extended_lineages_come_first(parents) -> None:
+    """Roots 0-2 already have many accepted descendants, roots 3-5 none: with room for six
+    children, the six go mostly to the fresh roots (weights 1/11 against 1)."""
+    roots = {p.root_seed for p in parents}
+    busy = {r for r in roots if int(r, 16) < 3}
+    descendants = {r: 10 for r in busy}
+    fresh_share = []
+    for seed in range(20):
+        plan = sample_round(parents, registry(), budget=6, round_=3, seed=seed,
+                            caps=Caps(root_share=1.0, category_share=1.0),
+                            descendants=descendants)  # fmt: skip
+        fresh_share.append(sum(a.root_seed not in busy for a in plan) / len(plan))
+    assert sum(fresh_share) / len(fresh_share) > 0.8, fresh_share
+    # Without the counts the same sampler spreads evenly (the weights, not the order, decide).
+    even = [
+        sum(a.root_seed not in busy for a in sample_round(parents, registry(), budget=6,
+            round_=3, seed=seed, caps=Caps(root_share=1.0, category_share=1.0))) / 6
+        for seed in range(20)
+    ]  # fmt: skip
+    assert 0.3 < sum(even) / len(even) < 0.7, even
+
+
+def test_parents_with_free_reward_over_the_cap_are_left_out() -> None:
+    ops = registry()
+    # 4 assertions, nop passes 2: even with 2 more assertions nop earns 2/6 > 0.2.
+    blocked = make_parent(0, 0, Category.DEBUGGING, nop_passed=2)
+    ok = make_parent(1, 1, Category.DEBUGGING, nop_passed=1)  # 1/6 <= 0.2
+    caps = Caps(root_share=1.0, category_share=1.0, family_share=1.0)
+    plan = sample_round([blocked, ok], ops, budget=4, round_=1, seed=0, free_reward_cap=0.2,
+                        caps=caps)  # fmt: skip
+    assert plan and {a.parent_hash for a in plan} == {ok.hash}
+    assert sample_round([blocked], ops, budget=4, round_=1, seed=0, free_reward_cap=0.5)
 
 
 def test_guards() -> None:

@@ -30,6 +30,7 @@ from warehouse import (
     record_trajectories,
     record_trials,
     resolve_store_path,
+    schema,
 )
 from warehouse.records import RECORD_TYPES, TaskRecord, records_table
 from warehouse.schema import TABLES
@@ -279,4 +280,5 @@ def test_orphans_of_killed_writers_are_ignored_then_cleaned(store_path: Path) ->
         ]
     )
     meta = json.loads((store_path / "_meta.json").read_text())
-    assert meta["schema_version"] == 1 and len(meta["tables"]["trajectories"]) == 1
+    assert meta["schema_version"] == schema.SCHEMA_VERSION
+    assert len(meta["tables"]["trajectories"]) == 1
