@@ -79,6 +79,9 @@ def build_policy(config: PolicyConfig, *, attn: AttentionImpl = "sdpa") -> PreTr
 
 def save_policy(model: PreTrainedModel, directory: Path) -> None:
     """Write config.json and safetensors weights under `directory`."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # a campaign saves every step; no progress bars
     directory.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(directory))
 
@@ -97,7 +100,9 @@ def load_policy(
     """
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()
     if not (directory / "config.json").is_file():
         raise FileNotFoundError(f"no config.json under {directory}")
     hf = AutoConfig.from_pretrained(str(directory), local_files_only=True)

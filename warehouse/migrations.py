@@ -16,8 +16,18 @@ from warehouse.store import Manifest, SchemaVersionError, Store
 
 MigrationStep = Callable[[Store, Manifest], Manifest]
 
+
+def _only_new_nullable_columns(store: Store, manifest: Manifest) -> Manifest:
+    """A step that adds nullable columns only: old parts read them as NULL, nothing rewritten."""
+    return manifest
+
+
 # from-version -> the step to from-version + 1. Version 1 is the first released schema.
-MIGRATIONS: dict[int, MigrationStep] = {}
+MIGRATIONS: dict[int, MigrationStep] = {
+    # 1 -> 2: trajectories gain weight_version_max, staleness, status, trial_seconds;
+    # evaluations gain assertions_total, failure_mode, weight_version (training, issue 14).
+    1: _only_new_nullable_columns,
+}
 
 
 def migrate(store: Store) -> tuple[int, int]:

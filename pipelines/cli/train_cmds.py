@@ -14,7 +14,9 @@ from pipelines.cli import app
 def train(
     steps: int | None = typer.Option(None, help="PPO steps (default: the preset's)"),
     preset: str = typer.Option("tiny-cpu", help="name under training/presets/ or a TOML path"),
-    run_dir: Path | None = typer.Option(None, help="config, metrics.jsonl and weights"),
+    run_dir: Path | None = typer.Option(
+        None, help="runs directory: each run writes config, metrics and weights in <dir>/<run id>"
+    ),
     store: Path | None = typer.Option(None, help="warehouse (default: $T1_WAREHOUSE)"),
     policy_path: Path | None = typer.Option(None, help="initial checkpoint (default: warm start)"),
     flow: bool = typer.Option(True, help="run as the Prefect flow (else the plain function)"),
@@ -39,15 +41,17 @@ def train(
         )
     else:
         from pipelines.reporting import report_evaluation
-        from training.campaign import run_campaign
+        from training.campaign import CampaignHooks, run_campaign
         from training.campaign_config import load_campaign_config
 
         cfg = load_campaign_config(
-            preset, steps=steps, run_dir=run_dir, store=store, policy_path=policy_path
+            preset, steps=steps, runs_dir=run_dir, store=store, policy_path=policy_path
         )
-        hook = None
+        hooks = CampaignHooks()
         if report:
-            hook = lambda s: report_evaluation(s.metadata(), webserver_url=webserver_url)  # noqa: E731
-        history = run_campaign(cfg, on_evaluation=hook).metrics
+            hooks.on_evaluation = lambda s: report_evaluation(
+                s.metadata(), webserver_url=webserver_url
+            )
+        history = run_campaign(cfg, hooks=hooks).metrics
     for step, metrics in enumerate(history):
         typer.echo(json.dumps({"step": step, **{k: round(v, 5) for k, v in metrics.items()}}))

@@ -34,7 +34,8 @@ def test_a_newer_store_is_refused_with_an_upgrade_message(store_path: Path, task
 def test_an_older_store_is_refused_until_migrated(
     store_path: Path, task_factory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A v1 store opened by code at v2 (a pretend step that upper-cases task names)."""
+    """A vN store opened by code at vN+1 (a pretend step that upper-cases task names)."""
+    v = schema.SCHEMA_VERSION
     record_tasks(store_path, [task_factory("a"), task_factory("b")])
     old = open_snapshot(store_path)
 
@@ -47,33 +48,57 @@ def test_an_older_store_is_refused_until_migrated(
         )
         return store.replace_parts(manifest, "tasks", parts, upper)
 
-    monkeypatch.setattr(schema, "SCHEMA_VERSION", 2)
-    monkeypatch.setitem(migrations.MIGRATIONS, 1, v1_to_v2)
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", v + 1)
+    monkeypatch.setitem(migrations.MIGRATIONS, v, v1_to_v2)
 
     with pytest.raises(SchemaVersionError, match="t1 warehouse migrate --store") as err:
         open_snapshot(store_path)
-    assert "schema version 1" in str(err.value)
+    assert f"schema version {v}" in str(err.value)
     with pytest.raises(SchemaVersionError):
         record_tasks(store_path, [task_factory("c")])  # writers are refused too
 
-    assert migrations.migrate(Store(store_path)) == (1, 2)
+    assert migrations.migrate(Store(store_path)) == (v, v + 1)
     with open_snapshot(store_path) as snap:
         assert snap.sql("SELECT name FROM tasks ORDER BY name").fetchall() == [
             ("TASK A",),
             ("TASK B",),
         ]
-    assert json.loads((store_path / "_meta.json").read_text())["schema_version"] == 2
+    assert json.loads((store_path / "_meta.json").read_text())["schema_version"] == v + 1
     # A snapshot opened before the migration still reads the old parts.
     assert old.sql("SELECT count(*) FROM tasks").fetchone() == (2,)
     old.close()
-    assert migrations.migrate(Store(store_path)) == (2, 2)  # nothing left to do
+    assert migrations.migrate(Store(store_path)) == (v + 1, v + 1)  # nothing left to do
 
 
 def test_a_missing_migration_step_says_so(
     store_path: Path, task_factory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    v = schema.SCHEMA_VERSION
     record_tasks(store_path, [task_factory("a")])
-    monkeypatch.setattr(schema, "SCHEMA_VERSION", 3)
-    with pytest.raises(SchemaVersionError, match="no migration from warehouse schema version 1"):
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", v + 2)
+    with pytest.raises(SchemaVersionError, match=f"no migration from warehouse schema version {v}"):
         Store.open(store_path, migrate=True)
-    assert json.loads((store_path / "_meta.json").read_text())["schema_version"] == 1
+    assert json.loads((store_path / "_meta.json").read_text())["schema_version"] == v
+
+
+def test_v1_trajectories_read_the_v2_training_columns_as_null(store_path: Path) -> None:
+    """1 -> 2 only adds nullable columns: a v1 store migrates without a rewrite, old rows read
+    NULL in the new columns and new rows carry them."""
+    from warehouse import TrajectoryRecord, record_trajectories
+
+    h = "a" * 64
+    old = TrajectoryRecord(
+        campaign="c", step=0, task_hash=h, weight_version=0, reward=1.0,
+        assertions_passed=1, assertions_total=2, turns=1, tokens=5,
+    )  # fmt: skip
+    record_trajectories(store_path, [old])
+    _set_version(store_path, 1)
+    assert migrations.migrate(Store(store_path)) == (1, schema.SCHEMA_VERSION)
+    new = old.model_copy(update={"step": 1, "status": "admitted", "staleness": 1})
+    record_trajectories(store_path, [new])
+    with open_snapshot(store_path) as snap:
+        rows = snap.rows("SELECT step, status, staleness FROM trajectories ORDER BY step")
+    assert [(r["step"], r["status"], r["staleness"]) for r in rows] == [
+        (0, None, None),
+        (1, "admitted", 1),
+    ]
