@@ -41,6 +41,17 @@ class NetworkPolicy:
     allowed_hosts: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class VerifierRun:
+    """One verifier run: the command's result, what the verifier process wrote to the report
+    directory (emptied right before it started, out of the agent's reach), and the paths the
+    agent wrote that the verifier's run depends on (non-empty means tampering)."""
+
+    result: ExecResult
+    files: dict[str, bytes]
+    tampered: tuple[str, ...] = ()
+
+
 @runtime_checkable
 class Session(Protocol):
     """The agent's long-lived shell in a sandbox: one shell, one PID namespace, for a trial.
@@ -83,6 +94,24 @@ class Sandbox(Protocol):
 
     def session(self) -> Session:
         """The agent's shell (started on first use; the same one afterwards)."""
+        ...
+
+    def verify(
+        self,
+        tests: dict[str, bytes],
+        command: str,
+        *,
+        timeout_s: float,
+        cwd: str,
+        env: dict[str, str],
+        keep_agent_processes: bool = False,
+    ) -> VerifierRun:
+        """End the agent phase and run the held-out verifier.
+
+        The agent's processes are killed first unless `keep_agent_processes`. `tests` appear
+        at /tests for the verifier only; /logs/verifier starts empty; `command` runs with
+        exactly `env`, with an interpreter and test runner the agent could not modify.
+        """
         ...
 
     def upload(self, files: dict[str, bytes], dest_dir: str, *, mode: int = 0o644) -> None: ...
