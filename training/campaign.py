@@ -56,7 +56,7 @@ from training.logprobs import mean_abs_gap, stream_logprobs
 from training.policy import load_policy, save_policy
 from training.ppo_math import approx_kl, final_token_rewards, gae, policy_loss, value_loss
 from training.rollouts import RolloutBatch, RolloutPool, launch_count, plan_jobs
-from training.tito import RolloutSample, assemble_trial
+from training.tito import AuditReport, RolloutSample, assemble_trial, audit_sample
 from warehouse.permutation import epoch_permutation
 
 if TYPE_CHECKING:
@@ -100,13 +100,16 @@ def run_campaign(
     try:
         if cfg.eval_at_start and c.step == 0:
             _evaluated(c, result, hooks, evaluate(c, step=-1))
+        started = time.monotonic()
         pending = start_rollouts(c, c.step)
         while c.step < cfg.steps:
             step, t0 = c.step, time.monotonic()
             batch = pending.result()
             wait_s = time.monotonic() - t0
             pending = None
-            if cfg.async_rollouts and step + 1 < cfg.steps:
+            budget = cfg.time_budget_s is not None and t0 - started >= cfg.time_budget_s
+            last = step + 1 == cfg.steps or budget
+            if cfg.async_rollouts and not last:
                 pending = start_rollouts(c, step + 1)  # generation for k+1 overlaps update k
             samples = assemble(c, batch)
             metrics = rollout_metrics(c, batch, samples)
@@ -121,13 +124,15 @@ def run_campaign(
             result.metrics.append(metrics)
             if hooks.on_step is not None:
                 hooks.on_step(step, metrics)
-            if c.step % cfg.eval_every == 0 or c.step == cfg.steps:
+            if c.step % cfg.eval_every == 0 or last:
                 _evaluated(c, result, hooks, evaluate(c, step))
-            if (cfg.checkpoint_every and c.step % cfg.checkpoint_every == 0) or c.step == cfg.steps:
+            if (cfg.checkpoint_every and c.step % cfg.checkpoint_every == 0) or last:
                 path = checkpoint(c)
                 if hooks.on_checkpoint is not None:
                     hooks.on_checkpoint(step, path)
-            if pending is None and c.step < cfg.steps:
+            if last:
+                break
+            if pending is None:
                 pending = start_rollouts(c, c.step)
     finally:
         close(c, pending)
@@ -189,6 +194,8 @@ class TrainSample:
     loss_mask: torch.Tensor
     versions: np.ndarray
     """(n,) weight version that sampled each position (-1 off the sampled spans)."""
+    audit: AuditReport | None = None
+    """TITO audit of the stream against its turns (drift in the loss region must be 0)."""
     old_logprobs: torch.Tensor | None = None
     ref_logprobs: torch.Tensor | None = None
     values: torch.Tensor | None = None
@@ -462,7 +469,9 @@ def assemble(c: Campaign, batch: RolloutBatch) -> list[TrainSample]:
         for (s, e), v in zip(sample.turn_spans, r.trajectory.weight_versions(), strict=True):
             versions[s:e] = v
         reward = trial_reward(c, r.trial.passed, r.trial.total, r.trial.resolved)
-        out.append(TrainSample(r.trajectory.task_id, r.sample, sample, reward, mask, versions))
+        ts = TrainSample(r.trajectory.task_id, r.sample, sample, reward, mask, versions)
+        ts.audit = audit_sample(sample, turns)
+        out.append(ts)
     return out
 
 
@@ -677,7 +686,40 @@ def rollout_metrics(c: Campaign, batch: RolloutBatch, samples: Sequence[TrainSam
         "rollout/staleness_max": float(max(stale, default=0)),
         "rollout/retried_turns": float(sum(r.trajectory.retried_turns for r in admitted)),
         "rollout/seconds": batch.seconds,
+        "tito/drift_rate_max": max((s.audit.drift_rate for s in samples if s.audit), default=0.0),
+        "tito/span_mismatches": float(sum(s.audit.span_mismatches for s in samples if s.audit)),
+        "tito/text_fallbacks": float(
+            sum(s.audit.cases.get("text_fallback", 0) for s in samples if s.audit)
+        ),
+        "perf/trainer_rss_mb": _rss_mb(),
+        **_engine_stats(c),
         "reward/scale": c.reward_scale if c.reward_scale is not None else float("nan"),
+    }
+
+
+def _rss_mb(pid: str = "self") -> float:
+    """Resident memory of a process in MiB (Linux /proc), NaN where unavailable."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return float("nan")
+
+
+def _engine_stats(c: Campaign) -> Metrics:
+    """Memory and cache size of a local engine we started (its /engine_stats), else nothing."""
+    if c.engine is None:
+        return {}
+    try:
+        stats = c.client.engine_stats()
+    except Exception:  # noqa: BLE001 - observability only
+        return {}
+    return {
+        "perf/engine_rss_mb": float(stats.get("rss_mb", float("nan"))),
+        "perf/engine_cache_tokens": float(stats.get("prefix_cache_tokens", 0)),
+        "perf/engine_rows_per_forward": stats["decode_rows"] / max(1, stats["decode_forwards"]),
     }
 
 

@@ -70,6 +70,9 @@ class CampaignConfig(BaseModel):
 
     # ---- rollouts ---------------------------------------------------------------------------
     steps: int = Field(100, ge=1, description="PPO steps (one rollout batch and update each)")
+    time_budget_s: float | None = Field(
+        None, gt=0, description="stop after the step that crosses this wall time (then evaluate)"
+    )
     tasks_per_step: int = Field(8, ge=1, description="tasks drawn per step")
     samples_per_task: int = Field(1, ge=1, description="trials per drawn task (k)")
     oversample: float = Field(

@@ -322,6 +322,7 @@ class LocalEngine:
                 "prefix_cache_entries": len(self._cache),
                 "prefix_cache_tokens": sum(len(e.tokens) for e in self._cache),
                 "requests_spanning_versions": self.requests_spanning_versions,
+                "rss_mb": _rss_mb(),
                 "running": len(self._running),
                 "waiting": len(self._waiting),
                 "control_log": list(self.control_log),
@@ -530,6 +531,16 @@ class LocalEngine:
         with self._cv:
             self._seed += 1
             return self._seed
+
+
+def _rss_mb() -> float:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return float("nan")
 
 
 def _dynamic_cache(model: Any, kv: KV | None) -> Any:

@@ -252,6 +252,13 @@ class EngineClient:
     def flush_cache(self) -> None:
         self._post("/flush_cache")
 
+    def engine_stats(self) -> dict[str, Any]:
+        """The local engine's counters (`GET /engine_stats`; not an SGLang endpoint)."""
+        resp = self._http.get("/engine_stats")
+        if resp.status_code != 200:
+            raise EngineError(f"GET /engine_stats -> {resp.status_code}")
+        return resp.json()
+
     def healthy(self) -> bool:
         try:
             return self._http.get("/health").status_code == 200

@@ -38,10 +38,12 @@ TOOL_CALL_STYLES = ("template", "compact", "loose")
 
 @dataclass(frozen=True)
 class Step:
-    """One agent turn of a reference trajectory."""
+    """One agent turn of a reference trajectory; `output` is the command's stdout as the
+    observation shows it (empty: the synthetic `exit_code: 0` observation)."""
 
     reasoning: str
     command: str
+    output: str = ""
 
 
 @dataclass(frozen=True)
@@ -237,7 +239,7 @@ def render_example(tokenizer: object, traj: Trajectory, rng: random.Random) -> R
         mask += [True] * len(out)
         if step is None:
             break
-        obs = format_observation(exit_code=0, stdout="", stderr="")
+        obs = format_observation(exit_code=0, stdout=step.output, stderr="")
         glue = f"\n<|im_start|>tool\n<tool_response>\n{obs}\n</tool_response>{IM_END}\n"
         glue += "<|im_start|>assistant\n"
         g = encode_text(tokenizer, glue)  # type: ignore[arg-type]
