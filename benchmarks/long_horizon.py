@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> None:
     from training.campaign import run_campaign
     from training.campaign_config import CampaignConfig
     from training.harness import HarnessConfig
-    from training.task_families import countdown_task, task_trajectory, write_tasks
+    from training.task_families import FAMILY_RENDER, countdown_task, task_trajectory, write_tasks
     from training.warm_start import WarmStartConfig, fine_tuned_policy, warm_started_policy
 
     args.out.mkdir(parents=True, exist_ok=True)
@@ -78,6 +78,7 @@ def run(args: argparse.Namespace) -> None:
         WarmStartConfig(steps=args.sft_steps, lr=2e-3, batch_size=1, max_tokens=16384),
         name="countdown",
         log=True,
+        render=FAMILY_RENDER,
     )
     sft_s = time.monotonic() - t0
     cfg = CampaignConfig(

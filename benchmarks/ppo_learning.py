@@ -5,14 +5,16 @@ name an agent must type comes from a word list split in two, and the held-out ta
 words that never occur in a training task, so memorizing training commands scores nothing there.
 Each task has several assertions (dense reward 0..4).
 
-Per seed s (3 seeds by default):
-  1. SFT: the warm-started tiny policy fine-tuned on the reference trajectories of the `sft`
-     split (training/warm_start.fine_tuned_policy, seed s);
-  2. PPO dense: `run_campaign` with the `fileops-learning` preset from that checkpoint on the
-     `rl` split (a task directory), reward = passing assertions, for at most the preset's time
-     budget; it evaluates the SFT weights first (step -1) and then every `eval_every` steps on
-     the `heldout` directory, k samples per task;
-  3. PPO binary: the same, reward = 1 for a resolved trial (the paper's ablation).
+Stages:
+  1. SFT, once: the warm-started tiny policy fine-tuned on the reference trajectories of the
+     `sft` split (training/warm_start.fine_tuned_policy): the checkpoint both arms start from.
+  2. Per seed s (3 by default), PPO dense: `run_campaign` with the `fileops-learning` preset
+     from that checkpoint on the `rl` split (a task directory), reward = passing assertions,
+     for at most the preset's time budget. It evaluates the SFT weights first (step -1, the
+     SFT row of seed s: same checkpoint, that seed's evaluation draws) and then every
+     `eval_every` steps on the `heldout` directory, k samples per task.
+  3. Per seed s, PPO binary: the same with reward = 1 for a resolved trial (the paper's
+     ablation).
 The table compares the final held-out dense score and resolved rate with the SFT checkpoint's,
 and says whether PPO's worst seed beats SFT's best (a margin outside the spread of the seeds).
 
@@ -44,13 +46,17 @@ def main() -> None:
     ap.add_argument("--sft-tasks", type=int, default=150)
     ap.add_argument("--rl-tasks", type=int, default=400)
     ap.add_argument("--heldout-tasks", type=int, default=40)
-    ap.add_argument("--sft-steps", type=int, default=150)
+    ap.add_argument("--sft-steps", type=int, default=110)
     ap.add_argument("--sft-lr", type=float, default=2e-3)
+    ap.add_argument("--sft-only", action="store_true", help="build the SFT checkpoint and stop")
     ap.add_argument("--minutes", type=float, default=None, help="override the PPO time budget")
     ap.add_argument("--arms", nargs="+", default=["ppo-dense", "ppo-binary"])
     ap.add_argument("--table", action="store_true", help="print the table of finished runs")
     args = ap.parse_args()
     results = args.out / "results.json"
+    if args.sft_only:
+        print(sft_checkpoint(args))
+        return
     if not args.table:
         run(args, results)
     rows = json.loads(results.read_text())
@@ -59,29 +65,42 @@ def main() -> None:
     print(f"curves: {args.out / 'ppo_learning.png'}")
 
 
+def splits_of(args: argparse.Namespace):
+    from training.task_families import fileops_splits
+
+    return fileops_splits(sft=args.sft_tasks, rl=args.rl_tasks, heldout=args.heldout_tasks)
+
+
+def sft_checkpoint(args: argparse.Namespace) -> Path:
+    """The SFT checkpoint both PPO arms start from (cached by its recipe)."""
+    from training.task_families import FAMILY_RENDER, task_trajectory
+    from training.warm_start import WarmStartConfig, fine_tuned_policy, warm_started_policy
+
+    return fine_tuned_policy(
+        warm_started_policy(reuse_stale=True),
+        [task_trajectory(t) for t in splits_of(args).sft],
+        WarmStartConfig(steps=args.sft_steps, lr=args.sft_lr, batch_size=8, seed=0),
+        name="fileops",
+        log=True,
+        render=FAMILY_RENDER,
+    )
+
+
 def run(args: argparse.Namespace, results: Path) -> None:
     from training.campaign import run_campaign
     from training.campaign_config import load_campaign_config
-    from training.task_families import fileops_splits, task_trajectory, write_tasks
-    from training.warm_start import WarmStartConfig, fine_tuned_policy, warm_started_policy
+    from training.task_families import write_tasks
 
     args.out.mkdir(parents=True, exist_ok=True)
     rows = json.loads(results.read_text()) if results.is_file() else []
     done = {(r["arm"], r["seed"]) for r in rows}
-    splits = fileops_splits(sft=args.sft_tasks, rl=args.rl_tasks, heldout=args.heldout_tasks)
+    splits = splits_of(args)
     rl_dir = write_tasks(splits.rl, args.out / "tasks" / "rl")
     heldout_dir = write_tasks(splits.heldout, args.out / "tasks" / "heldout")
-    base = warm_started_policy(reuse_stale=True)
+    t0 = time.monotonic()
+    sft = sft_checkpoint(args)
+    sft_s = json.loads((sft / "warm_start.json").read_text())["seconds"]
     for seed in args.seeds:
-        t0 = time.monotonic()
-        sft = fine_tuned_policy(
-            base,
-            [task_trajectory(t) for t in splits.sft],
-            WarmStartConfig(steps=args.sft_steps, lr=args.sft_lr, batch_size=8, seed=seed),
-            name=f"fileops-s{seed}",
-            log=True,
-        )
-        sft_s = time.monotonic() - t0
         for arm in args.arms:
             if (arm, seed) in done:
                 continue

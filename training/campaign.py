@@ -52,7 +52,7 @@ from training.evaluation import (
     summarize_evaluation,
 )
 from training.harness import Rollout
-from training.logprobs import mean_abs_gap, stream_logprobs
+from training.logprobs import batch_logprobs, mean_abs_gap
 from training.policy import load_policy, save_policy
 from training.ppo_math import approx_kl, final_token_rewards, gae, policy_loss, value_loss
 from training.rollouts import RolloutBatch, RolloutPool, launch_count, plan_jobs
@@ -336,9 +336,15 @@ def setup(
     engine, url = _start_engine(cfg, actor_path, version)
     mc = actor.config
     client = EngineClient(url, num_layers=mc.num_hidden_layers, top_k=mc.num_experts_per_tok)
-    served = client.weight_version()
-    if served != str(version):
-        raise ValueError(f"engine at {url} serves weight version {served!r}, expected {version}")
+    try:
+        served = client.weight_version()
+        if served != str(version):
+            raise ValueError(f"engine at {url} serves weight version {served!r}, not {version}")
+    except BaseException:
+        client.close()
+        if engine is not None:
+            engine.stop()
+        raise
     reference = load_policy(Path(policy_path)) if cfg.kl_coef > 0 else None
     return Campaign(
         cfg=cfg,
@@ -482,46 +488,82 @@ def staleness(trainer_version: int, r: Rollout) -> int:
 
 
 # ---- advantages and updates ---------------------------------------------------------------
-def _logprobs(c: Campaign, model: Any, s: TrainSample, *, grad: bool) -> torch.Tensor:
-    """(n,) trainer logprobs of the stream under `model`, replaying its recorded routing (R3)."""
-    logp, _ = stream_logprobs(
+def micro_batches(batch: Sequence[TrainSample], max_tokens: int) -> list[list[TrainSample]]:
+    """Groups of samples, shortest first, whose padded size (count x longest) stays within
+    `max_tokens`; a stream longer than the budget forms a group alone. One forward each."""
+    groups: list[list[TrainSample]] = []
+    current: list[TrainSample] = []
+    for s in sorted(batch, key=lambda s: len(s.sample)):
+        if current and len(s.sample) * (len(current) + 1) > max_tokens:
+            groups.append(current)
+            current = []
+        current.append(s)
+    if current:
+        groups.append(current)
+    return groups
+
+
+def _padded(rows: Sequence[torch.Tensor], width: int, fill: float | bool) -> torch.Tensor:
+    """Stack (n_i,) tensors into (B, width), right-padded with `fill`."""
+    out = torch.full((len(rows), width), fill, dtype=rows[0].dtype)
+    for i, r in enumerate(rows):
+        out[i, : r.shape[0]] = r
+    return out
+
+
+def _logprobs(c: Campaign, model: Any, group: Sequence[TrainSample], *, grad: bool) -> torch.Tensor:
+    """(B, n_max) trainer logprobs of the group's streams under `model`, replaying each one's
+    recorded routing (R3): one right-padded forward."""
+    return batch_logprobs(
         model,
-        s.sample.token_ids,
-        routing=s.sample.routed_experts if c.cfg.r3 else None,
+        [s.sample.token_ids for s in group],
+        routings=[s.sample.routed_experts for s in group] if c.cfg.r3 else None,
         policy=c.cfg.routing_failure,
         temperature=c.cfg.harness.temperature,
         grad=grad,
     )
-    return logp
 
 
-def behavior_logprobs(c: Campaign, s: TrainSample) -> torch.Tensor:
-    """(n,) logprobs at each token's behaviour version, recomputed by the trainer (R3): the
-    current actor for tokens of `weight_version`, the held previous version for older ones."""
-    logp = _logprobs(c, c.actor, s, grad=False)
-    old = (s.versions >= 0) & (s.versions < c.weight_version)
-    if old.any():
-        if c.behavior is None or int(s.versions[old].min()) < c.weight_version - 1:
-            raise ValueError(f"no weights held for a token of {s.task_id} (staleness > 1)")
-        prev = _logprobs(c, c.behavior, s, grad=False)
-        logp = torch.where(torch.as_tensor(old), prev, logp)
-    return logp
+def behavior_logprobs(c: Campaign, group: Sequence[TrainSample]) -> list[torch.Tensor]:
+    """Each stream's (n,) logprobs at every token's behaviour version, recomputed by the trainer
+    with R3: the current actor for tokens of `weight_version`, the held previous version for
+    tokens sampled one version back (more than one back was dropped by `assemble`)."""
+    current = _logprobs(c, c.actor, group, grad=False)  # (B, n_max)
+    old = [(s.versions >= 0) & (s.versions < c.weight_version) for s in group]
+    previous = None
+    if any(o.any() for o in old):
+        oldest = min(int(s.versions[o].min()) for s, o in zip(group, old, strict=True) if o.any())
+        if c.behavior is None or oldest < c.weight_version - 1:
+            raise ValueError("no weights held for a token sampled more than one version back")
+        previous = _logprobs(c, c.behavior, group, grad=False)  # (B, n_max)
+    out = []
+    for i, s in enumerate(group):
+        n = len(s.sample)
+        logp = current[i, :n]
+        if previous is not None and old[i].any():
+            logp = torch.where(torch.as_tensor(old[i]), previous[i, :n], logp)
+        out.append(logp)
+    return out
 
 
 def compute_advantages(c: Campaign, batch: Sequence[TrainSample]) -> None:
     """Old logprobs (behaviour version, R3), pre-update critic values, GAE advantages/returns."""
-    for s in batch:
-        s.old_logprobs = behavior_logprobs(c, s)  # (n,)
-        s.values = c.critic.values(s.sample.token_ids)  # (n,)
-        rewards = final_token_rewards(s.loss_mask, s.reward)  # (n,)
-        s.advantages, s.returns = gae(
-            rewards, s.values, s.loss_mask, gamma=c.cfg.gamma, lam=c.cfg.lam
-        )
-        s.sampler_gap, _ = mean_abs_gap(
-            s.old_logprobs.numpy(), s.sample.sampler_logprobs, s.sample.loss_mask
-        )
-        if c.reference is not None:
-            s.ref_logprobs = _logprobs(c, c.reference, s, grad=False)
+    for group in micro_batches(batch, c.cfg.train_batch_tokens):
+        olds = behavior_logprobs(c, group)
+        values = c.critic.batch_values([s.sample.token_ids for s in group])  # (B, n_max)
+        refs = _logprobs(c, c.reference, group, grad=False) if c.reference is not None else None
+        for i, s in enumerate(group):
+            n = len(s.sample)
+            s.old_logprobs, s.values = olds[i], values[i, :n]  # (n,), (n,)
+            rewards = final_token_rewards(s.loss_mask, s.reward)  # (n,)
+            s.advantages, s.returns = gae(
+                rewards, s.values, s.loss_mask, gamma=c.cfg.gamma, lam=c.cfg.lam
+            )
+            s.sampler_gap, _ = mean_abs_gap(
+                s.old_logprobs.numpy(), s.sample.sampler_logprobs, s.sample.loss_mask
+            )
+            if refs is not None:
+                s.ref_logprobs = refs[i, :n]
     if c.cfg.whiten_advantages:
         whiten(batch)
 
@@ -552,26 +594,29 @@ def train_step(c: Campaign, batch: Sequence[TrainSample]) -> Metrics:
     return metrics
 
 
-def _token_weights(batch: Sequence[TrainSample]) -> list[float]:
-    """Each sample's share of the batch's loss tokens: per-sample means become a token mean."""
-    counts = [int(s.loss_mask.sum()) for s in batch]
-    total = sum(counts)
-    return [n / total for n in counts]
+def _stack(group: Sequence[TrainSample], field: str, fill: float | bool) -> torch.Tensor:
+    width = max(len(s.sample) for s in group)
+    return _padded([getattr(s, field) for s in group], width, fill)  # (B, n_max)
 
 
 def update_critic(c: Campaign, batch: Sequence[TrainSample], *, warmup: bool = False) -> Metrics:
     """Passes of the value loss over the batch: `ppo_epochs` clipped, or during warm-up
-    `critic_warmup_epochs` unclipped (a zero-initialized head must move far to fit returns)."""
-    weights = _token_weights(batch)
+    `critic_warmup_epochs` unclipped (a zero-initialized head must move far to fit returns).
+    Each micro-batch's loss is weighted by its share of loss tokens: a token mean overall."""
+    groups = micro_batches(batch, c.cfg.train_batch_tokens)
+    tokens = sum(int(s.loss_mask.sum()) for s in batch)
     epochs = c.cfg.critic_warmup_epochs if warmup else c.cfg.ppo_epochs
     clip = None if warmup else c.cfg.value_clip
     total = 0.0
     for _ in range(epochs):
         c.critic_opt.zero_grad(set_to_none=True)
         total = 0.0
-        for w, s in zip(weights, batch, strict=True):
-            v = c.critic.values(s.sample.token_ids, grad=True)  # (n,)
-            loss = w * value_loss(v, s.values, s.returns, s.loss_mask, clip=clip)
+        for group in groups:
+            mask = _stack(group, "loss_mask", False)  # (B, n_max)
+            v = c.critic.batch_values([s.sample.token_ids for s in group], grad=True)
+            loss = value_loss(
+                v, _stack(group, "values", 0.0), _stack(group, "returns", 0.0), mask, clip=clip
+            ) * (int(mask.sum()) / tokens)
             loss.backward()
             total += float(loss.detach())
         torch.nn.utils.clip_grad_norm_(c.critic.parameters(), c.cfg.max_grad_norm)
@@ -594,7 +639,8 @@ def update_actor(c: Campaign, batch: Sequence[TrainSample]) -> Metrics:
     """`ppo_epochs` passes of the clipped policy loss (+ kl_coef * k3 KL to the initial policy)
     with R3, then KL(old || new) measured. The pre-update weights become the behaviour policy
     of the tokens the engine samples before this update is published (async)."""
-    weights = _token_weights(batch)
+    groups = micro_batches(batch, c.cfg.train_batch_tokens)
+    tokens = sum(int(s.loss_mask.sum()) for s in batch)
     if c.cfg.async_rollouts:
         if c.behavior is None:
             c.behavior = copy.deepcopy(c.actor)
@@ -603,28 +649,35 @@ def update_actor(c: Campaign, batch: Sequence[TrainSample]) -> Metrics:
     for _ in range(c.cfg.ppo_epochs):
         c.actor_opt.zero_grad(set_to_none=True)
         total = clip_frac = kl_ref = 0.0
-        for w, s in zip(weights, batch, strict=True):
-            logp = _logprobs(c, c.actor, s, grad=True)  # (n,)
+        for group in groups:
+            mask = _stack(group, "loss_mask", False)  # (B, n_max)
+            share = int(mask.sum()) / tokens
+            logp = _logprobs(c, c.actor, group, grad=True)  # (B, n_max)
+            old = _stack(group, "old_logprobs", 0.0)
             out = policy_loss(
-                logp, s.old_logprobs, s.advantages, s.loss_mask, clip_eps=c.cfg.clip_eps
+                logp, old, _stack(group, "advantages", 0.0), mask, clip_eps=c.cfg.clip_eps
             )
             loss = out.loss
-            if s.ref_logprobs is not None:
+            if c.reference is not None:
                 # k3 estimate of KL(actor || reference): (r - 1) - log r, r = pi_ref / pi_actor
-                kl = approx_kl(s.ref_logprobs, logp, s.loss_mask)
+                kl = approx_kl(_stack(group, "ref_logprobs", 0.0), logp, mask)
                 loss = loss + c.cfg.kl_coef * kl
-                kl_ref += w * float(kl.detach())
-            (w * loss).backward()
-            total += w * float(out.loss.detach())
-            clip_frac += w * out.clip_fraction
+                kl_ref += share * float(kl.detach())
+            (share * loss).backward()
+            total += share * float(out.loss.detach())
+            clip_frac += share * out.clip_fraction
         torch.nn.utils.clip_grad_norm_(c.actor.parameters(), c.cfg.max_grad_norm)
         c.actor_opt.step()
     kl = 0.0
-    for w, s in zip(weights, batch, strict=True):
-        new = _logprobs(c, c.actor, s, grad=False)  # (n,)
-        kl += w * float(approx_kl(new, s.old_logprobs, s.loss_mask))
+    for group in groups:
+        mask = _stack(group, "loss_mask", False)
+        new = _logprobs(c, c.actor, group, grad=False)  # (B, n_max)
+        kl += (
+            int(mask.sum())
+            / tokens
+            * float(approx_kl(new, _stack(group, "old_logprobs", 0.0), mask))
+        )
     stale = sum(int(((s.versions < c.weight_version) & s.loss_mask.numpy()).sum()) for s in batch)
-    tokens = sum(int(s.loss_mask.sum()) for s in batch)
     metrics = {
         "losses/policy": total,
         "train/clip_fraction": clip_frac,

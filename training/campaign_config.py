@@ -111,6 +111,9 @@ class CampaignConfig(BaseModel):
     gamma: float = Field(1.0, ge=0, le=1, description="discount over sampled tokens")
     lam: float = Field(1.0, ge=0, le=1, description="GAE lambda")
     max_grad_norm: float = Field(1.0, gt=0, description="gradient clip, actor and critic")
+    train_batch_tokens: int = Field(
+        8192, ge=1, description="padded tokens per trainer forward (streams are micro-batched)"
+    )
     critic_warmup_steps: int = Field(
         0, ge=0, description="first steps fit the critic only (no actor update, no publish)"
     )

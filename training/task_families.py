@@ -275,21 +275,18 @@ def _verifier(checks: Sequence[tuple[str, str]]) -> str:
 
 
 def task_trajectory(task: Task) -> Trajectory:
-    """The reference trajectory of a generated task: one turn per line of its solve.sh, with
-    the reasoning 'Step i.' (which instruction line the turn carries out)."""
+    """The reference trajectory of a generated task: one turn per line of its solve.sh (no
+    reasoning block), each observation what that command prints (solution/outputs.json)."""
     assert task.solution is not None
     commands = task.solution["solve.sh"].decode().splitlines()[2:]
     outputs = json.loads(task.solution["outputs.json"])
-    steps = [
-        Step(reasoning="Check the list." if c == ". ./todo" else "Do it.", command=c, output=o)
-        for c, o in zip(commands, outputs, strict=True)
-    ]
-    if "countdown" in task.tags:
-        steps = [
-            Step(reasoning="Tick.", command=c, output=o)
-            for c, o in zip(commands, outputs, strict=True)
-        ]
+    steps = [Step(None, c, o) for c, o in zip(commands, outputs, strict=True)]
     return Trajectory(task.id, task.instruction, tuple(steps))
+
+
+FAMILY_RENDER = {"styles": ("template",), "final_reasoning": None}
+"""How family trajectories are rendered for SFT: one tool-call whitespace style, no reasoning
+(fewer sampled tokens per turn: a tiny policy's errors compound over every sampled token)."""
 
 
 @dataclass(frozen=True)

@@ -39,9 +39,10 @@ TOOL_CALL_STYLES = ("template", "compact", "loose")
 @dataclass(frozen=True)
 class Step:
     """One agent turn of a reference trajectory; `output` is the command's stdout as the
-    observation shows it (empty: the synthetic `exit_code: 0` observation)."""
+    observation shows it (empty: the synthetic `exit_code: 0` observation); no reasoning
+    (None) renders the turn without a think block."""
 
-    reasoning: str
+    reasoning: str | None
     command: str
     output: str = ""
 
@@ -203,7 +204,14 @@ class RenderedExample:
     loss_mask: list[bool]
 
 
-def render_example(tokenizer: object, traj: Trajectory, rng: random.Random) -> RenderedExample:
+def render_example(
+    tokenizer: object,
+    traj: Trajectory,
+    rng: random.Random,
+    *,
+    styles: Sequence[str] = TOOL_CALL_STYLES,
+    final_reasoning: str | None = FINAL_REASONING,
+) -> RenderedExample:
     """Render `traj` as one token stream the way the TITO harness builds it.
 
     The opening (system + user + generation prompt) comes from the chat template; each assistant
@@ -227,10 +235,10 @@ def render_example(tokenizer: object, traj: Trajectory, rng: random.Random) -> R
     mask = [False] * len(ids)
     for step in [*traj.steps, None]:
         if step is None:
-            text = render_assistant_text(reasoning=FINAL_REASONING, content=FINAL_CONTENT, calls=[])
+            text = render_assistant_text(reasoning=final_reasoning, content=FINAL_CONTENT, calls=[])
         else:
             call = ToolCall("shell", {"command": step.command})
-            style = rng.choice(TOOL_CALL_STYLES)
+            style = rng.choice(list(styles))
             text = render_assistant_text(
                 reasoning=step.reasoning, content="", calls=[call], style=style
             )

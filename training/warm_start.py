@@ -148,10 +148,18 @@ def _build(policy, warm, trajectories, texts, out: Path, *, log: bool) -> None:
 
 
 def supervised_steps(
-    model, tokenizer, trajectories, warm: WarmStartConfig, *, log: bool = False, t0: float = 0.0
+    model,
+    tokenizer,
+    trajectories,
+    warm: WarmStartConfig,
+    *,
+    log: bool = False,
+    t0: float = 0.0,
+    render: dict | None = None,
 ) -> list[float]:
     """`warm.steps` AdamW steps of next-token loss on the assistant text of rendered
-    trajectories (warm-up then cosine decay); returns the loss of every step."""
+    trajectories (warm-up then cosine decay); returns the loss of every step. `render` holds
+    keyword arguments of `render_example` (tool-call styles, final reasoning)."""
     import math
 
     import torch
@@ -171,7 +179,8 @@ def supervised_steps(
     losses: list[float] = []
     for step in range(warm.steps):
         batch = [
-            render_example(tokenizer, rng.choice(trajectories), rng) for _ in range(warm.batch_size)
+            render_example(tokenizer, rng.choice(trajectories), rng, **(render or {}))
+            for _ in range(warm.batch_size)
         ]
         width = min(warm.max_tokens, max(len(b.token_ids) for b in batch))
         ids = torch.full((len(batch), width), tokenizer.pad_token_id, dtype=torch.long)
@@ -206,6 +215,7 @@ def fine_tuned_policy(
     *,
     name: str = "sft",
     log: bool = False,
+    render: dict | None = None,
 ) -> Path:
     """A checkpoint fine-tuned from `base` (model + tokenizer) on `trajectories`, cached under
     `.cache/t1-forge/sft/<key>` where the key covers the base, the config and the examples."""
@@ -217,6 +227,7 @@ def fine_tuned_policy(
     h.update(json.dumps(warm.model_dump(), sort_keys=True).encode())
     for t in trajectories:
         h.update(repr(t).encode())
+    h.update(json.dumps(render or {}, sort_keys=True, default=str).encode())
     h.update(b"sft-v1")
     target = cache_root() / "sft" / f"{name}-{h.hexdigest()[:16]}"
     if (target / "warm_start.json").is_file():
@@ -227,7 +238,7 @@ def fine_tuned_policy(
     t0 = time.monotonic()
     tokenizer = load_chat_tokenizer(Path(base))
     model = load_policy(Path(base))
-    losses = supervised_steps(model, tokenizer, trajectories, warm, log=log, t0=t0)
+    losses = supervised_steps(model, tokenizer, trajectories, warm, log=log, t0=t0, render=render)
     model.eval()
     save_policy(model, tmp)
     save_chat_tokenizer(tokenizer, tmp)

@@ -179,7 +179,7 @@ def test_critic_steps_before_actor_on_pre_update_values(real_batch, warm_policy,
     metrics = train_step(c, samples)
     assert order == ["critic", "actor"] and metrics["train/actor_updated"] == 1.0
     for s, v in zip(samples, before, strict=True):
-        assert torch.equal(s.values, v)
+        assert torch.allclose(s.values, v, atol=1e-5)  # batched forward: same up to rounding
 
 
 def _experts(model):
