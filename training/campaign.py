@@ -306,6 +306,8 @@ def setup(
 
             policy_path = warm_started_policy(reuse_stale=True)
     torch.manual_seed(cfg.seed)
+    if cfg.trainer_threads is not None:
+        torch.set_num_threads(cfg.trainer_threads)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.json").write_text(
         json.dumps(

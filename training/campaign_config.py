@@ -111,6 +111,12 @@ class CampaignConfig(BaseModel):
     gamma: float = Field(1.0, ge=0, le=1, description="discount over sampled tokens")
     lam: float = Field(1.0, ge=0, le=1, description="GAE lambda")
     max_grad_norm: float = Field(1.0, gt=0, description="gradient clip, actor and critic")
+    trainer_threads: int | None = Field(
+        1,
+        ge=1,
+        description="torch intra-op threads of the trainer (None: torch's default); on a "
+        "shared CPU more threads than free cores spin and slow every step several times",
+    )
     train_batch_tokens: int = Field(
         8192, ge=1, description="padded tokens per trainer forward (streams are micro-batched)"
     )

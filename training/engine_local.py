@@ -800,7 +800,10 @@ def main(argv: list[str] | None = None) -> None:
 
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     signal.signal(signal.SIGINT, lambda *_: stop.set())
-    stop.wait()
+    parent = os.getppid()
+    while not stop.wait(1.0):
+        if os.getppid() != parent:  # the campaign died without stopping us: do not linger
+            break
     engine.stop()
 
 

@@ -253,3 +253,28 @@ def test_megatron_replay_records_are_cleared_every_step():
     finally:
         RouterReplay.set_global_router_replay_action(RouterReplayAction.RECORD)
         RouterReplay.clear_global_router_replay_instances()
+
+
+def test_batched_logprobs_equal_each_stream_alone(model, tiny_config):
+    """The trainer's micro-batches right-pad streams into one forward: every real position
+    must get what its stream alone gets (with R3 replay of its own record)."""
+    import numpy as np
+
+    from training.logprobs import batch_logprobs, stream_logprobs
+
+    g = torch.Generator().manual_seed(7)
+    lengths = [5, 11, 8]
+    streams = [torch.randint(0, tiny_config.vocab_size, (n,), generator=g).numpy() for n in lengths]
+    records = [
+        _random_record(n - 1, tiny_config.num_hidden_layers, 2, tiny_config.num_experts, seed=n)
+        .numpy()
+        .astype(np.int32)
+        for n in lengths
+    ]  # one row short, as the engine returns them: the last position replays live
+    batched = batch_logprobs(model, streams, routings=records, temperature=0.7)
+    assert batched.shape == (3, 11)
+    for i, (s, r) in enumerate(zip(streams, records, strict=True)):
+        alone, _ = stream_logprobs(model, s, routing=r, temperature=0.7)
+        n = lengths[i]
+        assert torch.allclose(batched[i, 1:n], alone[1:], atol=1e-5)
+        assert torch.isnan(batched[i, n:]).all() and torch.isnan(batched[i, 0])
