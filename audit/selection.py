@@ -19,6 +19,7 @@ is never scored twice: its stored rows are reused.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from enum import StrEnum
@@ -243,8 +244,10 @@ def run_selection(
     *,
     runner: Runner | None = None,
     llm_client: Any = None,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> SelectionResult:
-    """Run stages 1..`cfg.until` over `tasks`, storing every decision; see the module doc."""
+    """Run stages 1..`cfg.until` over `tasks`, storing every decision; see the module doc.
+    `progress(stage, done, total)` is called as the slow stages (trials, LLM) advance."""
     st = writable_store(store)
     version = audit_version(cfg.rubric, cfg.llm)
     unique = list({t.content_hash: t for t in tasks}.values())
@@ -295,8 +298,19 @@ def run_selection(
         record_audits(st, [ev.to_record()])
         return ev
 
+    done = [0]
+    lock = threading.Lock()
+
+    def measured_one(t: Task) -> ExecEvidence:
+        ev = measure(t)
+        with lock:
+            done[0] += 1
+            if progress is not None:
+                progress("executable judge", done[0], len(to_measure))
+        return ev
+
     with ThreadPoolExecutor(max_workers=cfg.task_workers) as pool:
-        measured = list(pool.map(measure, to_measure))
+        measured = list(pool.map(measured_one, to_measure))
     for t, ev in zip(to_measure, measured, strict=True):
         evidence[t.content_hash] = ev
         result.measured.append(t.content_hash)
@@ -318,7 +332,9 @@ def run_selection(
     # 3. semantic pass
     rows = []
     candidates: list[tuple[Task, Decision, list[str]]] = []
-    for t in valid:
+    for i, t in enumerate(valid, 1):
+        if progress is not None:
+            progress("semantic pass", i, len(valid))
         ev = evidence[t.content_hash]
         rec = fresh(t.content_hash, Stage.SEMANTIC)
         llm_scores, notes = _llm_scores(t, cfg, st, llm_client)  # cached per (hash, version)

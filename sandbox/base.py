@@ -50,6 +50,7 @@ class VerifierRun:
     result: ExecResult
     files: dict[str, bytes]
     tampered: tuple[str, ...] = ()
+    disk_full: bool = False  # the agent left the sandbox's disk full
 
 
 @runtime_checkable
@@ -85,6 +86,7 @@ class Sandbox(Protocol):
     """
 
     id: str
+    workdir: str  # where the agent starts and the verifier runs (the image's WORKDIR)
 
     def start(self) -> None: ...
 
@@ -104,13 +106,17 @@ class Sandbox(Protocol):
         timeout_s: float,
         cwd: str,
         env: dict[str, str],
+        user: str = "",
+        network: NetworkPolicy | None = None,
         keep_agent_processes: bool = False,
     ) -> VerifierRun:
         """End the agent phase and run the held-out verifier.
 
         The agent's processes are killed first unless `keep_agent_processes`. `tests` appear
-        at /tests for the verifier only; /logs/verifier starts empty; `command` runs with
-        exactly `env`, with an interpreter and test runner the agent could not modify.
+        at /tests for the verifier only; /logs/verifier starts empty; `command` runs with the
+        image's environment (its Dockerfile's ENV) updated by `env` — nothing the agent
+        exported — as `user` (root when empty), and with an interpreter and test runner the
+        agent could not modify. `network` (when given) is the verifier's own network policy.
         """
         ...
 
@@ -127,6 +133,11 @@ class SandboxError(RuntimeError):
 
 class SandboxUnavailable(SandboxError):
     """The backend cannot run here (no root, no bwrap, no Docker daemon ...)."""
+
+
+class DiskFull(SandboxError):
+    """The sandbox's disk is full: a harness write into it failed (ENOSPC). The agent's doing,
+    recorded as the DISK_LIMIT failure mode."""
 
 
 class EnvironmentBuildError(SandboxError):

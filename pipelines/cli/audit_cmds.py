@@ -23,7 +23,9 @@ from audit.preflight import run_preflight
 from audit.reports import write_preflight
 from audit.rubric import load_rubric
 from audit.selection import STAGES, SelectionConfig, Stage, audit_version, run_selection
-from pipelines.cli import app
+from pipelines.cli.output import phase_progress
+from pipelines.cli.root import app
+from tasks.pools import Pool
 from warehouse import load_pool, pool_tasks, resolve_store_path
 from warehouse.recording import writable_store
 
@@ -67,8 +69,11 @@ def _store(store: Path | None):
 def audit(
     ctx: typer.Context,
     pool: Annotated[
-        str | None,
-        typer.Option(help="Pool to audit: a recorded pool, 'rst' (synthesis) or 'seed'."),
+        Pool | None,
+        typer.Option(
+            case_sensitive=False,
+            help="Pool to audit (default: synthesis output, else the seeds).",
+        ),
     ] = None,
     stage: Annotated[Stage, typer.Option(help="Run stages 1..S.")] = Stage.REAUDIT,
     store: StoreOpt = None,
@@ -88,7 +93,8 @@ def audit(
     tasks = tasks[:limit] if limit is not None else tasks
     llm = "with the LLM judge" if cfg.llm else "executable judge only"
     console.print(f"auditing {len(tasks)} tasks from {source} ({llm}) -> {st.root}")
-    result = run_selection(st, tasks, cfg)
+    with phase_progress() as update:
+        result = run_selection(st, tasks, cfg, progress=update)
     table = Table(title=f"audit {result.version}")
     table.add_column("stage")
     table.add_column("decided", justify="right")
@@ -109,7 +115,10 @@ def audit(
 def run_all_cmd(
     store: StoreOpt = None,
     out: OutOpt = DEFAULT_OUT,
-    pool: Annotated[str | None, typer.Option(help="Candidates (default: rst, else seeds).")] = None,
+    pool: Annotated[
+        Pool | None,
+        typer.Option(case_sensitive=False, help="Candidates (default: rst, else seeds)."),
+    ] = None,
     size: Annotated[int, typer.Option(help="T1 target size (15000 at full scale).")] = 15_000,
     preflight_n: Annotated[int, typer.Option("--preflight-n", help="Pre-flight sample.")] = 20,
     rubric: RubricOpt = "t1",
@@ -121,7 +130,11 @@ def run_all_cmd(
     """Audit, select T1, pre-flight it, and write every report file under --out."""
     st = _store(store)
     cfg = _config(rubric, workers, reruns, mutants, Stage.REAUDIT)
-    summary = run_all(st, out, cfg, pool=pool, size=size, preflight_n=preflight_n, limit=limit)
+    with phase_progress() as update:
+        summary = run_all(
+            st, out, cfg, pool=pool, size=size, preflight_n=preflight_n, limit=limit,
+            progress=update,
+        )  # fmt: skip
     console.print_json(json.dumps(summary.model_dump(mode="json")))
 
 
@@ -142,7 +155,9 @@ def import_tmax_cmd(
 
 @app.command("select")
 def select(
-    pool: Annotated[str, typer.Option(help="Pool to build (only T1 is selected).")] = T1,
+    pool: Annotated[
+        Pool, typer.Option(case_sensitive=False, help="Pool to build (only t1 is selected).")
+    ] = T1,
     size: Annotated[int, typer.Option(help="Target size (15000 at full scale).")] = 15_000,
     store: StoreOpt = None,
     rubric: RubricOpt = "t1",
@@ -150,7 +165,7 @@ def select(
 ) -> None:
     """Record T1: the audit's accepted tasks, best composite first, up to --size."""
     if pool != T1:
-        console.print(f"[red]error:[/red] only {T1} is selected by the audit (got {pool!r})")
+        console.print(f"[red]error:[/red] only {T1} is selected by the audit (got {pool.value!r})")
         raise typer.Exit(2)
     st = _store(store)
     version = audit_version(load_rubric(rubric), LlmConfig.from_env())
@@ -164,7 +179,7 @@ def select(
 
 @app.command("preflight")
 def preflight(
-    pool: Annotated[str, typer.Option(help="Pool to sample.")] = T1,
+    pool: Annotated[Pool, typer.Option(case_sensitive=False, help="Pool to sample.")] = T1,
     n: Annotated[int, typer.Option("--n", help="Tasks to sample.")] = 20,
     seed: int = 0,
     workers: int = 2,
