@@ -300,8 +300,9 @@ def setup(
         run_dir = cfg.runs_dir / run_id
         if (run_dir / "config.json").exists():
             raise ValueError(f"run {run_id!r} exists at {run_dir}: resume it or pick a new id")
-        policy_path = cfg.policy_path
-        if policy_path is None:
+        if cfg.policy_path is not None:
+            policy_path = cfg.policy_path
+        else:
             from training.warm_start import warm_started_policy
 
             policy_path = warm_started_policy(reuse_stale=True)
@@ -596,6 +597,12 @@ def train_step(c: Campaign, batch: Sequence[TrainSample]) -> Metrics:
     return metrics
 
 
+def _filled(t: torch.Tensor | None) -> torch.Tensor:
+    if t is None:
+        raise ValueError("a training sample reached the update before prepare_batch filled it")
+    return t
+
+
 def _stack(group: Sequence[TrainSample], field: str, fill: float | bool) -> torch.Tensor:
     width = max(len(s.sample) for s in group)
     return _padded([getattr(s, field) for s in group], width, fill)  # (B, n_max)
@@ -623,8 +630,8 @@ def update_critic(c: Campaign, batch: Sequence[TrainSample], *, warmup: bool = F
             total += float(loss.detach())
         torch.nn.utils.clip_grad_norm_(c.critic.parameters(), c.cfg.max_grad_norm)
         c.critic_opt.step()
-    values = torch.cat([s.values[s.loss_mask] for s in batch])  # pre-update
-    returns = torch.cat([s.returns[s.loss_mask] for s in batch])
+    values = torch.cat([_filled(s.values)[s.loss_mask] for s in batch])  # pre-update
+    returns = torch.cat([_filled(s.returns)[s.loss_mask] for s in batch])
     var = float(returns.var(unbiased=False))
     resid = float((returns - values).var(unbiased=False))
     explained = 1.0 - resid / var if var > 1e-8 else float("nan")  # undefined for equal returns
@@ -662,9 +669,9 @@ def update_actor(c: Campaign, batch: Sequence[TrainSample]) -> Metrics:
             loss = out.loss
             if c.reference is not None:
                 # k3 estimate of KL(actor || reference): (r - 1) - log r, r = pi_ref / pi_actor
-                kl = approx_kl(_stack(group, "ref_logprobs", 0.0), logp, mask)
-                loss = loss + c.cfg.kl_coef * kl
-                kl_ref += share * float(kl.detach())
+                k3 = approx_kl(_stack(group, "ref_logprobs", 0.0), logp, mask)
+                loss = loss + c.cfg.kl_coef * k3
+                kl_ref += share * float(k3.detach())
             (share * loss).backward()
             total += share * float(out.loss.detach())
             clip_frac += share * out.clip_fraction
@@ -680,7 +687,7 @@ def update_actor(c: Campaign, batch: Sequence[TrainSample]) -> Metrics:
             * float(approx_kl(new, _stack(group, "old_logprobs", 0.0), mask))
         )
     stale = sum(int(((s.versions < c.weight_version) & s.loss_mask.numpy()).sum()) for s in batch)
-    metrics = {
+    metrics: dict[str, float] = {
         "losses/policy": total,
         "train/clip_fraction": clip_frac,
         "train/kl": kl,

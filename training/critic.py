@@ -70,11 +70,3 @@ def load_critic(policy_dir: Path) -> Critic:
     critic = Critic(policy.model, policy.config.hidden_size)
     critic.train()
     return critic
-
-
-def save_critic(critic: Critic, directory: Path) -> Path:
-    """Write the critic's state dict to `directory/critic.pt`; returns the file."""
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "critic.pt"
-    torch.save(critic.state_dict(), path)
-    return path

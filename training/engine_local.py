@@ -155,6 +155,8 @@ class LocalEngine:
         if self._server is None:
             raise RuntimeError("LocalEngine is not started")
         host, port = self._server.server_address[:2]
+        if isinstance(host, bytes):
+            host = host.decode()
         return f"http://{host}:{port}"
 
     def start(self) -> str:

@@ -30,7 +30,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -124,12 +124,13 @@ def render_conversation(
     tokenizer: PreTrainedTokenizerFast, messages: Sequence[Message], *, generation_prompt: bool
 ) -> str:
     """The chat template applied to `messages` with the shell tool declared."""
-    return tokenizer.apply_chat_template(
+    text = tokenizer.apply_chat_template(
         [m.as_dict() for m in messages],
         tools=[SHELL_TOOL],
         add_generation_prompt=generation_prompt,
         tokenize=False,
     )
+    return cast(str, text)  # tokenize=False: the rendered string
 
 
 class PolicyAgent:
@@ -152,7 +153,7 @@ class PolicyAgent:
         self.engine = engine
         self.tokenizer = tokenizer
         self.config = config or HarnessConfig()
-        self.im_end_id = int(tokenizer.convert_tokens_to_ids(IM_END))
+        self.im_end_id = int(cast(int, tokenizer.convert_tokens_to_ids(IM_END)))
         self.last_trajectory: AgentTrajectory | None = None
         self.cancel = cancel or threading.Event()
         self.current_rid: str | None = None

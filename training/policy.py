@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
     import torch
-    from transformers import PreTrainedModel
+    from transformers import PreTrainedModel, Qwen3MoeConfig
 
 AttentionImpl = Literal["eager", "sdpa"]
 
@@ -37,7 +37,7 @@ class PolicyConfig(BaseModel):
     max_position_embeddings: int = Field(16384, description="longest stream the rope supports")
     seed: int = Field(0, description="torch seed for the random initialization")
 
-    def to_hf(self) -> object:
+    def to_hf(self) -> Qwen3MoeConfig:
         """The equivalent `transformers.Qwen3MoeConfig`."""
         from transformers import Qwen3MoeConfig
 
