@@ -88,18 +88,20 @@ def campaign_config(
     pool: str,
     store: str | None,
     policy_path: str | None,
-    run_dir: str | None,
-    run_id: str,
+    runs_dir: str | None,
 ) -> CampaignConfig:
-    """The preset with this launch's choices; `campaign` and `run_dir` are unique per run."""
-    base = load_campaign_config(preset, steps=steps, eval_every=eval_every)
-    campaign = f"{base.campaign}-{run_id}"
-    return base.model_copy(
-        update={
-            "campaign": campaign,
-            "run_dir": Path(run_dir) if run_dir else base.run_dir.parent / campaign,
-            "store": Path(store) if store else base.store,
-            "policy_path": Path(policy_path) if policy_path else base.policy_path,
-            "pool": pool,
-        }
+    """The preset with this launch's choices and a new run id (unique per run, known before
+    the run starts so the orchestrator can name and tag it)."""
+    from training.campaign import new_run_id
+
+    base = load_campaign_config(
+        preset,
+        steps=steps,
+        eval_every=eval_every,
+        runs_dir=Path(runs_dir) if runs_dir else None,
+        store=Path(store) if store else None,
+        policy_path=Path(policy_path) if policy_path else None,
+    )
+    return CampaignConfig.model_validate(
+        {**base.model_dump(), "run_id": new_run_id(base.campaign), "pool": pool}
     )

@@ -5,8 +5,8 @@ user expects around it:
 - a run name from the parameters and tags `campaign:<run id>`, `pool:<pool>`,
   `pool_version:<v>` (the version resolved when the run asked for the latest);
 - retries on the I/O tasks (reading the pool, labelling the run, reporting to Dagster);
-- a markdown artifact per evaluation (its figures, the pool version, links to Dagster) and
-  a table artifact of the steps' main metrics at the end;
+- a progress artifact and a log line per step, a markdown artifact per evaluation (its
+  figures, the pool version, links to Dagster) and a table of the steps' main metrics;
 - reporting each evaluation to Dagster's `evaluation_results` is best-effort: retried, then
   logged as a warning; it never aborts training.
 
@@ -17,10 +17,16 @@ No `from __future__ import annotations` here: Prefect builds the parameter schem
 flow's annotations at run time, and string annotations leave `Pool` undefined.
 """
 
-from typing import Any
+from typing import Any, cast
+from uuid import UUID
 
 from prefect import flow, get_run_logger, runtime, task
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.artifacts import (
+    create_markdown_artifact,
+    create_progress_artifact,
+    create_table_artifact,
+    update_progress_artifact,
+)
 from prefect.cache_policies import NONE
 
 from pipelines.campaign_deployment import CampaignRequest, flow_run_url
@@ -112,7 +118,7 @@ def ppo_campaign(
     audit_version: str = "",
     store: str | None = None,
     policy_path: str | None = None,
-    run_dir: str | None = None,
+    runs_dir: str | None = None,
     dagster_url: str | None = None,
     dagster_run_id: str | None = None,
 ) -> list[dict[str, float]]:
@@ -127,16 +133,15 @@ def ppo_campaign(
         audit_version: the audit version that selected the pool version (set by Dagster).
         store: warehouse directory; empty: $T1_WAREHOUSE, else data/warehouse.
         policy_path: initial checkpoint; empty: the warm-started tiny policy.
-        run_dir: config, metrics and weights; empty: runs/<campaign run id>.
+        runs_dir: where the run's directory goes (<runs_dir>/<run id>); empty: the preset's.
         dagster_url: Dagster webserver to report evaluations to; empty: $DAGSTER_HOME.
         dagster_run_id: the Dagster run that started this campaign (for links back).
     """
-    from training.campaign import run_campaign
+    from training.campaign import CampaignHooks, run_campaign
 
     request = CampaignRequest(
         pool=pool, pool_version=pool_version, preset=preset, steps=steps, eval_every=eval_every
     )
-    run_id = str(runtime.flow_run.id or "local")[:8]
     cfg = campaign_config(
         request.preset,
         steps=request.steps,
@@ -144,28 +149,37 @@ def ppo_campaign(
         pool=request.pool,
         store=store,
         policy_path=policy_path,
-        run_dir=run_dir,
-        run_id=run_id,
+        runs_dir=runs_dir,
     )
+    run_id = str(cfg.run_id)
     split = campaign_tasks_of(cfg, request.pool, request.pool_version)
     logger = get_run_logger()
     logger.info(
-        f"campaign {cfg.campaign}: {len(split.train)} tasks of {split.pool} v{split.pool_version}"
+        f"campaign run {run_id}: {len(split.train)} tasks of {split.pool} v{split.pool_version}"
         f", {len(split.held_out)} held out; {len(split.excluded)} excluded by lineage "
         f"{split.excluded[:5]}"
     )
     labels = run_labels(
-        [f"campaign:{cfg.campaign}", f"pool:{split.pool}", f"pool_version:{split.pool_version}"],
+        [f"campaign:{run_id}", f"pool:{split.pool}", f"pool_version:{split.pool_version}"],
         return_state=True,
     )
     if labels.is_failed():
         logger.warning(f"could not tag the flow run: {labels.message}")
     links = run_links(dagster_url, dagster_run_id)
+    progress = cast(  # a UUID: this flow is synchronous
+        UUID, create_progress_artifact(0.0, key=f"progress-{run_id}".lower(), description="steps")
+    )
+
+    def on_step(step: int, metrics: dict[str, float]) -> None:
+        done = step + 1
+        update_progress_artifact(progress, 100.0 * done / cfg.steps)
+        shown = ", ".join(f"{k}={metrics[k]:.4g}" for k in STEP_COLUMNS[:3] if k in metrics)
+        logger.info(f"step {done}/{cfg.steps}: {shown}")
 
     def on_evaluation(summary: Any) -> None:
         metadata = {
             **summary.metadata(),
-            "campaign_run_id": cfg.campaign,
+            "campaign_run_id": summary.run_id,
             "pool": split.pool,
             "pool_version": split.pool_version,
             "audit_version": audit_version or "unknown",
@@ -176,10 +190,12 @@ def ppo_campaign(
         evaluation_artifact(metadata)
         report_best_effort(metadata, dagster_url)
 
-    result = run_campaign(
-        cfg, tasks=split.train, eval_tasks=split.held_out, on_evaluation=on_evaluation
-    )
-    metrics_artifact(cfg.campaign, result.metrics)
+    def on_checkpoint(step: int, path: Any) -> None:
+        logger.info(f"checkpoint after step {step + 1}: {path}")
+
+    hooks = CampaignHooks(on_step=on_step, on_evaluation=on_evaluation, on_checkpoint=on_checkpoint)
+    result = run_campaign(cfg, hooks=hooks, tasks=split.train, eval_tasks=split.held_out)
+    metrics_artifact(run_id, result.metrics)
     return result.metrics
 
 
@@ -195,14 +211,14 @@ STEP_COLUMNS = (
 
 
 @task(cache_policy=NONE)
-def metrics_artifact(campaign: str, history: list[dict[str, float]]) -> None:
+def metrics_artifact(run_id: str, history: list[dict[str, float]]) -> None:
     """A table artifact of the run's steps (the main metrics; all of them are in
     run_dir/metrics.jsonl)."""
     rows = [
         {"step": i, **{k: round(m[k], 5) for k in STEP_COLUMNS if k in m}}
         for i, m in enumerate(history)
     ]
-    create_table_artifact(rows, key=f"metrics-{campaign}".lower(), description="steps")
+    create_table_artifact(rows, key=f"metrics-{run_id}".lower(), description="steps")
 
 
 def run_links(dagster_url: str | None, dagster_run_id: str | None) -> dict[str, str]:

@@ -1,25 +1,31 @@
-"""The PPO campaign: `run_campaign` reads top to bottom and calls the pieces defined below it.
+"""The PPO campaign: `run_campaign` holds the step order, once; the pieces are defined below it.
 
-Per step (paper, sections 2, 4 and 5):
-  draw tasks (seeded per-epoch permutation of the pool) -> rollouts (harness in real sandboxes)
-  -> assemble (TITO: ids, loss mask, sampler logprobs, routing) -> advantages (dense reward =
-  passing assertions at the final response token; GAE with the pre-update critic's values)
-  -> update the critic, then the actor (R3 replay of the recorded routing) -> publish weights
-  with a new version, generation paused first -> log metrics -> record trajectories
-  -> every `eval_every` steps: evaluate held-out tasks, record them, hand them to `on_evaluation`.
+Per step k (paper, sections 2, 4 and 5):
+  rollouts of step k (started one step earlier in async mode: generation for k+1 runs while k
+  trains) -> assemble (TITO streams; reward = scale * passing assertions at the final response
+  token; infrastructure failures excluded and counted; samples older than `max_staleness`
+  dropped) -> advantages (old logprobs recomputed by the trainer at each token's behaviour
+  version with R3; values from the pre-update critic; GAE) -> critic update, then actor update
+  (critic-only during warm-up) -> publish (pause generation, abort in flight, load version
+  k+1, continue: in-flight turns are re-sent and run on the new weights) -> metrics, rows
+  -> evaluation every `eval_every` steps -> checkpoint every `checkpoint_every` steps.
 
-The pieces are plain functions over a `Campaign` (the models, optimizers and engine of one run)
-so an orchestrator can wrap each one (pipelines/flows.py) without re-implementing any of them.
-Metric names are a stable namespace, documented in docs/ppo.md.
+An orchestrator (the Prefect flow, the CLI) passes `CampaignHooks`; hooks observe a run (step
+metrics, evaluations, checkpoints) and never re-implement or reorder it. Metric names are a
+stable namespace, documented in docs/ppo.md.
 """
 
 from __future__ import annotations
 
+import copy
 import json
+import math
+import secrets
 import shutil
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,64 +34,115 @@ import torch
 
 from training.campaign_config import CampaignConfig
 from training.chat_format import IM_END
+from training.checkpoint import (
+    CheckpointState,
+    checkpoint_dir,
+    latest_checkpoint,
+    load_training_state,
+    prune_checkpoints,
+    read_state,
+    save_checkpoint,
+)
 from training.critic import Critic, load_critic
 from training.engine_protocol import EngineClient
-from training.harness import PolicyAgent, Rollout, rollout_trial
-from training.logprobs import mean_abs_gap, stream_logprobs
+from training.evaluation import (
+    EvaluationSummary,
+    evaluation_jobs,
+    evaluation_rows,
+    summarize_evaluation,
+)
+from training.harness import Rollout
+from training.logprobs import batch_logprobs, mean_abs_gap
 from training.policy import load_policy, save_policy
 from training.ppo_math import approx_kl, final_token_rewards, gae, policy_loss, value_loss
-from training.tito import RolloutSample, assemble_trial
+from training.rollouts import RolloutBatch, RolloutPool, launch_count, plan_jobs
+from training.tito import AuditReport, RolloutSample, assemble_trial, audit_sample
 from warehouse.permutation import epoch_permutation
 
 if TYPE_CHECKING:
     from tasks.model import Task
 
 Metrics = dict[str, float]
-EvaluationHook = Callable[["EvaluationSummary"], None]
+
+
+@dataclass
+class CampaignHooks:
+    """Callbacks of one run, each optional, each called in the campaign's thread.
+
+    on_step(step, metrics): after step `step` is trained, published and recorded.
+    on_evaluation(summary): after an evaluation is recorded in the warehouse.
+    on_checkpoint(step, path): after a resumable checkpoint is written (`path` a directory).
+    """
+
+    on_step: Callable[[int, Metrics], None] | None = None
+    on_evaluation: Callable[[EvaluationSummary], None] | None = None
+    on_checkpoint: Callable[[int, Path], None] | None = None
 
 
 # ---- the loop -------------------------------------------------------------------------------
 def run_campaign(
     cfg: CampaignConfig,
+    store: Path | None = None,
     *,
+    hooks: CampaignHooks | None = None,
     tasks: Sequence[Task] | None = None,
     eval_tasks: Sequence[Task] | None = None,
-    on_evaluation: EvaluationHook | None = None,
 ) -> CampaignResult:
-    """Run `cfg.steps` PPO steps; returns every step's metrics and every evaluation.
+    """Run (or, with `cfg.resume_from`, continue) a campaign to `cfg.steps` steps.
 
-    `tasks` / `eval_tasks` default to `campaign_tasks(cfg)`. `on_evaluation` receives each
-    evaluation after it is recorded (the orchestration layer reports it to Dagster with it).
+    `store` overrides `cfg.store`; `tasks` / `eval_tasks` override `campaign_tasks(cfg)`.
+    Returns the metrics of the steps run here and every evaluation.
     """
-    if tasks is None or eval_tasks is None:
-        default_train, default_eval = campaign_tasks(cfg)
-        tasks = default_train if tasks is None else tasks
-        eval_tasks = default_eval if eval_tasks is None else eval_tasks
-    c = setup(cfg, tasks, eval_tasks)
-    result = CampaignResult(run_dir=c.run_dir)
+    hooks = hooks or CampaignHooks()
+    c = setup(cfg, store, tasks, eval_tasks)
+    result = CampaignResult(run_id=c.run_id, run_dir=c.run_dir)
+    pending: RolloutBatch | None = None
     try:
-        for step in range(cfg.steps):
-            t0 = time.monotonic()
-            rollouts = collect_rollouts(c, step)
-            batch = assemble(c, rollouts)
-            compute_advantages(c, batch)
-            metrics = update_critic(c, batch)
-            if step >= cfg.critic_warmup_steps:
-                metrics |= update_actor(c, batch)
-            metrics |= publish_weights(c, step)
-            metrics |= rollout_metrics(rollouts, batch)
-            metrics["perf/step_seconds"] = time.monotonic() - t0
+        if cfg.eval_at_start and c.step == 0:
+            _evaluated(c, result, hooks, evaluate(c, step=-1))
+        started = time.monotonic()
+        pending = start_rollouts(c, c.step)
+        while c.step < cfg.steps:
+            step, t0 = c.step, time.monotonic()
+            batch = pending.result()
+            wait_s = time.monotonic() - t0
+            pending = None
+            budget = cfg.time_budget_s is not None and t0 - started >= cfg.time_budget_s
+            last = step + 1 == cfg.steps or budget
+            if cfg.async_rollouts and not last:
+                pending = start_rollouts(c, step + 1)  # generation for k+1 overlaps update k
+            samples = assemble(c, batch)
+            metrics = rollout_metrics(c, batch, samples)
+            trainer_version = c.weight_version
+            metrics |= train_step(c, samples)
+            if metrics.get("train/actor_updated"):
+                metrics |= publish_weights(c)
+            metrics |= {"perf/step_seconds": time.monotonic() - t0, "perf/wait_seconds": wait_s}
+            c.step = step + 1
             log_metrics(c, step, metrics)
-            record_trajectories_of(c, step, rollouts)
+            record_rollouts(c, step, batch, samples, trainer_version)
             result.metrics.append(metrics)
-            if (step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps:
-                summary = evaluate(c, step)
-                result.evaluations.append(summary)
-                if on_evaluation is not None:
-                    on_evaluation(summary)
+            if hooks.on_step is not None:
+                hooks.on_step(step, metrics)
+            if c.step % cfg.eval_every == 0 or last:
+                _evaluated(c, result, hooks, evaluate(c, step))
+            if (cfg.checkpoint_every and c.step % cfg.checkpoint_every == 0) or last:
+                path = checkpoint(c)
+                if hooks.on_checkpoint is not None:
+                    hooks.on_checkpoint(step, path)
+            if last:
+                break
+            if pending is None:
+                pending = start_rollouts(c, c.step)
     finally:
-        close(c)
+        close(c, pending)
     return result
+
+
+def _evaluated(c: Campaign, result: CampaignResult, hooks: CampaignHooks, s: EvaluationSummary):
+    result.evaluations.append(s)
+    if hooks.on_evaluation is not None:
+        hooks.on_evaluation(s)
 
 
 # ---- state and records --------------------------------------------------------------------
@@ -94,7 +151,10 @@ class Campaign:
     """The live objects of one run. Built by `setup`, released by `close`."""
 
     cfg: CampaignConfig
+    run_id: str
     run_dir: Path
+    store: Path | None
+    policy_path: Path
     tasks: list[Task]
     eval_tasks: list[Task]
     actor: Any
@@ -102,22 +162,42 @@ class Campaign:
     actor_opt: torch.optim.Optimizer
     critic_opt: torch.optim.Optimizer
     client: EngineClient
-    agent: PolicyAgent
+    pool: RolloutPool
     tokenizer: Any
     engine: Any = None
-    """The in-process LocalEngine when `cfg.engine_url` is None."""
+    """The local engine (in-process LocalEngine or LocalEngineProcess) when we started it."""
+    behavior: Any = None
+    """The actor at version `weight_version - 1` (async: tokens sampled one version back)."""
+    reference: Any = None
+    """The initial policy, frozen (only when `kl_coef` > 0)."""
     weight_version: int = 0
+    step: int = 0
+    reward_scale: float | None = None
+
+    @property
+    def draws_per_step(self) -> int:
+        """Tasks drawn per step: enough for ceil((1 + alpha) * B) trials of k samples each."""
+        launch = launch_count(self.cfg.batch_size, self.cfg.oversample)
+        return math.ceil(launch / self.cfg.samples_per_task)
 
 
 @dataclass
 class TrainSample:
-    """One trial ready for the update: the TITO stream and its per-position PPO tensors (n,)."""
+    """One admitted trial ready for the update: its TITO stream and per-position tensors (n,)."""
 
     task_id: str
+    slot: int
+    """The trial's launch slot in its step (its warehouse row's `sample`)."""
     sample: RolloutSample
     reward: float
+    """What enters at the final response token: scale * passing assertions, or 0/1 (binary)."""
     loss_mask: torch.Tensor
+    versions: np.ndarray
+    """(n,) weight version that sampled each position (-1 off the sampled spans)."""
+    audit: AuditReport | None = None
+    """TITO audit of the stream against its turns (drift in the loss region must be 0)."""
     old_logprobs: torch.Tensor | None = None
+    ref_logprobs: torch.Tensor | None = None
     values: torch.Tensor | None = None
     advantages: torch.Tensor | None = None
     returns: torch.Tensor | None = None
@@ -125,70 +205,54 @@ class TrainSample:
 
 
 @dataclass
-class EvaluationSummary:
-    """One evaluation of the current weights on the held-out tasks."""
-
-    campaign: str
-    step: int
-    checkpoint: str
-    benchmark: str
-    tasks: int
-    resolved: int
-    dense_score: float
-    """Mean number of passing assertions per task."""
-
-    def metadata(self) -> dict[str, Any]:
-        """Flat scalar metadata, the shape `pipelines.reporting.report_evaluation` takes."""
-        return {
-            "campaign": self.campaign,
-            "step": self.step,
-            "checkpoint": self.checkpoint,
-            "benchmark": self.benchmark,
-            "tasks": self.tasks,
-            "validate/pass_rate": self.resolved / self.tasks if self.tasks else 0.0,
-            "validate/dense_score": self.dense_score,
-        }
-
-
-@dataclass
 class CampaignResult:
+    run_id: str
     run_dir: Path
     metrics: list[Metrics] = field(default_factory=list)
     evaluations: list[EvaluationSummary] = field(default_factory=list)
 
 
 # ---- setup ----------------------------------------------------------------------------------
-def campaign_tasks(cfg: CampaignConfig) -> tuple[list[Task], list[Task]]:
-    """(train, eval) tasks: the pool (or the seeds) filtered by the config's id lists.
+def campaign_tasks(cfg: CampaignConfig, store: Path | None = None) -> tuple[list[Task], list[Task]]:
+    """(train, eval) tasks: a task directory, the pool or the seeds, filtered by the id lists;
+    held out: `eval_dir` or the seed ids of `eval_task_ids`.
 
-    Training tasks keep the pool's quality-rank order; `draw_tasks` permutes them per epoch.
-    Raises ValueError on an unknown id, an empty training set, or a task in both sets.
+    Training tasks keep their source order (a pool's quality rank); `draw_positions` permutes
+    them per epoch. Raises ValueError on an unknown id, an empty training set, a task in both
+    sets (by content hash), or a directory with rejected tasks.
     """
-    from tasks.corpus import load_seeds
+    from tasks.corpus import import_dir, load_seeds
 
     seeds = sorted(load_seeds(), key=lambda t: t.id)
-    if cfg.pool is not None:
+    if cfg.train_dir is not None:
+        pool = _load_dir(cfg.train_dir, import_dir)
+    elif cfg.pool is not None:
         from warehouse import load_pool, pool_tasks
 
-        pool = pool_tasks(load_pool(cfg.store, cfg.pool))
+        pool = pool_tasks(load_pool(store if store is not None else cfg.store, cfg.pool))
     else:
         pool = seeds
-    eval_ids = set(cfg.eval_task_ids)
-    by_id = {t.id: t for t in seeds}
-    unknown = eval_ids - by_id.keys()
-    if unknown:
-        raise ValueError(f"unknown eval task ids: {sorted(unknown)}")
-    eval_tasks = [by_id[i] for i in cfg.eval_task_ids]
+    if cfg.eval_dir is not None:
+        eval_tasks = _load_dir(cfg.eval_dir, import_dir)
+    else:
+        by_id = {t.id: t for t in seeds}
+        unknown = set(cfg.eval_task_ids) - by_id.keys()
+        if unknown:
+            raise ValueError(f"unknown eval task ids: {sorted(unknown)}")
+        eval_tasks = [by_id[i] for i in cfg.eval_task_ids]
+    eval_ids = {t.id for t in eval_tasks}
     if cfg.train_task_ids is not None:
-        pool_ids = {t.id for t in pool}
-        missing = set(cfg.train_task_ids) - pool_ids
+        missing = set(cfg.train_task_ids) - {t.id for t in pool}
         if missing:
             raise ValueError(f"train task ids not in the pool: {sorted(missing)}")
         keep = set(cfg.train_task_ids)
         train = [t for t in pool if t.id in keep]
+    elif cfg.train_dir is not None:
+        train = list(pool)  # an explicit training set: an overlap is refused, not filtered
     else:
         train = [t for t in pool if t.id not in eval_ids]
     overlap = {t.id for t in train} & eval_ids
+    overlap |= {t.id for t in train if t.content_hash in {e.content_hash for e in eval_tasks}}
     if overlap:
         raise ValueError(f"tasks both trained on and held out: {sorted(overlap)}")
     if not train:
@@ -196,206 +260,453 @@ def campaign_tasks(cfg: CampaignConfig) -> tuple[list[Task], list[Task]]:
     return train, eval_tasks
 
 
-def setup(cfg: CampaignConfig, tasks: Sequence[Task], eval_tasks: Sequence[Task]) -> Campaign:
-    """Load actor and critic from the initial checkpoint, start (or reach) the engine, write
-    the full config beside the results."""
+def _load_dir(path: Path, import_dir: Callable) -> list[Task]:
+    tasks, rejects = import_dir(path)
+    if rejects:
+        raise ValueError(f"{rejects[0].path}: {rejects[0].reason} ({len(rejects)} rejected)")
+    return tasks
+
+
+def new_run_id(campaign: str) -> str:
+    """'<campaign>-<UTC yyyymmddThhmmss>-<4 hex>': unique per run, sortable by start time."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    return f"{campaign}-{stamp}-{secrets.token_hex(2)}"
+
+
+def setup(
+    cfg: CampaignConfig,
+    store: Path | None = None,
+    tasks: Sequence[Task] | None = None,
+    eval_tasks: Sequence[Task] | None = None,
+) -> Campaign:
+    """Load (or resume) actor, critic and optimizers, start (or reach) the engine, and write
+    the full config into the run's own directory."""
     from training.chat_tokenizer import load_chat_tokenizer
 
+    store = store if store is not None else cfg.store
+    if tasks is None or eval_tasks is None:
+        default_train, default_eval = campaign_tasks(cfg, store)
+        tasks = default_train if tasks is None else tasks
+        eval_tasks = default_eval if eval_tasks is None else eval_tasks
     if not tasks:
         raise ValueError("a campaign needs at least one training task")
-    torch.manual_seed(cfg.seed)
-    policy_path = cfg.policy_path
-    if policy_path is None:
-        from training.warm_start import warm_started_policy
+    resume = latest_checkpoint(cfg.resume_from) if cfg.resume_from is not None else None
+    state = read_state(resume) if resume is not None else None
+    if state is not None:
+        run_id, policy_path = state.run_id, Path(state.policy_path)
+        run_dir = resume.parent.parent if resume is not None else cfg.runs_dir / run_id
+    else:
+        run_id = cfg.run_id or new_run_id(cfg.campaign)
+        run_dir = cfg.runs_dir / run_id
+        if (run_dir / "config.json").exists():
+            raise ValueError(f"run {run_id!r} exists at {run_dir}: resume it or pick a new id")
+        if cfg.policy_path is not None:
+            policy_path = cfg.policy_path
+        else:
+            from training.warm_start import warm_started_policy
 
-        policy_path = warm_started_policy(reuse_stale=True)
-    run_dir = Path(cfg.run_dir)
+            policy_path = warm_started_policy(reuse_stale=True)
+    torch.manual_seed(cfg.seed)
+    if cfg.trainer_threads is not None:
+        torch.set_num_threads(cfg.trainer_threads)
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / "config.json").write_text(
-        json.dumps({**cfg.model_dump(mode="json"), "policy_path": str(policy_path)}, indent=2)
+        json.dumps(
+            {
+                **cfg.model_dump(mode="json"),
+                "run_id": run_id,
+                "policy_path": str(policy_path),
+                "resumed_from": str(resume) if resume is not None else None,
+            },
+            indent=2,
+        )
     )
     tokenizer = load_chat_tokenizer(Path(policy_path))
-    actor = load_policy(Path(policy_path))
+    actor_path = resume / "actor" if resume is not None else Path(policy_path)
+    actor = load_policy(actor_path)
     actor.train()
     critic = load_critic(Path(policy_path))
-    engine = None
-    url = cfg.engine_url
-    if url is None:
-        from training.engine_local import LocalEngine
-
-        engine = LocalEngine(Path(policy_path), seed=cfg.seed, weight_version="0")
-        url = engine.start()
+    actor_opt = torch.optim.AdamW(actor.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    critic_opt = torch.optim.AdamW(
+        critic.parameters(), lr=cfg.critic_lr, weight_decay=cfg.weight_decay
+    )
+    version = state.weight_version if state is not None else 0
+    behavior = None
+    if resume is not None and state is not None:
+        load_training_state(resume, critic=critic, actor_opt=actor_opt, critic_opt=critic_opt)
+        if state.has_behavior:
+            behavior = load_policy(resume / "behavior")
+    engine, url = _start_engine(cfg, actor_path, version)
     mc = actor.config
     client = EngineClient(url, num_layers=mc.num_hidden_layers, top_k=mc.num_experts_per_tok)
-    version = client.weight_version()
+    try:
+        served = client.weight_version()
+        if served != str(version):
+            raise ValueError(f"engine at {url} serves weight version {served!r}, not {version}")
+    except BaseException:
+        client.close()
+        if engine is not None:
+            engine.stop()
+        raise
+    reference = load_policy(Path(policy_path)) if cfg.kl_coef > 0 else None
     return Campaign(
         cfg=cfg,
+        run_id=run_id,
         run_dir=run_dir,
+        store=store,
+        policy_path=Path(policy_path),
         tasks=list(tasks),
         eval_tasks=list(eval_tasks),
         actor=actor,
         critic=critic,
-        actor_opt=torch.optim.AdamW(actor.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay),
-        critic_opt=torch.optim.AdamW(
-            critic.parameters(), lr=cfg.critic_learning_rate, weight_decay=cfg.weight_decay
-        ),
+        actor_opt=actor_opt,
+        critic_opt=critic_opt,
         client=client,
-        agent=PolicyAgent(client, tokenizer, cfg.harness),
+        pool=RolloutPool(
+            client, tokenizer, workers=cfg.rollout_workers, backend=cfg.sandbox_backend
+        ),
         tokenizer=tokenizer,
         engine=engine,
-        weight_version=int(version) if version and version.isdigit() else 0,
+        behavior=behavior,
+        reference=reference,
+        weight_version=version,
+        step=state.step if state is not None else 0,
+        reward_scale=state.reward_scale if state is not None else cfg.reward_scale,
     )
 
 
-def close(c: Campaign) -> None:
+def _start_engine(cfg: CampaignConfig, weights: Path, version: int) -> tuple[Any, str]:
+    """(engine we own or None, base URL). An external engine must already serve `version`."""
+    if cfg.engine_url is not None:
+        return None, cfg.engine_url
+    if cfg.local_engine == "process":
+        from training.engine_local import spawn_local_engine
+
+        proc = spawn_local_engine(weights, weight_version=str(version), seed=cfg.seed)
+        return proc, proc.url
+    from training.engine_local import LocalEngine
+
+    engine = LocalEngine(
+        weights, seed=cfg.seed, weight_version=str(version), skip_tokenizer_init=True
+    )
+    return engine, engine.start()
+
+
+def close(c: Campaign, pending: RolloutBatch | None = None) -> None:
+    """Cancel rollouts still running, stop the pool, the client and an engine we started."""
+    if pending is not None:
+        pending.cancel_all()
+        try:
+            pending.result()
+            pending.cancelled()
+        except Exception:  # noqa: BLE001 - closing: the error was or will be reported
+            pass
+    c.pool.close()
     c.client.close()
     if c.engine is not None:
         c.engine.stop()
 
 
 # ---- rollouts and assembly ----------------------------------------------------------------
-def draw_tasks(pool_size: int, per_step: int, step: int, seed: int) -> list[int]:
-    """Pool indices for `step`: consecutive slices of each epoch's seeded permutation.
+def draw_positions(pool_size: int, start: int, count: int, seed: int) -> list[int]:
+    """Pool indices for draws start .. start + count - 1 of the seeded per-epoch permutations.
 
-    Sample number s = step * per_step + i is index s % pool_size of the permutation of epoch
-    s // pool_size, so every epoch visits every task once, in an order fixed by (seed, epoch).
+    Draw number s is index s % pool_size of the permutation of epoch s // pool_size, so every
+    epoch visits every task once, in an order fixed by (seed, epoch).
     """
-    if pool_size < 1 or per_step < 1 or step < 0:
-        raise ValueError(f"need pool_size, per_step >= 1, step >= 0: {pool_size}, {per_step}")
+    if pool_size < 1 or count < 1 or start < 0:
+        raise ValueError(f"need pool_size, count >= 1, start >= 0: {pool_size}, {count}, {start}")
     out: list[int] = []
-    for s in range(step * per_step, (step + 1) * per_step):
+    for s in range(start, start + count):
         epoch, pos = divmod(s, pool_size)
         out.append(epoch_permutation(pool_size, seed, epoch)[pos])
     return out
 
 
-def collect_rollouts(c: Campaign, step: int) -> list[Rollout]:
-    """One trial per drawn task with the current engine weights (a failure is a row)."""
-    picks = draw_tasks(len(c.tasks), c.cfg.tasks_per_step, step, c.cfg.seed)
-    rollouts = []
-    for slot, idx in enumerate(picks):
-        base = c.cfg.harness.seed
-        seed = None if base is None else base + 10_000 * step + 1_000 * slot
-        c.agent.config = c.cfg.harness.model_copy(update={"seed": seed})
-        rollouts.append(rollout_trial(c.tasks[idx], c.agent, backend=c.cfg.sandbox_backend))
-    return rollouts
+def draw_tasks(pool_size: int, per_step: int, step: int, seed: int) -> list[int]:
+    """Pool indices for `step` when each step draws `per_step` tasks."""
+    if per_step < 1 or step < 0:
+        raise ValueError(f"need per_step >= 1, step >= 0: {per_step}, {step}")
+    return draw_positions(pool_size, step * per_step, per_step, seed)
 
 
-def assemble(c: Campaign, rollouts: Sequence[Rollout]) -> list[TrainSample]:
-    """TITO samples of the trials that sampled at least one token; reward = passing assertions."""
+def start_rollouts(c: Campaign, step: int) -> RolloutBatch:
+    """Launch step `step`'s trials now (ceil((1 + alpha) * B) of them); decided in background."""
+    cfg = c.cfg
+    picks = draw_tasks(len(c.tasks), c.draws_per_step, step, cfg.seed)
+    jobs = plan_jobs(
+        c.tasks,
+        picks,
+        samples_per_task=cfg.samples_per_task,
+        launch=launch_count(cfg.batch_size, cfg.oversample),
+        step=step,
+        seed=cfg.harness.seed,
+    )
+    return c.pool.start(step, jobs, cfg.harness, want=cfg.batch_size)
+
+
+def trial_reward(c: Campaign, passed: int, total: int, resolved: bool) -> float:
+    """The scalar at the final response token: dense (scale * passing) or binary (resolved)."""
+    if c.cfg.reward == "binary":
+        return 1.0 if resolved else 0.0
+    if c.reward_scale is None:
+        raise ValueError("the reward scale is fixed by the first batch; none was set")
+    return c.reward_scale * passed
+
+
+def assemble(c: Campaign, batch: RolloutBatch) -> list[TrainSample]:
+    """TITO samples of the admitted trials that sampled at least one token and are at most
+    `max_staleness` versions behind the trainer. Fixes the reward scale on the first batch."""
+    if c.reward_scale is None and c.cfg.reward == "dense":
+        most = max((r.trial.total for r in batch.admitted), default=0)
+        if most > 0:
+            c.reward_scale = 1.0 / most
     im_end = int(c.tokenizer.convert_tokens_to_ids(IM_END))
     mc = c.actor.config
-    batch = []
-    for r in rollouts:
-        if not r.trajectory.turns:
+    out = []
+    for r in batch.admitted:
+        turns = r.trajectory.turns
+        if not turns or staleness(c.weight_version, r) > c.cfg.max_staleness:
             continue
         sample = assemble_trial(
-            r.trajectory.turns,
-            im_end_id=im_end,
-            num_layers=mc.num_hidden_layers,
-            top_k=mc.num_experts_per_tok,
+            turns, im_end_id=im_end, num_layers=mc.num_hidden_layers, top_k=mc.num_experts_per_tok
         )
         mask = torch.as_tensor(sample.loss_mask, dtype=torch.bool)  # (n,)
         if not bool(mask.any()):
             continue
-        batch.append(TrainSample(r.trajectory.task_id, sample, float(r.trial.passed), mask))
-    return batch
+        versions = np.full(len(sample), -1, dtype=np.int64)  # (n,)
+        for (s, e), v in zip(sample.turn_spans, r.trajectory.weight_versions(), strict=True):
+            versions[s:e] = v
+        reward = trial_reward(c, r.trial.passed, r.trial.total, r.trial.resolved)
+        ts = TrainSample(r.trajectory.task_id, r.sample, sample, reward, mask, versions)
+        ts.audit = audit_sample(sample, turns)
+        out.append(ts)
+    return out
+
+
+def staleness(trainer_version: int, r: Rollout) -> int:
+    """Versions the trainer is ahead of the oldest turn of `r` (0 without turns)."""
+    versions = r.trajectory.weight_versions()
+    return trainer_version - min(versions) if versions else 0
 
 
 # ---- advantages and updates ---------------------------------------------------------------
-def _actor_logprobs(c: Campaign, s: TrainSample, *, grad: bool) -> torch.Tensor:
-    """(n,) trainer logprobs of the stream, with R3 replay of its recorded routing."""
-    logp, _ = stream_logprobs(
-        c.actor,
-        s.sample.token_ids,
-        routing=s.sample.routed_experts if c.cfg.r3 else None,
+def micro_batches(batch: Sequence[TrainSample], max_tokens: int) -> list[list[TrainSample]]:
+    """Groups of samples, shortest first, whose padded size (count x longest) stays within
+    `max_tokens`; a stream longer than the budget forms a group alone. One forward each."""
+    groups: list[list[TrainSample]] = []
+    current: list[TrainSample] = []
+    for s in sorted(batch, key=lambda s: len(s.sample)):
+        if current and len(s.sample) * (len(current) + 1) > max_tokens:
+            groups.append(current)
+            current = []
+        current.append(s)
+    if current:
+        groups.append(current)
+    return groups
+
+
+def _padded(rows: Sequence[torch.Tensor], width: int, fill: float | bool) -> torch.Tensor:
+    """Stack (n_i,) tensors into (B, width), right-padded with `fill`."""
+    out = torch.full((len(rows), width), fill, dtype=rows[0].dtype)
+    for i, r in enumerate(rows):
+        out[i, : r.shape[0]] = r
+    return out
+
+
+def _logprobs(c: Campaign, model: Any, group: Sequence[TrainSample], *, grad: bool) -> torch.Tensor:
+    """(B, n_max) trainer logprobs of the group's streams under `model`, replaying each one's
+    recorded routing (R3): one right-padded forward."""
+    return batch_logprobs(
+        model,
+        [s.sample.token_ids for s in group],
+        routings=[s.sample.routed_experts for s in group] if c.cfg.r3 else None,
         policy=c.cfg.routing_failure,
         temperature=c.cfg.harness.temperature,
         grad=grad,
     )
-    return logp
+
+
+def behavior_logprobs(c: Campaign, group: Sequence[TrainSample]) -> list[torch.Tensor]:
+    """Each stream's (n,) logprobs at every token's behaviour version, recomputed by the trainer
+    with R3: the current actor for tokens of `weight_version`, the held previous version for
+    tokens sampled one version back (more than one back was dropped by `assemble`)."""
+    current = _logprobs(c, c.actor, group, grad=False)  # (B, n_max)
+    old = [(s.versions >= 0) & (s.versions < c.weight_version) for s in group]
+    previous = None
+    if any(o.any() for o in old):
+        oldest = min(int(s.versions[o].min()) for s, o in zip(group, old, strict=True) if o.any())
+        if c.behavior is None or oldest < c.weight_version - 1:
+            raise ValueError("no weights held for a token sampled more than one version back")
+        previous = _logprobs(c, c.behavior, group, grad=False)  # (B, n_max)
+    out = []
+    for i, s in enumerate(group):
+        n = len(s.sample)
+        logp = current[i, :n]
+        if previous is not None and old[i].any():
+            logp = torch.where(torch.as_tensor(old[i]), previous[i, :n], logp)
+        out.append(logp)
+    return out
 
 
 def compute_advantages(c: Campaign, batch: Sequence[TrainSample]) -> None:
-    """Old logprobs (pre-update actor, R3), pre-update critic values, GAE advantages/returns."""
+    """Old logprobs (behaviour version, R3), pre-update critic values, GAE advantages/returns."""
+    for group in micro_batches(batch, c.cfg.train_batch_tokens):
+        olds = behavior_logprobs(c, group)
+        values = c.critic.batch_values([s.sample.token_ids for s in group])  # (B, n_max)
+        refs = _logprobs(c, c.reference, group, grad=False) if c.reference is not None else None
+        for i, s in enumerate(group):
+            n = len(s.sample)
+            s.old_logprobs, s.values = olds[i], values[i, :n]  # (n,), (n,)
+            rewards = final_token_rewards(s.loss_mask, s.reward)  # (n,)
+            s.advantages, s.returns = gae(
+                rewards, s.values, s.loss_mask, gamma=c.cfg.gamma, lam=c.cfg.lam
+            )
+            s.sampler_gap, _ = mean_abs_gap(
+                s.old_logprobs.numpy(), s.sample.sampler_logprobs, s.sample.loss_mask
+            )
+            if refs is not None:
+                s.ref_logprobs = refs[i, :n]
+    if c.cfg.whiten_advantages:
+        whiten(batch)
+
+
+def whiten(batch: Sequence[TrainSample]) -> None:
+    """Advantages to mean 0, std 1 over every loss token of the batch (off by default: with
+    one sample per task the critic is the baseline and the scale of the reward is meaningful)."""
+    flat = torch.cat([s.advantages[s.loss_mask] for s in batch if s.advantages is not None])
+    mean, std = flat.mean(), flat.std(unbiased=False).clamp_min(1e-6)
     for s in batch:
-        s.old_logprobs = _actor_logprobs(c, s, grad=False)  # (n,)
-        s.values = c.critic.values(s.sample.token_ids)  # (n,)
-        rewards = final_token_rewards(s.loss_mask, s.reward)  # (n,)
-        s.advantages, s.returns = gae(
-            rewards, s.values, s.loss_mask, gamma=c.cfg.gamma, lam=c.cfg.lam
-        )
-        s.sampler_gap, _ = mean_abs_gap(
-            s.old_logprobs.numpy(), s.sample.sampler_logprobs, s.sample.loss_mask
-        )
+        assert s.advantages is not None
+        s.advantages = torch.where(s.loss_mask, (s.advantages - mean) / std, 0.0)
 
 
-def _token_weights(batch: Sequence[TrainSample]) -> list[float]:
-    """Each sample's share of the batch's loss tokens: per-sample means become a token mean."""
-    counts = [int(s.loss_mask.sum()) for s in batch]
-    total = sum(counts)
-    return [n / total for n in counts]
-
-
-def update_critic(c: Campaign, batch: Sequence[TrainSample]) -> Metrics:
-    """`ppo_epochs` passes of the clipped value loss (before the actor, as in the paper)."""
+def train_step(c: Campaign, batch: Sequence[TrainSample]) -> Metrics:
+    """Advantages from the pre-update critic, then the critic update, then the actor update
+    (critic only during warm-up): the critic's pre-update values anchor the estimator."""
     if not batch:
-        return {}
-    weights = _token_weights(batch)
+        return {"train/actor_updated": 0.0}
+    compute_advantages(c, batch)
+    gaps = [s.sampler_gap for s in batch if np.isfinite(s.sampler_gap)]
+    metrics = {"train/logprob_gap": float(np.mean(gaps)) if gaps else float("nan")}
+    warm = c.step < c.cfg.critic_warmup_steps
+    metrics |= update_critic(c, batch, warmup=warm)
+    if not warm:
+        metrics |= update_actor(c, batch)
+    metrics["train/actor_updated"] = 0.0 if warm else 1.0
+    return metrics
+
+
+def _filled(t: torch.Tensor | None) -> torch.Tensor:
+    if t is None:
+        raise ValueError("a training sample reached the update before prepare_batch filled it")
+    return t
+
+
+def _stack(group: Sequence[TrainSample], field: str, fill: float | bool) -> torch.Tensor:
+    width = max(len(s.sample) for s in group)
+    return _padded([getattr(s, field) for s in group], width, fill)  # (B, n_max)
+
+
+def update_critic(c: Campaign, batch: Sequence[TrainSample], *, warmup: bool = False) -> Metrics:
+    """Passes of the value loss over the batch: `ppo_epochs` clipped, or during warm-up
+    `critic_warmup_epochs` unclipped (a zero-initialized head must move far to fit returns).
+    Each micro-batch's loss is weighted by its share of loss tokens: a token mean overall."""
+    groups = micro_batches(batch, c.cfg.train_batch_tokens)
+    tokens = sum(int(s.loss_mask.sum()) for s in batch)
+    epochs = c.cfg.critic_warmup_epochs if warmup else c.cfg.ppo_epochs
+    clip = None if warmup else c.cfg.value_clip
     total = 0.0
-    for _ in range(c.cfg.ppo_epochs):
+    for _ in range(epochs):
         c.critic_opt.zero_grad(set_to_none=True)
         total = 0.0
-        for w, s in zip(weights, batch, strict=True):
-            v = c.critic.values(s.sample.token_ids, grad=True)  # (n,)
-            loss = w * value_loss(v, s.values, s.returns, s.loss_mask, clip=c.cfg.value_clip)
+        for group in groups:
+            mask = _stack(group, "loss_mask", False)  # (B, n_max)
+            v = c.critic.batch_values([s.sample.token_ids for s in group], grad=True)
+            loss = value_loss(
+                v, _stack(group, "values", 0.0), _stack(group, "returns", 0.0), mask, clip=clip
+            ) * (int(mask.sum()) / tokens)
             loss.backward()
             total += float(loss.detach())
         torch.nn.utils.clip_grad_norm_(c.critic.parameters(), c.cfg.max_grad_norm)
         c.critic_opt.step()
-    mask_values = torch.cat([s.values[s.loss_mask] for s in batch])
-    mask_returns = torch.cat([s.returns[s.loss_mask] for s in batch])
+    values = torch.cat([_filled(s.values)[s.loss_mask] for s in batch])  # pre-update
+    returns = torch.cat([_filled(s.returns)[s.loss_mask] for s in batch])
+    var = float(returns.var(unbiased=False))
+    resid = float((returns - values).var(unbiased=False))
+    explained = 1.0 - resid / var if var > 1e-8 else float("nan")  # undefined for equal returns
     return {
         "losses/value": total,
-        "critic/value_mean": float(mask_values.mean()),
-        "critic/return_mean": float(mask_returns.mean()),
+        "critic/value_mean": float(values.mean()),
+        "critic/return_mean": float(returns.mean()),
+        "critic/explained_variance": explained,
+        "critic/warmup": 1.0 if warmup else 0.0,
     }
 
 
 def update_actor(c: Campaign, batch: Sequence[TrainSample]) -> Metrics:
-    """`ppo_epochs` passes of the clipped policy loss with R3, then KL(old || new) measured."""
-    if not batch:
-        return {}
-    weights = _token_weights(batch)
-    total = clip_frac = 0.0
+    """`ppo_epochs` passes of the clipped policy loss (+ kl_coef * k3 KL to the initial policy)
+    with R3, then KL(old || new) measured. The pre-update weights become the behaviour policy
+    of the tokens the engine samples before this update is published (async)."""
+    groups = micro_batches(batch, c.cfg.train_batch_tokens)
+    tokens = sum(int(s.loss_mask.sum()) for s in batch)
+    if c.cfg.async_rollouts:
+        if c.behavior is None:
+            c.behavior = copy.deepcopy(c.actor)
+        c.behavior.load_state_dict(c.actor.state_dict())
+    total = clip_frac = kl_ref = 0.0
     for _ in range(c.cfg.ppo_epochs):
         c.actor_opt.zero_grad(set_to_none=True)
-        total = clip_frac = 0.0
-        for w, s in zip(weights, batch, strict=True):
-            logp = _actor_logprobs(c, s, grad=True)  # (n,)
+        total = clip_frac = kl_ref = 0.0
+        for group in groups:
+            mask = _stack(group, "loss_mask", False)  # (B, n_max)
+            share = int(mask.sum()) / tokens
+            logp = _logprobs(c, c.actor, group, grad=True)  # (B, n_max)
+            old = _stack(group, "old_logprobs", 0.0)
             out = policy_loss(
-                logp, s.old_logprobs, s.advantages, s.loss_mask, clip_eps=c.cfg.clip_eps
+                logp, old, _stack(group, "advantages", 0.0), mask, clip_eps=c.cfg.clip_eps
             )
-            (w * out.loss).backward()
-            total += w * float(out.loss.detach())
-            clip_frac += w * out.clip_fraction
+            loss = out.loss
+            if c.reference is not None:
+                # k3 estimate of KL(actor || reference): (r - 1) - log r, r = pi_ref / pi_actor
+                k3 = approx_kl(_stack(group, "ref_logprobs", 0.0), logp, mask)
+                loss = loss + c.cfg.kl_coef * k3
+                kl_ref += share * float(k3.detach())
+            (share * loss).backward()
+            total += share * float(out.loss.detach())
+            clip_frac += share * out.clip_fraction
         torch.nn.utils.clip_grad_norm_(c.actor.parameters(), c.cfg.max_grad_norm)
         c.actor_opt.step()
     kl = 0.0
-    for w, s in zip(weights, batch, strict=True):
-        new = _actor_logprobs(c, s, grad=False)  # (n,)
-        kl += w * float(approx_kl(new, s.old_logprobs, s.loss_mask))
-    return {"losses/policy": total, "train/clip_fraction": clip_frac, "train/kl": kl}
+    for group in groups:
+        mask = _stack(group, "loss_mask", False)
+        new = _logprobs(c, c.actor, group, grad=False)  # (B, n_max)
+        kl += (
+            int(mask.sum())
+            / tokens
+            * float(approx_kl(new, _stack(group, "old_logprobs", 0.0), mask))
+        )
+    stale = sum(int(((s.versions < c.weight_version) & s.loss_mask.numpy()).sum()) for s in batch)
+    metrics: dict[str, float] = {
+        "losses/policy": total,
+        "train/clip_fraction": clip_frac,
+        "train/kl": kl,
+        "train/stale_token_fraction": stale / tokens if tokens else 0.0,
+    }
+    if c.reference is not None:
+        metrics["train/kl_ref"] = kl_ref
+    return metrics
 
 
 # ---- publish, log, record -------------------------------------------------------------------
-def publish_weights(c: Campaign, step: int) -> Metrics:
-    """Save the actor, pause generation, load the new weights with version step + 1, continue.
+def publish_weights(c: Campaign) -> Metrics:
+    """Save the actor, pause generation (in-flight requests abort; the harness re-sends their
+    turns), load the new weights as version + 1, continue.
 
     Generation is quiesced first so no request spans two versions (paper, section 2); the
     engine is resumed even when the update fails, and the failure is raised.
     """
-    version = step + 1
+    version = c.weight_version + 1
     out = c.run_dir / "weights" / f"v{version}"
     t0 = time.monotonic()
     save_policy(c.actor, out)
@@ -414,19 +725,63 @@ def publish_weights(c: Campaign, step: int) -> Metrics:
     return {"weights/version": float(version), "perf/publish_seconds": time.monotonic() - t0}
 
 
-def rollout_metrics(rollouts: Sequence[Rollout], batch: Sequence[TrainSample]) -> Metrics:
-    """What the step's trials did: dense reward, resolved rate, lengths, failures, gap."""
-    n = len(rollouts)
-    gaps = [s.sampler_gap for s in batch if np.isfinite(s.sampler_gap)]
+def rollout_metrics(c: Campaign, batch: RolloutBatch, samples: Sequence[TrainSample]) -> Metrics:
+    """What the step's trials did: dense reward and resolved rate of the admitted trials,
+    lengths, and what was excluded (infrastructure, cancelled, stale)."""
+    admitted = batch.admitted
+    n = max(1, len(admitted))
+    stale = [staleness(c.weight_version, r) for r in admitted]
     return {
-        "rollout/reward": sum(r.trial.passed for r in rollouts) / n,
-        "rollout/resolved_rate": sum(r.trial.resolved for r in rollouts) / n,
-        "rollout/turns": sum(len(r.trajectory.turns) for r in rollouts) / n,
-        "rollout/tokens": sum(len(s.sample) for s in batch) / max(1, len(batch)),
-        "rollout/response_tokens": sum(int(s.loss_mask.sum()) for s in batch) / max(1, len(batch)),
-        "rollout/trainable": float(len(batch)),
-        "rollout/failed": float(sum(r.trial.failure_mode != "none" for r in rollouts)),
-        "train/logprob_gap": float(np.mean(gaps)) if gaps else float("nan"),
+        "rollout/reward": sum(r.trial.passed for r in admitted) / n,
+        "rollout/resolved_rate": sum(r.trial.resolved for r in admitted) / n,
+        "rollout/train_reward": sum(s.reward for s in samples) / max(1, len(samples)),
+        "rollout/turns": sum(len(r.trajectory.turns) for r in admitted) / n,
+        "rollout/tokens": sum(len(s.sample) for s in samples) / max(1, len(samples)),
+        "rollout/response_tokens": sum(int(s.loss_mask.sum()) for s in samples)
+        / max(1, len(samples)),
+        "rollout/launched": float(batch.launched),
+        "rollout/admitted": float(len(admitted)),
+        "rollout/trainable": float(len(samples)),
+        "rollout/infra_failures": float(len(batch.infrastructure)),
+        "rollout/cancelled": float(batch.launched - len(admitted) - len(batch.infrastructure)),
+        "rollout/stale_dropped": float(sum(s > c.cfg.max_staleness for s in stale)),
+        "rollout/staleness_max": float(max(stale, default=0)),
+        "rollout/retried_turns": float(sum(r.trajectory.retried_turns for r in admitted)),
+        "rollout/seconds": batch.seconds,
+        "tito/drift_rate_max": max((s.audit.drift_rate for s in samples if s.audit), default=0.0),
+        "tito/span_mismatches": float(sum(s.audit.span_mismatches for s in samples if s.audit)),
+        "tito/text_fallbacks": float(
+            sum(s.audit.cases.get("text_fallback", 0) for s in samples if s.audit)
+        ),
+        "perf/trainer_rss_mb": _rss_mb(),
+        **_engine_stats(c),
+        "reward/scale": c.reward_scale if c.reward_scale is not None else float("nan"),
+    }
+
+
+def _rss_mb(pid: str = "self") -> float:
+    """Resident memory of a process in MiB (Linux /proc), NaN where unavailable."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return float("nan")
+
+
+def _engine_stats(c: Campaign) -> Metrics:
+    """Memory and cache size of a local engine we started (its /engine_stats), else nothing."""
+    if c.engine is None:
+        return {}
+    try:
+        stats = c.client.engine_stats()
+    except Exception:  # noqa: BLE001 - observability only
+        return {}
+    return {
+        "perf/engine_rss_mb": float(stats.get("rss_mb", float("nan"))),
+        "perf/engine_cache_tokens": float(stats.get("prefix_cache_tokens", 0)),
+        "perf/engine_rows_per_forward": stats["decode_rows"] / max(1, stats["decode_forwards"]),
     }
 
 
@@ -436,64 +791,102 @@ def log_metrics(c: Campaign, step: int, metrics: Metrics) -> None:
         f.write(json.dumps({"step": step, **metrics}) + "\n")
 
 
-def record_trajectories_of(c: Campaign, step: int, rollouts: Sequence[Rollout]) -> None:
-    """One TrajectoryRecord per trial, with the weight version that generated it."""
+def record_rollouts(
+    c: Campaign,
+    step: int,
+    batch: RolloutBatch,
+    samples: Sequence[TrainSample],
+    trainer_version: int,
+) -> None:
+    """One TrajectoryRecord per launched trial: its status (admitted, infrastructure,
+    cancelled, stale, untrainable), its weight versions and its staleness against the trainer
+    version that consumed the batch."""
     from warehouse import TrajectoryRecord, record_trajectories
 
+    trainable = {s.slot for s in samples}
+    groups = [
+        (batch.admitted, "admitted"),
+        (batch.infrastructure, "infrastructure"),
+        (batch.cancelled(), "cancelled"),
+    ]
     rows = []
-    for r in rollouts:
-        turns = r.trajectory.turns
-        version = turns[0].generation.weight_version if turns else None
-        rows.append(
-            TrajectoryRecord(
-                campaign=c.cfg.campaign,
-                step=step,
-                task_hash=r.trial.task_hash,
-                weight_version=int(version) if version and version.isdigit() else 0,
-                reward=float(r.trial.passed),
-                assertions_passed=r.trial.passed,
-                assertions_total=r.trial.total,
-                turns=len(turns),
-                tokens=sum(len(t.generation.output_ids) for t in turns),
-                failure_mode=r.trial.failure_mode,
+    for rollouts, status in groups:
+        for r in rollouts:
+            turns = r.trajectory.turns
+            versions = r.trajectory.weight_versions()
+            stale = staleness(trainer_version, r) if versions else None
+            row_status = status
+            if status == "admitted" and r.sample not in trainable:
+                row_status = "stale" if (stale or 0) > c.cfg.max_staleness else "untrainable"
+            rows.append(
+                TrajectoryRecord(
+                    campaign=c.run_id,
+                    step=step,
+                    task_hash=r.trial.task_hash,
+                    sample=r.sample,
+                    weight_version=min(versions) if versions else trainer_version,
+                    weight_version_max=max(versions) if versions else None,
+                    staleness=stale,
+                    reward=float(r.trial.passed),
+                    assertions_passed=r.trial.passed,
+                    assertions_total=r.trial.total,
+                    turns=len(turns),
+                    tokens=sum(len(t.generation.output_ids) for t in turns),
+                    failure_mode=r.trial.failure_mode,
+                    status=row_status,
+                    trial_seconds=r.trial.total_s,
+                )
             )
-        )
-    record_trajectories(c.cfg.store, rows)
+    record_trajectories(c.store, rows)
 
 
 def evaluate(c: Campaign, step: int) -> EvaluationSummary:
-    """Roll out every held-out task once with the current weights and record the results."""
-    from warehouse import EvaluationRecord, record_evaluations
+    """Roll out every held-out task `eval_samples` times with the current weights, record the
+    rows and return resolved %, dense score and the per-category table."""
+    from warehouse import record_evaluations
 
-    checkpoint = f"v{c.weight_version}"
-    c.agent.config = c.cfg.harness.model_copy(
-        update={"temperature": c.cfg.eval_temperature, "seed": c.cfg.seed}
-    )
-    rows = []
-    for task in c.eval_tasks:
-        r = rollout_trial(task, c.agent, backend=c.cfg.sandbox_backend)
-        rows.append(
-            EvaluationRecord(
-                campaign=c.cfg.campaign,
-                checkpoint=checkpoint,
-                benchmark=c.cfg.eval_benchmark,
-                task_hash=r.trial.task_hash,
-                task_id=task.id,
-                resolved=r.trial.resolved,
-                dense_score=float(r.trial.passed),
-                category=task.category,
-            )
-        )
+    cfg = c.cfg
+    harness = cfg.harness.model_copy(update={"temperature": cfg.eval_temperature})
+    jobs = evaluation_jobs(c.eval_tasks, cfg.eval_samples, seed=cfg.seed)
+    rollouts = c.pool.run_all(jobs, harness) if jobs else []
+    checkpoint_name = f"v{c.weight_version}"
+    rows = evaluation_rows(
+        jobs, rollouts, run_id=c.run_id, checkpoint=checkpoint_name,
+        benchmark=cfg.eval_benchmark, weight_version=c.weight_version,
+    )  # fmt: skip
     if rows:
-        record_evaluations(c.cfg.store, rows)
-    summary = EvaluationSummary(
-        campaign=c.cfg.campaign,
-        step=step,
-        checkpoint=checkpoint,
-        benchmark=c.cfg.eval_benchmark,
-        tasks=len(rows),
-        resolved=sum(r.resolved for r in rows),
-        dense_score=sum(r.dense_score for r in rows) / len(rows) if rows else 0.0,
+        record_evaluations(c.store, rows)
+    summary = summarize_evaluation(
+        jobs, rollouts, campaign=cfg.campaign, run_id=c.run_id, step=step,
+        checkpoint=checkpoint_name, benchmark=cfg.eval_benchmark,
+    )  # fmt: skip
+    log_metrics(
+        c,
+        step,
+        {k: v for k, v in summary.metadata().items() if k.startswith(("validate/", "category/"))},
     )
-    log_metrics(c, step, {k: v for k, v in summary.metadata().items() if k.startswith("validate/")})
     return summary
+
+
+def checkpoint(c: Campaign) -> Path:
+    """Write a resumable checkpoint of the run after the current step; prune old ones."""
+    state = CheckpointState(
+        run_id=c.run_id,
+        step=c.step,
+        weight_version=c.weight_version,
+        data_position=c.step * c.draws_per_step,
+        reward_scale=c.reward_scale,
+        policy_path=str(c.policy_path),
+    )
+    path = save_checkpoint(
+        checkpoint_dir(c.run_dir, c.step),
+        state,
+        actor=c.actor,
+        tokenizer=c.tokenizer,
+        critic=c.critic,
+        actor_opt=c.actor_opt,
+        critic_opt=c.critic_opt,
+        behavior=c.behavior,
+    )
+    prune_checkpoints(c.run_dir, c.cfg.keep_checkpoints)
+    return path

@@ -1,15 +1,16 @@
 """The one typed config of a PPO campaign; every field is documented once, here.
 
 Presets are small TOML files under training/presets/ (`load_campaign_config`). Derived values
-(the critic learning rate when unset, the run directory's layout) are computed, not configured.
+(the batch size, the run id when unset, the run directory) are computed, not configured.
 """
 
 from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from training.harness import HarnessConfig
 from training.r3 import FailurePolicy
@@ -18,12 +19,19 @@ PRESETS = Path(__file__).resolve().parent / "presets"
 
 
 class CampaignConfig(BaseModel):
-    """A PPO campaign: where tasks and weights come from, the update, the evaluation cadence."""
+    """A PPO campaign: where tasks and weights come from, rollouts, the update, evaluation."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    campaign: str = Field("ppo", min_length=1, description="campaign name in warehouse rows")
-    run_dir: Path = Field(Path("runs/ppo"), description="config, metrics and published weights")
+    # ---- identity and places ---------------------------------------------------------------
+    campaign: str = Field("ppo", min_length=1, description="campaign name (run ids start with it)")
+    run_id: str | None = Field(
+        None, description="this run's id; None: '<campaign>-<UTC time>-<4 hex>' (unique per run)"
+    )
+    runs_dir: Path = Field(Path("runs"), description="each run writes into runs_dir/<run id>/")
+    resume_from: Path | None = Field(
+        None, description="a run directory (its latest checkpoint) or one checkpoint directory"
+    )
     store: Path | None = Field(
         None, description="warehouse path; None: the default store ($T1_WAREHOUSE)"
     )
@@ -31,12 +39,19 @@ class CampaignConfig(BaseModel):
         None, description="initial checkpoint (model + tokenizer); None: the warm-started policy"
     )
     engine_url: str | None = Field(
-        None, description="an SGLang-protocol server; None: start the local engine in-process"
+        None, description="an SGLang-protocol server; None: start the local engine"
+    )
+    local_engine: Literal["process", "thread"] = Field(
+        "process", description="local engine as a child process (parallel) or an in-process thread"
     )
     sandbox_backend: str = Field("local", description="sandbox backend of every trial")
 
+    # ---- tasks ------------------------------------------------------------------------------
     pool: str | None = Field(
         None, description="warehouse pool to train on (latest version); None: the seed tasks"
+    )
+    train_dir: Path | None = Field(
+        None, description="train on this task directory (Harbor or ours) instead of a pool"
     )
     train_task_ids: list[str] | None = Field(
         None, description="keep only these task ids of the pool (None: all but the eval tasks)"
@@ -44,22 +59,51 @@ class CampaignConfig(BaseModel):
     eval_task_ids: list[str] = Field(
         default_factory=list, description="held-out seed task ids evaluated every eval_every steps"
     )
+    eval_dir: Path | None = Field(
+        None, description="held-out task directory (Harbor or ours) evaluated instead of the ids"
+    )
     eval_benchmark: str = Field("seeds-heldout", description="benchmark name of evaluation rows")
     eval_every: int = Field(10, ge=1, description="evaluate after every K-th step (and the last)")
+    eval_at_start: bool = Field(False, description="also evaluate the initial weights")
+    eval_samples: int = Field(1, ge=1, description="samples per held-out task (k)")
     eval_temperature: float = Field(0.7, gt=0, description="sampling temperature when evaluating")
 
+    # ---- rollouts ---------------------------------------------------------------------------
     steps: int = Field(100, ge=1, description="PPO steps (one rollout batch and update each)")
-    tasks_per_step: int = Field(8, ge=1, description="trials per step, one sample per task")
+    time_budget_s: float | None = Field(
+        None, gt=0, description="stop after the step that crosses this wall time (then evaluate)"
+    )
+    tasks_per_step: int = Field(8, ge=1, description="tasks drawn per step")
+    samples_per_task: int = Field(1, ge=1, description="trials per drawn task (k)")
+    oversample: float = Field(
+        0.0, ge=0, description="alpha: launch ceil((1 + alpha) * B) trials, keep the first B"
+    )
+    rollout_workers: int = Field(4, ge=1, description="trials (sandboxes) running at once")
+    async_rollouts: bool = Field(
+        True, description="one-step async: generate step k+1 while step k trains"
+    )
+    max_staleness: int = Field(
+        1, ge=0, description="drop samples more than this many versions behind the trainer"
+    )
     seed: int = Field(0, description="epoch permutation, sampling and torch seed")
-
     harness: HarnessConfig = Field(
         default_factory=HarnessConfig, description="agent loop (turns, tokens, temperature)"
     )
 
-    lr: float = Field(1e-6, gt=0, description="actor AdamW learning rate")
-    critic_lr: float | None = Field(
-        None, gt=0, description="critic learning rate; None: the actor's (the paper's choice)"
+    # ---- reward -----------------------------------------------------------------------------
+    reward: Literal["dense", "binary"] = Field(
+        "dense", description="passing assertions (dense) or 1 for a resolved trial (binary)"
     )
+    reward_scale: float | None = Field(
+        None,
+        gt=0,
+        description="dense reward = scale * passing assertions; None: 1 / the most assertions "
+        "of a trial in the first batch, then fixed for the run",
+    )
+
+    # ---- the update -------------------------------------------------------------------------
+    lr: float = Field(1e-6, gt=0, description="actor AdamW learning rate")
+    critic_lr: float = Field(1e-5, gt=0, description="critic AdamW learning rate (its own)")
     weight_decay: float = Field(0.0, ge=0, description="AdamW weight decay, actor and critic")
     ppo_epochs: int = Field(1, ge=1, description="passes over each rollout batch per update")
     clip_eps: float = Field(0.2, gt=0, description="PPO ratio clip")
@@ -67,28 +111,68 @@ class CampaignConfig(BaseModel):
     gamma: float = Field(1.0, ge=0, le=1, description="discount over sampled tokens")
     lam: float = Field(1.0, ge=0, le=1, description="GAE lambda")
     max_grad_norm: float = Field(1.0, gt=0, description="gradient clip, actor and critic")
+    trainer_threads: int | None = Field(
+        1,
+        ge=1,
+        description="torch intra-op threads of the trainer (None: torch's default); on a "
+        "shared CPU more threads than free cores spin and slow every step several times",
+    )
+    train_batch_tokens: int = Field(
+        8192, ge=1, description="padded tokens per trainer forward (streams are micro-batched)"
+    )
     critic_warmup_steps: int = Field(
-        0, ge=0, description="first steps that update the critic only (actor frozen)"
+        0, ge=0, description="first steps fit the critic only (no actor update, no publish)"
+    )
+    critic_warmup_epochs: int = Field(
+        4, ge=1, description="critic passes over each warm-up batch (unclipped value loss)"
+    )
+    whiten_advantages: bool = Field(
+        False, description="normalize advantages to mean 0, std 1 over the batch's loss tokens"
+    )
+    kl_coef: float = Field(
+        0.0, ge=0, description="weight of the k3 KL(actor || initial policy) loss; 0: off"
     )
     r3: bool = Field(True, description="replay the sampler's routing in the actor's forward")
     routing_failure: FailurePolicy = Field(
         "live", description="R3 rows the sampler did not record: live routing or an error"
     )
-    keep_checkpoints: int = Field(2, ge=1, description="published weight versions kept on disk")
+
+    # ---- outputs ----------------------------------------------------------------------------
+    checkpoint_every: int = Field(
+        0, ge=0, description="save a resumable checkpoint every K steps (0: only the last step)"
+    )
+    keep_checkpoints: int = Field(2, ge=1, description="checkpoints and weight versions kept")
+
+    @model_validator(mode="after")
+    def _check(self) -> CampaignConfig:
+        if self.eval_dir is not None and self.eval_task_ids:
+            raise ValueError("set eval_dir or eval_task_ids, not both")
+        if self.train_dir is not None and self.pool is not None:
+            raise ValueError("set train_dir or pool, not both")
+        return self
 
     @property
-    def critic_learning_rate(self) -> float:
-        """The critic's learning rate: `critic_lr`, else the actor's."""
-        return self.critic_lr if self.critic_lr is not None else self.lr
+    def batch_size(self) -> int:
+        """B: trials trained on per step (tasks_per_step * samples_per_task)."""
+        return self.tasks_per_step * self.samples_per_task
 
 
 def load_campaign_config(path: Path | str, **overrides: object) -> CampaignConfig:
-    """A config from a TOML preset (a name under training/presets/ or a path), with overrides."""
+    """A config from a TOML preset (a name under training/presets/ or a path), with overrides.
+
+    Raises ValueError naming the file when it is missing or invalid.
+    """
     p = Path(path)
     if not p.suffix:
         p = PRESETS / f"{p.name}.toml"
     if not p.is_file():
         raise ValueError(f"no campaign preset at {p}")
-    data = tomllib.loads(p.read_text())
+    try:
+        data = tomllib.loads(p.read_text())
+    except tomllib.TOMLDecodeError as e:
+        raise ValueError(f"{p}: {e}") from e
     data.update({k: v for k, v in overrides.items() if v is not None})
-    return CampaignConfig.model_validate(data)
+    try:
+        return CampaignConfig.model_validate(data)
+    except ValueError as e:
+        raise ValueError(f"{p}: {e}") from e

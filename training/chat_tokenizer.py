@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from training.chat_format import CHAT_TEMPLATE, END_OF_TEXT, IM_END, MARKUP_TOKENS, SPECIAL_TOKENS
 
@@ -66,7 +66,10 @@ def load_chat_tokenizer(directory: Path) -> PreTrainedTokenizerFast:
 
     if not (directory / "tokenizer.json").is_file():
         raise FileNotFoundError(f"no tokenizer.json under {directory}")
-    tok = AutoTokenizer.from_pretrained(str(directory), local_files_only=True)
+    tok = cast(
+        "PreTrainedTokenizerFast",
+        AutoTokenizer.from_pretrained(str(directory), local_files_only=True),
+    )
     if not tok.chat_template:
         tok.chat_template = CHAT_TEMPLATE
     return tok
@@ -79,4 +82,5 @@ def encode_text(tokenizer: PreTrainedTokenizerFast, text: str) -> list[int]:
 
 def decode_ids(tokenizer: PreTrainedTokenizerFast, ids: list[int]) -> str:
     """Decode ids keeping control and markup tokens, without cleanup of spaces."""
-    return tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    text = tokenizer.decode(ids, skip_special_tokens=False, clean_up_tokenization_spaces=False)
+    return cast(str, text)

@@ -46,6 +46,21 @@ class Critic(torch.nn.Module):
         with torch.enable_grad() if grad else torch.no_grad():
             return self(ids)
 
+    def batch_values(self, streams: list[np.ndarray], *, grad: bool = False) -> torch.Tensor:
+        """Values of several streams in one forward, right-padded: (B, n_max), 0 at padding
+        and at position 0 (padding needs no mask in a causal model, see batch_logprobs)."""
+        lengths = [len(s) for s in streams]
+        batch, width = len(streams), max(lengths)
+        ids = torch.zeros((batch, width), dtype=torch.long)  # (B, n_max)
+        for i, s in enumerate(streams):
+            ids[i, : lengths[i]] = torch.as_tensor(s, dtype=torch.long)
+        with torch.enable_grad() if grad else torch.no_grad():
+            hidden = self.backbone(input_ids=ids, use_cache=False).last_hidden_state  # (B, n, H)
+            v = self.value_head(hidden[:, :-1].float()).squeeze(-1)  # (B, n_max-1)
+            v = torch.cat([torch.zeros(batch, 1, dtype=v.dtype), v], dim=1)  # (B, n_max)
+            real = torch.arange(width)[None, :] < torch.tensor(lengths)[:, None]
+            return torch.where(real, v, torch.zeros_like(v))
+
 
 def load_critic(policy_dir: Path) -> Critic:
     """A critic warm-started from the policy checkpoint at `policy_dir` (float32, train mode).
@@ -55,11 +70,3 @@ def load_critic(policy_dir: Path) -> Critic:
     critic = Critic(policy.model, policy.config.hidden_size)
     critic.train()
     return critic
-
-
-def save_critic(critic: Critic, directory: Path) -> Path:
-    """Write the critic's state dict to `directory/critic.pt`; returns the file."""
-    directory.mkdir(parents=True, exist_ok=True)
-    path = directory / "critic.pt"
-    torch.save(critic.state_dict(), path)
-    return path

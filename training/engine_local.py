@@ -5,32 +5,94 @@ code that drives a real SGLang server. Its numerics are deliberately *not* the t
 in bfloat16 and eager attention here, float32 and SDPA in the trainer (training/logprobs.py), so
 the train-inference mismatch the paper measures is real rather than zero by construction.
 
-Behaviour worth knowing:
-- one model, many HTTP threads: forward passes are serialized by a lock, each request keeps its
-  own KV cache; routing is captured per forward call under that lock, so requests never mix.
-- no prefix cache is kept across requests, so `/flush_cache` has nothing to drop (it succeeds).
-- `/pause_generation` with mode `abort` aborts in-flight requests and holds new ones until
-  `/continue_generation`; `in_place` and `retract` hold in-flight requests between decode steps.
+How it serves many trials at once (continuous batching, as SGLang does):
+- one scheduler thread owns the model. HTTP threads only enqueue a request and wait for its
+  answer. Each scheduler step prefills newly admitted requests (one forward each, only the part
+  not found in the prefix cache), then runs ONE decode forward for every running request
+  together: their KV caches are left-padded to a common length, masked, and given explicit
+  positions, so requests from concurrent trials share forward passes (`/engine_stats`:
+  `decode_forwards`, `decode_rows`, `max_batch`).
+- a prefix cache keeps the KV and routing rows of finished requests (what was fed: prompt plus
+  all outputs but the last); a multi-turn trial's next prompt extends its previous stream, so
+  only the new observation and the last sampled token are prefilled (`cached_tokens` in the
+  answer, as SGLang's radix cache reports it). It is bounded in tokens and flushed by a weight
+  update (old KV must never continue under new weights) and by `/flush_cache`.
+- routing rows are captured per forward and split per request, so requests never mix.
+- `/pause_generation` `abort` aborts every running and queued request and holds new ones until
+  `/continue_generation`; `in_place` holds running requests between decode steps (they continue
+  on whatever weights are loaded at continue); `retract` also drops their KV, which is
+  recomputed at continue. A request whose forwards ran under two weight versions is counted in
+  `requests_spanning_versions` (it happens only when weights change without an abort pause).
 - logprobs are log_softmax(logits / temperature) in float32 of the sampled token.
+- `skip_tokenizer_init=True` answers without `text`, exactly like SGLang launched with
+  `--skip-tokenizer-init`.
+
+`python -m training.engine_local --model-path DIR [--port N]` serves it as its own process
+(`spawn_local_engine`), so the trainer and the engine run in parallel on two cores.
 """
 
 from __future__ import annotations
 
+import argparse
+import collections
 import json
+import os
+import subprocess
+import sys
 import threading
 import time
 import uuid
+from dataclasses import dataclass, field
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from pydantic import ValidationError
 
 from training.engine_protocol import GenerateRequest, encode_routed_experts
 from training.policy import AttentionImpl, load_policy
 from training.r3 import capture_routing
+
+KV = list[tuple[torch.Tensor, torch.Tensor]]
+"""Per layer (keys, values), each (1, kv_heads, n, head_dim)."""
+
+
+@dataclass(eq=False)
+class _Seq:
+    """One request inside the scheduler (compared by identity)."""
+
+    rid: str
+    req: GenerateRequest
+    gen: torch.Generator
+    stop_ids: set[int]
+    done: threading.Event = field(default_factory=threading.Event)
+    fed: list[int] = field(default_factory=list)
+    """Ids whose KV is cached, positions 0..len-1 of prompt + outputs."""
+    kv: KV | None = None
+    routing: list[torch.Tensor] = field(default_factory=list)
+    """(m, L, k) int32 chunks, one row per fed position, in order."""
+    pending: list[int] = field(default_factory=list)
+    """Ids to feed next: the prompt (or its uncached suffix), then each sampled token."""
+    out_ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    cached_tokens: int = 0
+    versions: set[str] = field(default_factory=set)
+    aborted: bool = False
+    finish: dict[str, Any] | None = None
+    started: float = field(default_factory=time.monotonic)
+    answer: dict[str, Any] | None = None
+    error: Exception | None = None
+
+
+@dataclass(eq=False)
+class _CacheEntry:
+    tokens: torch.Tensor  # (n,) int64
+    kv: KV
+    routing: torch.Tensor  # (n, L, k) int32
+    last_used: float
 
 
 class LocalEngine:
@@ -49,26 +111,43 @@ class LocalEngine:
         weight_version: str = "0",
         seed: int = 0,
         port: int = 0,
+        max_running_requests: int = 64,
+        prefix_cache_tokens: int = 1_000_000,
+        skip_tokenizer_init: bool = False,
     ):
         self.model_path = Path(model_path)
         self.dtype = dtype
         self.attn = attn
         self.weight_version = weight_version
         self.model = load_policy(self.model_path, dtype=dtype, attn=attn)
-        self.tokenizer = _maybe_tokenizer(self.model_path)
-        self._model_lock = threading.Lock()
-        self._running = threading.Event()
-        self._running.set()
-        self._abort_all_epoch = 0
-        self._aborted: set[str] = set()
-        self._state_lock = threading.Lock()
+        self.skip_tokenizer_init = skip_tokenizer_init
+        self.tokenizer = None if skip_tokenizer_init else _maybe_tokenizer(self.model_path)
+        self.max_running_requests = max_running_requests
+        self.prefix_cache_tokens = prefix_cache_tokens
         self._seed = seed
         self._port = port
+        self._cv = threading.Condition()
+        self._waiting: collections.deque[_Seq] = collections.deque()
+        self._running: list[_Seq] = []
+        self._paused = False
+        self._retract = False
+        self._busy = False
+        self._stopping = False
+        self._cache: list[_CacheEntry] = []
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
+        self._scheduler: threading.Thread | None = None
         self.requests_served = 0
         self.decode_steps = 0
-        """Forward passes run so far (observability for tests and benchmarks)."""
+        """Forward passes run so far, prefill and decode (observability for tests)."""
+        self.decode_forwards = 0
+        self.decode_rows = 0
+        self.max_batch = 0
+        self.cached_tokens_total = 0
+        self.prefill_tokens_total = 0
+        self.requests_spanning_versions = 0
+        self.control_log: list[str] = []
+        """Control calls in arrival order (pause:<mode>, update:<version>, continue, flush)."""
 
     # ---- lifecycle -------------------------------------------------------------------------
     @property
@@ -76,10 +155,13 @@ class LocalEngine:
         if self._server is None:
             raise RuntimeError("LocalEngine is not started")
         host, port = self._server.server_address[:2]
+        if isinstance(host, bytes):
+            host = host.decode()
         return f"http://{host}:{port}"
 
     def start(self) -> str:
-        """Bind 127.0.0.1 and serve in a daemon thread; returns the base URL."""
+        """Start the scheduler, bind 127.0.0.1 and serve in daemon threads; returns the URL."""
+        self._start_scheduler()
         engine = self
 
         class Handler(_Handler):
@@ -91,12 +173,24 @@ class LocalEngine:
         self._thread.start()
         return self.base_url
 
+    def _start_scheduler(self) -> None:
+        if self._scheduler is None:
+            self._scheduler = threading.Thread(target=self._loop, daemon=True, name="engine")
+            self._scheduler.start()
+
     def stop(self) -> None:
+        with self._cv:
+            self._stopping = True
+            for s in [*self._running, *self._waiting]:
+                s.aborted = True
+            self._cv.notify_all()
         if self._server is not None:
-            self._running.set()
             self._server.shutdown()
             self._server.server_close()
             self._server = None
+        if self._scheduler is not None:
+            self._scheduler.join(timeout=30)
+            self._scheduler = None
 
     def __enter__(self) -> LocalEngine:
         self.start()
@@ -107,7 +201,7 @@ class LocalEngine:
 
     # ---- protocol operations ---------------------------------------------------------------
     def generate(self, req: GenerateRequest) -> dict[str, Any]:
-        """Serve one `/generate` body; returns SGLang's answer dict."""
+        """Serve one `/generate` body (blocking until it finishes); returns SGLang's answer."""
         if not req.input_ids:
             raise ValueError("input_ids cannot be empty")
         vocab = self.model.config.vocab_size
@@ -119,74 +213,29 @@ class LocalEngine:
                 f"routed_experts_start_len must be in [0, {total_in}], "
                 f"got {req.routed_experts_start_len}"
             )
-        rid = req.rid or uuid.uuid4().hex
         sp = req.sampling_params
-        gen = torch.Generator().manual_seed(
-            sp.sampling_seed if sp.sampling_seed is not None else self._next_seed()
-        )
+        seed = sp.sampling_seed if sp.sampling_seed is not None else self._next_seed()
         stop_ids = set(sp.stop_token_ids or [])
         eos = self.model.config.eos_token_id
         if isinstance(eos, int):
             stop_ids.add(eos)
-        started = time.monotonic()
-        self._running.wait()
-        epoch = self._abort_all_epoch
-        out_ids: list[int] = []
-        logprobs: list[float] = []
-        routing_chunks: list[torch.Tensor] = []
-        finish: dict[str, Any] = {"type": "length", "length": sp.max_new_tokens}
-        weight_version = self.weight_version
-        past = None
-        feed = torch.tensor([req.input_ids], dtype=torch.long)  # (1, n)
-        for _ in range(sp.max_new_tokens):
-            if self._is_aborted(rid, epoch):
-                finish = {"type": "abort", "message": "Abort request."}
-                break
-            self._running.wait()
-            if self._is_aborted(rid, epoch):
-                finish = {"type": "abort", "message": "Abort request."}
-                break
-            with self._model_lock, torch.no_grad(), capture_routing(self.model) as cap:
-                out = self.model(input_ids=feed, cache=past, use_cache=True)
-            past = out.cache
-            self.decode_steps += 1
-            routing_chunks.append(cap.rows())  # (fed, L, k)
-            logits = out.logits[0, -1].float()  # (V,)
-            token, logprob = _sample(logits, sp.temperature, sp.top_p, sp.top_k, gen)
-            out_ids.append(token)
-            logprobs.append(logprob)
-            if token in stop_ids:
-                finish = {"type": "stop", "matched": token}
-                break
-            feed = torch.tensor([[token]], dtype=torch.long)
-        with self._state_lock:
-            self._aborted.discard(rid)
-            self.requests_served += 1
-        meta: dict[str, Any] = {
-            "id": rid,
-            "finish_reason": finish,
-            "prompt_tokens": total_in,
-            "completion_tokens": len(out_ids),
-            "cached_tokens": 0,
-            "weight_version": weight_version,
-            "e2e_latency": time.monotonic() - started,
-        }
-        if req.return_logprob:
-            meta["output_token_logprobs"] = [
-                [lp, t, None] for lp, t in zip(logprobs, out_ids, strict=True)
-            ]
-        if req.return_routed_experts:
-            fed = torch.cat(routing_chunks, dim=0) if routing_chunks else None
-            # rows exist for every fed position: the prompt plus all outputs but the last
-            expected = total_in + len(out_ids) - 1
-            if fed is None or fed.shape[0] != expected:
-                got = None if fed is None else fed.shape[0]
-                raise RuntimeError(f"captured {got} routing rows, expected {expected}")
-            meta["routed_experts"] = encode_routed_experts(
-                fed[req.routed_experts_start_len :].numpy()
-            )
-        text = _decode(self, out_ids)
-        return {"text": text, "output_ids": out_ids, "meta_info": meta}
+        seq = _Seq(
+            rid=req.rid or uuid.uuid4().hex,
+            req=req,
+            gen=torch.Generator().manual_seed(seed),
+            stop_ids=stop_ids,
+        )
+        self._start_scheduler()
+        with self._cv:
+            if self._stopping:
+                raise RuntimeError("engine is stopping")
+            self._waiting.append(seq)
+            self._cv.notify_all()
+        seq.done.wait()
+        if seq.error is not None:
+            raise seq.error
+        assert seq.answer is not None
+        return seq.answer
 
     def update_weights_from_disk(self, body: dict[str, Any]) -> dict[str, Any]:
         path = body.get("model_path")
@@ -198,43 +247,312 @@ class LocalEngine:
             model = load_policy(Path(path), dtype=self.dtype, attn=self.attn)
         except (FileNotFoundError, ValueError, OSError) as e:
             return {"success": False, "message": str(e), "num_paused_requests": 0}
-        with self._model_lock:
+        with self._cv:
             self.model = model
             self.model_path = Path(path)
             if body.get("weight_version") is not None:
                 self.weight_version = str(body["weight_version"])
+            self._cache.clear()  # KV of the old weights must not seed new requests
+            self.control_log.append(f"update:{self.weight_version}")
+            paused = sum(1 for s in self._running if not s.aborted)
         return {
             "success": True,
             "message": "Succeeded to update model weights.",
-            "num_paused_requests": 0,
+            "num_paused_requests": paused if self._paused else 0,
         }
 
+    def set_weight_version(self, version: str) -> None:
+        with self._cv:
+            self.weight_version = version
+
     def abort(self, rid: str | None = None, *, abort_all: bool = False) -> None:
-        with self._state_lock:
-            if abort_all:
-                self._abort_all_epoch += 1
-            elif rid is not None:
-                self._aborted.add(rid)
+        with self._cv:
+            for s in [*self._running, *self._waiting]:
+                if abort_all or s.rid == rid:
+                    s.aborted = True
+            self._cv.notify_all()
 
     def pause(self, mode: str) -> None:
         if mode not in ("abort", "in_place", "retract"):
             raise ValueError(f"Invalid mode: {mode!r}")
-        if mode == "abort":
-            self.abort(abort_all=True)
-        self._running.clear()
+        with self._cv:
+            self.control_log.append(f"pause:{mode}")
+            if mode == "abort":
+                for s in [*self._running, *self._waiting]:
+                    s.aborted = True
+            self._paused = True
+            self._retract = mode == "retract"
+            self._cv.notify_all()
+            self._wait_quiet()
+
+    def _wait_quiet(self, timeout_s: float = 120.0) -> None:
+        """Wait (lock held) until no forward is in flight and every aborted request has been
+        answered: after a pause returns, nothing runs on the weights about to be replaced."""
+        deadline = time.monotonic() + timeout_s
+        while self._busy or self._has_aborted():
+            if not self._cv.wait(timeout=max(0.0, deadline - time.monotonic())):
+                break
 
     def resume(self) -> None:
-        self._running.set()
+        with self._cv:
+            self.control_log.append("continue")
+            if self._retract:
+                for s in self._running:  # recompute their KV under the weights loaded now
+                    s.pending = [*s.fed, *s.pending]
+                    s.fed, s.kv, s.routing = [], None, []
+            self._paused = False
+            self._retract = False
+            self._cv.notify_all()
 
-    # ---- internals -------------------------------------------------------------------------
-    def _is_aborted(self, rid: str, epoch: int) -> bool:
-        with self._state_lock:
-            return rid in self._aborted or epoch != self._abort_all_epoch
+    def flush_cache(self) -> None:
+        with self._cv:
+            self._cache.clear()
+            self.control_log.append("flush")
+
+    def stats(self) -> dict[str, Any]:
+        """Counters for tests and benchmarks (a local extension, not an SGLang endpoint)."""
+        with self._cv:
+            return {
+                "weight_version": self.weight_version,
+                "requests_served": self.requests_served,
+                "forwards": self.decode_steps,
+                "decode_forwards": self.decode_forwards,
+                "decode_rows": self.decode_rows,
+                "max_batch": self.max_batch,
+                "cached_tokens": self.cached_tokens_total,
+                "prefill_tokens": self.prefill_tokens_total,
+                "prefix_cache_entries": len(self._cache),
+                "prefix_cache_tokens": sum(len(e.tokens) for e in self._cache),
+                "requests_spanning_versions": self.requests_spanning_versions,
+                "rss_mb": _rss_mb(),
+                "running": len(self._running),
+                "waiting": len(self._waiting),
+                "control_log": list(self.control_log),
+            }
+
+    # ---- the scheduler ---------------------------------------------------------------------
+    def _loop(self) -> None:
+        while True:
+            with self._cv:
+                while not self._stopping and (
+                    self._paused and not self._has_aborted() or not (self._waiting or self._running)
+                ):
+                    self._cv.wait()
+                if self._stopping and not (self._waiting or self._running):
+                    return
+                while self._waiting and len(self._running) < self.max_running_requests:
+                    self._running.append(self._waiting.popleft())
+                for s in [s for s in [*self._running, *self._waiting] if s.aborted]:
+                    self._finish(s, {"type": "abort", "message": "Abort request."})
+                if self._stopping:
+                    continue
+                if self._paused:
+                    self._cv.notify_all()
+                    continue
+                model, version = self.model, self.weight_version
+                new = [s for s in self._running if s.kv is None]
+                decoding = [s for s in self._running if s.kv is not None and s.pending]
+                self._busy = True
+            try:
+                for s in new:
+                    self._prefill(s, model, version)
+                if decoding:
+                    self._decode(decoding, model, version)
+            except Exception as e:  # noqa: BLE001 - a bad forward fails its requests, not us
+                with self._cv:
+                    for s in [*new, *decoding]:
+                        if s in self._running:
+                            s.error = RuntimeError(f"engine forward failed: {e}")
+                            self._finish(s, {"type": "abort", "message": str(e)})
+            finally:
+                with self._cv:
+                    self._busy = False
+                    self._cv.notify_all()
+
+    def _has_aborted(self) -> bool:
+        return any(s.aborted for s in [*self._running, *self._waiting])
+
+    def _prefill(self, s: _Seq, model: Any, version: str) -> None:
+        """Feed a new request's prompt (after the longest cached prefix); sample its next id."""
+        ids = s.pending or list(s.req.input_ids)  # a retracted request refeeds everything
+        with self._cv:
+            entry, m = self._lookup(ids)
+        s.fed, s.routing = list(ids[:m]), []
+        if entry is not None:
+            s.kv = [(k[:, :, :m], v[:, :, :m]) for k, v in entry.kv]
+            s.routing = [entry.routing[:m]]
+            s.cached_tokens = max(s.cached_tokens, m)
+        s.pending = list(ids[m:])
+        feed = torch.tensor([s.pending], dtype=torch.long)  # (1, t)
+        cache = _dynamic_cache(model, s.kv)
+        with torch.no_grad(), capture_routing(model) as cap:
+            out = model(input_ids=feed, cache=cache, use_cache=True)
+        rows = cap.rows()  # (t, L, k)
+        s.kv = [(layer.keys, layer.values) for layer in out.cache.layers]
+        self._after_forward(s, out.logits[0, -1].float(), rows, version)
+        with self._cv:
+            self.decode_steps += 1
+            self.cached_tokens_total += m
+            self.prefill_tokens_total += feed.shape[1]
+
+    def _decode(self, seqs: list[_Seq], model: Any, version: str) -> None:
+        """One forward for every running request: each feeds its last sampled id."""
+        lengths = [len(s.fed) for s in seqs]
+        width = max(lengths)
+        batch = len(seqs)
+        layers = len(seqs[0].kv or [])
+        cache_kv: KV = []
+        for layer in range(layers):
+            keys, values = [], []
+            for s, n in zip(seqs, lengths, strict=True):
+                k, v = (s.kv or [])[layer]
+                keys.append(F.pad(k, (0, 0, width - n, 0)))  # left-pad the time axis
+                values.append(F.pad(v, (0, 0, width - n, 0)))
+            cache_kv.append((torch.cat(keys), torch.cat(values)))  # (B, kvh, width, d)
+        mask = torch.zeros(batch, width + 1, dtype=torch.long)  # (B, width + 1)
+        for i, n in enumerate(lengths):
+            mask[i, width - n :] = 1
+        ids = torch.tensor([[s.pending[0]] for s in seqs], dtype=torch.long)  # (B, 1)
+        positions = torch.tensor([[n] for n in lengths], dtype=torch.long)  # (B, 1)
+        with torch.no_grad(), capture_routing(model) as cap:
+            out = model(
+                input_ids=ids,
+                attention_mask=mask,
+                position_ids=positions,
+                cache=_dynamic_cache(model, cache_kv),
+                use_cache=True,
+            )
+        rows = cap.rows()  # (B, L, k)
+        new_layers = out.cache.layers
+        for i, (s, n) in enumerate(zip(seqs, lengths, strict=True)):
+            s.kv = [
+                (layer.keys[i : i + 1, :, width - n :], layer.values[i : i + 1, :, width - n :])
+                for layer in new_layers
+            ]
+            self._after_forward(s, out.logits[i, -1].float(), rows[i : i + 1], version)
+        with self._cv:
+            self.decode_steps += 1
+            self.decode_forwards += 1
+            self.decode_rows += batch
+            self.max_batch = max(self.max_batch, batch)
+
+    def _after_forward(self, s: _Seq, logits: torch.Tensor, rows: torch.Tensor, version: str):
+        """Record what was fed, sample the next id, finish on stop / length."""
+        s.fed.extend(s.pending)
+        s.routing.append(rows)
+        s.pending = []
+        s.versions.add(version)
+        sp = s.req.sampling_params
+        token, logprob = _sample(logits, sp.temperature, sp.top_p, sp.top_k, s.gen)
+        s.out_ids.append(token)
+        s.logprobs.append(logprob)
+        with self._cv:
+            if token in s.stop_ids:
+                self._finish(s, {"type": "stop", "matched": token})
+            elif len(s.out_ids) >= sp.max_new_tokens:
+                self._finish(s, {"type": "length", "length": sp.max_new_tokens})
+            else:
+                s.pending = [token]
+
+    def _finish(self, s: _Seq, finish: dict[str, Any]) -> None:
+        """Answer `s` (called with the lock held) and keep its KV in the prefix cache."""
+        if s in self._running:
+            self._running.remove(s)
+        elif s in self._waiting:
+            self._waiting.remove(s)
+        s.finish = finish
+        if len(s.versions) > 1:
+            self.requests_spanning_versions += 1
+        if s.error is None:
+            s.answer = self._answer(s)
+        if finish["type"] != "abort" and s.kv is not None and s.versions == {self.weight_version}:
+            self._insert(s)
+        s.kv = None
+        self.requests_served += 1
+        s.done.set()
+        self._cv.notify_all()
+
+    def _answer(self, s: _Seq) -> dict[str, Any]:
+        req = s.req
+        meta: dict[str, Any] = {
+            "id": s.rid,
+            "finish_reason": s.finish,
+            "prompt_tokens": len(req.input_ids),
+            "completion_tokens": len(s.out_ids),
+            "cached_tokens": s.cached_tokens,
+            "weight_version": min(s.versions) if s.versions else self.weight_version,
+            "e2e_latency": time.monotonic() - s.started,
+        }
+        if req.return_logprob:
+            meta["output_token_logprobs"] = [
+                [lp, t, None] for lp, t in zip(s.logprobs, s.out_ids, strict=True)
+            ]
+        aborted = (s.finish or {}).get("type") == "abort"
+        if req.return_routed_experts and not aborted:
+            fed = torch.cat(s.routing, dim=0) if s.routing else None
+            # rows exist for every fed position: the prompt plus all outputs but the last
+            expected = len(req.input_ids) + len(s.out_ids) - 1
+            if fed is None or fed.shape[0] != expected:
+                got = None if fed is None else fed.shape[0]
+                raise RuntimeError(f"captured {got} routing rows, expected {expected}")
+            meta["routed_experts"] = encode_routed_experts(
+                fed[req.routed_experts_start_len :].numpy()
+            )
+        answer: dict[str, Any] = {"output_ids": list(s.out_ids), "meta_info": meta}
+        if not self.skip_tokenizer_init:
+            answer["text"] = _decode(self, s.out_ids)
+        return answer
+
+    # ---- the prefix cache (called with the lock held) --------------------------------------
+    def _lookup(self, prompt: list[int]) -> tuple[_CacheEntry | None, int]:
+        """The entry with the longest prefix of `prompt`, and how many ids of it to reuse
+        (at most len(prompt) - 1: the last prompt id is always fed, its logits are needed)."""
+        ids = torch.tensor(prompt, dtype=torch.long)
+        best, best_m = None, 0
+        for e in self._cache:
+            m = min(len(e.tokens), len(prompt) - 1)
+            if m > best_m and torch.equal(e.tokens[:m], ids[:m]):
+                best, best_m = e, m
+        if best is not None:
+            self._cache.remove(best)  # the request that extends it will insert the longer one
+        return best, best_m
+
+    def _insert(self, s: _Seq) -> None:
+        assert s.kv is not None
+        routing = torch.cat(s.routing, dim=0)
+        self._cache.append(
+            _CacheEntry(torch.tensor(s.fed, dtype=torch.long), s.kv, routing, time.monotonic())
+        )
+        total = sum(len(e.tokens) for e in self._cache)
+        while total > self.prefix_cache_tokens and self._cache:
+            oldest = min(self._cache, key=lambda e: e.last_used)
+            self._cache.remove(oldest)
+            total -= len(oldest.tokens)
 
     def _next_seed(self) -> int:
-        with self._state_lock:
+        with self._cv:
             self._seed += 1
             return self._seed
+
+
+def _rss_mb() -> float:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    except OSError:
+        pass
+    return float("nan")
+
+
+def _dynamic_cache(model: Any, kv: KV | None) -> Any:
+    """A transformers DynamicCache holding `kv` (empty when None)."""
+    from transformers import DynamicCache
+
+    cache = DynamicCache(config=model.config)
+    for layer, (k, v) in enumerate(kv or []):
+        cache.update(k, v, layer)
+    return cache
 
 
 def _sample(
@@ -321,7 +639,10 @@ class _Handler(BaseHTTPRequestHandler):
         elif self.path == "/get_weight_version":
             self._send(200, {"weight_version": eng.weight_version})
         elif self.path == "/flush_cache":
+            eng.flush_cache()
             self._send(200, "Cache flushed.\n")
+        elif self.path == "/engine_stats":
+            self._send(200, eng.stats())
         else:
             self._send(404, {"error": {"message": f"no route {self.path}"}})
 
@@ -342,7 +663,7 @@ class _Handler(BaseHTTPRequestHandler):
                 ans = eng.update_weights_from_disk(body)
                 self._send(200 if ans["success"] else HTTPStatus.BAD_REQUEST, ans)
             elif self.path == "/update_weight_version":
-                eng.weight_version = str(body["new_version"])
+                eng.set_weight_version(str(body["new_version"]))
                 self._send(
                     200,
                     {
@@ -361,6 +682,7 @@ class _Handler(BaseHTTPRequestHandler):
                 eng.abort(body.get("rid"), abort_all=bool(body.get("abort_all", False)))
                 self._send(200, "")
             elif self.path == "/flush_cache":
+                eng.flush_cache()
                 self._send(200, "Cache flushed.\n")
             else:
                 self._send(404, {"error": {"message": f"no route {self.path}"}})
@@ -368,3 +690,124 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(400, {"error": {"message": str(e)}})
         except Exception as e:  # noqa: BLE001 - an engine bug answers 500, the server lives on
             self._send(500, {"error": {"message": f"{type(e).__name__}: {e}"}})
+
+
+# ---- the engine as its own process ---------------------------------------------------------
+READY = "T1_LOCAL_ENGINE_READY"
+
+
+class LocalEngineProcess:
+    """A `python -m training.engine_local` child process; `url` is set once it serves."""
+
+    def __init__(self, proc: subprocess.Popen, url: str):
+        self.proc = proc
+        self.url = url
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=20)
+
+    def __enter__(self) -> LocalEngineProcess:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def spawn_local_engine(
+    model_path: Path,
+    *,
+    weight_version: str = "0",
+    seed: int = 0,
+    port: int = 0,
+    threads: int = 1,
+    skip_tokenizer_init: bool = True,
+    ready_timeout_s: float = 180.0,
+) -> LocalEngineProcess:
+    """Start the local engine in a child process and wait until it serves.
+
+    Raises RuntimeError (with the child's last output) when it exits or stays silent.
+    """
+    cmd = [
+        sys.executable,
+        "-m",
+        "training.engine_local",
+        "--model-path",
+        str(model_path),
+        "--weight-version",
+        weight_version,
+        "--seed",
+        str(seed),
+        "--port",
+        str(port),
+        "--threads",
+        str(threads),
+    ]
+    if skip_tokenizer_init:
+        cmd.append("--skip-tokenizer-init")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen(
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
+    assert proc.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + ready_timeout_s
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if line.startswith(READY):
+            url = line.split()[1]
+            threading.Thread(target=_drain, args=(proc,), daemon=True).start()
+            return LocalEngineProcess(proc, url)
+    proc.kill()
+    proc.wait(timeout=20)
+    raise RuntimeError(f"local engine did not start: {''.join(lines)[-2000:]}")
+
+
+def _drain(proc: subprocess.Popen) -> None:
+    """Read the child's output so its pipe never fills and stalls it."""
+    assert proc.stdout is not None
+    for _ in proc.stdout:
+        pass
+
+
+def main(argv: list[str] | None = None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model-path", type=Path, required=True)
+    p.add_argument("--port", type=int, default=0)
+    p.add_argument("--weight-version", default="0")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    p.add_argument("--skip-tokenizer-init", action="store_true")
+    args = p.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    engine = LocalEngine(
+        args.model_path,
+        weight_version=args.weight_version,
+        seed=args.seed,
+        port=args.port,
+        skip_tokenizer_init=args.skip_tokenizer_init,
+    )
+    url = engine.start()
+    print(f"{READY} {url}", flush=True)
+    stop = threading.Event()
+    import signal
+
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    parent = os.getppid()
+    while not stop.wait(1.0):
+        if os.getppid() != parent:  # the campaign died without stopping us: do not linger
+            break
+    engine.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 class SamplingParams(BaseModel):
@@ -75,13 +75,25 @@ class MetaInfo(BaseModel):
 
 
 class GenerateResponse(BaseModel):
-    """A `/generate` answer."""
+    """A `/generate` answer.
+
+    `text` is optional: a server started with `--skip-tokenizer-init` (how we launch SGLang, ids
+    in and ids out) never detokenizes and answers `{"output_ids", "meta_info"}` only. Builds of
+    SGLang before `output_ids` answered `token_ids`; it is read as `output_ids`.
+    """
 
     model_config = ConfigDict(extra="allow")
 
-    text: str
+    text: str | None = None
     output_ids: list[int]
     meta_info: MetaInfo
+
+    @model_validator(mode="before")
+    @classmethod
+    def _legacy_token_ids(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "output_ids" not in data and "token_ids" in data:
+            data = {**data, "output_ids": data["token_ids"]}
+        return data
 
 
 FinishType = Literal["stop", "length", "abort"]
@@ -98,7 +110,8 @@ class Generation:
     finish: FinishType
     weight_version: str | None
     routed_experts: np.ndarray | None
-    """(prompt + output - 1 - routed_experts_start, L, k) int32, or None when not requested."""
+    """(prompt + output - 1 - routed_experts_start, L, k) int32, or None when not requested or
+    the request was aborted (an aborted turn is retried or ends the trial, never trained on)."""
     routed_experts_start: int
 
 
@@ -175,7 +188,8 @@ class EngineClient:
                 raise EngineError("output_token_logprobs ids differ from output_ids")
             logprobs = [float(p[0]) for p in pairs]
         routing = None
-        if request.return_routed_experts:
+        finish = finish_type(meta.finish_reason)
+        if request.return_routed_experts and finish != "abort":
             if meta.routed_experts is None:
                 raise EngineError(
                     "routed_experts missing: launch SGLang with --enable-return-routed-experts"
@@ -190,7 +204,7 @@ class EngineClient:
             prompt_ids=list(request.input_ids),
             output_ids=list(resp.output_ids),
             output_logprobs=logprobs,
-            finish=finish_type(meta.finish_reason),
+            finish=finish,
             weight_version=meta.weight_version,
             routed_experts=routing,
             routed_experts_start=request.routed_experts_start_len,
@@ -237,6 +251,13 @@ class EngineClient:
 
     def flush_cache(self) -> None:
         self._post("/flush_cache")
+
+    def engine_stats(self) -> dict[str, Any]:
+        """The local engine's counters (`GET /engine_stats`; not an SGLang endpoint)."""
+        resp = self._http.get("/engine_stats")
+        if resp.status_code != 200:
+            raise EngineError(f"GET /engine_stats -> {resp.status_code}")
+        return resp.json()
 
     def healthy(self) -> bool:
         try:

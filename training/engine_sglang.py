@@ -1,17 +1,15 @@
-"""Launching a real SGLang server (GPU only, the `sglang` optional extra) for rollouts.
+"""The command line of a real SGLang server (GPU only, the `sglang` optional extra) for rollouts.
 
-The launcher only builds the command line and starts the process; the same `EngineClient`
-(training/engine_protocol.py) then talks to it exactly as it talks to the local engine. R3 needs
+This module only builds the argv (start it with `subprocess.Popen(sglang_command(launch))` and
+wait for `/health`); the same `EngineClient` (training/engine_protocol.py) then talks to it
+exactly as it talks to the local engine. R3 needs
 `--enable-return-routed-experts`; TITO needs `--skip-tokenizer-init` so the server takes and
 returns ids and never detokenizes on the hot path; weight versions start at `--weight-version`.
 """
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -70,39 +68,3 @@ def sglang_command(launch: SGLangLaunch, *, python: str = sys.executable) -> lis
         cmd.append("--disable-radix-cache")
     cmd.extend(launch.extra_args)
     return cmd
-
-
-class SGLangUnavailable(RuntimeError):
-    """sglang is not installed or there is no GPU to run it on."""
-
-
-def launch_sglang(launch: SGLangLaunch, *, ready_timeout_s: float = 900.0) -> subprocess.Popen:
-    """Start the server and wait until `/health` answers; the caller owns the process.
-
-    Raises SGLangUnavailable without sglang or CUDA, TimeoutError when the server never becomes
-    healthy (the process is terminated first).
-    """
-    import importlib.util
-
-    if importlib.util.find_spec("sglang") is None:
-        raise SGLangUnavailable("sglang is not installed (pip install 't1-forge[sglang]')")
-    if shutil.which("nvidia-smi") is None:
-        raise SGLangUnavailable("no NVIDIA GPU visible; use training.engine_local.LocalEngine")
-    if not launch.model_path.is_dir():
-        raise FileNotFoundError(f"model_path {launch.model_path} is not a directory")
-    import httpx
-
-    proc = subprocess.Popen(sglang_command(launch))
-    url = f"http://{launch.host}:{launch.port}/health"
-    deadline = time.monotonic() + ready_timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SGLangUnavailable(f"sglang exited with {proc.returncode} during startup")
-        try:
-            if httpx.get(url, timeout=5).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        time.sleep(2)
-    proc.terminate()
-    raise TimeoutError(f"sglang not healthy after {ready_timeout_s}s")

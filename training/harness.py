@@ -10,14 +10,27 @@ What the model sampled travels as token ids and is never re-tokenized: in `tito`
 of the new messages only, joined by `training.tito.resolve_boundary`, whose case is recorded per
 turn. `retokenize` mode re-renders and re-encodes the whole history every turn, the common
 harness behaviour the paper measures against; it exists to measure drift, not to train on.
+
+Commands are typed into the trial's long-lived shell (`sandbox.session().run`), so cwd, exports
+and background processes persist between turns as in a terminal.
+
+Two ways a turn's request ends early, told apart by the agent's `cancel` event:
+- a weight publish aborts every in-flight request (`pause_generation("abort")`); the turn is
+  sent again, unchanged, and runs on the new weights once generation continues. An aborted
+  answer is never kept, so every kept turn ran on exactly one weight version (recorded).
+- a straggler cancel sets `cancel` and aborts the trial's request by rid: the agent raises
+  `TrialCancelled` (a BaseException, like KeyboardInterrupt, so `run_trial` skips the verifier
+  and its `finally` stops the sandbox) and the trial becomes a CANCELLED row.
 """
 
 from __future__ import annotations
 
+import threading
 import time
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -30,7 +43,7 @@ from training.chat_format import (
     parse_assistant_turn,
 )
 from training.chat_tokenizer import decode_ids, encode_text
-from training.engine_protocol import EngineClient, GenerateRequest, SamplingParams
+from training.engine_protocol import EngineClient, GenerateRequest, Generation, SamplingParams
 from training.tito import (
     Boundary,
     BoundaryCase,
@@ -52,6 +65,11 @@ StopReason = Literal[
 ]
 
 
+class TrialCancelled(BaseException):  # noqa: N818 - a signal like KeyboardInterrupt, not an error
+    """Raised by the agent when its trial was cancelled (straggler cancel): it must not be
+    verified, scored or caught by `except Exception` on its way out of `run_trial`."""
+
+
 class HarnessConfig(BaseModel):
     """How the agent loop talks to the engine and the sandbox."""
 
@@ -71,6 +89,9 @@ class HarnessConfig(BaseModel):
     return_routed_experts: bool = True
     system_prompt: str = SYSTEM_PROMPT
     seed: int | None = Field(None, description="base sampling seed; turn t uses seed + t")
+    max_abort_retries: int = Field(
+        8, ge=0, description="re-sends of one turn whose request a weight publish aborted"
+    )
 
 
 @dataclass
@@ -83,7 +104,13 @@ class AgentTrajectory:
     stop: StopReason = "finished"
     commands: int = 0
     malformed_tool_calls: int = 0
+    retried_turns: int = 0
+    """Turns re-sent because a weight publish aborted their request."""
     detail: str = ""
+
+    def weight_versions(self) -> list[int]:
+        """The weight version of each kept turn (what generated its sampled ids)."""
+        return [_version(t.generation.weight_version) for t in self.turns]
 
     def boundary_counts(self) -> dict[str, int]:
         counts = {c.value: 0 for c in BoundaryCase}
@@ -97,12 +124,13 @@ def render_conversation(
     tokenizer: PreTrainedTokenizerFast, messages: Sequence[Message], *, generation_prompt: bool
 ) -> str:
     """The chat template applied to `messages` with the shell tool declared."""
-    return tokenizer.apply_chat_template(
+    text = tokenizer.apply_chat_template(
         [m.as_dict() for m in messages],
         tools=[SHELL_TOOL],
         add_generation_prompt=generation_prompt,
         tokenize=False,
     )
+    return cast(str, text)  # tokenize=False: the rendered string
 
 
 class PolicyAgent:
@@ -119,20 +147,23 @@ class PolicyAgent:
         engine: EngineClient,
         tokenizer: PreTrainedTokenizerFast,
         config: HarnessConfig | None = None,
+        *,
+        cancel: threading.Event | None = None,
     ):
         self.engine = engine
         self.tokenizer = tokenizer
         self.config = config or HarnessConfig()
-        self.im_end_id = int(tokenizer.convert_tokens_to_ids(IM_END))
+        self.im_end_id = int(cast(int, tokenizer.convert_tokens_to_ids(IM_END)))
         self.last_trajectory: AgentTrajectory | None = None
+        self.cancel = cancel or threading.Event()
+        self.current_rid: str | None = None
+        """The rid of the request in flight (a canceller aborts it by rid)."""
 
     # The Agent protocol -------------------------------------------------------------------
     def run(self, sandbox: Sandbox, task: Task, deadline: float) -> AgentOutcome:
         from sandbox import AgentOutcome
 
-        traj = self.rollout(
-            sandbox, task.id, task.instruction, deadline, workdir=task.environment.workdir
-        )
+        traj = self.rollout(sandbox, task.id, task.instruction, deadline)
         return AgentOutcome(
             exit_code=0 if traj.stop == "finished" else None,
             timed_out=traj.stop == "agent_timeout",
@@ -141,16 +172,11 @@ class PolicyAgent:
 
     # The loop ---------------------------------------------------------------------------
     def rollout(
-        self,
-        sandbox: Any,
-        task_id: str,
-        instruction: str,
-        deadline: float,
-        *,
-        workdir: str | None = None,
+        self, sandbox: Any, task_id: str, instruction: str, deadline: float
     ) -> AgentTrajectory:
-        """Run the multi-turn loop in `sandbox` until a stop condition; never raises for the
-        model's own mistakes (a malformed tool call becomes an error observation)."""
+        """Run the multi-turn loop in `sandbox`'s session until a stop condition; never raises
+        for the model's own mistakes (a malformed tool call becomes an error observation).
+        Raises TrialCancelled once `cancel` is set."""
         cfg = self.config
         tok = self.tokenizer
         traj = AgentTrajectory(task_id=task_id)
@@ -161,6 +187,7 @@ class PolicyAgent:
         ]
         stream: list[int] = []
         for turn in range(cfg.max_turns):
+            self._check_cancel()
             if time.monotonic() >= deadline:
                 traj.stop = "agent_timeout"
                 return traj
@@ -183,18 +210,19 @@ class PolicyAgent:
                 routed_experts_start_len=start,
             )
             try:
-                gen = self.engine.generate(req)
+                gen = self._generate(req, traj)
             except Exception as e:  # noqa: BLE001 - an engine failure ends this trial only
                 traj.stop = "engine_error"
                 traj.detail = f"{type(e).__name__}: {e}"
+                return traj
+            if gen is None:
+                traj.stop = "aborted"
+                traj.detail = f"turn {turn} aborted {cfg.max_abort_retries + 1} times"
                 return traj
             traj.turns.append(TurnRecord(generation=gen, boundary=boundary))
             stream = prompt + gen.output_ids
             parsed = parse_assistant_turn(decode_ids(tok, gen.output_ids))
             traj.messages.append(parsed.message)
-            if gen.finish == "abort":
-                traj.stop = "aborted"
-                return traj
             if parsed.malformed_tool_call is not None and not parsed.message.tool_calls:
                 traj.malformed_tool_calls += 1
                 self._observe(traj, f"error: {parsed.malformed_tool_call}")
@@ -212,9 +240,8 @@ class PolicyAgent:
                 if remaining <= 0:
                     traj.stop = "agent_timeout"
                     return traj
-                r = sandbox.exec(
-                    command, timeout_s=min(cfg.command_timeout_s, remaining), cwd=workdir
-                )
+                self._check_cancel()
+                r = sandbox.session().run(command, timeout_s=min(cfg.command_timeout_s, remaining))
                 traj.commands += 1
                 self._observe(
                     traj,
@@ -228,6 +255,27 @@ class PolicyAgent:
                 )
         traj.stop = "turn_limit"
         return traj
+
+    def _check_cancel(self) -> None:
+        if self.cancel.is_set():
+            raise TrialCancelled(
+                f"trial of {self.last_trajectory and self.last_trajectory.task_id}"
+            )
+
+    def _generate(self, req: GenerateRequest, traj: AgentTrajectory) -> Generation | None:
+        """One turn's engine call; a request aborted by a weight publish is sent again (fresh
+        rid) until it completes on one version. None after `max_abort_retries` re-sends."""
+        for attempt in range(self.config.max_abort_retries + 1):
+            self._check_cancel()
+            self.current_rid = uuid.uuid4().hex
+            gen = self.engine.generate(req.model_copy(update={"rid": self.current_rid}))
+            self.current_rid = None
+            if gen.finish != "abort":
+                return gen
+            self._check_cancel()  # aborted by a straggler cancel, not by a publish
+            if attempt < self.config.max_abort_retries:
+                traj.retried_turns += 1
+        return None
 
     def _observe(self, traj: AgentTrajectory, text: str) -> None:
         traj.messages.append(Message(role=self.config.observation_role, content=text))
@@ -324,15 +372,38 @@ class Rollout:
 
     trial: TrialResult
     trajectory: AgentTrajectory
+    sample: int = 0
+    """Launch slot within its step (unique per step: the warehouse row's `sample`)."""
 
 
 def rollout_trial(task: Task, agent: PolicyAgent, *, backend: str = "local") -> Rollout:
-    """Run one sandbox trial of `task` with `agent`, then the held-out verifier."""
+    """Run one sandbox trial of `task` with `agent`, then the held-out verifier.
+
+    Never raises for the trial's failures; a cancelled trial (TrialCancelled) is returned as a
+    CANCELLED result without a verdict, its sandbox already stopped by `run_trial`.
+    """
     from sandbox import run_trial
+    from tasks.results import FailureMode, TrialResult
 
     agent.last_trajectory = None
-    trial = run_trial(task, agent, backend=backend)
+    try:
+        trial = run_trial(task, agent, backend=backend)
+    except TrialCancelled as e:
+        trial = TrialResult(
+            trial_id=uuid.uuid4().hex,
+            task_id=task.id,
+            task_hash=task.content_hash,
+            agent=agent.name,
+            backend=backend,
+            failure_mode=FailureMode.CANCELLED,
+            failure_detail=f"cancelled: {e}",
+        )
     traj = agent.last_trajectory or AgentTrajectory(
         task_id=task.id, stop="engine_error", detail=trial.failure_detail
     )
     return Rollout(trial=trial, trajectory=traj)
+
+
+def _version(v: str | None) -> int:
+    """An engine weight version as the int the campaign publishes (0 when unset)."""
+    return int(v) if v is not None and v.isdigit() else 0

@@ -61,6 +61,50 @@ def stream_logprobs(
         return token_logprobs(logits / temperature, ids[0]), stats
 
 
+def batch_logprobs(
+    model: PreTrainedModel,
+    streams: list[np.ndarray],
+    *,
+    routings: list[np.ndarray] | None = None,
+    policy: FailurePolicy = "live",
+    temperature: float = 1.0,
+    grad: bool = False,
+) -> torch.Tensor:
+    """`stream_logprobs` for several streams in one forward pass: right-padded to the longest.
+
+    Right padding needs no attention mask: a causal model never lets a real position see a pad
+    to its right, and MoE routing is per token, so each real position's logprob is what its
+    stream alone would give (up to floating-point reduction order). Pad rows of the routing
+    record name experts 0..k-1 (valid, never used by a real position).
+    Returns (B, n_max) float32: NaN at position 0 of each stream and at padding.
+    """
+    if temperature <= 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}")
+    lengths = [len(s) for s in streams]
+    batch, width = len(streams), max(lengths)
+    ids = torch.zeros((batch, width), dtype=torch.long)  # (B, n_max)
+    for i, s in enumerate(streams):
+        ids[i, : lengths[i]] = torch.as_tensor(s, dtype=torch.long)
+    ctx = torch.enable_grad() if grad else torch.no_grad()
+    with ctx:
+        if routings is None:
+            logits = model(input_ids=ids, use_cache=False).logits  # (B, n_max, V)
+        else:
+            _, layers, k = np.asarray(routings[0]).shape
+            record = torch.arange(k).expand(batch, width, layers, k).clone()  # (B, n_max, L, k)
+            for i, r in enumerate(routings):
+                record[i, : lengths[i]] = fit_record(
+                    torch.as_tensor(r, dtype=torch.long), lengths[i]
+                )
+            with replay_routing(model, record, policy=policy):
+                logits = model(input_ids=ids, use_cache=False).logits  # (B, n_max, V)
+        logp = torch.log_softmax(logits[:, :-1].float() / temperature, dim=-1)  # (B, n_max-1, V)
+        picked = logp.gather(-1, ids[:, 1:, None]).squeeze(-1)  # (B, n_max-1)
+        out = torch.cat([torch.full((batch, 1), float("nan")), picked], dim=1)  # (B, n_max)
+        real = torch.arange(width)[None, :] < torch.tensor(lengths)[:, None]  # (B, n_max)
+        return torch.where(real, out, torch.full_like(out, float("nan")))
+
+
 def mean_abs_gap(
     trainer: np.ndarray, sampler: np.ndarray, loss_mask: np.ndarray
 ) -> tuple[float, int]:

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
     import torch
-    from transformers import PreTrainedModel
+    from transformers import PreTrainedModel, Qwen3MoeConfig
 
 AttentionImpl = Literal["eager", "sdpa"]
 
@@ -37,7 +37,7 @@ class PolicyConfig(BaseModel):
     max_position_embeddings: int = Field(16384, description="longest stream the rope supports")
     seed: int = Field(0, description="torch seed for the random initialization")
 
-    def to_hf(self) -> object:
+    def to_hf(self) -> Qwen3MoeConfig:
         """The equivalent `transformers.Qwen3MoeConfig`."""
         from transformers import Qwen3MoeConfig
 
@@ -79,6 +79,9 @@ def build_policy(config: PolicyConfig, *, attn: AttentionImpl = "sdpa") -> PreTr
 
 def save_policy(model: PreTrainedModel, directory: Path) -> None:
     """Write config.json and safetensors weights under `directory`."""
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # a campaign saves every step; no progress bars
     directory.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(directory))
 
@@ -97,7 +100,9 @@ def load_policy(
     """
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
 
+    hf_logging.disable_progress_bar()
     if not (directory / "config.json").is_file():
         raise FileNotFoundError(f"no config.json under {directory}")
     hf = AutoConfig.from_pretrained(str(directory), local_files_only=True)

@@ -111,7 +111,9 @@ def fit_record(record: torch.Tensor, positions: int) -> torch.Tensor:
 def _routers(model: PreTrainedModel) -> list[torch.nn.Module]:
     from transformers.models.qwen3_moe.modeling_qwen3_moe import Qwen3MoeTopKRouter
 
-    routers = [m for m in model.modules() if isinstance(m, Qwen3MoeTopKRouter)]
+    routers: list[torch.nn.Module] = [
+        m for m in model.modules() if isinstance(m, Qwen3MoeTopKRouter)
+    ]
     if not routers:
         raise ValueError("model has no Qwen3MoeTopKRouter; R3's HF backend needs Qwen3-MoE")
     return routers

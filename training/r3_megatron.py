@@ -110,6 +110,9 @@ def install_failure_policy(instances: Sequence[Any], policy: FailurePolicy) -> N
 def load_replay(record: torch.Tensor, *, policy: FailurePolicy = "live") -> None:
     """Hand `record` to megatron's global RouterReplay instances and switch them to replay.
 
+    Every instance's previous records are cleared first: megatron's `set_target_indices`
+    *appends* to the per-layer list that activation recompute (REPLAY_BACKWARD) pops from the
+    front, so without the clear the k-th step's recompute would replay step 1's routing.
     Raises RoutingRecordError when the number of MoE layers in the record differs from the number
     of RouterReplay instances megatron created (one per router with routing replay enabled).
     """
@@ -122,12 +125,22 @@ def load_replay(record: torch.Tensor, *, policy: FailurePolicy = "live") -> None
             f"record has {len(per_layer)} layers, megatron has {len(instances)} RouterReplay"
         )
     install_failure_policy(instances, policy)
+    RouterReplay.clear_global_indices()
     RouterReplay.set_replay_data(per_layer)
     RouterReplay.set_global_router_replay_action(RouterReplayAction.REPLAY_FORWARD)
 
 
+def clear_replay() -> None:
+    """End a step's replay: drop every instance's records and its action (back to live)."""
+    from megatron.core.transformer.moe.router_replay import RouterReplay
+
+    RouterReplay.clear_global_indices()
+    RouterReplay.clear_global_router_replay_action()
+
+
 __all__ = [
     "MISSING",
+    "clear_replay",
     "install_failure_policy",
     "load_replay",
     "megatron_to_records",

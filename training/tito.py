@@ -287,9 +287,10 @@ def assemble_trial(
                     continue  # re-rendered history the stream kept in its sampled form
                 else:
                     p = base + q - offset_in_prompt
-                if rows[p] is None:
+                kept = rows[p]
+                if kept is None:
                     rows[p] = row
-                elif not np.array_equal(rows[p], row):
+                elif not np.array_equal(kept, row):
                     conflicts += 1
     routed = np.stack([r if r is not None else empty_row for r in rows]).astype(np.int32)
     provenance = np.asarray(prov, dtype=np.int8)

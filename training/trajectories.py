@@ -38,10 +38,13 @@ TOOL_CALL_STYLES = ("template", "compact", "loose")
 
 @dataclass(frozen=True)
 class Step:
-    """One agent turn of a reference trajectory."""
+    """One agent turn of a reference trajectory; `output` is the command's stdout as the
+    observation shows it (empty: the synthetic `exit_code: 0` observation); no reasoning
+    (None) renders the turn without a think block."""
 
-    reasoning: str
+    reasoning: str | None
     command: str
+    output: str = ""
 
 
 @dataclass(frozen=True)
@@ -201,7 +204,14 @@ class RenderedExample:
     loss_mask: list[bool]
 
 
-def render_example(tokenizer: object, traj: Trajectory, rng: random.Random) -> RenderedExample:
+def render_example(
+    tokenizer: object,
+    traj: Trajectory,
+    rng: random.Random,
+    *,
+    styles: Sequence[str] = TOOL_CALL_STYLES,
+    final_reasoning: str | None = FINAL_REASONING,
+) -> RenderedExample:
     """Render `traj` as one token stream the way the TITO harness builds it.
 
     The opening (system + user + generation prompt) comes from the chat template; each assistant
@@ -225,10 +235,10 @@ def render_example(tokenizer: object, traj: Trajectory, rng: random.Random) -> R
     mask = [False] * len(ids)
     for step in [*traj.steps, None]:
         if step is None:
-            text = render_assistant_text(reasoning=FINAL_REASONING, content=FINAL_CONTENT, calls=[])
+            text = render_assistant_text(reasoning=final_reasoning, content=FINAL_CONTENT, calls=[])
         else:
             call = ToolCall("shell", {"command": step.command})
-            style = rng.choice(TOOL_CALL_STYLES)
+            style = rng.choice(list(styles))
             text = render_assistant_text(
                 reasoning=step.reasoning, content="", calls=[call], style=style
             )
@@ -237,7 +247,7 @@ def render_example(tokenizer: object, traj: Trajectory, rng: random.Random) -> R
         mask += [True] * len(out)
         if step is None:
             break
-        obs = format_observation(exit_code=0, stdout="", stderr="")
+        obs = format_observation(exit_code=0, stdout=step.output, stderr="")
         glue = f"\n<|im_start|>tool\n<tool_response>\n{obs}\n</tool_response>{IM_END}\n"
         glue += "<|im_start|>assistant\n"
         g = encode_text(tokenizer, glue)  # type: ignore[arg-type]

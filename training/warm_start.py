@@ -119,11 +119,8 @@ def _same_recipe_checkpoints(policy: PolicyConfig, warm: WarmStartConfig) -> lis
 
 
 def _build(policy, warm, trajectories, texts, out: Path, *, log: bool) -> None:
-    import torch
-
     from training.chat_tokenizer import save_chat_tokenizer, train_chat_tokenizer
     from training.policy import build_policy, save_policy
-    from training.trajectories import render_example
 
     t0 = time.monotonic()
     tokenizer = train_chat_tokenizer(texts, vocab_size=policy.vocab_size)
@@ -134,22 +131,56 @@ def _build(policy, warm, trajectories, texts, out: Path, *, log: bool) -> None:
     model.config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = model.config.eos_token_id
     model.generation_config.pad_token_id = model.config.pad_token_id
+    losses = supervised_steps(model, tokenizer, trajectories, warm, log=log, t0=t0)
+    model.eval()
+    save_policy(model, out)
+    save_chat_tokenizer(tokenizer, out)
+    meta = {
+        "policy": policy.model_dump(),
+        "warm_start": warm.model_dump(),
+        "trajectories": [t.task_id for t in trajectories],
+        "chat_template": CHAT_TEMPLATE,
+        "final_loss": sum(losses[-20:]) / max(1, len(losses[-20:])),
+        "first_loss": losses[0] if losses else None,
+        "seconds": time.monotonic() - t0,
+    }
+    (out / "warm_start.json").write_text(json.dumps(meta, indent=2))
+
+
+def supervised_steps(
+    model,
+    tokenizer,
+    trajectories,
+    warm: WarmStartConfig,
+    *,
+    log: bool = False,
+    t0: float = 0.0,
+    render: dict | None = None,
+) -> list[float]:
+    """`warm.steps` AdamW steps of next-token loss on the assistant text of rendered
+    trajectories (warm-up then cosine decay); returns the loss of every step. `render` holds
+    keyword arguments of `render_example` (tool-call styles, final reasoning)."""
+    import math
+
+    import torch
+
+    from training.trajectories import render_example
+
     rng = random.Random(warm.seed)
     torch.manual_seed(warm.seed)
     opt = torch.optim.AdamW(model.parameters(), lr=warm.lr, weight_decay=warm.weight_decay)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt,
         lambda s: (
-            min(1.0, (s + 1) / 20)
-            * 0.5
-            * (1 + __import__("math").cos(3.141592653589793 * min(s, warm.steps) / warm.steps))
+            min(1.0, (s + 1) / 20) * 0.5 * (1 + math.cos(math.pi * min(s, warm.steps) / warm.steps))
         ),
     )
     model.train()
     losses: list[float] = []
     for step in range(warm.steps):
         batch = [
-            render_example(tokenizer, rng.choice(trajectories), rng) for _ in range(warm.batch_size)
+            render_example(tokenizer, rng.choice(trajectories), rng, **(render or {}))
+            for _ in range(warm.batch_size)
         ]
         width = min(warm.max_tokens, max(len(b.token_ids) for b in batch))
         ids = torch.full((len(batch), width), tokenizer.pad_token_id, dtype=torch.long)
@@ -171,19 +202,59 @@ def _build(policy, warm, trajectories, texts, out: Path, *, log: bool) -> None:
         losses.append(float(result.loss.detach()))
         if log and (step % 50 == 0 or step == warm.steps - 1):
             print(
-                f"warm start step {step:4d} loss {losses[-1]:.3f} ({time.monotonic() - t0:.0f}s)",
+                f"sft step {step:4d} loss {losses[-1]:.3f} ({time.monotonic() - t0:.0f}s)",
                 flush=True,
             )
+    return losses
+
+
+def fine_tuned_policy(
+    base: Path,
+    trajectories: list,
+    warm: WarmStartConfig,
+    *,
+    name: str = "sft",
+    log: bool = False,
+    render: dict | None = None,
+) -> Path:
+    """A checkpoint fine-tuned from `base` (model + tokenizer) on `trajectories`, cached under
+    `.cache/t1-forge/sft/<key>` where the key covers the base, the config and the examples."""
+    from training.chat_tokenizer import load_chat_tokenizer, save_chat_tokenizer
+    from training.policy import load_policy, save_policy
+
+    h = hashlib.sha256()
+    h.update(str(Path(base).resolve()).encode())
+    h.update(json.dumps(warm.model_dump(), sort_keys=True).encode())
+    for t in trajectories:
+        h.update(repr(t).encode())
+    h.update(json.dumps(render or {}, sort_keys=True, default=str).encode())
+    h.update(b"sft-v1")
+    target = cache_root() / "sft" / f"{name}-{h.hexdigest()[:16]}"
+    if (target / "warm_start.json").is_file():
+        return target
+    tmp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    t0 = time.monotonic()
+    tokenizer = load_chat_tokenizer(Path(base))
+    model = load_policy(Path(base))
+    losses = supervised_steps(model, tokenizer, trajectories, warm, log=log, t0=t0, render=render)
     model.eval()
-    save_policy(model, out)
-    save_chat_tokenizer(tokenizer, out)
+    save_policy(model, tmp)
+    save_chat_tokenizer(tokenizer, tmp)
     meta = {
-        "policy": policy.model_dump(),
+        "base": str(base),
         "warm_start": warm.model_dump(),
         "trajectories": [t.task_id for t in trajectories],
-        "chat_template": CHAT_TEMPLATE,
-        "final_loss": sum(losses[-20:]) / max(1, len(losses[-20:])),
         "first_loss": losses[0] if losses else None,
+        "final_loss": sum(losses[-20:]) / max(1, len(losses[-20:])),
         "seconds": time.monotonic() - t0,
     }
-    (out / "warm_start.json").write_text(json.dumps(meta, indent=2))
+    (tmp / "warm_start.json").write_text(json.dumps(meta, indent=2))
+    try:
+        tmp.rename(target)
+    except OSError:
+        if not (target / "warm_start.json").is_file():
+            raise
+        shutil.rmtree(tmp, ignore_errors=True)
+    return target

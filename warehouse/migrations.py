@@ -24,7 +24,11 @@ def _add_nullable_columns(store: Store, manifest: Manifest) -> Manifest:
 
 # from-version -> the step to from-version + 1. Version 1 is the first released schema.
 MIGRATIONS: dict[int, MigrationStep] = {
-    1: _add_nullable_columns,  # 2: synthesis v2 columns (synth_candidates/rounds/profiles)
+    # 1 -> 2 (additive only): synth_candidates/synth_rounds/synth_profiles gain the synthesis
+    # v2 columns; trajectories gain weight_version_max, staleness, status, trial_seconds;
+    # evaluations gain assertions_total, failure_mode, weight_version; tasks gain source and
+    # audits findings (audit v2).
+    1: _add_nullable_columns,
 }
 
 

@@ -310,6 +310,10 @@ class TrajectoryRecord(Record):
     tokens: int = Field(ge=0)
     failure_mode: FailureMode = FailureMode.NONE
     recorded_at: datetime = Field(default_factory=_now)
+    weight_version_max: int | None = Field(None, ge=0)
+    staleness: int | None = Field(None, ge=0)
+    status: str | None = None
+    trial_seconds: float | None = Field(None, ge=0)
 
 
 class EvaluationRecord(Record):
@@ -325,6 +329,9 @@ class EvaluationRecord(Record):
     dense_score: float
     category: Category
     recorded_at: datetime = Field(default_factory=_now)
+    assertions_total: int | None = Field(None, ge=0)
+    failure_mode: FailureMode | None = None
+    weight_version: int | None = Field(None, ge=0)
 
 
 class SynthCandidateRecord(Record):

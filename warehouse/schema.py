@@ -173,6 +173,13 @@ TRAJECTORIES = TableSpec(
         ("tokens", pa.int64(), False),
         ("failure_mode", pa.string(), False),
         ("recorded_at", TIMESTAMP, False),
+        # v2 (training): newest weight version among the trial's turns (`weight_version` is the
+        # oldest), versions the trainer was ahead of the oldest turn, what the step did with the
+        # trial (admitted / cancelled / infrastructure / stale / untrainable), trial wall time.
+        ("weight_version_max", pa.int64(), True),
+        ("staleness", pa.int32(), True),
+        ("status", pa.string(), True),
+        ("trial_seconds", pa.float64(), True),
     ),
 )
 
@@ -191,6 +198,11 @@ EVALUATIONS = TableSpec(
         ("dense_score", pa.float64(), False),
         ("category", pa.string(), False),
         ("recorded_at", TIMESTAMP, False),
+        # v2 (training): assertions of the task, the trial's failure mode (an infrastructure
+        # failure is excluded from resolved % and dense score), the weight version evaluated.
+        ("assertions_total", pa.int32(), True),
+        ("failure_mode", pa.string(), True),
+        ("weight_version", pa.int64(), True),
     ),
 )
 

@@ -34,7 +34,11 @@ def train(
     preset: str = typer.Option(DEFAULTS.preset, help=FIELDS["preset"].description),
     steps: int | None = typer.Option(None, help=FIELDS["steps"].description),
     eval_every: int | None = typer.Option(None, help=FIELDS["eval_every"].description),
-    run_dir: Path | None = typer.Option(None, help="config, metrics and weights"),
+    runs_dir: Path | None = typer.Option(
+        None,
+        help="each run writes config, metrics and weights in <dir>/<run id> (default: "
+        "the preset's, runs/)",
+    ),
     store: Path | None = typer.Option(None, help="warehouse (default: $T1_WAREHOUSE)"),
     policy_path: Path | None = typer.Option(None, help="initial checkpoint (default: warm start)"),
     flow: bool = typer.Option(True, help="run as the Prefect flow (else the plain function)"),
@@ -43,8 +47,9 @@ def train(
     ),
     report: bool = typer.Option(True, help="report evaluations to Dagster (--no-flow only)"),
 ) -> None:
-    """Run a PPO campaign and print each step's metrics as a JSON line. Exit codes: 0 done,
-    1 the campaign failed, 2 bad options."""
+    """Run a PPO campaign and print each step's metrics as a JSON line (as it finishes, with
+    a progress bar on stderr under --no-flow; the flow logs a line per step). Exit codes: 0
+    done, 1 the campaign failed, 2 bad options."""
     from pipelines.main_job import dagster_home
 
     try:
@@ -58,11 +63,16 @@ def train(
     _check(request, store)
     dagster_home()
     if flow:
-        history = _run_flow(request, run_dir, store, policy_path, dagster_url)
+        for step, metrics in enumerate(
+            _run_flow(request, runs_dir, store, policy_path, dagster_url)
+        ):
+            _print_step(step, metrics)
     else:
-        history = _run_plain(request, run_dir, store, policy_path, dagster_url, report)
-    for step, metrics in enumerate(history):
-        typer.echo(json.dumps({"step": step, **{k: round(v, 5) for k, v in metrics.items()}}))
+        _run_plain(request, runs_dir, store, policy_path, dagster_url, report)
+
+
+def _print_step(step: int, metrics: dict[str, float]) -> None:
+    typer.echo(json.dumps({"step": step, **{k: round(v, 5) for k, v in metrics.items()}}))
 
 
 def _check(request: CampaignRequest, store: Path | None) -> None:
@@ -78,24 +88,25 @@ def _check(request: CampaignRequest, store: Path | None) -> None:
         raise _fail(str(e).splitlines()[0]) from None
 
 
-def _run_flow(request, run_dir, store, policy_path, dagster_url) -> list[dict[str, float]]:
+def _run_flow(request, runs_dir, store, policy_path, dagster_url) -> list[dict[str, float]]:
     from pipelines.flows import ppo_campaign
 
     return ppo_campaign(
         **request.model_dump(),
         store=str(store) if store else None,
         policy_path=str(policy_path) if policy_path else None,
-        run_dir=str(run_dir) if run_dir else None,
+        runs_dir=str(runs_dir) if runs_dir else None,
         dagster_url=dagster_url,
     )
 
 
-def _run_plain(request, run_dir, store, policy_path, dagster_url, report) -> list[dict[str, float]]:
-    import uuid
-
+def _run_plain(request, runs_dir, store, policy_path, dagster_url, report) -> None:
+    """`run_campaign` with a progress bar and a JSON line per step; evaluations reported to
+    Dagster best-effort."""
     from pipelines.campaign_plan import campaign_config, split_campaign_tasks
+    from pipelines.cli.output import progress
     from pipelines.reporting import report_evaluation
-    from training.campaign import run_campaign
+    from training.campaign import CampaignHooks, run_campaign
 
     cfg = campaign_config(
         request.preset,
@@ -104,15 +115,14 @@ def _run_plain(request, run_dir, store, policy_path, dagster_url, report) -> lis
         pool=request.pool,
         store=str(store) if store else None,
         policy_path=str(policy_path) if policy_path else None,
-        run_dir=str(run_dir) if run_dir else None,
-        run_id=uuid.uuid4().hex[:8],
+        runs_dir=str(runs_dir) if runs_dir else None,
     )
     split = split_campaign_tasks(cfg, request.pool, request.pool_version)
 
     def on_evaluation(summary) -> None:
         metadata = {
             **summary.metadata(),
-            "campaign_run_id": cfg.campaign,
+            "campaign_run_id": summary.run_id,
             "pool": split.pool,
             "pool_version": split.pool_version,
         }
@@ -121,6 +131,11 @@ def _run_plain(request, run_dir, store, policy_path, dagster_url, report) -> lis
         except Exception as e:  # best-effort: the evaluation is in the warehouse already
             typer.echo(f"warning: evaluation not reported to Dagster: {e}", err=True)
 
-    hook = on_evaluation if report else None
-    result = run_campaign(cfg, tasks=split.train, eval_tasks=split.held_out, on_evaluation=hook)
-    return result.metrics
+    with progress(f"training {cfg.run_id}", cfg.steps) as advance:
+
+        def on_step(step: int, metrics: dict[str, float]) -> None:
+            _print_step(step, metrics)
+            advance()
+
+        hooks = CampaignHooks(on_step=on_step, on_evaluation=on_evaluation if report else None)
+        run_campaign(cfg, hooks=hooks, tasks=split.train, eval_tasks=split.held_out)

@@ -37,7 +37,7 @@ RUN: dict[str, tuple[str, ...]] = {
     't1 sql "SELECT pool, pool_version, tasks FROM pools"': (),
     "t1 warehouse catalog --store data/warehouse": (),
     "t1 warehouse ddl --store data/warehouse": (),
-    "t1 train --pool seed --steps 4 --no-flow --no-report --run-dir /tmp/t1run --store /tmp/t1wh": (
+    "t1 train --pool seed --steps 4 --no-flow --no-report --runs-dir /tmp/runs --store /tmp/t1wh": (
         "torch",
         "sandbox",
         "slow",

@@ -7,7 +7,6 @@ cannot be reached costs a warning, never the campaign."""
 from __future__ import annotations
 
 import time
-from pathlib import Path
 
 import pytest
 
@@ -35,15 +34,14 @@ def test_tasks_related_to_held_out_ones_never_train(t1_store):
         pool="t1",
         store=str(store),
         policy_path=None,
-        run_dir=None,
-        run_id="test",
+        runs_dir=None,
     )
     split = split_campaign_tasks(cfg, "T1", None)
     assert (split.pool, split.pool_version) == ("t1", 1)
     assert sorted(t.id for t in split.train) == sorted(TRAIN)
     assert split.excluded == [child.id]
     assert [t.id for t in split.held_out] == [HELD_OUT]
-    assert cfg.campaign == "tiny-cpu-test" and cfg.run_dir == Path("runs/tiny-cpu-test")
+    assert cfg.run_id.startswith("tiny-cpu-") and cfg.pool == "t1"  # a fresh id per launch
     with pytest.raises(ValueError, match="pool 't1' has no version 7"):
         split_campaign_tasks(cfg, "t1", 7)
 
@@ -64,20 +62,20 @@ def test_flow_trains_on_t1_and_reports_with_the_pool_version(t1_store, tmp_path,
     policy = str(warm_started_policy(reuse_stale=True))
     common = {"pool": Pool.T1, "steps": 1, "store": str(store), "policy_path": policy}
     with prefect_test_harness(server_startup_timeout=120):
-        state = flows.ppo_campaign(**common, run_dir=str(tmp_path / "run1"), return_state=True)
+        state = flows.ppo_campaign(**common, runs_dir=str(tmp_path / "runs"), return_state=True)
         assert state.is_completed(), state.message
-        run_id = state.state_details.flow_run_id
+        flow_run_id = state.state_details.flow_run_id
         # Dagster down: the report is retried, then logged; the campaign still completes.
         monkeypatch.setattr(
             flows, "evaluation_report", flows.evaluation_report.with_options(retry_delay_seconds=0)
         )
         dead = f"http://127.0.0.1:{free_port()}"
         state2 = flows.ppo_campaign(
-            **common, run_dir=str(tmp_path / "run2"), dagster_url=dead, return_state=True
+            **common, runs_dir=str(tmp_path / "runs"), dagster_url=dead, return_state=True
         )
         assert state2.is_completed(), state2.message
         with get_client(sync_client=True) as client:
-            run = client.read_flow_run(run_id)
+            run = client.read_flow_run(flow_run_id)
             artifacts = client.read_artifacts()
             only_run2 = LogFilter(
                 flow_run_id=LogFilterFlowRunId(any_=[state2.state_details.flow_run_id])
@@ -88,24 +86,27 @@ def test_flow_trains_on_t1_and_reports_with_the_pool_version(t1_store, tmp_path,
                     break
                 time.sleep(0.5)
     assert run.name == "tiny-cpu-t1-vlatest-1steps"
-    assert {"pool:t1", "pool_version:1", f"campaign:tiny-cpu-{str(run_id)[:8]}"} <= set(run.tags)
-    kinds = sorted(a.type for a in artifacts if a.flow_run_id == run_id)
-    assert kinds == ["markdown", "table"]  # one evaluation, one table of steps
+    campaign_tag = [t for t in run.tags if t.startswith("campaign:")]
+    assert {"pool:t1", "pool_version:1"} <= set(run.tags) and len(campaign_tag) == 1
+    run_id = campaign_tag[0].removeprefix("campaign:")
+    kinds = sorted(a.type for a in artifacts if a.flow_run_id == flow_run_id)
+    assert kinds == ["markdown", "progress", "table"]  # steps, one evaluation, steps table
     assert any("not reported to Dagster" in m for m in logs)
 
     with open_snapshot(store) as snap:
         trained = {r[0] for r in snap.sql("SELECT DISTINCT task_hash FROM trajectories").rows}
         campaigns = snap.sql("SELECT DISTINCT campaign FROM evaluations ORDER BY 1").rows
     assert trained == {t.content_hash for t in train}  # never the held-out task's child
-    assert len(campaigns) == 2  # a re-run is a new campaign: its evaluations are kept
+    assert len(campaigns) == 2  # a re-run is a new run id: its evaluations are kept
+    assert len(list((tmp_path / "runs").iterdir())) == 2  # and its own directory
 
     with dg.DagsterInstance.get() as instance:
         events = instance.fetch_materializations(dg.AssetKey("evaluation_results"), limit=10)
     assert len(events.records) == 1, "only the first run could report"
     meta = events.records[0].asset_materialization.metadata
     assert meta["pool"].value == "t1" and meta["pool_version"].value == 1
-    assert meta["campaign_run_id"].value == f"tiny-cpu-{str(run_id)[:8]}"
-    assert meta["prefect_flow_run_url"].value.endswith(f"/runs/flow-run/{run_id}")
+    assert meta["campaign_run_id"].value == run_id
+    assert meta["prefect_flow_run_url"].value.endswith(f"/runs/flow-run/{flow_run_id}")
     assert isinstance(meta["prefect_flow_run_url"], dg.UrlMetadataValue)
 
 
@@ -118,8 +119,7 @@ def test_the_seed_pool_falls_back_to_the_bundled_corpus(tmp_path):
         pool="seed",
         store=str(tmp_path / "fresh"),
         policy_path=None,
-        run_dir=None,
-        run_id="x",
+        runs_dir=None,
     )
     split = split_campaign_tasks(cfg, "seed", None)
     assert (split.pool_version, sorted(t.id for t in split.train)) == (0, sorted(TRAIN))

@@ -191,3 +191,185 @@ def test_sglang_command_line():
     assert "--enable-return-routed-experts" not in off
     with pytest.raises(ValueError, match="absolute"):
         sglang_command(SGLangLaunch(model_path=Path("relative/model")))
+
+
+# An answer in the shape SGLang returns when launched with --skip-tokenizer-init (how
+# `engine_sglang` launches it): TokenizerManager builds it from BatchTokenIDOutput for a finished,
+# non-streamed request as {"output_ids", "meta_info"}: there is no "text" (nothing detokenizes)
+# and logprob triples carry None for the token text.
+SKIP_TOKENIZER_INIT_ANSWER = {
+    "output_ids": [17, 42, 7],
+    "meta_info": {
+        "id": "3f1c0c6a2d8e4b0f9a7d5e1b2c3d4e5f",
+        "finish_reason": {"type": "stop", "matched": 7},
+        "prompt_tokens": 4,
+        "weight_version": "12",
+        "completion_tokens": 3,
+        "cached_tokens": 0,
+        "e2e_latency": 0.0314,
+        "output_token_logprobs": [[-0.25, 17, None], [-1.5, 42, None], [-0.01, 7, None]],
+        "routed_experts": base64.b64encode(
+            np.arange(4 + 3 - 1 - 2, dtype="<i4").repeat(2 * 2).tobytes()
+        ).decode(),
+    },
+}
+
+
+class _FakeSGLang:
+    """Fake at the inference-server boundary (stands for SGLang on a GPU, launched with
+    --skip-tokenizer-init): a stdlib HTTP server that answers /generate with a fixed body."""
+
+    def __init__(self, answer: dict) -> None:
+        import json
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        body = json.dumps(answer).encode()
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:
+                return
+
+            def do_POST(self) -> None:  # noqa: N802
+                self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_an_answer_without_text_from_skip_tokenizer_init_sglang_is_read():
+    """Regression: `text` was required, so every answer of a --skip-tokenizer-init server
+    failed validation. Ids, logprobs, version and routing must come through without it."""
+    fake = _FakeSGLang(SKIP_TOKENIZER_INIT_ANSWER)
+    client = EngineClient(fake.url, num_layers=2, top_k=2)
+    try:
+        g = client.generate(
+            GenerateRequest(
+                input_ids=[1, 2, 3, 4], return_routed_experts=True, routed_experts_start_len=2
+            )
+        )
+    finally:
+        client.close()
+        fake.close()
+    assert g.output_ids == [17, 42, 7] and g.finish == "stop" and g.weight_version == "12"
+    assert g.output_logprobs == [-0.25, -1.5, -0.01]
+    assert g.routed_experts is not None and g.routed_experts.shape == (4, 2, 2)
+    assert g.routed_experts[3].tolist() == [[3, 3], [3, 3]]
+    # builds before `output_ids` answered `token_ids`; no ids at all is an error
+    legacy = {"token_ids": [5], "meta_info": {**SKIP_TOKENIZER_INIT_ANSWER["meta_info"]}}
+    from training.engine_protocol import GenerateResponse
+
+    assert GenerateResponse.model_validate(legacy).output_ids == [5]
+    with pytest.raises(ValueError):
+        GenerateResponse.model_validate({"meta_info": legacy["meta_info"]})
+
+
+def test_local_engine_with_skip_tokenizer_init_answers_like_sglang(random_checkpoint):
+    with LocalEngine(random_checkpoint, skip_tokenizer_init=True) as eng:
+        body = {"input_ids": PROMPT, "sampling_params": {"max_new_tokens": 3, "stop_token_ids": []}}
+        ans = httpx.post(f"{eng.base_url}/generate", json=body, timeout=60).json()
+    assert "text" not in ans and len(ans["output_ids"]) == 3
+
+
+def _request(seed: int, prompt=PROMPT, n: int = 24, start: int = 0) -> GenerateRequest:
+    return GenerateRequest(
+        input_ids=list(prompt),
+        sampling_params=SamplingParams(
+            max_new_tokens=n, temperature=1.0, stop_token_ids=[], sampling_seed=seed
+        ),
+        return_routed_experts=True,
+        routed_experts_start_len=start,
+    )
+
+
+def test_concurrent_requests_share_decode_forwards(random_checkpoint, tiny_config):
+    """Requests from concurrent trials are decoded in one forward per step (left-padded KV,
+    masked, explicit positions), and each gets exactly what it gets alone: same ids, logprobs
+    and routing rows for the same seed."""
+    layers, k = tiny_config.num_hidden_layers, tiny_config.num_experts_per_tok
+    prompts = [PROMPT[: 3 + i] for i in range(4)]  # different lengths: padding is exercised
+    with LocalEngine(random_checkpoint, seed=1) as eng:
+        client = EngineClient(eng.base_url, num_layers=layers, top_k=k)
+        alone = []
+        for i, p in enumerate(prompts):
+            alone.append(client.generate(_request(100 + i, p)))
+            eng.flush_cache()
+        before = eng.stats()
+        together: list = [None] * len(prompts)
+        go = threading.Barrier(len(prompts))
+
+        def run(i):
+            go.wait()
+            together[i] = client.generate(_request(100 + i, prompts[i]))
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(prompts))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        after = eng.stats()
+        client.close()
+    for a, b in zip(alone, together, strict=True):
+        assert a.output_ids == b.output_ids and a.output_logprobs == b.output_logprobs
+        assert np.array_equal(a.routed_experts, b.routed_experts)
+    forwards = after["decode_forwards"] - before["decode_forwards"]
+    rows = after["decode_rows"] - before["decode_rows"]
+    assert after["max_batch"] >= 2 and rows > forwards  # forwards were shared
+    assert rows == sum(len(g.output_ids) - 1 for g in together)  # one row per decoded token
+
+
+def test_prefix_cache_serves_the_next_turn(random_checkpoint, tiny_config):
+    """A multi-turn prompt extends the previous stream: only the new part is prefilled, and the
+    answer (ids, routing rows from `routed_experts_start_len`) equals an uncached one."""
+    layers, k = tiny_config.num_hidden_layers, tiny_config.num_experts_per_tok
+    with LocalEngine(random_checkpoint, seed=1) as eng:
+        client = EngineClient(eng.base_url, num_layers=layers, top_k=k)
+        first = client.generate(_request(5))
+        stream = first.prompt_ids + first.output_ids + [11, 12, 13]
+        cached = client.generate(_request(6, stream, n=8, start=len(PROMPT)))
+        meta_cached = eng.stats()["cached_tokens"]
+        eng.flush_cache()
+        fresh = client.generate(_request(6, stream, n=8, start=len(PROMPT)))
+        client.close()
+    assert meta_cached == len(PROMPT) + len(first.output_ids) - 1  # all that was fed before
+    assert cached.output_ids == fresh.output_ids
+    assert np.array_equal(cached.routed_experts, fresh.routed_experts)
+
+
+def test_publish_quiesces_generation_so_no_request_spans_two_versions(
+    random_checkpoint, tiny_config
+):
+    """pause(abort) -> update -> continue: the request in flight is aborted (the harness sends
+    it again) and nothing decodes under two versions. Without the pause, the same update lands
+    between two decode steps of a running request and the engine counts it as spanning."""
+    layers, k = tiny_config.num_hidden_layers, tiny_config.num_experts_per_tok
+    long = SamplingParams(max_new_tokens=4000, stop_token_ids=[], temperature=1.0)
+    with LocalEngine(random_checkpoint, seed=1, weight_version="0") as eng:
+        client = EngineClient(eng.base_url, num_layers=layers, top_k=k)
+        th, box = _generate_in_thread(client, sampling_params=long)
+        time.sleep(0.3)
+        client.pause_generation("abort")
+        client.update_weights_from_disk(str(random_checkpoint), weight_version="1")
+        client.continue_generation()
+        th.join(timeout=60)
+        assert box["gen"].finish == "abort" and eng.stats()["requests_spanning_versions"] == 0
+        assert eng.stats()["control_log"][-3:] == ["pause:abort", "update:1", "continue"]
+        # the regression: an update without the pause
+        th, box = _generate_in_thread(client, sampling_params=long)
+        time.sleep(0.3)
+        client.update_weights_from_disk(str(random_checkpoint), weight_version="2")
+        time.sleep(0.2)
+        client.abort_request(abort_all=True)
+        th.join(timeout=60)
+        assert eng.stats()["requests_spanning_versions"] == 1
+        client.close()

@@ -19,8 +19,9 @@ pytestmark = pytest.mark.torch
 
 
 class FakeSandbox:
-    """Fake at the sandbox boundary (stands for a bubblewrap/Docker sandbox): records commands
-    and answers each with a fixed output. Used where the test is about the loop, not the shell.
+    """Fake at the sandbox boundary (stands for a bubblewrap/Docker sandbox): its session
+    records commands and answers each with a fixed output. Used where the test is about the
+    loop, not the shell.
     """
 
     id = "fake"
@@ -28,7 +29,10 @@ class FakeSandbox:
     def __init__(self) -> None:
         self.commands: list[str] = []
 
-    def exec(self, command: str, *, timeout_s: float | None = None, cwd: str | None = None):
+    def session(self) -> FakeSandbox:
+        return self
+
+    def run(self, command: str, *, timeout_s: float | None = None):
         self.commands.append(command)
         return ExecResult(
             exit_code=0, stdout=f"ran {len(self.commands)}\n", stderr="", duration_s=0.0
@@ -37,18 +41,29 @@ class FakeSandbox:
 
 class ScriptedEngine:
     """Fake at the inference-engine boundary (stands for SGLang on a GPU): always samples the
-    canonical encoding of one tool call, with made-up logprobs and routing rows."""
+    canonical encoding of one tool call, with made-up logprobs and routing rows. Requests whose
+    number is in `abort_at` answer finish=abort (a weight publish aborted them); `version`
+    is the weight version it reports."""
 
-    def __init__(self, tokenizer, layers: int = 2, k: int = 2) -> None:
+    def __init__(self, tokenizer, layers: int = 2, k: int = 2, abort_at=()) -> None:
         text = render_assistant_text(
             reasoning="Again.", content="", calls=[ToolCall("shell", {"command": "echo hi"})]
         )
         self.out = encode_text(tokenizer, text + IM_END)
         self.layers, self.k = layers, k
         self.requests: list[GenerateRequest] = []
+        self.abort_at = set(abort_at)
+        self.version = "0"
 
     def generate(self, req: GenerateRequest) -> Generation:
         self.requests.append(req)
+        if len(self.requests) in self.abort_at:
+            self.version = str(int(self.version) + 1)  # the publish that aborted it
+            return Generation(
+                rid=req.rid or "", prompt_ids=list(req.input_ids), output_ids=self.out[:3],
+                output_logprobs=[-0.5] * 3, finish="abort", weight_version="0",
+                routed_experts=None, routed_experts_start=req.routed_experts_start_len,
+            )  # fmt: skip
         rows = len(req.input_ids) + len(self.out) - 1 - req.routed_experts_start_len
         return Generation(
             rid=str(len(self.requests)),
@@ -56,7 +71,7 @@ class ScriptedEngine:
             output_ids=list(self.out),
             output_logprobs=[-0.5] * len(self.out),
             finish="stop",
-            weight_version="0",
+            weight_version=self.version,
             routed_experts=np.zeros((rows, self.layers, self.k), np.int32),
             routed_experts_start=req.routed_experts_start_len,
         )
@@ -87,6 +102,45 @@ def test_three_hundred_turns(tokenizer):
     im_end = tokenizer.convert_tokens_to_ids(IM_END)
     _, report = _check_tito_trajectory(traj, im_end, 2, 2)
     assert report.cases["exact_prefix"] == 319
+
+
+def test_a_turn_aborted_by_a_publish_is_resent_on_the_new_version(tokenizer):
+    """The second request is aborted (as `pause_generation("abort")` does during a publish):
+    the turn is sent again with the same prompt and a fresh rid, only the completed answer is
+    kept, and it carries the new version; the aborted partial output is never trained on."""
+    engine = ScriptedEngine(tokenizer, abort_at={2})
+    agent = PolicyAgent(engine, tokenizer, HarnessConfig(max_turns=3))
+    traj = agent.rollout(FakeSandbox(), "t", "x", time.monotonic() + 60)
+    assert len(traj.turns) == 3 and traj.retried_turns == 1 and traj.stop == "turn_limit"
+    assert engine.requests[1].input_ids == engine.requests[2].input_ids
+    assert engine.requests[1].rid != engine.requests[2].rid
+    assert traj.weight_versions() == [0, 1, 1]
+    assert all(t.generation.finish != "abort" for t in traj.turns)
+    im_end = tokenizer.convert_tokens_to_ids(IM_END)
+    _check_tito_trajectory(traj, im_end, 2, 2)
+    # every request aborted: the trial ends as 'aborted' after max_abort_retries re-sends
+    always = ScriptedEngine(tokenizer, abort_at=set(range(1, 100)))
+    stuck = PolicyAgent(always, tokenizer, HarnessConfig(max_turns=3, max_abort_retries=2))
+    t2 = stuck.rollout(FakeSandbox(), "t", "x", time.monotonic() + 60)
+    assert t2.stop == "aborted" and not t2.turns and len(always.requests) == 3
+
+
+def test_a_cancelled_trial_raises_trial_cancelled(tokenizer):
+    from training.harness import TrialCancelled
+
+    engine = ScriptedEngine(tokenizer)
+    agent = PolicyAgent(engine, tokenizer, HarnessConfig(max_turns=5))
+    box = FakeSandbox()
+    original = box.run
+
+    def run_then_cancel(command, *, timeout_s=None):
+        agent.cancel.set()  # a straggler cancel arrives while the first command runs
+        return original(command, timeout_s=timeout_s)
+
+    box.run = run_then_cancel
+    with pytest.raises(TrialCancelled):
+        agent.rollout(box, "t", "x", time.monotonic() + 60)
+    assert len(box.commands) == 1 and len(engine.requests) == 1
 
 
 def test_deadline_and_context_limits(tokenizer):

@@ -211,3 +211,70 @@ def test_megatron_router_replay_adapter():
     finally:
         RouterReplay.set_global_router_replay_action(RouterReplayAction.RECORD)
         RouterReplay.clear_global_router_replay_instances()
+
+
+def test_megatron_replay_records_are_cleared_every_step():
+    """Regression: load_replay never cleared megatron's per-layer replay lists, which
+    `set_target_indices` appends to and activation recompute (REPLAY_BACKWARD) pops from the
+    front; after 3 steps a recompute replayed step 1's routing. Over 3 steps each layer must
+    hold exactly the current step's record, and recompute must replay it."""
+    pytest.importorskip("megatron.core")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from megatron.core.transformer.moe.moe_utils import topk_routing_with_score_function
+        from megatron.core.transformer.moe.router_replay import RouterReplay, RouterReplayAction
+
+    from training.r3_megatron import clear_replay, load_replay, records_to_megatron
+
+    b, n, layers, k, experts = 1, 6, 2, 2, 8
+    RouterReplay.clear_global_router_replay_instances()
+    try:
+        instances = [RouterReplay() for _ in range(layers)]
+        for step in range(3):
+            record = _random_record(n, layers, k, experts, seed=10 + step).reshape(b, n, layers, k)
+            load_replay(record, policy="error")
+            want = records_to_megatron(record)
+            for layer, inst in enumerate(instances):
+                assert len(inst.replay_backward_list) == 1, (step, layer)
+                assert torch.equal(inst.target_topk_idx, want[layer])
+            RouterReplay.set_global_router_replay_action(RouterReplayAction.REPLAY_BACKWARD)
+            logits = torch.randn(n * b, experts)
+            _, routing_map = topk_routing_with_score_function(
+                logits, k, use_pre_softmax=False, router_replay=instances[0]
+            )
+            for row in range(n * b):
+                chosen = set(routing_map[row].nonzero().flatten().tolist())
+                assert chosen == set(want[0][row].tolist()), (step, row)
+        clear_replay()
+        assert all(i.target_topk_idx is None and not i.replay_backward_list for i in instances)
+        assert all(i.router_replay_action is None for i in instances)
+    finally:
+        RouterReplay.set_global_router_replay_action(RouterReplayAction.RECORD)
+        RouterReplay.clear_global_router_replay_instances()
+
+
+def test_batched_logprobs_equal_each_stream_alone(model, tiny_config):
+    """The trainer's micro-batches right-pad streams into one forward: every real position
+    must get what its stream alone gets (with R3 replay of its own record)."""
+    import numpy as np
+
+    from training.logprobs import batch_logprobs, stream_logprobs
+
+    g = torch.Generator().manual_seed(7)
+    lengths = [5, 11, 8]
+    streams = [torch.randint(0, tiny_config.vocab_size, (n,), generator=g).numpy() for n in lengths]
+    records = [
+        _random_record(n - 1, tiny_config.num_hidden_layers, 2, tiny_config.num_experts, seed=n)
+        .numpy()
+        .astype(np.int32)
+        for n in lengths
+    ]  # one row short, as the engine returns them: the last position replays live
+    batched = batch_logprobs(model, streams, routings=records, temperature=0.7)
+    assert batched.shape == (3, 11)
+    for i, (s, r) in enumerate(zip(streams, records, strict=True)):
+        alone, _ = stream_logprobs(model, s, routing=r, temperature=0.7)
+        n = lengths[i]
+        assert torch.allclose(batched[i, 1:n], alone[1:], atol=1e-5)
+        assert torch.isnan(batched[i, n:]).all() and torch.isnan(batched[i, 0])

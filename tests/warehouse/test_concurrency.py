@@ -152,6 +152,10 @@ KILLED_WRITER = textwrap.dedent(
         "recorded_at": pa.array(np.zeros(n, dtype="datetime64[us]")).cast(
             pa.timestamp("us", tz="UTC")),
     })
+    from warehouse.schema import TRAJECTORIES
+    for f in TRAJECTORIES.schema:  # later schema versions' nullable columns, as NULL
+        if f.name not in table.column_names:
+            table = table.append_column(f, pa.nulls(n, f.type))
     print("writing", flush=True)
     store.append({"trajectories": table})
     print("committed", flush=True)
@@ -160,8 +164,10 @@ KILLED_WRITER = textwrap.dedent(
 
 
 def _small_batch() -> pa.Table:
+    from warehouse.schema import TRAJECTORIES
+
     n = 10
-    return pa.table(
+    table = pa.table(
         {
             "campaign": ["small"] * n,
             "step": np.arange(n, dtype=np.int64),
@@ -179,6 +185,10 @@ def _small_batch() -> pa.Table:
             ),
         }
     )
+    for f in TRAJECTORIES.schema:  # later schema versions' nullable columns, as NULL
+        if f.name not in table.column_names:
+            table = table.append_column(f, pa.nulls(n, f.type))
+    return table
 
 
 def _kill_mid_write(store_path: Path, rows: int) -> bool:

@@ -73,9 +73,32 @@ def test_an_older_store_is_refused_until_migrated(
 def test_a_missing_migration_step_says_so(
     store_path: Path, task_factory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    record_tasks(store_path, [task_factory("a")])
     v = schema.SCHEMA_VERSION
+    record_tasks(store_path, [task_factory("a")])
     monkeypatch.setattr(schema, "SCHEMA_VERSION", v + 2)
     with pytest.raises(SchemaVersionError, match=f"no migration from warehouse schema version {v}"):
         migrations.migrate(Store(store_path))
     assert json.loads((store_path / "_meta.json").read_text())["schema_version"] == v
+
+
+def test_v1_trajectories_read_the_v2_training_columns_as_null(store_path: Path) -> None:
+    """1 -> 2 only adds nullable columns: a v1 store migrates without a rewrite, old rows read
+    NULL in the new columns and new rows carry them."""
+    from warehouse import TrajectoryRecord, record_trajectories
+
+    h = "a" * 64
+    old = TrajectoryRecord(
+        campaign="c", step=0, task_hash=h, weight_version=0, reward=1.0,
+        assertions_passed=1, assertions_total=2, turns=1, tokens=5,
+    )  # fmt: skip
+    record_trajectories(store_path, [old])
+    _set_version(store_path, 1)
+    assert migrations.migrate(Store(store_path)) == (1, schema.SCHEMA_VERSION)
+    new = old.model_copy(update={"step": 1, "status": "admitted", "staleness": 1})
+    record_trajectories(store_path, [new])
+    with open_snapshot(store_path) as snap:
+        rows = snap.rows("SELECT step, status, staleness FROM trajectories ORDER BY step")
+    assert [(r["step"], r["status"], r["staleness"]) for r in rows] == [
+        (0, None, None),
+        (1, "admitted", 1),
+    ]

@@ -1,0 +1,146 @@
+"""Concurrent rollouts in real sandboxes: oversampling admits the first B finishers, stragglers
+are cancelled (request aborted, sandbox reclaimed, CANCELLED row), infrastructure failures are
+excluded and counted, never admitted."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from training.chat_format import IM_END, ToolCall, render_assistant_text
+from training.chat_tokenizer import decode_ids, encode_text
+from training.engine_protocol import GenerateRequest, Generation
+from training.harness import HarnessConfig
+from training.rollouts import RolloutPool, job_seed, launch_count, plan_jobs
+from training.task_families import fileops_task
+
+pytestmark = pytest.mark.torch
+
+
+def test_launch_count_and_job_plan():
+    assert launch_count(8, 0.0) == 8 and launch_count(8, 0.25) == 10 and launch_count(3, 0.5) == 5
+    with pytest.raises(ValueError):
+        launch_count(0, 0.1)
+    tasks = [fileops_task(i, "train", 0) for i in range(3)]
+    jobs = plan_jobs(tasks, [2, 0, 1], samples_per_task=2, launch=5, step=4, seed=7)
+    assert [(j.task.id, j.sample, j.slot) for j in jobs] == [
+        (tasks[2].id, 0, 0), (tasks[2].id, 1, 1), (tasks[0].id, 0, 2), (tasks[0].id, 1, 3),
+        (tasks[1].id, 0, 4),
+    ]  # fmt: skip
+    seeds = {job_seed(7, step, slot) for step in range(50) for slot in range(64)}
+    assert len(seeds) == 50 * 64  # no two trials of a run share a sampling seed
+    assert job_seed(None, 1, 1) is None
+
+
+class GatedEngine:
+    """Fake at the inference-engine boundary (stands for SGLang on a GPU). Answers each trial's
+    first turn with `echo hi` and its second with a final answer; a prompt whose instruction
+    says 'slow' blocks until its request is aborted (by rid) or 60 s pass."""
+
+    def __init__(self, tokenizer) -> None:
+        self.tokenizer = tokenizer
+        call = render_assistant_text(
+            reasoning="Go.", content="", calls=[ToolCall("shell", {"command": "echo hi"})]
+        )
+        self.call = encode_text(tokenizer, call + IM_END)
+        self.done = encode_text(tokenizer, "Done." + IM_END)
+        self.aborted: set[str] = set()
+        self.lock = threading.Lock()
+        self.requests = 0
+
+    def generate(self, req: GenerateRequest) -> Generation:
+        with self.lock:
+            self.requests += 1
+        text = decode_ids(self.tokenizer, req.input_ids)
+        out, finish = (self.done if "<tool_response>" in text else self.call), "stop"
+        if "slow" in text:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and req.rid not in self.aborted:
+                time.sleep(0.01)
+            if req.rid in self.aborted:
+                out, finish = out[:2], "abort"
+        rows = len(req.input_ids) + len(out) - 1 - req.routed_experts_start_len
+        return Generation(
+            rid=req.rid or "", prompt_ids=list(req.input_ids), output_ids=list(out),
+            output_logprobs=[-0.1] * len(out), finish=finish, weight_version="0",
+            routed_experts=np.zeros((rows, 2, 2), np.int32) if finish != "abort" else None,
+            routed_experts_start=req.routed_experts_start_len,
+        )  # fmt: skip
+
+    def abort_request(self, rid=None, *, abort_all=False) -> None:
+        self.aborted.add(rid)
+
+
+def _children() -> list[int]:
+    """Live child processes of this test process (a sandbox's holder is one while it runs)."""
+    me = str(os.getpid())
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[1] == me and fields[0] != "Z":
+            out.append(int(stat.parent.name))
+    return out
+
+
+def _task(i: int, speed: str, *, broken: bool = False):
+    t = fileops_task(i, "train", 0)
+    env = t.environment
+    if broken:  # its environment cannot be built: an infrastructure failure
+        env = env.model_copy(update={"setup": ["echo no such tool >&2; exit 3"]})
+    return t.model_copy(
+        update={
+            "id": f"{speed}-{i}",
+            "instruction": f"{speed}: {t.instruction}",
+            "environment": env,
+        }
+    )
+
+
+@pytest.mark.sandbox
+def test_first_b_finishers_are_admitted_and_stragglers_cancelled(tokenizer):
+    engine = GatedEngine(tokenizer)
+    tasks = [_task(0, "slow"), _task(1, "fast"), _task(2, "slow"), _task(3, "fast")]
+    pool = RolloutPool(engine, tokenizer, workers=4)
+    harness = HarnessConfig(max_turns=3, max_new_tokens=64)
+    try:
+        t0 = time.monotonic()
+        jobs = plan_jobs(tasks, [0, 1, 2, 3], samples_per_task=1, launch=4, step=0, seed=1)
+        batch = pool.start(0, jobs, harness, want=2).result(timeout=120)
+        cancelled = batch.cancelled()
+        elapsed = time.monotonic() - t0
+    finally:
+        pool.close()
+    assert [r.trajectory.task_id for r in batch.admitted] == ["fast-1", "fast-3"]
+    assert all(r.trial.failure_mode == "none" and r.trial.total > 0 for r in batch.admitted)
+    assert sorted(r.trajectory.task_id for r in cancelled) == ["slow-0", "slow-2"]
+    assert all(r.trial.failure_mode == "cancelled" and not r.trial.rewardable for r in cancelled)
+    assert all(r.trial.report.total == 0 for r in cancelled)  # never verified
+    assert sorted(r.sample for r in [*batch.admitted, *cancelled]) == [0, 1, 2, 3]
+    assert elapsed < 30, "cancel must abort the stragglers' requests, not wait them out"
+    assert _children() == [], "a cancelled trial's sandbox was not reclaimed"
+
+
+@pytest.mark.sandbox
+def test_infrastructure_failures_are_excluded_and_counted_not_admitted(tokenizer):
+    engine = GatedEngine(tokenizer)
+    tasks = [_task(0, "fast", broken=True), _task(1, "fast"), _task(2, "fast"), _task(3, "slow")]
+    pool = RolloutPool(engine, tokenizer, workers=4)
+    try:
+        jobs = plan_jobs(tasks, [0, 1, 2, 3], samples_per_task=1, launch=4, step=0, seed=1)
+        batch = pool.start(0, jobs, HarnessConfig(max_turns=3), want=2).result(timeout=120)
+        cancelled = batch.cancelled()
+    finally:
+        pool.close()
+    assert [r.trajectory.task_id for r in batch.infrastructure] == ["fast-0"]
+    assert batch.infrastructure[0].trial.failure_mode == "environment_error"
+    assert not batch.infrastructure[0].trial.rewardable
+    assert sorted(r.trajectory.task_id for r in batch.admitted) == ["fast-1", "fast-2"]
+    assert [r.trajectory.task_id for r in cancelled] == ["slow-3"]

@@ -1,0 +1,262 @@
+"""Concurrent rollouts: N trials at once over a pool of sandboxes; oversampling; straggler cancel.
+
+A step's trials are jobs on a thread pool of `workers` threads; each job is one blocking
+`sandbox.run_trial` (its own sandbox, opened and reclaimed by `run_trial`) driven by its own
+`PolicyAgent`, and all of them share one engine, which batches their requests into common
+forward passes. The paper's scheduler (section 2): launch ceil((1 + alpha) * B) trials, admit
+the first B that finish with a verdict, cancel the rest.
+
+- an infrastructure failure (`TrialResult.rewardable` False: sandbox, environment build,
+  verifier never ran) is no evidence about the policy: it is excluded from the batch and
+  counted, and does not take one of the B places;
+- once B trials are admitted, every other trial's cancel event is set and its in-flight request
+  aborted by rid; the agent raises `TrialCancelled` at its next turn boundary, `run_trial`
+  stops its sandbox, and the trial is a CANCELLED row. A command already running finishes
+  first (at most `command_timeout_s`);
+- admitting the first finishers favours short trajectories (the price of bounded step time);
+  `rollout/cancelled` and the cancelled rows show how much was cut.
+
+`RolloutBatch.result()` blocks until B are admitted (or every trial is done); the cancelled
+trials are collected by `RolloutBatch.cancelled()` once they have wound down.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from training.harness import HarnessConfig, PolicyAgent, Rollout, rollout_trial
+
+if TYPE_CHECKING:
+    from tasks.model import Task
+    from training.engine_protocol import EngineClient
+
+
+@dataclass(frozen=True)
+class RolloutJob:
+    """One trial to run: a task, which of its k samples, its launch slot and sampling seed."""
+
+    task: Task
+    sample: int
+    slot: int
+    seed: int | None
+
+
+def launch_count(batch: int, oversample: float) -> int:
+    """Trials launched for a batch of `batch`: ceil((1 + oversample) * batch)."""
+    if batch < 1 or oversample < 0:
+        raise ValueError(f"need batch >= 1 and oversample >= 0, got {batch}, {oversample}")
+    return math.ceil((1.0 + oversample) * batch - 1e-9)
+
+
+def job_seed(base: int | None, step: int, slot: int) -> int | None:
+    """Sampling seed of a trial (turn t adds t): distinct per (base, step, slot)."""
+    if base is None:
+        return None
+    return (base * 1_000_003 + step * 10_007 + slot * 1_009) % (2**31 - 1)
+
+
+@dataclass
+class _Running:
+    job: RolloutJob
+    agent: PolicyAgent
+    future: Future[Rollout]
+
+
+@dataclass
+class RolloutBatch:
+    """The trials of one step: admitted (training), infrastructure failures, cancelled."""
+
+    step: int
+    want: int
+    launched: int
+    admitted: list[Rollout] = field(default_factory=list)
+    infrastructure: list[Rollout] = field(default_factory=list)
+    seconds: float = 0.0
+    _running: list[_Running] = field(default_factory=list, repr=False)
+    _straggling: list[_Running] = field(default_factory=list, repr=False)
+    _done: threading.Event = field(default_factory=threading.Event, repr=False)
+    _client: Any = field(default=None, repr=False)
+    _error: BaseException | None = field(default=None, repr=False)
+
+    def result(self, timeout: float | None = None) -> RolloutBatch:
+        """Block until the batch is decided (B admitted, or every trial finished)."""
+        if not self._done.wait(timeout):
+            raise TimeoutError(f"rollouts of step {self.step} not done after {timeout}s")
+        if self._error is not None:
+            raise RuntimeError(f"rollouts of step {self.step} failed") from self._error
+        return self
+
+    def cancel_all(self) -> None:
+        """Cancel every trial of the batch still running (the run is being closed)."""
+        for r in self._running:
+            if not r.future.done():
+                _cancel(self._client, r)
+
+    def cancelled(self) -> list[Rollout]:
+        """The cancelled stragglers, as CANCELLED rows (waits for them to wind down)."""
+        out = []
+        for r in self._straggling:
+            rollout = r.future.result()
+            if rollout.trial.failure_mode != "cancelled":
+                # it finished before the cancel reached it: still not admitted, so cancelled
+                from tasks.results import FailureMode
+
+                rollout.trial.failure_mode = FailureMode.CANCELLED
+                rollout.trial.failure_detail = "finished after the batch was full"
+            out.append(rollout)
+        self._straggling = []
+        return out
+
+
+class RolloutPool:
+    """A pool of `workers` trial threads sharing one engine client.
+
+    Each trial gets its own `PolicyAgent` (own cancel event, own tokenizer copy: the fast
+    tokenizer is not shared across threads)."""
+
+    def __init__(
+        self,
+        client: EngineClient,
+        tokenizer: Any,
+        *,
+        workers: int,
+        backend: str = "local",
+    ):
+        if workers < 1:
+            raise ValueError(f"workers must be >= 1, got {workers}")
+        self.client = client
+        self.backend = backend
+        self.workers = workers
+        self._tokenizer = tokenizer
+        self._local = threading.local()
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rollout")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True, cancel_futures=True)
+
+    def _thread_tokenizer(self) -> Any:
+        tok = getattr(self._local, "tokenizer", None)
+        if tok is None:
+            tok = self._local.tokenizer = copy.deepcopy(self._tokenizer)
+        return tok
+
+    def _run(self, job: RolloutJob, agent: PolicyAgent) -> Rollout:
+        agent.tokenizer = self._thread_tokenizer()
+        if agent.cancel.is_set():  # cancelled before it started: nothing to reclaim
+            return _cancelled_before_start(job, agent, self.backend)
+        rollout = rollout_trial(job.task, agent, backend=self.backend)
+        rollout.sample = job.slot
+        return rollout
+
+    def submit(self, job: RolloutJob, harness: HarnessConfig) -> _Running:
+        agent = PolicyAgent(
+            self.client,
+            self._tokenizer,
+            harness.model_copy(update={"seed": job.seed}),
+        )
+        return _Running(job, agent, self._pool.submit(self._run, job, agent))
+
+    def start(
+        self,
+        step: int,
+        jobs: Sequence[RolloutJob],
+        harness: HarnessConfig,
+        *,
+        want: int,
+    ) -> RolloutBatch:
+        """Launch `jobs` now; the returned batch is decided in the background (`result()`)."""
+        if want < 1:
+            raise ValueError(f"want must be >= 1, got {want}")
+        batch = RolloutBatch(step=step, want=want, launched=len(jobs), _client=self.client)
+        running = [self.submit(j, harness) for j in jobs]
+        batch._running = running
+        threading.Thread(
+            target=self._decide, args=(batch, running), daemon=True, name=f"batch-{step}"
+        ).start()
+        return batch
+
+    def run_all(self, jobs: Sequence[RolloutJob], harness: HarnessConfig) -> list[Rollout]:
+        """Every job to completion (evaluation: no oversampling, nothing cancelled), in order."""
+        running = [self.submit(j, harness) for j in jobs]
+        return [r.future.result() for r in running]
+
+    def _decide(self, batch: RolloutBatch, running: list[_Running]) -> None:
+        t0 = time.monotonic()
+        try:
+            pending = {r.future: r for r in running}
+            while pending and len(batch.admitted) < batch.want:
+                done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+                # admit in slot order among those that finished together (deterministic)
+                for fut in sorted(done, key=lambda f: pending[f].job.slot):
+                    r = pending.pop(fut)
+                    rollout = fut.result()
+                    if not rollout.trial.rewardable:
+                        batch.infrastructure.append(rollout)
+                    elif len(batch.admitted) < batch.want:
+                        batch.admitted.append(rollout)
+                    else:
+                        batch._straggling.append(_Running(r.job, r.agent, fut))
+            for r in pending.values():
+                _cancel(self.client, r)
+                batch._straggling.append(r)
+        except BaseException as e:  # noqa: BLE001 - handed to the waiter, who re-raises
+            batch._error = e
+        finally:
+            batch.seconds = time.monotonic() - t0
+            batch._done.set()
+
+
+def _cancel(client: EngineClient, r: _Running) -> None:
+    """Cancel one trial: its agent stops at the next turn boundary, its request now."""
+    r.agent.cancel.set()
+    rid = r.agent.current_rid
+    if rid is not None:
+        try:
+            client.abort_request(rid)
+        except Exception:  # noqa: BLE001 - the cancel event alone still stops it
+            pass
+
+
+def _cancelled_before_start(job: RolloutJob, agent: PolicyAgent, backend: str) -> Rollout:
+    import uuid
+
+    from tasks.results import FailureMode, TrialResult
+    from training.harness import AgentTrajectory
+
+    trial = TrialResult(
+        trial_id=uuid.uuid4().hex,
+        task_id=job.task.id,
+        task_hash=job.task.content_hash,
+        agent=agent.name,
+        backend=backend,
+        failure_mode=FailureMode.CANCELLED,
+        failure_detail="cancelled before it started",
+    )
+    return Rollout(trial, AgentTrajectory(task_id=job.task.id, stop="aborted"), sample=job.slot)
+
+
+def plan_jobs(
+    tasks: Sequence[Task],
+    picks: Sequence[int],
+    *,
+    samples_per_task: int,
+    launch: int,
+    step: int,
+    seed: int | None,
+) -> list[RolloutJob]:
+    """`launch` jobs: each picked task `samples_per_task` times, in pick order, truncated."""
+    jobs: list[RolloutJob] = []
+    for idx in picks:
+        for k in range(samples_per_task):
+            if len(jobs) == launch:
+                return jobs
+            slot = len(jobs)
+            jobs.append(RolloutJob(tasks[idx], k, slot, job_seed(seed, step, slot)))
+    return jobs
