@@ -220,7 +220,8 @@ def test_start_a_campaign_on_t1_from_dagster(ui: UI, page):
         json={"artifacts": {"flow_run_id": {"any_": [flow_run_id]}}},
         timeout=10,
     ).json()
-    assert sorted(a["type"] for a in artifacts) == ["markdown", "table"]  # 1 evaluation, steps
+    kinds = sorted(a["type"] for a in artifacts)
+    assert kinds == ["markdown", "progress", "table"]  # 1 evaluation, steps, step progress
     (evaluation,) = [a for a in artifacts if a["type"] == "markdown"]
     assert "t1 v1" in evaluation["data"] and run["runId"] in evaluation["data"]
 

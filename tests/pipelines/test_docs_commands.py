@@ -54,10 +54,6 @@ NOT_RUN: dict[str, str] = {
     "t1 demo": "`make demo` itself; its stages have their own tests",
     "t1 sql": "the interactive shell; tests/warehouse/test_cli.py feeds it statements",
     "t1 sql < report.sql": "the reader's own file; tests/warehouse/test_cli.py pipes statements",
-    "t1 warehouse export-pool rst /tmp/rst-export --store /tmp/synth-full": (
-        "needs the full synthesis store that docs/synthesis.md builds first"
-    ),
-    "t1 task check /tmp/rst-export/tasks/*": "checks the export above (6.5 min)",
 }
 PLACEHOLDER = re.compile(r"\.\.\.|\||\[|<|\b(PATH|DIR|TASK|N|P|S)\b")
 

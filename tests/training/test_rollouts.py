@@ -40,7 +40,8 @@ def test_launch_count_and_job_plan():
 class GatedEngine:
     """Fake at the inference-engine boundary (stands for SGLang on a GPU). Answers each trial's
     first turn with `echo hi` and its second with a final answer; a prompt whose instruction
-    says 'slow' blocks until its request is aborted (by rid) or 60 s pass."""
+    says 'slow' blocks until its request is aborted (by rid) or 60 s pass; every other first
+    turn waits `hold_first_turn_s` (0 unless a test sets it)."""
 
     def __init__(self, tokenizer) -> None:
         self.tokenizer = tokenizer
@@ -52,12 +53,15 @@ class GatedEngine:
         self.aborted: set[str] = set()
         self.lock = threading.Lock()
         self.requests = 0
+        self.hold_first_turn_s = 0.0
 
     def generate(self, req: GenerateRequest) -> Generation:
         with self.lock:
             self.requests += 1
         text = decode_ids(self.tokenizer, req.input_ids)
         out, finish = (self.done if "<tool_response>" in text else self.call), "stop"
+        if "<tool_response>" not in text:
+            time.sleep(self.hold_first_turn_s)
         if "slow" in text:
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline and req.rid not in self.aborted:
@@ -131,6 +135,9 @@ def test_first_b_finishers_are_admitted_and_stragglers_cancelled(tokenizer):
 @pytest.mark.sandbox
 def test_infrastructure_failures_are_excluded_and_counted_not_admitted(tokenizer):
     engine = GatedEngine(tokenizer)
+    # The broken environment fails at its build, before any turn: the fast trials' first turns
+    # wait so that the two admitted finishers cannot beat it (else it is a cancelled straggler).
+    engine.hold_first_turn_s = 5.0
     tasks = [_task(0, "fast", broken=True), _task(1, "fast"), _task(2, "fast"), _task(3, "slow")]
     pool = RolloutPool(engine, tokenizer, workers=4)
     try:
