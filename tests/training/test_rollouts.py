@@ -118,7 +118,8 @@ def test_first_b_finishers_are_admitted_and_stragglers_cancelled(tokenizer):
         elapsed = time.monotonic() - t0
     finally:
         pool.close()
-    assert [r.trajectory.task_id for r in batch.admitted] == ["fast-1", "fast-3"]
+    # admitted in finishing order: the two fast trials may finish either way round
+    assert sorted(r.trajectory.task_id for r in batch.admitted) == ["fast-1", "fast-3"]
     assert all(r.trial.failure_mode == "none" and r.trial.total > 0 for r in batch.admitted)
     assert sorted(r.trajectory.task_id for r in cancelled) == ["slow-0", "slow-2"]
     assert all(r.trial.failure_mode == "cancelled" and not r.trial.rewardable for r in cancelled)
