@@ -26,6 +26,7 @@ from audit.reports import (
     write_scores,
 )
 from audit.selection import SelectionConfig, final_decisions, run_selection, stage_rows
+from audit.verdict import Verdict
 from warehouse.pools import load_pool, pool_tasks
 from warehouse.recording import writable_store
 
@@ -66,7 +67,7 @@ def write_reports(
         t1 = load_pool(writable_store(store), T1, bundles=False)
         cats, title = t1.column("category").to_pylist(), f"T1 composition ({t1.num_rows} tasks)"
     except ValueError:
-        cats = [f.category for f in finals if f.verdict == "accepted"]
+        cats = [f.category for f in finals if f.verdict == Verdict.ACCEPTED]
         title = f"Accepted tasks by category ({len(cats)})"
     if cats:
         files += write_composition(composition(cats), out, title)
@@ -102,7 +103,7 @@ def run_all(
         report = run_preflight(t1_tasks, preflight_n, pool=T1, workers=cfg.exec.workers, store=st)
         files += write_preflight(report, out)
     finals = final_decisions(st, result.version, result.hashes())
-    accepted = sum(f.verdict == "accepted" for f in finals)
+    accepted = sum(f.verdict == Verdict.ACCEPTED for f in finals)
     summary = RunSummary(
         source=source,
         version=result.version,

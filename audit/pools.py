@@ -4,8 +4,9 @@
 - T1: the audit's final accepted tasks, best composite first, up to a target size (15,000
   at full scale): materialized in quality-rank order, so training must read it through
   `warehouse.permutation`;
-- TMax: an imported public corpus (Harbor or Terminal-Bench layout) whose verifiers are
-  binary; imported tasks are marked `binary_verifier`, malformed ones are reported as rejects.
+- TMax: an imported public corpus (Harbor or Terminal-Bench layout), as read by
+  `audit.intake`: a verifier that reports per assertion stays dense, one that reports reward
+  only is marked `binary_verifier`; malformed tasks are reported as rejects.
 """
 
 from __future__ import annotations
@@ -13,8 +14,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from audit.rubric import Verdict
+from audit.intake import read_corpus, source_label
 from audit.selection import FinalRow, final_decisions
+from audit.verdict import Verdict
 from tasks.corpus import SEED_DIR, Reject, import_dir
 from tasks.model import Task
 from warehouse.bundles import task_from_bundle
@@ -72,7 +74,7 @@ def t1_members(finals: list[FinalRow], size: int) -> list[FinalRow]:
     """The T1 selection (pure): accepted tasks, best composite first (ties by hash), <= size."""
     if size < 0:
         raise ValueError(f"size must be >= 0, got {size!r}")
-    accepted = [f for f in finals if f.verdict == Verdict.ACCEPTED.value]
+    accepted = [f for f in finals if f.verdict == Verdict.ACCEPTED]
     accepted.sort(key=lambda f: (-(f.composite or 0.0), f.task_hash))
     return accepted[:size]
 
@@ -90,10 +92,12 @@ def record_t1(
 
 
 def import_tmax(store: Any, root: Path | str) -> tuple[PoolVersion | None, list[Reject]]:
-    """Import a corpus directory as TMax: binary verifiers, import order, rejects reported."""
-    tasks, rejects = import_dir(root)
-    binary = [t.model_copy(update={"binary_verifier": True}) for t in tasks]
-    if not binary:
-        return None, rejects
-    pv = record_pool(writable_store(store), TMAX, binary, tasks=binary)
-    return pv, rejects
+    """Import a corpus directory as TMax (import order, rejects reported, the source
+    directory recorded); dense verifiers stay dense."""
+    intake = read_corpus(root)
+    if not intake.tasks:
+        return None, intake.rejects
+    st = writable_store(store)
+    record_tasks(st, intake.tasks, pool=TMAX, source=source_label(root))
+    pv = record_pool(st, TMAX, intake.tasks, tasks=intake.tasks)
+    return pv, intake.rejects

@@ -16,8 +16,16 @@ from warehouse.store import Manifest, SchemaVersionError, Store
 
 MigrationStep = Callable[[Store, Manifest], Manifest]
 
+
+def _add_nullable_columns(store: Store, manifest: Manifest) -> Manifest:
+    """A step that only adds nullable columns: readers fill them with NULL, nothing rewritten."""
+    return manifest
+
+
 # from-version -> the step to from-version + 1. Version 1 is the first released schema.
-MIGRATIONS: dict[int, MigrationStep] = {}
+MIGRATIONS: dict[int, MigrationStep] = {
+    1: _add_nullable_columns,  # 2: audits.findings, tasks.source (audit v2)
+}
 
 
 def migrate(store: Store) -> tuple[int, int]:

@@ -130,6 +130,10 @@ def import_(
     ),
     out: Path = typer.Option(None, help="write the imported tasks here in Harbor layout"),
     rejects_file: Path = typer.Option(None, "--rejects", help="write rejects as JSON lines"),
+    record: bool = typer.Option(
+        False, "--record", help="record the tasks (and their source) in the warehouse"
+    ),
+    store: Path = typer.Option(None, "--store", help="warehouse for --record"),
 ) -> None:
     """Import a directory of tasks; malformed ones are recorded as rejects, the rest go on."""
     try:
@@ -137,6 +141,11 @@ def import_(
     except TaskFormatError as e:
         console.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from e
+    if record:
+        from audit.intake import record_import
+
+        where = record_import(tasks, directory, store)
+        console.print(f"recorded {len(tasks)} task(s) from {directory} in {where}")
     if out is not None:
         for t in tasks:
             write_harbor(t, out / t.id)

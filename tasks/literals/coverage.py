@@ -56,17 +56,11 @@ class _Sources:
     def __init__(self, instruction: str, environment: Mapping[str, bytes], workdir: str) -> None:
         self.workdir = workdir.rstrip("/") or "/"
         self.texts: list[_Text] = [_Text("instruction.md", instruction, _squash(instruction))]
-        self.image_paths: set[str] = set()
-        docker = ""
+        self.image_paths = set(image_paths(environment, workdir).values())
         for name, data in sorted(environment.items()):
             text = decode(data) if len(data) <= 5_000_000 else None
             if text is not None:
                 self.texts.append(_Text(f"environment/{name}", text, _squash(text)))
-            if posixpath.basename(name) == "Dockerfile":
-                docker = text or ""
-            if name.startswith("app/"):
-                self.image_paths.add(posixpath.join(self.workdir, name[4:]))
-        self.image_paths |= _dockerfile_paths(docker, environment)
         self.numbers = [(t.where, _numbers_in(t.flat)) for t in self.texts]
 
     @property
@@ -109,31 +103,37 @@ def _numbers_in(text: str) -> set[float]:
     return out
 
 
-def _dockerfile_paths(docker: str, env: Mapping[str, bytes]) -> set[str]:
-    """Image paths of the build context's files, from COPY/ADD lines and WORKDIR."""
-    out: set[str] = set()
-    workdir = "/"
+def image_paths(environment: Mapping[str, bytes], workdir: str = "/app") -> dict[str, str]:
+    """Where each build-context file lands in the image: `app/*` under the working
+    directory (the seeds' convention), else by the Dockerfile's COPY/ADD lines (after its
+    WORKDIR; a file copied twice keeps its first place). Files no line copies are left out.
+    Also maps `WORKDIR` dirs to themselves."""
+    wd = workdir.rstrip("/") or "/"
+    out = {n: posixpath.join(wd, n[4:]) for n in environment if n.startswith("app/")}
+    docker = decode(environment.get("Dockerfile", b"")) or ""
+    cur = "/"
     for raw in docker.replace("\\\n", " ").splitlines():
         parts = raw.strip().split()
         if not parts:
             continue
         op = parts[0].upper()
         if op == "WORKDIR" and len(parts) > 1:
-            workdir = posixpath.join(workdir, parts[1])
-            out.add(workdir)
+            cur = posixpath.join(cur, parts[1])
+            out.setdefault(cur, cur)
         if op not in ("COPY", "ADD") or len(parts) < 3:
             continue
         args = [p for p in parts[1:] if not p.startswith("--")]
         *srcs, dest = args
         dest_dir = dest.endswith("/") or len(srcs) > 1
-        dest = posixpath.join(workdir, dest)
+        dest = posixpath.join(cur, dest)
         for src in srcs:
             src = "" if src in (".", "./") else src.strip("/").removeprefix("./")
-            for n in env:
+            for n in environment:  # the first place a file lands is where the agent sees it
                 if src and n == src:
-                    out.add(posixpath.join(dest, posixpath.basename(n)) if dest_dir else dest)
+                    where = posixpath.join(dest, posixpath.basename(n)) if dest_dir else dest
+                    out.setdefault(n, where)
                 elif not src or n.startswith(src + "/"):
-                    out.add(posixpath.join(dest, n[len(src) :].lstrip("/")))
+                    out.setdefault(n, posixpath.join(dest, n[len(src) :].lstrip("/")))
     return out
 
 

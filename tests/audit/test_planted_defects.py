@@ -9,7 +9,8 @@ import pytest
 
 from audit.judge_exec import ExecConfig, ExecEvidence, run_exec_judge, score_dimensions
 from audit.rubric import Verdict, decide, load_rubric
-from audit.static_checks import Code, static_findings
+from audit.static_checks import static_findings
+from audit.verdict import Code
 from tasks.corpus import SEED_DIR, import_dir
 from tests.audit.planted import PLANTED, base_task
 
@@ -31,25 +32,26 @@ def _decision(ev: ExecEvidence):
 
 @pytest.mark.parametrize("code", ["hidden_requirement", "test_leakage", "solution_shortcut"])
 def test_static_checks_name_the_planted_defect(code: str):
-    _, findings = static_findings(PLANTED[code]())
+    findings = static_findings(PLANTED[code]()).findings
     assert code in {f.code for f in findings}, findings
 
 
 def test_flaky_verifier_is_flagged_statically():
-    _, findings = static_findings(PLANTED["flaky_verifier"]())
+    findings = static_findings(PLANTED["flaky_verifier"]()).findings
     flaky = [f for f in findings if f.code == Code.FLAKY_VERIFIER]
-    assert flaky and "RANDOM" in flaky[0].detail
+    assert flaky and "RANDOM" in flaky[0].evidence
 
 
 def test_hidden_requirement_names_the_path_and_value():
-    _, findings = static_findings(PLANTED["hidden_requirement"]())
-    details = " ".join(f.detail for f in findings if f.code == Code.HIDDEN_REQUIREMENT)
-    assert "/app/report/summary.txt" in details and "status: complete" in details
+    findings = static_findings(PLANTED["hidden_requirement"]()).findings
+    items = {f.item for f in findings if f.code == Code.HIDDEN_REQUIREMENT}
+    assert items == {"/app/report/summary.txt", "status: complete"}
 
 
 def test_clean_base_has_no_static_findings():
-    _, findings = static_findings(base_task())
-    assert findings == []
+    findings = static_findings(base_task()).findings
+    assert [f for f in findings if f.defect] == []
+    assert {f.code for f in findings} == {Code.LITERAL_STATED}
 
 
 def test_seed_verifiers_have_no_hard_static_findings():
@@ -57,8 +59,8 @@ def test_seed_verifiers_have_no_hard_static_findings():
     shared input copies in seeds as hidden requirements / leakage."""
     hard = {"test_leakage", "solution_shortcut", "flaky_verifier"}
     for task in seeds():
-        _, findings = static_findings(task)
-        bad = [f.reason() for f in findings if f.code in hard]
+        findings = static_findings(task).findings
+        bad = [f.text() for f in findings if f.code in hard]
         assert not bad, (task.id, bad)
 
 
@@ -79,7 +81,7 @@ def planted_evidence() -> dict[str, ExecEvidence]:
 def test_planted_defect_is_rejected_with_its_reason(planted_evidence, code: str):
     ev = planted_evidence[code]
     decision = _decision(ev)
-    assert code in ev.codes(), [f.reason() for f in ev.findings]
+    assert code in ev.codes(), [f.text() for f in ev.findings]
     assert decision.verdict == Verdict.REJECTED
     assert code in decision.hard, decision.reasons
 
@@ -95,13 +97,13 @@ def test_weak_verifier_is_measured_by_mutation(planted_evidence):
 @pytest.mark.sandbox
 def test_shortcut_is_also_measured_from_the_oracle_output(planted_evidence):
     trial = [f for f in planted_evidence["solution_shortcut"].findings if f.source == "trial"]
-    assert any(f.code == Code.SOLUTION_SHORTCUT and "300" in f.detail for f in trial)
+    assert any(f.code == Code.SOLUTION_SHORTCUT and "300" in f.evidence for f in trial)
 
 
 @pytest.mark.sandbox
 def test_clean_base_is_accepted_with_full_coverage(planted_evidence):
     ev = planted_evidence["clean"]
-    assert ev.codes() == []
+    assert ev.defects() == []
     assert ev.measures["effect_coverage"] == 1.0 and ev.measures["rerun_stable"] == 1.0
     assert _decision(ev).verdict == Verdict.ACCEPTED
 
@@ -118,7 +120,7 @@ def test_sample_of_clean_seeds_is_not_hard_rejected():
         assert not decision.hard and decision.verdict != Verdict.REJECTED, (
             task.id,
             decision.reasons,
-            [f.reason() for f in ev.findings],
+            [f.text() for f in ev.defects()],
         )
 
 

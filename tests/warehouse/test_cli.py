@@ -14,6 +14,7 @@ import pipelines.cli.warehouse_cmds  # noqa: F401  (registers the commands)
 from pipelines.cli import app
 from tasks.harbor import load_harbor
 from warehouse import record_pool, record_tasks
+from warehouse.schema import SCHEMA_VERSION
 
 runner = CliRunner()
 
@@ -104,7 +105,8 @@ def test_warehouse_export_compact_info(store: Path, tmp_path: Path, graph) -> No
     compact = t1("warehouse", "compact", "--store", str(store), "--grace-s", "0")
     assert compact.exit_code == 0 and "generation" in compact.output
     info = t1("warehouse", "info", "--store", str(store))
-    assert info.exit_code == 0 and "tasks" in info.output and "schema v1" in info.output
+    v = SCHEMA_VERSION
+    assert info.exit_code == 0 and "tasks" in info.output and f"schema v{v}" in info.output
     assert t1("warehouse", "migrate", "--store", str(store)).output.strip() == (
-        "schema version 1 -> 1"
+        f"schema version {v} -> {v}"
     )

@@ -34,11 +34,12 @@ def test_a_newer_store_is_refused_with_an_upgrade_message(store_path: Path, task
 def test_an_older_store_is_refused_until_migrated(
     store_path: Path, task_factory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A v1 store opened by code at v2 (a pretend step that upper-cases task names)."""
+    """A store at version v opened by code at v + 1 (a pretend step that upper-cases names)."""
+    v = schema.SCHEMA_VERSION
     record_tasks(store_path, [task_factory("a"), task_factory("b")])
     old = open_snapshot(store_path)
 
-    def v1_to_v2(store: Store, manifest):
+    def step(store: Store, manifest):
         parts = manifest.parts("tasks")
         tables = [pq.read_table(store.part_path("tasks", p.file)) for p in parts]
         merged = pa.concat_tables(tables)
@@ -47,33 +48,62 @@ def test_an_older_store_is_refused_until_migrated(
         )
         return store.replace_parts(manifest, "tasks", parts, upper)
 
-    monkeypatch.setattr(schema, "SCHEMA_VERSION", 2)
-    monkeypatch.setitem(migrations.MIGRATIONS, 1, v1_to_v2)
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", v + 1)
+    monkeypatch.setitem(migrations.MIGRATIONS, v, step)
 
     with pytest.raises(SchemaVersionError, match="t1 warehouse migrate --store") as err:
         open_snapshot(store_path)
-    assert "schema version 1" in str(err.value)
+    assert f"schema version {v}" in str(err.value)
     with pytest.raises(SchemaVersionError):
         record_tasks(store_path, [task_factory("c")])  # writers are refused too
 
-    assert migrations.migrate(Store(store_path)) == (1, 2)
+    assert migrations.migrate(Store(store_path)) == (v, v + 1)
     with open_snapshot(store_path) as snap:
         assert snap.sql("SELECT name FROM tasks ORDER BY name").fetchall() == [
             ("TASK A",),
             ("TASK B",),
         ]
-    assert json.loads((store_path / "_meta.json").read_text())["schema_version"] == 2
+    assert json.loads((store_path / "_meta.json").read_text())["schema_version"] == v + 1
     # A snapshot opened before the migration still reads the old parts.
     assert old.sql("SELECT count(*) FROM tasks").fetchone() == (2,)
     old.close()
-    assert migrations.migrate(Store(store_path)) == (2, 2)  # nothing left to do
+    assert migrations.migrate(Store(store_path)) == (v + 1, v + 1)  # nothing left to do
 
 
 def test_a_missing_migration_step_says_so(
     store_path: Path, task_factory, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    v = schema.SCHEMA_VERSION
     record_tasks(store_path, [task_factory("a")])
-    monkeypatch.setattr(schema, "SCHEMA_VERSION", 3)
-    with pytest.raises(SchemaVersionError, match="no migration from warehouse schema version 1"):
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", v + 2)
+    with pytest.raises(SchemaVersionError, match=f"no migration from warehouse schema version {v}"):
         Store.open(store_path, migrate=True)
-    assert json.loads((store_path / "_meta.json").read_text())["schema_version"] == 1
+    assert json.loads((store_path / "_meta.json").read_text())["schema_version"] == v
+
+
+def test_a_version_1_store_migrates_to_audit_findings_and_reads_them_as_empty(
+    store_path: Path, task_factory
+) -> None:
+    """Schema 2 added nullable columns only (audits.findings, tasks.source): a v1 store
+    migrates without rewriting a part, and its old audit rows read back with no findings."""
+    from warehouse import record_audits
+    from warehouse.records import AuditFinding, AuditRecord
+
+    task = task_factory("a")
+    record_tasks(store_path, [task])
+    old = AuditRecord(task_hash=task.content_hash, judge="exec", audit_version="x", verdict="ok")
+    record_audits(store_path, [old])
+    _set_version(store_path, 1)
+    assert migrations.migrate(Store(store_path)) == (1, schema.SCHEMA_VERSION)
+    new = AuditRecord(
+        task_hash=task.content_hash,
+        judge="exec",
+        audit_version="y",
+        verdict="ok",
+        findings=[AuditFinding(code="c", source="static", item="i", evidence="e")],
+    )
+    record_audits(store_path, [new])
+    with open_snapshot(store_path) as snap:
+        rows = {r["audit_version"]: r for r in snap.rows("SELECT * FROM audits")}
+    assert AuditRecord.from_row(rows["y"]).findings == new.findings
+    assert AuditRecord.from_row(rows["x"]).findings == []

@@ -32,7 +32,7 @@ from warehouse import (
     resolve_store_path,
 )
 from warehouse.records import RECORD_TYPES, TaskRecord, records_table
-from warehouse.schema import TABLES
+from warehouse.schema import SCHEMA_VERSION, TABLES
 
 
 def test_every_table_has_a_record_type_with_the_same_fields() -> None:
@@ -279,4 +279,4 @@ def test_orphans_of_killed_writers_are_ignored_then_cleaned(store_path: Path) ->
         ]
     )
     meta = json.loads((store_path / "_meta.json").read_text())
-    assert meta["schema_version"] == 1 and len(meta["tables"]["trajectories"]) == 1
+    assert meta["schema_version"] == SCHEMA_VERSION and len(meta["tables"]["trajectories"]) == 1
