@@ -34,7 +34,12 @@ from functools import partial
 from pydantic import BaseModel, ConfigDict, Field
 
 from audit.mutation import OUTPUT_OPS, make_mutants, run_mutants, solution_steps
-from audit.perturbation import answer_leaks, computed_tokens, shortcut_findings
+from audit.perturbation import (
+    CONTENT_PERTURBATIONS,
+    answer_leaks,
+    computed_tokens,
+    shortcut_findings,
+)
 from audit.rubric import Dimension
 from audit.static_checks import (
     VerifierFacts,
@@ -94,7 +99,8 @@ class ExecConfig(BaseModel):
     workers: int = Field(2, ge=1)
     """Trials of one task run concurrently."""
     nop_weak_share: float = Field(0.5, ge=0, le=1)
-    """A nop run passing more than this share of assertions (most) marks the verifier weak."""
+    """A nop run passing more than this share of assertions is `low_coverage` (free reward;
+    a score, not a reject: guards like "the inputs are unchanged" hold before any work)."""
     min_kill_rate: float = Field(0.5, ge=0, le=1)
     """A step-mutation kill rate below this (over >= 1 mutant) marks the verifier weak."""
     min_coverage: float = Field(0.5, ge=0, le=1)
@@ -199,29 +205,21 @@ def coverage_share(units: list[str], facts: VerifierFacts, workdir: str) -> tupl
 
 
 def produced_outputs(
-    task: Task,
-    agent: EffectsOracleAgent,
-    facts: VerifierFacts,
-    env_image: dict[str, str],
-    max_bytes: int,
+    agent: EffectsOracleAgent, facts: VerifierFacts, given: set[str], max_bytes: int
 ) -> list[str]:
-    """The outputs to mutate: text files the verifier names by their path whose content the
-    solution wrote (new files, or given files whose bytes it changed; a chmod or a touch
-    produces nothing to corrupt). Binary outputs (objects, archives, executables) are left
-    out: a verifier that rebuilds them from sources never reads the agent's copy."""
-    given = {
-        p: task.environment.files[n] for n, p in env_image.items() if n in task.environment.files
-    }
-    out = []
-    for p in agent.created:
-        if p not in facts.paths or agent.sizes.get(p, 0) > max_bytes:
-            continue
-        if p not in agent.outputs:  # not UTF-8 text (or too large to keep)
-            continue
-        if p in given and given[p] == agent.outputs[p].encode():
-            continue
-        out.append(p)
-    return out
+    """The outputs to mutate: new text files (not in the environment as given) that the
+    verifier names by their path. A given file the solution edits is left to the step
+    mutants: its old content is the task's, and an optional change (appending to a log the
+    task lets it append to) would look like a weak check. Binary outputs (objects,
+    archives) are left out too: a verifier that rebuilds them never reads the agent's copy."""
+    return [
+        p
+        for p in agent.created
+        if p in facts.paths
+        and p not in given
+        and p in agent.outputs  # UTF-8 text, small enough to keep
+        and agent.sizes.get(p, 0) <= max_bytes
+    ]
 
 
 # ---- the judge ------------------------------------------------------------------------------
@@ -347,7 +345,7 @@ def run_exec_judge(
     given = set(env_image.values())
     checked = [p for p in agent.created if covered(p, facts, wd) and "/.git/" not in p]
     new_outputs = [p for p in checked if p not in given][:20]
-    named = produced_outputs(task, agent, facts, env_image, cfg.max_output_bytes)
+    named = produced_outputs(agent, facts, given, cfg.max_output_bytes)
     named = named[: cfg.max_output_mutants]
 
     script = solution_text(task)
@@ -383,7 +381,9 @@ def run_exec_judge(
         conds = [(ca, f.result()) for ca, f in cond_fs]
         perts = [(pa, f.result()) for pa, f in pert]
         out_results = [(oa, f.result()) for oa, f in outs]
-    mut = run_mutants(task, mutants, run, cfg.workers, budget)
+    watched = {p: agent.hashes.get(p) for p in agent.created[:200]}
+    watched |= {p: None for p in agent.deleted[:100]}
+    mut = run_mutants(task, mutants, run, cfg.workers, budget, watched)
 
     # nop and weak verifier
     if nop.rewardable:
@@ -432,6 +432,7 @@ def run_exec_judge(
         m["output_mutants"] = float(killed + survived)
         m["output_kill_rate"] = killed / (killed + survived)
     m["mutants"] = float(mut.total)
+    m["equivalent_mutants"] = float(mut.equivalent)
     if mut.kill_rate is not None:
         m["mutation_kill_rate"] = mut.kill_rate
         if mut.kill_rate < cfg.min_kill_rate:
@@ -464,8 +465,9 @@ def run_exec_judge(
         perturbed = {pa.mode: pa.hashes for pa, _ in usable}
         texts = {p: agent.outputs[p] for p in new_outputs if p in agent.outputs}
         asserted = [lit.value for lit in facts.literals]
+        tracks = any(not r.resolved for pa, r in usable if pa.mode in CONTENT_PERTURBATIONS)
         findings += shortcut_findings(
-            baseline, perturbed, texts, script, task.instruction, text_inputs, asserted, facts.text
+            baseline, perturbed, texts, script, task.instruction, text_inputs, asserted, tracks
         )
         computed = computed_tokens(texts, {pa.mode: pa.texts for pa, _ in usable})
         visible = visible_texts(task)
@@ -487,13 +489,9 @@ def _nop_findings(nop: TrialResult, cfg: ExecConfig, m: dict, findings: list[Fin
             )
         )
     if nop.total and m["nop_pass_share"] > cfg.nop_weak_share:
+        why = f"a nop run passes {nop.passed}/{nop.total} assertions (free reward)"
         findings.append(
-            Finding(
-                code=Code.WEAK_VERIFIER,
-                source=Source.TRIAL,
-                item="nop",
-                evidence=f"a nop run passes {nop.passed}/{nop.total} assertions",
-            )
+            Finding(code=Code.LOW_COVERAGE, source=Source.TRIAL, item="nop", evidence=why)
         )
 
 

@@ -149,26 +149,38 @@ def make_mutants(script: str, cap: int = 6) -> list[Mutant]:
 
 
 class MutantAgent:
-    """Runs a mutated solve.sh (with the solution's other files) exactly as the oracle would."""
+    """Runs a mutated solve.sh (with the solution's other files) exactly as the oracle would,
+    then hashes the `watch` paths (the oracle's effects), so an equivalent mutant (one that
+    leaves every effect as the oracle did) can be told from a survivor."""
 
-    def __init__(self, mutant: Mutant, timeout_s: float | None = None) -> None:
+    def __init__(
+        self, mutant: Mutant, timeout_s: float | None = None, watch: list[str] | None = None
+    ) -> None:
         self.mutant = mutant
         self.timeout_s = timeout_s
+        self.watch = watch or []
         self.name = f"mutant-{mutant.index}"
+        self.hashes: dict[str, str | None] = {}
 
     def run(self, sandbox: Sandbox, task: Task, deadline: float) -> AgentOutcome:
         import time
 
+        from audit.trials import hash_files
+
         if self.timeout_s is not None:  # a mutant may loop forever (a deleted `k += 1`)
             deadline = min(deadline, time.monotonic() + self.timeout_s)
         files = dict(task.solution or {}) | {"solve.sh": self.mutant.script.encode()}
-        return run_solution(sandbox, task, files, deadline)
+        outcome = run_solution(sandbox, task, files, deadline)
+        self.hashes = hash_files(sandbox, self.watch)
+        return outcome
 
 
 @dataclass
 class MutationReport:
     total: int = 0
     killed: int = 0
+    equivalent: int = 0
+    """Survivors whose effects equal the oracle's: no verifier could tell them apart."""
     survivors: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -186,19 +198,27 @@ def run_mutants(
     runner: Runner,
     workers: int = 2,
     timeout_s: float | None = None,
+    baseline: dict[str, str | None] | None = None,
 ) -> MutationReport:
     """Run each mutant as the agent; a mutant is killed when the verifier does not resolve it.
 
     `timeout_s` bounds each mutant's agent phase (a timed-out mutant is verified as it is).
-    Trials that say nothing about the task (infrastructure failures: sandbox, environment,
-    verifier never ran) are reported as errors and not counted.
+    `baseline` (path -> hash of the oracle's effects): a surviving mutant that leaves every
+    one of them as the oracle did is equivalent (deleting a log line, a scratch copy) and is
+    not counted. Trials that say nothing about the task (infrastructure failures: sandbox,
+    environment, verifier never ran) are reported as errors and not counted.
     """
+    watch = sorted(baseline or {})
+    agents = [MutantAgent(m, timeout_s, watch) for m in mutants]
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        results = list(pool.map(lambda m: runner(task, MutantAgent(m, timeout_s)), mutants))
+        results = list(pool.map(lambda a: runner(task, a), agents))
     rep = MutationReport()
-    for m, r in zip(mutants, results, strict=True):
+    for m, a, r in zip(mutants, agents, results, strict=True):
         if not r.rewardable:
             rep.errors.append(f"{m.description}: {r.failure_mode.value}: {r.failure_detail[:200]}")
+            continue
+        if r.resolved and baseline is not None and a.hashes == baseline:
+            rep.equivalent += 1
             continue
         rep.total += 1
         if r.resolved:

@@ -6,7 +6,8 @@ The trials are `audit.trials.PerturbedOracleAgent`; everything here is pure:
 - `shortcut_findings`: a new output the verifier checks that stays byte-identical under every
   perturbation (the solution never read its inputs for it) and holds values the solution
   spells out and the instruction never gives (a number, or a word of the input data), which
-  the verifier checks (it asserts them, or it computes its expectation from those inputs):
+  the verifier checks (it asserts them, or it rejects the unchanged output once the inputs'
+  content changed):
   the reference solution hard-codes its answer. An authored file (a script, a unit file)
   whose constants no check depends on is not a shortcut;
 - `computed_tokens`: the values of the outputs that do change (they are computed from the
@@ -66,15 +67,16 @@ def shortcut_findings(
     instruction: str,
     inputs: Mapping[str, str],
     asserted: list[str],
-    verifier_text: str,
+    verifier_tracks_inputs: bool,
 ) -> list[Finding]:
     """Shortcut findings (and per-output evidence) from the perturbation trials.
 
     `baseline`: hash of each checked new output after the plain oracle run; `perturbed`:
     the same after each perturbation; `texts`: the baseline outputs' text; `inputs`: the
     declared inputs' text by image path; `asserted`: the verifier's asserted literal values;
-    `verifier_text`: its code (does it read the inputs?)."""
-    reads_inputs = any(_bounded(p, verifier_text) for p in inputs)
+    `verifier_tracks_inputs`: the verifier rejected the (unchanged) outputs once the inputs'
+    content changed: its expectation follows the inputs the solution ignored."""
+    reads_inputs = verifier_tracks_inputs
     out: list[Finding] = []
     modes = ", ".join(sorted(perturbed))
     names = sorted(inputs)[:4]
@@ -100,7 +102,7 @@ def shortcut_findings(
         head = f"{p} is byte-identical whether the declared inputs {names} are kept or "
         head += f"perturbed ({modes})"
         if spelled:
-            how = "computes its expectation from those inputs" if reads_inputs else "asserts them"
+            how = "expects them to follow the inputs" if reads_inputs else "asserts them"
             why = head + f"; solve.sh spells out {spelled[:5]}, which the instruction never "
             why += f"gives and the verifier {how}"
             out.append(
@@ -160,6 +162,12 @@ def answer_leaks(
             multiline = len(whole.splitlines()) >= 2 and len(whole) >= 20
             if multiline and where not in inputs and whole in text:
                 found.append((whole[:60], f"{where} holds the whole computed output {p}"))
+            content = text.strip()
+            lines = {ln.strip() for ln in whole.splitlines() if tokens(ln) & values}
+            if content in lines and where not in inputs and where != "instruction.md":
+                found.append(
+                    (content[:60], f"{where} holds a computed line of {p} and nothing else")
+                )
             for v in sorted(values):
                 if not _bounded(v, text):
                     continue

@@ -60,8 +60,9 @@ RANDOM_FNS = frozenset(
         "expovariate",
     }
 )
-NETWORK_MODULES = frozenset(
-    {"socket", "urllib", "http", "requests", "httpx", "aiohttp", "ftplib", "smtplib"}
+# A host the verifier reaches that is not this machine: its verdict depends on a network.
+_REMOTE_URL = re.compile(
+    r"\b(?:https?|ftp)://(?!(?:localhost|127\.\d+\.\d+\.\d+|0\.0\.0\.0|\[::1\])(?:[:/]|\b))[\w.-]+"
 )
 
 
@@ -109,6 +110,8 @@ class VerifierFacts:
 
     coverage: list[CoverageVerdict] = field(default_factory=list)
     assert_sources: list[str] = field(default_factory=list)
+    """The verifier's checks in its own words (assert conditions and comparisons, >= 20
+    characters, whitespace collapsed)."""
     test_names: list[str] = field(default_factory=list)
     nondeterminism: list[str] = field(default_factory=list)
     wall_clock: list[str] = field(default_factory=list)
@@ -131,6 +134,20 @@ class VerifierFacts:
 # ---- reading the verifier's risks ----------------------------------------------------------
 
 
+def _imported(node: ast.AST) -> str:
+    """`__import__("random")` (or importlib.import_module) names the module `random`."""
+    if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+        fn = node.func
+        name = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
+        if name in ("__import__", "import_module"):
+            return str(node.args[0].value)
+    return ""
+
+
+_FETCHES = frozenset({"get", "post", "put", "delete", "head", "patch", "request", "urlopen",
+                      "Request", "urlretrieve", "create_connection", "connect"})  # fmt: skip
+
+
 def _python_risks(name: str, text: str, facts: VerifierFacts) -> None:
     try:
         tree = ast.parse(text)
@@ -140,24 +157,26 @@ def _python_risks(name: str, text: str, facts: VerifierFacts) -> None:
         isinstance(n, ast.Call)
         and isinstance(n.func, ast.Attribute)
         and n.func.attr == "seed"
-        and getattr(n.func.value, "id", "") == "random"
+        and (getattr(n.func.value, "id", "") or _imported(n.func.value)) == "random"
         for n in ast.walk(tree)
     )
+    checks = _has_checks(name, text)  # a test file, not a pristine copy of an input
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef) and node.name.startswith("test_"):
             facts.test_names.append(node.name)
-        elif isinstance(node, ast.Assert):
-            seg = ast.get_source_segment(text, node)
-            if seg:
+        elif isinstance(node, ast.Assert | ast.Compare) and checks:
+            # what the verifier checks, in its own words: asserts' conditions, comparisons
+            seg = ast.get_source_segment(text, node.test if isinstance(node, ast.Assert) else node)
+            if seg and len(normalize(seg)) >= 20 and "__name__" not in seg:
                 facts.assert_sources.append(normalize(seg))
-        elif isinstance(node, ast.Import | ast.ImportFrom):
-            mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module]
-            for m in mods:
-                if m and m.split(".")[0] in NETWORK_MODULES:
-                    facts.network.append(f"{name} imports {m}")
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            owner = getattr(node.func.value, "id", "")
+            owner = getattr(node.func.value, "id", "") or _imported(node.func.value)
             attr, where = node.func.attr, f"{name}:{node.lineno}"
+            if attr in _FETCHES and node.args:  # a request to a host that is not this one
+                url = ast.get_source_segment(text, node.args[0]) or ""
+                m = _REMOTE_URL.search(url)
+                if m:
+                    facts.network.append(f"{where}: requests {m.group(0)}")
             if owner == "random" and attr in RANDOM_FNS and not seeded:
                 facts.nondeterminism.append(f"{where}: unseeded random.{attr}()")
             elif (owner == "random" and attr == "SystemRandom") or owner == "secrets":
@@ -172,7 +191,7 @@ def _python_risks(name: str, text: str, facts: VerifierFacts) -> None:
 
 _SHELL_RANDOM = re.compile(r"(?<!\w)RANDOM\b|/dev/u?random|\bshuf\b(?!.*--random-source)")
 _SHELL_CLOCK = re.compile(r"\$\(\s*date\b|`date\b|\bdate\s+\+|\$\{?(EPOCHSECONDS|SECONDS)\b")
-_SHELL_NET = re.compile(r"\b(curl|wget|nc|ncat|telnet)\s|https?://")
+_SHELL_NET = re.compile(r"\b(curl|wget|nc|ncat|telnet|ssh)\b.*" + _REMOTE_URL.pattern)
 # Harbor's stock test.sh installs its test runner from the network before the tests run:
 # the verdict does not depend on it (a failed install is an infrastructure failure).
 _RUNNER_INSTALL = re.compile(
@@ -357,7 +376,11 @@ def declared_inputs(task: Task) -> set[str]:
 
 def _has_checks(name: str, text: str) -> bool:
     if name.endswith(".py"):
-        return "def test_" in text or re.search(r"^\s*assert\b", text, re.M) is not None
+        return (
+            "def test_" in text
+            or re.search(r"^\s*assert\b", text, re.M) is not None
+            or re.search(r"\bCHECKS\b|\bdef check_", text) is not None
+        )
     return bool(re.search(r"\b(grep|diff|cmp|test|jq)\b|\[\[? ", text)) and name != "test.sh"
 
 
@@ -378,6 +401,7 @@ def test_leakage(task: Task, facts: VerifierFacts) -> list[Finding]:
     # verifier checks and expected-output files, copied whole or in large part (a verifier
     # file without checks, such as a pristine copy of an input, is the agent's data too)
     expected = set(expected_output_files(task.verifier))
+    tools = {f"environment/{n}" for n in declared_inputs(task)}  # given to the agent by name
     for name, text in texts.items():
         if name not in expected and not _has_checks(name, text):
             continue
@@ -385,17 +409,20 @@ def test_leakage(task: Task, facts: VerifierFacts) -> list[Finding]:
         if len(own) < 2 and len(normalize(text)) < 12:
             continue
         for where, lines in line_sets.items():
+            if where in tools and name not in expected:
+                continue  # the verifier reuses a tool the instruction hands the agent
             hits = [ln for ln in own if ln in lines]
             whole = len(normalize(text)) >= 12 and normalize(text) in flat[where]
             if whole or (len(hits) >= 3 and len(hits) >= 0.5 * len(own)):
                 share = "all" if whole else f"{len(hits)}/{len(own)} lines"
                 leak(f"tests/{name}", where, f"{share} of tests/{name} visible in {where}")
-    asserts = [a for a in dict.fromkeys(facts.assert_sources) if len(a) >= 20]
+    asserts = list(dict.fromkeys(facts.assert_sources))
     for where, text in flat.items():
+        if where in tools:
+            continue
         hit = [a for a in asserts if a in text]
-        defs = [t for t in facts.test_names if f"def {t}(" in visible[where]]
-        if len(hit) >= min(2, len(asserts)) and hit or len(defs) >= 2:
-            what = f"{len(hit)} assertion(s), e.g. {hit[0][:60]!r}" if hit else f"tests {defs[:3]}"
+        if hit and len(hit) >= min(2, len(asserts)):
+            what = f"{len(hit)} check(s), e.g. {hit[0][:60]!r}"
             leak("assertions", where, f"{where} contains the verifier's {what}")
     # expected values, judged in context
     inputs = {f"environment/{n}" for n in declared_inputs(task)}

@@ -32,8 +32,11 @@ from tasks.corpus import load_seeds  # noqa: E402
 
 
 def judge(task, cfg, rubric):
+    t0 = time.monotonic()
     ev = run_exec_judge(task, cfg)
     d = decide(score_dimensions(ev), ev.codes(), rubric)
+    hard = ",".join(c.value for c in d.hard) or "-"
+    print(f"{time.monotonic() - t0:6.1f}s {d.verdict.value:9} {hard:30} {task.id}", file=sys.stderr)
     return ev, d
 
 

@@ -163,11 +163,18 @@ def _path_covered(path: str, src: _Sources) -> tuple[str, str] | None:
 
 
 def _template_regex(lit: str) -> str | None:
-    """`total: 300` as a pattern matching `total: N` / `total: <count>` / `total: 12`."""
+    """`total: 300` as a pattern matching `total: N` / `total: <count>` / `total: 12`, and
+    `query_4` as one matching `query_1` (digits inside a word stand for digits only)."""
     pieces = NUM_TOKEN.split(lit)
-    if len(pieces) < 2 or sum(len(re.sub(r"\W", "", p)) for p in pieces) < 2:
+    if sum(len(re.sub(r"\W", "", p)) for p in pieces) < 2:
         return None
-    esc = [re.escape(re.sub(r"\s+", " ", p)).replace(r"\ ", r"\s*") for p in pieces]
+    inner = re.compile(r"\d+")
+    esc = []
+    for p in pieces:
+        words = [re.escape(w) for w in inner.split(re.sub(r"\s+", " ", p))]
+        esc.append(r"\d+".join(words).replace(r"\ ", r"\s*"))
+    if len(pieces) < 2 and not inner.search(lit):
+        return None
     return _PLACEHOLDER.join(esc)
 
 

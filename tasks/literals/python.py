@@ -22,6 +22,8 @@ from tasks.literals.model import (
 )
 
 FAIL_CALLS = frozenset({"fail", "exit", "_exit", "abort", "skip"})
+# `requests.get(url)` is a request, not a dict lookup.
+_HTTP_CLIENTS = frozenset({"requests", "httpx", "session", "client", "s", "http", "urllib3"})
 
 
 class _Resolver:
@@ -426,12 +428,12 @@ class _PythonReader:
             self.regex(node.args[0], node.lineno, self._group(ctx), flags)
             return
         if name == "get" and isinstance(fn, ast.Attribute) and node.args:
-            if "environ" in ast.unparse(fn.value):
+            if "environ" in ast.unparse(fn.value) or owner in _HTTP_CLIENTS:
                 return
             ctx = _context(node, self.parents)
             k = self.res.string(node.args[0])
             if ctx.asserted and not ctx.negated and k is not None and k not in self.own_keys:
-                if not is_path(k):
+                if not is_path(k) and "://" not in k:
                     self.out.add(Literal(k, LiteralKind.KEY, self.name, node.lineno))
 
     def regex(self, node: ast.AST, line: int, group: int | None, flags: int) -> None:
@@ -492,7 +494,27 @@ class _PythonReader:
             p = clean_path(first)
             if p.count("/") >= 2 and not is_system(p) and p not in self.own_paths:
                 line = getattr(node, "lineno", 0)
-                self.out.add(Literal(p, LiteralKind.PATH, self.name, line))
+                self.out.add(Literal(p, LiteralKind.PATH, self.name, line, self._candidates(node)))
+
+    def _candidates(self, node: ast.AST) -> int | None:
+        """A group id when `node` is one of several candidate paths: an element of a list
+        the verifier searches (`any(...)` over it, or a loop over it that stops at a hit)."""
+        parent = self.parents.get(id(node))
+        if isinstance(parent, ast.Call) and getattr(parent.func, "id", "") in ("Path", "str"):
+            node, parent = parent, self.parents.get(id(parent))
+        if not isinstance(parent, ast.List | ast.Tuple | ast.Set) or len(parent.elts) < 2:
+            return None
+        fn = parent
+        while fn is not None and not isinstance(fn, ast.FunctionDef | ast.Module):
+            fn = self.parents.get(id(fn))
+        if fn is None:
+            return None
+        searched = any(
+            (isinstance(n, ast.Call) and getattr(n.func, "id", "") in ("any", "next"))
+            or (isinstance(n, ast.For) and any(isinstance(b, ast.Break) for b in ast.walk(n)))
+            for n in ast.walk(fn)
+        )
+        return self.groups.setdefault(id(parent), self.out.group()) if searched else None
 
 
 def read_python(name: str, text: str, out: Collector) -> None:

@@ -40,6 +40,11 @@ def _is_regex(p: str) -> bool:
     )
 
 
+# A quoted argument that is itself a check (`check "name" '[ -f x ]'`, `run_test "grep -q
+# ok f"`): helpers that eval their arguments are read like the lines they run.
+_NESTED = re.compile(r"(^|[|&;]\s*|^\s*!\s*)(\[\[?\s|test\s|grep\s|egrep\s|fgrep\s|diff\s|cmp\s|jq\s)")
+
+
 def shell_literals(name: str, text: str, out: Collector) -> set[str]:
     """Literals of a shell verifier; returns the basenames of files it compares against."""
     compared: set[str] = set()
@@ -47,20 +52,28 @@ def shell_literals(name: str, text: str, out: Collector) -> set[str]:
         line = raw.strip()
         if not line or line.startswith("#"):
             continue
-        toks = _shell_tokens(line)
-        segments: list[list[str]] = [[]]
-        for t in toks:
-            if t in _SHELL_OPS:
-                segments.append([])
-            else:
-                segments[-1].append(t)
-        for seg in segments:
-            _shell_segment(name, i, seg, out, compared)
+        _shell_line(name, i, line, out, compared, 0)
         for m in SHELL_PATH_RE.finditer(line.split(" #", 1)[0]):
             p = clean_path(m.group(1))
             if p.count("/") >= 2 and not is_system(p) and is_path(p):
                 out.add(Literal(p, LiteralKind.PATH, name, i))
     return compared
+
+
+def _shell_line(name: str, i: int, line: str, out: Collector, compared: set, depth: int) -> None:
+    toks = _shell_tokens(line)
+    segments: list[list[str]] = [[]]
+    for t in toks:
+        if t in _SHELL_OPS:
+            segments.append([])
+        else:
+            segments[-1].append(t)
+    for seg in segments:
+        _shell_segment(name, i, seg, out, compared)
+        if depth < 2:
+            for t in seg[1:]:
+                if " " in t and _NESTED.search(t):
+                    _shell_line(name, i, t, out, compared, depth + 1)
 
 
 def _shell_segment(name: str, i: int, seg: list[str], out: Collector, compared: set) -> None:

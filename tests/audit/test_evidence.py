@@ -46,20 +46,22 @@ def test_shortcut_needs_unchanged_outputs_spelled_values_and_a_check_on_them():
     texts = {"/app/o/count.txt": "317\n", "/app/o/list.txt": "amber\n"}
     inputs = {"/app/data/in.log": "x 1\ny 2\n"}
     args = ("echo 317 > /app/o/count.txt", "Count the records.", inputs)
-    found = shortcut_findings(base, perturbed, texts, *args, ["317"], "")
+    found = shortcut_findings(base, perturbed, texts, *args, ["317"], False)
     codes = {f.item: f.code for f in found}
     assert codes == {
         "/app/o/count.txt": Code.SOLUTION_SHORTCUT,
         "/app/o/list.txt": Code.INPUTS_PERTURBED,
     }
-    # the same output, but no check depends on 317 and the verifier never reads the input
-    quiet = shortcut_findings(base, perturbed, texts, *args, ["other"], "open('/app/o')")
+    # the same output, but no check asserts 317 and the verifier ignores the inputs' content
+    quiet = shortcut_findings(base, perturbed, texts, *args, ["other"], False)
     assert all(f.code == Code.INPUTS_PERTURBED for f in quiet)
-    # a verifier that recomputes from the input makes the constant matter
-    reads = shortcut_findings(base, perturbed, texts, *args, [], "open('/app/data/in.log')")
+    # a verifier whose expectation follows the inputs makes the constant matter
+    reads = shortcut_findings(base, perturbed, texts, *args, [], True)
     assert Code.SOLUTION_SHORTCUT in {f.code for f in reads}
     # stated in the instruction: not a hard-coded answer
-    stated = shortcut_findings(base, perturbed, texts, args[0], "Write 317.", inputs, ["317"], "")
+    stated = shortcut_findings(
+        base, perturbed, texts, args[0], "Write 317.", inputs, ["317"], False
+    )
     assert all(f.code == Code.INPUTS_PERTURBED for f in stated)
 
 

@@ -326,3 +326,50 @@ def test_every_literal_gets_exactly_one_verdict(value: str):
     verdicts = literal_coverage(found, "nothing here", {})
     assert [v.literal for v in verdicts] == found
     assert {v.literal.value: v.covered for v in verdicts}[value] is False
+
+
+def test_candidate_paths_searched_with_any_are_alternatives():
+    src = """
+from pathlib import Path
+def test_u():
+    possible = [Path("/home/a/x.unpacked"), Path("/home/a/x_out")]
+    assert any(p.exists() for p in possible)
+def test_all():
+    for p in ["/app/r/a.txt", "/app/r/b.txt"]:
+        assert Path(p).exists()
+"""
+    found = lits({"t.py": src})
+    assert found["/home/a/x.unpacked"].group == found["/home/a/x_out"].group is not None
+    assert found["/app/r/a.txt"].group is None and found["/app/r/b.txt"].group is None
+
+
+def test_http_requests_are_not_dict_keys():
+    src = """
+import requests
+def test_h():
+    r = requests.get("http://localhost:5000/health")
+    assert r.json().get("status") == "up"
+"""
+    found = lits({"t.py": src})
+    assert "http://localhost:5000/health" not in found
+    assert found["status"].kind == K.KEY and "up" in found
+
+
+def test_numbered_names_match_a_stated_pattern():
+    tests = 'def test_q():\n    d = load()\n    assert d["query_4"] == "x"\n'
+    v = cover({"t.py": tests}, "Keys are `query_1`, `query_2`, etc. Values like x.")
+    assert v["query_4"].covered and v["query_4"].how == "template"
+    assert not cover({"t.py": tests}, "Keys are named after the queries. x")["query_4"].covered
+
+
+def test_checks_passed_to_eval_helpers_are_read_too():
+    sh = """#!/bin/bash
+check() { if eval "$2"; then echo "PASSED $1"; else echo "FAILED $1"; fi; }
+check title '[ "$(cat /app/out/t.txt)" = "BASIL REPORT" ]'
+check meta 'grep -q generated_by /app/out/m.json'
+check banner 'head -n1 /app/out/r.txt | grep -Eq "^# report v[0-9]+"'
+"""
+    found = lits({"test.sh": sh})
+    assert found["BASIL REPORT"].kind == K.STRING
+    assert found["generated_by"].kind == K.NAME
+    assert found["^# report v[0-9]+"].kind == K.FORMAT
