@@ -9,6 +9,7 @@ tested functions of the other audit modules.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +84,7 @@ def run_all(
     size: int = 15_000,
     preflight_n: int = 20,
     limit: int | None = None,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> RunSummary:
     """Audit, select, pre-flight and report; see the module docstring."""
     st = writable_store(store)
@@ -90,7 +92,7 @@ def run_all(
     if limit is not None:
         tasks = tasks[:limit]
     rst = record_rst(st, tasks) if source.startswith("synthesis") else None
-    result = run_selection(st, tasks, cfg)
+    result = run_selection(st, tasks, cfg, progress=progress)
     t1, members = record_t1(st, result.version, size, result.hashes())
     files: list[Path] = []
     t1_file = write_t1_file(st, out)

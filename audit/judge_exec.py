@@ -204,6 +204,22 @@ def coverage_share(units: list[str], facts: VerifierFacts, workdir: str) -> tupl
     return 1.0 - len(missed) / len(units), missed
 
 
+_CODE = (".py", ".sh", ".bash", ".c", ".h", ".cc", ".cpp", ".js", ".ts", ".go", ".rs", ".java",
+         ".rb", ".pl", ".php", ".mk", "Makefile", "Dockerfile")  # fmt: skip
+_MKTEMP = re.compile(r"/tmp[._]?[A-Za-z0-9_]{6,}(/|$)")
+
+
+def is_data(name: str) -> bool:
+    """A data input (a log, a table, a config), not a program: perturbing a program the
+    verifier also runs breaks the run, which says nothing about the solution."""
+    return not name.endswith(_CODE)
+
+
+def _scratch(path: str) -> bool:
+    """A path under a mktemp-style directory: its name changes from run to run."""
+    return _MKTEMP.search(path) is not None
+
+
 def produced_outputs(
     agent: EffectsOracleAgent, facts: VerifierFacts, given: set[str], max_bytes: int
 ) -> list[str]:
@@ -217,6 +233,7 @@ def produced_outputs(
         for p in agent.created
         if p in facts.paths
         and p not in given
+        and not _scratch(p)
         and p in agent.outputs  # UTF-8 text, small enough to keep
         and agent.sizes.get(p, 0) <= max_bytes
     ]
@@ -339,12 +356,12 @@ def run_exec_judge(
         why = f"{len(missed)}/{len(units)} solution effects unchecked, e.g. {missed[:4]}"
         findings.append(Finding(code=Code.LOW_COVERAGE, source=Source.TRIAL, evidence=why))
     env_image = image_paths(task.environment.files, wd)
-    inputs = {n: env_image[n] for n in declared_inputs(task) if n in env_image}
-    input_paths = {p: decode(task.environment.files[n]) for n, p in inputs.items()}
-    text_inputs = {p: t for p, t in input_paths.items() if t is not None}
-    given = set(env_image.values())
+    inputs = {n: env_image[n] for n in declared_inputs(task) if n in env_image and is_data(n)}
+    input_bytes = {p: task.environment.files[n] for n, p in inputs.items()}
+    text_inputs = {p: t for p, b in input_bytes.items() if (t := decode(b)) is not None}
+    given = set(env_image.values()) | agent.before  # what existed before the solution ran
     checked = [p for p in agent.created if covered(p, facts, wd) and "/.git/" not in p]
-    new_outputs = [p for p in checked if p not in given][:20]
+    new_outputs = [p for p in checked if p not in given and not _scratch(p)][:20]
     named = produced_outputs(agent, facts, given, cfg.max_output_bytes)
     named = named[: cfg.max_output_mutants]
 
@@ -369,7 +386,8 @@ def run_exec_judge(
         pert: list[tuple[PerturbedOracleAgent, Future]] = []
         if cfg.perturb and text_inputs and new_outputs:
             for mode in PERTURBATIONS:
-                pa = PerturbedOracleAgent(mode, sorted(text_inputs), new_outputs)
+                given_inputs = {p: input_bytes[p] for p in text_inputs}
+                pa = PerturbedOracleAgent(mode, given_inputs, new_outputs)
                 pert.append((pa, pool.submit(run, task, _Bounded(pa, budget))))
         outs: list[tuple[OutputMutantAgent, Future]] = []
         for p in named:

@@ -1,5 +1,6 @@
 """Does the reference solution compute its answer? Perturb the inputs the instruction names
-(delete them, shift their digits, drop lines) and compare the solution's outputs.
+(delete them, shift their digits, drop lines, rotate the letters of their values) and
+compare the solution's outputs.
 
 The trials are `audit.trials.PerturbedOracleAgent`; everything here is pure:
 
@@ -18,6 +19,7 @@ The trials are `audit.trials.PerturbedOracleAgent`; everything here is pure:
 
 from __future__ import annotations
 
+import json
 import posixpath
 import re
 from collections.abc import Mapping
@@ -118,16 +120,68 @@ def shortcut_findings(
     return out
 
 
-CONTENT_PERTURBATIONS = ("shift-digits", "drop-lines")
+CONTENT_PERTURBATIONS = ("shift-digits", "drop-lines", "rot13-words")
+_ROT13 = str.maketrans(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
+    "NOPQRSTUVWXYZABCDEFGHIJKLMnopqrstuvwxyzabcdefghijklm",
+)
+
+
+def _rot(value: object) -> object:
+    if isinstance(value, str):
+        return value.translate(_ROT13)
+    if isinstance(value, list):
+        return [_rot(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _rot(v) for k, v in value.items()}
+    return value
+
+
+def rot13_words(data: bytes) -> bytes:
+    """The input with the letters of its *values* rotated (pure): JSON string values (keys
+    kept), CSV rows after the header, every line of other text. Binary data is unchanged."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data
+    try:
+        return (json.dumps(_rot(json.loads(text)), indent=1) + "\n").encode()
+    except json.JSONDecodeError:
+        pass
+    lines = text.splitlines(keepends=True)
+    if lines and all(ln.lstrip().startswith("{") for ln in lines if ln.strip()):
+        try:
+            return "".join(
+                json.dumps(_rot(json.loads(ln))) + "\n" if ln.strip() else ln for ln in lines
+            ).encode()
+        except json.JSONDecodeError:
+            pass
+    header = (
+        lines[:1] if lines and "," in lines[0] and not any(c.isdigit() for c in lines[0]) else []
+    )
+    return ("".join(header) + "".join(ln.translate(_ROT13) for ln in lines[len(header) :])).encode()
+
+
+def computed_outputs(
+    texts: Mapping[str, str], perturbed_texts: Mapping[str, Mapping[str, str]]
+) -> set[str]:
+    """Outputs whose content changes when the inputs' content changes (computed)."""
+    return {
+        p
+        for p, text in texts.items()
+        for mode, run in perturbed_texts.items()
+        if mode in CONTENT_PERTURBATIONS and run.get(p) != text
+    }
 
 
 def computed_tokens(
     texts: Mapping[str, str], perturbed_texts: Mapping[str, Mapping[str, str]]
 ) -> dict[str, set[str]]:
     """Per output: its values that vanish when the inputs' *content* changes (digits
-    shifted, lines dropped): computed from the inputs. Deleting the inputs does not count:
-    an output that merely needs its inputs to exist (a copy, a build) is not computed."""
-    out = {}
+    shifted, lines dropped, letters rotated): computed from the inputs. Deleting the inputs
+    does not count: an output that merely needs its inputs to exist (a copy, a build) is
+    not computed. A computed output with no vanishing value keeps an empty set."""
+    out = {p: set() for p in computed_outputs(texts, perturbed_texts)}
     for p, text in texts.items():
         mine = tokens(text)
         gone: set[str] = set()

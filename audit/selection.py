@@ -24,6 +24,7 @@ re-audit reads as decided, so the next run tries that task again.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from enum import StrEnum
@@ -195,10 +196,12 @@ def aggregate(task: Task, source: str | None = None) -> StageOutcome:
     )
 
 
-def precheck(task: Task, ev: ExecEvidence) -> StageOutcome:
-    """Stage 2 decision from executable evidence (pure): the validity gates. Evidence the
-    judge could not gather (infrastructure) is an `error`, never a rejection."""
-    gates = [f for f in ev.findings if f.code in PRECHECK_GATES]
+def precheck(task: Task, ev: ExecEvidence, also: Iterable[str] = ()) -> StageOutcome:
+    """Stage 2 decision from executable evidence (pure): the validity gates (and the codes in
+    `also`: a static-only audit, which cannot score, rejects its hard rejects here). Evidence
+    the judge could not gather (infrastructure) is an `error`, never a rejection."""
+    gate_codes = PRECHECK_GATES | set(also)
+    gates = [f for f in ev.findings if f.code in gate_codes]
     if not ev.decided:
         verdict = Verdict.ERROR
     else:
@@ -271,14 +274,19 @@ def run_selection(
     *,
     runner: Runner | None = None,
     llm_client: Any = None,
+    progress: Callable[[str, int, int], None] | None = None,
 ) -> SelectionResult:
-    """Run stages 1..`cfg.until` over `tasks`, storing every decision; see the module doc."""
+    """Run stages 1..`cfg.until` over `tasks`, storing every decision; see the module doc.
+    `progress(stage, done, total)` is called as the slow stages (trials, LLM) advance."""
     st = writable_store(store)
     version = audit_version(cfg.rubric, cfg.llm)
+    upto = STAGES.index(cfg.until)
+    if cfg.exec.static_only:  # nothing ran: the pre-check decides, under its own version
+        upto = min(upto, STAGES.index(Stage.PRECHECK))
+        version = f"{version}+static"
     unique = list({t.content_hash: t for t in tasks}.values())
     result = SelectionResult(version=version)
     stored = _stored(st, version)
-    upto = STAGES.index(cfg.until)
 
     def fresh(h: str, stage: Stage) -> AuditRecord | None:
         return stored.get((h, STAGE_JUDGE[stage]))
@@ -326,8 +334,18 @@ def run_selection(
             record_audits(st, [ev.to_record()])
         return ev
 
+    done, lock = [0], threading.Lock()
+
+    def measured_one(t: Task) -> ExecEvidence:
+        ev = measure(t)
+        with lock:
+            done[0] += 1
+            if progress is not None:
+                progress("executable judge", done[0], len(to_measure))
+        return ev
+
     with ThreadPoolExecutor(max_workers=cfg.task_workers) as pool:
-        measured = list(pool.map(measure, to_measure))
+        measured = list(pool.map(measured_one, to_measure))
     for t, ev in zip(to_measure, measured, strict=True):
         evidence[t.content_hash] = ev
         if not cfg.exec.static_only:
@@ -337,7 +355,8 @@ def run_selection(
     for t in passing:
         rec = fresh(t.content_hash, Stage.PRECHECK)
         ev = evidence[t.content_hash]
-        out = StageOutcome.from_record(rec, t, Stage.PRECHECK) if rec else precheck(t, ev)
+        also = cfg.rubric.hard_reject if cfg.exec.static_only else ()
+        out = StageOutcome.from_record(rec, t, Stage.PRECHECK) if rec else precheck(t, ev, also)
         keep(out, rows, rec)
         if out.verdict == Verdict.PASS:
             valid.append(t)
@@ -348,7 +367,9 @@ def run_selection(
     # 3. semantic pass
     rows = []
     candidates: list[tuple[Task, Decision, list[Finding]]] = []
-    for t in valid:
+    for i, t in enumerate(valid, 1):
+        if progress is not None:
+            progress("semantic pass", i, len(valid))
         ev = evidence[t.content_hash]
         rec = fresh(t.content_hash, Stage.SEMANTIC)
         if rec is not None:

@@ -32,7 +32,7 @@ from tasks.literals import (
     expected_output_files,
     task_literal_coverage,
 )
-from tasks.literals.coverage import image_paths
+from tasks.literals.coverage import image_paths, regex_requirements
 from tasks.model import Task
 
 RUNNER_NAME = "run_checks.py"
@@ -251,8 +251,12 @@ def spelled(lit: Literal, text: str) -> bool:
             if float(m.group(0)) == value:
                 return True
         return False
-    if lit.kind == LiteralKind.FORMAT:
-        return False  # a pattern is matched, never written out
+    if lit.kind == LiteralKind.FORMAT:  # its literal fragments, each written out
+        reqs = regex_requirements(v)
+        flags = re.IGNORECASE if lit.ignore_case else 0
+        return bool(reqs) and all(
+            any(re.search(re.escape(alt), text, flags) for alt in alts) for alts in reqs or []
+        )
     parts = [p.strip() for p in v.split("\u2026") if p.strip()]
     flags = re.IGNORECASE if lit.ignore_case else 0
     for p in parts:
@@ -381,7 +385,7 @@ def _has_checks(name: str, text: str) -> bool:
             or re.search(r"^\s*assert\b", text, re.M) is not None
             or re.search(r"\bCHECKS\b|\bdef check_", text) is not None
         )
-    return bool(re.search(r"\b(grep|diff|cmp|test|jq)\b|\[\[? ", text)) and name != "test.sh"
+    return bool(re.search(r"\b(grep|diff|cmp|test|jq)\b|\[\[? ", text))
 
 
 def test_leakage(task: Task, facts: VerifierFacts) -> list[Finding]:

@@ -109,6 +109,7 @@ class EffectsOracleAgent:
         self.sizes: dict[str, int] = {}
         self.outputs: dict[str, str] = {}
         self.hashes: dict[str, str | None] = {}
+        self.before: set[str] = set()  # the working directory's paths before the solution
 
     def _probe(self, sandbox: Sandbox, wd: str) -> None:
         lines = []
@@ -149,9 +150,8 @@ class EffectsOracleAgent:
             if path and not _NOISE.search(path):
                 self.sizes[path] = int(size) if size.isdigit() else 0
         self.created = sorted(self.sizes)
-        self.deleted = sorted(
-            set(before.splitlines()) - set(after.splitlines()) - {wd}, key=str.encode
-        )
+        self.before = set(before.splitlines())
+        self.deleted = sorted(self.before - set(after.splitlines()) - {wd}, key=str.encode)
         small = [p for p in self.created if self.sizes[p] <= self.max_bytes][: self.max_files]
         for p in small:
             data = sandbox.download(p).get(posixpath.basename(p), b"")
@@ -163,12 +163,13 @@ class EffectsOracleAgent:
         return outcome
 
 
-PERTURBATIONS = ("delete", "shift-digits", "drop-lines")
+PERTURBATIONS = ("delete", "shift-digits", "drop-lines", "rot13-words")
 
 
 def perturb_command(mode: str, paths: list[str]) -> str:
-    """Shell that perturbs the declared input files in place (POSIX sed/awk only)."""
-    if mode not in PERTURBATIONS:
+    """Shell that perturbs the declared input files in place (POSIX sed/awk only); the
+    word perturbation is written from the harness instead (`perturbation.rot13_words`)."""
+    if mode not in PERTURBATIONS or mode == "rot13-words":
         raise ValueError(f"unknown perturbation {mode!r} (choose from {PERTURBATIONS})")
     out = []
     for p in paths:
@@ -188,16 +189,25 @@ def perturb_command(mode: str, paths: list[str]) -> str:
 class PerturbedOracleAgent:
     """Perturbs the declared inputs, runs the reference solution, hashes `outputs`."""
 
-    def __init__(self, mode: str, inputs: list[str], outputs: list[str]) -> None:
+    def __init__(self, mode: str, inputs: dict[str, bytes], outputs: list[str]) -> None:
         self.mode = mode
-        self.inputs = inputs
+        self.inputs = inputs  # image path -> the bytes the environment gives
         self.outputs = outputs
         self.name = f"perturbed-{mode}"
         self.hashes: dict[str, str | None] = {}
         self.texts: dict[str, str] = {}
 
     def run(self, sandbox: Sandbox, task: Task, deadline: float) -> AgentOutcome:
-        sandbox.exec(perturb_command(self.mode, self.inputs), timeout_s=60, cwd="/")
+        if self.mode == "rot13-words":
+            from audit.perturbation import rot13_words
+
+            for path, data in self.inputs.items():
+                parent, base = posixpath.split(path)
+                mode = sandbox.exec(f"stat -c %a {shlex.quote(path)}", timeout_s=10).stdout
+                sandbox.upload({base: rot13_words(data)}, parent)
+                sandbox.exec(f"chmod {shlex.quote(mode.strip() or '644')} {shlex.quote(path)}")
+        else:
+            sandbox.exec(perturb_command(self.mode, sorted(self.inputs)), timeout_s=60, cwd="/")
         outcome = _solve(sandbox, task, deadline)
         self.hashes = hash_files(sandbox, self.outputs)
         for p, h in self.hashes.items():

@@ -102,7 +102,7 @@ def _config(
     try:
         r = load_rubric(rubric)
     except ValueError as e:
-        console.print(f"[red]error:[/red] {e}")
+        _error(e)
         raise typer.Exit(2) from e
     return SelectionConfig(
         rubric=r,
@@ -156,6 +156,11 @@ def _write_rejects(result: SelectionResult, out: Path) -> Path:
             }
             f.write(json.dumps(doc) + "\n")
     return path
+
+
+def _error(e: object) -> None:
+    """A one-line error (never wrapped at the terminal's width)."""
+    console.print(f"[red]error:[/red] {e}", soft_wrap=True, highlight=False)
 
 
 def _store(store: Path | None):
@@ -224,7 +229,7 @@ def audit_dir(
     try:
         intake = read_corpus(directory, sample, seed)
     except TaskFormatError as e:
-        console.print(f"[red]error:[/red] {e}")
+        _error(e)
         raise typer.Exit(2) from e
     st = _store(store)
     source = source_label(directory)
@@ -285,7 +290,7 @@ def import_tmax_cmd(
     try:
         pv, rejects = import_tmax(_store(store), root)
     except TaskFormatError as e:
-        console.print(f"[red]error:[/red] {e}")
+        _error(e)
         raise typer.Exit(2) from e
     for r in rejects:
         console.print(f"[yellow]rejected[/yellow] {r.path}: {r.reason}")
@@ -305,7 +310,7 @@ def select(
 ) -> None:
     """Record T1: the audit's accepted tasks, best composite first, up to --size."""
     if pool != T1:
-        console.print(f"[red]error:[/red] only {T1} is selected by the audit (got {pool!r})")
+        _error(f"only {T1} is selected by the audit (got {pool!r})")
         raise typer.Exit(2)
     st = _store(store)
     version = audit_version(load_rubric(rubric), LlmConfig.from_env())
@@ -331,7 +336,7 @@ def preflight(
     try:
         tasks = pool_tasks(load_pool(st, pool))
     except ValueError as e:
-        console.print(f"[red]error:[/red] {e}")
+        _error(e)
         raise typer.Exit(2) from e
     report = run_preflight(tasks, n, pool=pool, seed=seed, workers=workers, store=st)
     files = write_preflight(report, out)

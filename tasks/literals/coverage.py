@@ -178,7 +178,7 @@ def _template_regex(lit: str) -> str | None:
     return _PLACEHOLDER.join(esc)
 
 
-def _regex_requirements(pattern: str) -> list[list[str]] | None:
+def regex_requirements(pattern: str) -> list[list[str]] | None:
     """The literal runs a regular expression demands: each requirement is a list of
     alternatives (a branch of pure literals), runs of >= 2 word characters only. None when
     the pattern does not compile."""
@@ -277,7 +277,7 @@ def _format_covered(lit: Literal, src: _Sources) -> tuple[str, str] | None:
         for t in src.texts:
             if len(t.raw) <= 200_000 and rx.search(t.raw):
                 return t.where, "example"
-    reqs = _regex_requirements(lit.value)
+    reqs = regex_requirements(lit.value)
     if reqs:
         found = []
         for alts in reqs:

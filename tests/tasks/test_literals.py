@@ -373,3 +373,15 @@ check banner 'head -n1 /app/out/r.txt | grep -Eq "^# report v[0-9]+"'
     assert found["BASIL REPORT"].kind == K.STRING
     assert found["generated_by"].kind == K.NAME
     assert found["^# report v[0-9]+"].kind == K.FORMAT
+
+
+def test_multi_line_expected_values_in_shell_become_lines():
+    sh = """#!/bin/bash
+check totals '[ "$(cat /app/out/t.csv)" = '"'"'region,total
+amber,1204
+kelp,77'"'"' ]'
+[ "$(cat /app/out/u.txt)" = "first line
+second line" ] || exit 1
+"""
+    found = lits({"test.sh": sh})
+    assert found["amber,1204"].kind == K.LINE and found["second line"].kind == K.LINE
