@@ -377,7 +377,8 @@ def run_exec_judge(
         rerun_fs = [pool.submit(run, task, "oracle") for _ in range(cfg.reruns)]
         cond_fs: list[tuple[ConditionAgent, Future]] = []
         if cfg.conditions:
-            for c in conditions(shuffle):
+            touched = sorted({wd} | {p for p in agent.created if not p.startswith(wd + "/")})
+            for c in conditions(shuffle, touched[:200]):
                 variant = task.model_copy(
                     update={"verifier": wrapped_verifier(task.verifier, c.name)}
                 )

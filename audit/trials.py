@@ -258,6 +258,8 @@ class Condition:
     clock: bool = False
     locale: bool = False
     shuffle_dirs: list[str] = field(default_factory=list)
+    age_paths: list[str] = field(default_factory=list)
+    age_s: int = 0
 
 
 class ConditionAgent:
@@ -284,6 +286,12 @@ class ConditionAgent:
         if c.shuffle_dirs:
             sandbox.exec(shuffle_command(c.shuffle_dirs), timeout_s=60, cwd="/")
             self.detail = f"entries of {c.shuffle_dirs[:3]} re-created in another order"
+        if c.age_paths:
+            r = sandbox.exec(age_command(c.age_paths, c.age_s), timeout_s=120, cwd="/")
+            self.applied = r.ok
+            self.detail = (
+                f"files of {c.age_paths[:2]} aged by {c.age_s} s" if r.ok else r.stderr[-200:]
+            )
         return outcome
 
 
@@ -312,6 +320,18 @@ def _prepare_faketime(sandbox: Sandbox) -> tuple[bool, str]:
     if abs(shift + 86400) > 60:
         return False, f"{lib} did not shift the clock"
     return True, "the image's libfaketime" if scratch is None else "the shipped libfaketime"
+
+
+def age_command(paths: list[str], seconds: int) -> str:
+    """Shell that moves the modification time of every file and directory under `paths`
+    back by `seconds`, keeping their order: the verifier then runs as if it ran that much
+    later than the agent, with the kernel's and the verifier's clocks still agreeing."""
+    q = " ".join(shlex.quote(p) for p in paths)
+    return (
+        f"find {q} -xdev -not -path '*/.git/*' 2>/dev/null | head -n 20000 | "
+        'while IFS= read -r p; do m=$(stat -c %Y -- "$p") && '
+        f'touch -h -m -d "@$((m - {int(seconds)}))" -- "$p"; done; true'
+    )
 
 
 def shuffle_command(dirs: list[str], seed: int = 7) -> str:

@@ -1,6 +1,7 @@
 """Rerun conditions for flakiness: the verifier's verdict on the reference solution must not
-change when the verifier runs under a shifted clock and date, another timezone, another
-locale, another hash seed and directory order, or simply again.
+change when the verifier runs under a shifted clock and date, days after the agent's last
+write, under another timezone, another locale, another hash seed and directory order, or
+simply again.
 
 A condition is applied by wrapping the verifier's entry point: the variant task's
 tests/test.sh exports the condition and execs the original entry (kept as
@@ -28,6 +29,7 @@ OTHER_LOCALE = "de_DE.UTF-8"  # another collation and decimal separator than C/C
 HASH_SEED = "2718281"
 
 CONDITIONS: dict[str, dict[str, str]] = {
+    "late": {},
     # The monotonic clock is shifted too: with it left alone, libfaketime's clock_nanosleep
     # turns Python >= 3.11's time.sleep into EINVAL (a harness-made verdict change).
     "clock": {"FAKETIME": f"{CLOCK_SHIFT_S:+d}"},
@@ -63,10 +65,14 @@ def wrapped_verifier(verifier: dict[str, bytes], name: str) -> dict[str, bytes]:
     return files
 
 
-def conditions(shuffle_dirs: list[str]) -> list[Condition]:
-    """The rerun conditions, in order: clock, timezone, locale, order."""
+def conditions(shuffle_dirs: list[str], touched: list[str] | None = None) -> list[Condition]:
+    """The rerun conditions, in order: clock (the verifier's date and time moved back), late
+    (everything the task touched aged instead: as if the verifier ran days later), timezone,
+    locale, order."""
+    late = Condition("late", age_paths=sorted(touched or []), age_s=-CLOCK_SHIFT_S)
     return [
         Condition("clock", clock=True),
+        *([late] if touched else []),
         Condition("timezone"),
         Condition("locale", locale=True),
         Condition("order", shuffle_dirs=shuffle_dirs),
