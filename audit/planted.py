@@ -526,10 +526,10 @@ def _plant_hidden(d: Draft, variant: str) -> None:
         tag = rng.choice(["#", "//", ">>", "=="]) + " " + _word(rng, short=False)
         d.extra_solution.append(f"sed -i '1i {tag}' {o.path}")
         pattern = "^" + "".join("\\" + c if c in "#/>=.+*?()[]{}|^$" else c for c in tag)
+        # the banner line changes the file: the content checks skip it (not the banner's)
+        d.checks = [_skip_first_line(c, o) for c in d.checks]
         d.checks.append(Check("banner", f"__import__('re').match({pattern!r}, read({o.path!r}))",
                               f"head -n1 {o.path} | grep -Eq {shlex.quote(pattern)}"))  # fmt: skip
-        # the banner line changes the file: the content checks now skip it
-        d.checks = [_skip_first_line(c, o) for c in d.checks]
     elif variant == "status-line":
         lit = _word(rng)
         path = o.path

@@ -334,18 +334,28 @@ def age_command(paths: list[str], seconds: int) -> str:
     )
 
 
-def shuffle_command(dirs: list[str], seed: int = 7) -> str:
-    """Shell that re-creates the entries of each directory (two levels) in a seeded order
-    other than their creation or name order, so readdir() lists them differently. Only
-    single-link files and symlinks move: renaming a directory or a hard link on an overlay
-    copies it up and would break what the verifier checks (links, inodes)."""
-    parts = []
-    for d in dirs:
-        q = shlex.quote(d)
-        parts.append(
-            f"[ -d {q} ] && find {q} -mindepth 1 -maxdepth 2 -not -path '*/.git/*' "
-            f"\\( -type l -o \\( -type f -links 1 \\) \\) 2>/dev/null | head -n 500 | "
-            f"awk 'BEGIN{{srand({seed})}} {{print rand() \"\\t\" $0}}' | sort | cut -f2- | "
-            'while IFS= read -r p; do mv -- "$p" "$p.t1o" && mv -- "$p.t1o" "$p"; done'
-        )
-    return "\n".join(parts) + "\ntrue"
+def shuffle_command(dirs: list[str]) -> str:
+    """Shell that changes the order readdir() lists each directory's entries in (the
+    directories and their subdirectories, two levels): entries are re-created in reverse
+    listing order, and once more in listing order when the filesystem lists newest first,
+    so the order differs either way. Only single-link files and symlinks move: renaming a
+    directory or a hard link on an overlay copies it up and would break what the verifier
+    checks (links, inodes)."""
+    q = " ".join(shlex.quote(d) for d in dirs)
+    return (
+        "reorder() {\n"
+        '  d=$1; list=$(ls -U -A -- "$d" 2>/dev/null) || return 0\n'
+        "  for pass in rev fwd; do\n"
+        '    if [ $pass = rev ]; then order=$(printf "%s\\n" "$list" | tac); else order=$list; fi\n'
+        '    printf "%s\\n" "$order" | while IFS= read -r e; do\n'
+        '      [ -n "$e" ] || continue; p="$d/$e"\n'
+        '      if [ -L "$p" ] || { [ -f "$p" ] && [ "$(stat -c %h -- "$p")" = 1 ]; }; then\n'
+        '        mv -- "$p" "$p.t1o" && mv -- "$p.t1o" "$p"\n'
+        "      fi\n"
+        "    done\n"
+        '    [ "$(ls -U -A -- "$d")" != "$list" ] && return 0\n'
+        "  done\n"
+        "}\n"
+        f"find {q} -maxdepth 2 -type d -not -path '*/.git*' 2>/dev/null | head -n 200 | "
+        'while IFS= read -r d; do reorder "$d"; done; true'
+    )

@@ -480,6 +480,13 @@ class _PythonReader:
                 parts |= {id(n) for n in ast.walk(node.msg)}  # a message, not a check
             elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
                 parts.add(id(node.value))  # a docstring
+        loaded = {n.id for n in ast.walk(self.tree) if isinstance(n, ast.Name)
+                  and isinstance(n.ctx, ast.Load)}  # fmt: skip
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Assign) and all(
+                isinstance(t, ast.Name) and t.id not in loaded for t in node.targets
+            ):
+                parts |= {id(n) for n in ast.walk(node.value)}  # bound, never used: dead
         for node in ast.walk(self.tree):
             if not isinstance(node, ast.expr) or id(node) in parts:
                 continue

@@ -385,3 +385,15 @@ second line" ] || exit 1
 """
     found = lits({"test.sh": sh})
     assert found["amber,1204"].kind == K.LINE and found["second line"].kind == K.LINE
+
+
+def test_a_path_bound_to_a_name_nobody_reads_is_not_asserted():
+    src = """
+from pathlib import Path
+def test_d():
+    candidates = [Path("/home/a/one"), Path("/home/a/two")]
+    original = Path("/home/a/packed")
+    assert original.exists()
+"""
+    found = lits({"t.py": src})
+    assert "/home/a/packed" in found and "/home/a/one" not in found and "/home/a/two" not in found
