@@ -3,13 +3,17 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
-# Debian packages: the sandbox (bubblewrap, util-linux) and the tools seed tasks require.
+# Debian packages: the sandbox (bubblewrap, util-linux), offline base images (mmdebstrap) and
+# the tools seed tasks require.
 APT_PACKAGES := bubblewrap util-linux git make gcc g++ python3 python3-venv jq sqlite3 xz-utils \
-	zip unzip bc file patch openssl perl cmake tmux strace procps passwd
+	zip unzip bc file patch openssl perl cmake tmux strace procps passwd mmdebstrap \
+	e2fsprogs iproute2 slirp4netns
+# The docker backend's engine in tests (a private Podman service).
+APT_PACKAGES += podman runc conmon catatonit uidmap containernetworking-plugins
 # Optional: the browser test skips (saying why) without it.
 APT_OPTIONAL := chromium
 
-.PHONY: install system-deps test lint demo bench clean
+.PHONY: install system-deps test lint typecheck demo bench clean
 
 install: system-deps $(STAMP)
 
@@ -42,6 +46,11 @@ $(STAMP): pyproject.toml
 lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
+
+# mypy with the pydantic plugin over the packages ([tool.mypy] in pyproject.toml); joins `test`
+# once the remaining errors in sandbox/, training/ and audit/ are fixed.
+typecheck: install
+	$(BIN)/mypy
 
 test: lint
 	$(BIN)/pytest -q

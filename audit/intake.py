@@ -21,7 +21,7 @@ from tasks.errors import TaskFormatError
 from tasks.model import Task
 from warehouse.permutation import epoch_permutation
 
-IMPORT_ORIGIN = "import"
+IMPORT_ORIGIN = "import"  # not a pool: tasks recorded without being audited or pooled
 
 
 class Reporting(StrEnum):

@@ -19,14 +19,15 @@ from audit.selection import FinalRow, final_decisions
 from audit.verdict import Verdict
 from tasks.corpus import SEED_DIR, Reject, import_dir
 from tasks.model import Task
+from tasks.pools import Pool
 from warehouse.bundles import task_from_bundle
-from warehouse.pools import PoolVersion, load_pool, pool_tasks, record_pool
+from warehouse.pools import PoolVersion, load_pool, pool_tasks, record_pool, rst_members
 from warehouse.recording import record_tasks, writable_store
 from warehouse.snapshot import Snapshot
 
-RST, T1, TMAX = "RST", "T1", "TMax"
-SYNTHESIS_ORIGIN = "rst"
-SEED_ORIGIN = "seed"
+RST, T1, TMAX = Pool.RST, Pool.T1, Pool.TMAX
+SYNTHESIS_ORIGIN = Pool.RST.value  # synthesis records accepted tasks with origin pool rst
+SEED_ORIGIN = Pool.SEED.value
 T1_FULL_SIZE = 15_000
 
 
@@ -63,11 +64,23 @@ def audit_candidates(store: Any, pool: str | None = None) -> tuple[list[Task], s
 
 
 def record_rst(store: Any, tasks: list[Task]) -> PoolVersion | None:
-    """RST: all accepted synthesis output, in (round, id) order; None when there is none."""
+    """RST: all accepted synthesis output, in the order of `warehouse.pools.rst_members`
+    (the order synthesis records it in; tasks it does not list go last, by round and id);
+    None when there is none."""
     if not tasks:
         return None
-    ordered = sorted(tasks, key=lambda t: (t.lineage.round, t.id, t.content_hash))
-    return record_pool(writable_store(store), RST, ordered)
+    st = writable_store(store)
+    order = {h: i for i, h in enumerate(rst_members(st))}
+    ordered = sorted(
+        tasks,
+        key=lambda t: (
+            order.get(t.content_hash, len(order)),
+            t.lineage.round,
+            t.id,
+            t.content_hash,
+        ),
+    )
+    return record_pool(st, RST, ordered)
 
 
 def t1_members(finals: list[FinalRow], size: int) -> list[FinalRow]:

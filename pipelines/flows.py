@@ -1,110 +1,218 @@
-"""The Prefect campaign flow: `ppo_campaign`, a thin skin over `training.campaign`.
+"""The Prefect campaign flow: `ppo_campaign` trains on one pool version with
+`training.campaign.run_campaign` (the loop is written once, there) and adds what a Prefect
+user expects around it:
 
-Each task is one call into `training.campaign`; the flow repeats `run_campaign`'s order
-(rollouts -> critic then actor -> publish -> log -> record -> evaluate) so each stage shows up
-as its own task run in the Prefect UI. After every evaluation the flow reports it into the
-Dagster asset graph (`evaluation_results`) with `pipelines.reporting.report_evaluation`.
-Tasks use `cache_policy=NONE`: their inputs are live models and an engine client, which must
-never be hashed or cached.
+- a run name from the parameters and tags `campaign:<run id>`, `pool:<pool>`,
+  `pool_version:<v>` (the version resolved when the run asked for the latest);
+- retries on the I/O tasks (reading the pool, labelling the run, reporting to Dagster);
+- a markdown artifact per evaluation (its figures, the pool version, links to Dagster) and
+  a table artifact of the steps' main metrics at the end;
+- reporting each evaluation to Dagster's `evaluation_results` is best-effort: retried, then
+  logged as a warning; it never aborts training.
+
+Held-out evaluation tasks are kept out of training by lineage: a pool task that descends from
+one, or is an ancestor of one, is excluded (`warehouse.lineage.relatives`).
+Tasks use `cache_policy=NONE`: their inputs are tasks and live objects, never to be hashed.
+No `from __future__ import annotations` here: Prefect builds the parameter schema from the
+flow's annotations at run time, and string annotations leave `Pool` undefined.
 """
 
-from __future__ import annotations
-
-import time
-from pathlib import Path
 from typing import Any
 
-from prefect import flow, task
+from prefect import flow, get_run_logger, runtime, task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from prefect.cache_policies import NONE
 
+from pipelines.campaign_deployment import CampaignRequest, flow_run_url
+from pipelines.campaign_plan import CampaignTasks, campaign_config, split_campaign_tasks
 from pipelines.reporting import report_evaluation
-from training import campaign as tc
-from training.campaign_config import CampaignConfig, load_campaign_config
-from training.harness import Rollout
+from tasks.pools import Pool
+from training.campaign_config import CampaignConfig
+
+DEFAULTS = CampaignRequest()
+
+
+def campaign_run_name() -> str:
+    """The flow run's name, from its parameters (see `CampaignRequest.run_name`)."""
+    p = runtime.flow_run.parameters
+    fields = {k: p[k] for k in CampaignRequest.model_fields if p.get(k) is not None}
+    return CampaignRequest(**fields).run_name()
+
+
+@task(retries=3, retry_delay_seconds=[1, 5, 15], cache_policy=NONE)
+def campaign_tasks_of(cfg: CampaignConfig, pool: str, version: int | None) -> CampaignTasks:
+    """Read the pool version from the warehouse and split off the held-out tasks."""
+    return split_campaign_tasks(cfg, pool, version)
+
+
+@task(retries=2, retry_delay_seconds=2, cache_policy=NONE)
+def run_labels(tags: list[str]) -> None:
+    """Add tags to this flow run (the resolved pool version is known only now)."""
+    from prefect.client.orchestration import get_client
+
+    run_id = runtime.flow_run.id
+    with get_client(sync_client=True) as client:
+        current = client.read_flow_run(run_id).tags
+        client.update_flow_run(run_id, tags=sorted({*current, *tags}))
+
+
+@task(retries=3, retry_delay_seconds=[2, 10, 30], cache_policy=NONE)
+def evaluation_report(metadata: dict[str, Any], dagster_url: str | None) -> None:
+    """Report one evaluation to Dagster's `evaluation_results` asset."""
+    report_evaluation(metadata, webserver_url=dagster_url)
 
 
 @task(cache_policy=NONE)
-def campaign_setup(cfg: CampaignConfig) -> tc.Campaign:
-    """Actor, critic, optimizers and engine of the run."""
-    train, held_out = tc.campaign_tasks(cfg)
-    return tc.setup(cfg, train, held_out)
+def evaluation_artifact(metadata: dict[str, Any]) -> None:
+    """A markdown artifact of one evaluation, with links back to Dagster."""
+    create_markdown_artifact(
+        evaluation_markdown(metadata),
+        key=f"evaluation-{metadata['campaign_run_id']}-{metadata['checkpoint']}".lower(),
+        description=f"evaluation of {metadata['checkpoint']} on {metadata['benchmark']}",
+    )
 
 
-@task(cache_policy=NONE)
-def rollouts(c: tc.Campaign, step: int) -> list[Rollout]:
-    """One sandbox trial per task drawn for `step`."""
-    return tc.collect_rollouts(c, step)
+def evaluation_markdown(md: dict[str, Any]) -> str:
+    rows = [
+        ("checkpoint", md["checkpoint"]),
+        ("step", md["step"]),
+        ("benchmark", md["benchmark"]),
+        ("tasks", md["tasks"]),
+        ("resolved rate (validate/pass_rate)", f"{md['validate/pass_rate']:.3f}"),
+        ("mean passing assertions (validate/dense_score)", f"{md['validate/dense_score']:.2f}"),
+        ("pool", f"{md['pool']} v{md['pool_version']} (audit {md['audit_version']})"),
+        ("campaign run", md["campaign_run_id"]),
+    ]
+    if md.get("dagster_run_url"):
+        rows.append(
+            ("started by Dagster run", f"[{md['dagster_run_id']}]({md['dagster_run_url']})")
+        )
+    if md.get("dagster_url"):
+        rows.append(("in the asset graph", f"[evaluation_results]({md['dagster_url']})"))
+    return "| | |\n| --- | --- |\n" + "\n".join(f"| {k} | {v} |" for k, v in rows)
 
 
-@task(cache_policy=NONE)
-def ppo_update(c: tc.Campaign, step: int, batch_rollouts: list[Rollout]) -> tc.Metrics:
-    """TITO assembly, advantages, then the critic update before the actor update."""
-    batch = tc.assemble(c, batch_rollouts)
-    tc.compute_advantages(c, batch)
-    metrics = tc.update_critic(c, batch)
-    if step >= c.cfg.critic_warmup_steps:
-        metrics |= tc.update_actor(c, batch)
-    return metrics | tc.rollout_metrics(batch_rollouts, batch)
+def report_best_effort(metadata: dict[str, Any], dagster_url: str | None) -> None:
+    """Report with retries; a report that still fails is logged, and training goes on."""
+    state = evaluation_report(metadata, dagster_url, return_state=True)
+    if state.is_failed():
+        get_run_logger().warning(
+            f"evaluation {metadata['checkpoint']} not reported to Dagster after retries "
+            f"({state.message}); it is recorded in the warehouse, training goes on"
+        )
 
 
-@task(cache_policy=NONE)
-def published_weights(c: tc.Campaign, step: int) -> tc.Metrics:
-    """Publish the actor to the engine with version step + 1, generation paused."""
-    return tc.publish_weights(c, step)
-
-
-@task(cache_policy=NONE)
-def step_records(
-    c: tc.Campaign, step: int, batch_rollouts: list[Rollout], metrics: tc.Metrics
-) -> None:
-    """Metrics line and trajectory rows of one step."""
-    tc.log_metrics(c, step, metrics)
-    tc.record_trajectories_of(c, step, batch_rollouts)
-
-
-@task(cache_policy=NONE)
-def evaluation(c: tc.Campaign, step: int) -> tc.EvaluationSummary:
-    """Held-out evaluation of the current weights, recorded in the warehouse."""
-    return tc.evaluate(c, step)
-
-
-@task(cache_policy=NONE)
-def evaluation_report(summary: tc.EvaluationSummary, webserver_url: str | None) -> None:
-    """Report the evaluation to Dagster's `evaluation_results` asset."""
-    report_evaluation(summary.metadata(), webserver_url=webserver_url)
-
-
-@flow(name="ppo_campaign", log_prints=True)
+@flow(name="ppo_campaign", flow_run_name=campaign_run_name, log_prints=True)
 def ppo_campaign(
-    preset: str = "tiny-cpu",
-    steps: int | None = None,
-    run_dir: str | None = None,
+    pool: Pool = Pool(DEFAULTS.pool),
+    pool_version: int | None = DEFAULTS.pool_version,
+    preset: str = DEFAULTS.preset,
+    steps: int | None = DEFAULTS.steps,
+    eval_every: int | None = DEFAULTS.eval_every,
+    audit_version: str = "",
     store: str | None = None,
     policy_path: str | None = None,
-    webserver_url: str | None = None,
-) -> list[dict[str, Any]]:
-    """A PPO campaign from a preset (a name under training/presets/ or a TOML path);
-    returns the metrics of every step."""
-    cfg = load_campaign_config(
-        preset,
-        steps=steps,
-        run_dir=Path(run_dir) if run_dir else None,
-        store=Path(store) if store else None,
-        policy_path=Path(policy_path) if policy_path else None,
+    run_dir: str | None = None,
+    dagster_url: str | None = None,
+    dagster_run_id: str | None = None,
+) -> list[dict[str, float]]:
+    """A PPO campaign on a pool version; returns every step's metrics.
+
+    Args:
+        pool: pool to train on (t1, rst, tmax, seed).
+        pool_version: pool version; empty: the latest recorded.
+        preset: name under training/presets/ or a TOML path.
+        steps: PPO steps; empty: the preset's.
+        eval_every: evaluate every K steps and after the last; empty: the preset's.
+        audit_version: the audit version that selected the pool version (set by Dagster).
+        store: warehouse directory; empty: $T1_WAREHOUSE, else data/warehouse.
+        policy_path: initial checkpoint; empty: the warm-started tiny policy.
+        run_dir: config, metrics and weights; empty: runs/<campaign run id>.
+        dagster_url: Dagster webserver to report evaluations to; empty: $DAGSTER_HOME.
+        dagster_run_id: the Dagster run that started this campaign (for links back).
+    """
+    from training.campaign import run_campaign
+
+    request = CampaignRequest(
+        pool=pool, pool_version=pool_version, preset=preset, steps=steps, eval_every=eval_every
     )
-    c = campaign_setup(cfg)
-    history: list[dict[str, Any]] = []
-    try:
-        for step in range(cfg.steps):
-            t0 = time.monotonic()
-            batch_rollouts = rollouts(c, step)
-            metrics = ppo_update(c, step, batch_rollouts)
-            metrics |= published_weights(c, step)
-            metrics["perf/step_seconds"] = time.monotonic() - t0
-            step_records(c, step, batch_rollouts, metrics)
-            history.append(metrics)
-            if (step + 1) % cfg.eval_every == 0 or step + 1 == cfg.steps:
-                evaluation_report(evaluation(c, step), webserver_url)
-    finally:
-        tc.close(c)
-    return history
+    run_id = str(runtime.flow_run.id or "local")[:8]
+    cfg = campaign_config(
+        request.preset,
+        steps=request.steps,
+        eval_every=request.eval_every,
+        pool=request.pool,
+        store=store,
+        policy_path=policy_path,
+        run_dir=run_dir,
+        run_id=run_id,
+    )
+    split = campaign_tasks_of(cfg, request.pool, request.pool_version)
+    logger = get_run_logger()
+    logger.info(
+        f"campaign {cfg.campaign}: {len(split.train)} tasks of {split.pool} v{split.pool_version}"
+        f", {len(split.held_out)} held out; {len(split.excluded)} excluded by lineage "
+        f"{split.excluded[:5]}"
+    )
+    labels = run_labels(
+        [f"campaign:{cfg.campaign}", f"pool:{split.pool}", f"pool_version:{split.pool_version}"],
+        return_state=True,
+    )
+    if labels.is_failed():
+        logger.warning(f"could not tag the flow run: {labels.message}")
+    links = run_links(dagster_url, dagster_run_id)
+
+    def on_evaluation(summary: Any) -> None:
+        metadata = {
+            **summary.metadata(),
+            "campaign_run_id": cfg.campaign,
+            "pool": split.pool,
+            "pool_version": split.pool_version,
+            "audit_version": audit_version or "unknown",
+            "prefect_flow_run_id": str(runtime.flow_run.id),
+            "prefect_flow_run_url": flow_run_url(runtime.flow_run.id),
+            **links,
+        }
+        evaluation_artifact(metadata)
+        report_best_effort(metadata, dagster_url)
+
+    result = run_campaign(
+        cfg, tasks=split.train, eval_tasks=split.held_out, on_evaluation=on_evaluation
+    )
+    metrics_artifact(cfg.campaign, result.metrics)
+    return result.metrics
+
+
+STEP_COLUMNS = (
+    "rollout/reward",
+    "rollout/resolved_rate",
+    "losses/policy",
+    "losses/value",
+    "train/kl",
+    "weights/version",
+    "perf/step_seconds",
+)
+
+
+@task(cache_policy=NONE)
+def metrics_artifact(campaign: str, history: list[dict[str, float]]) -> None:
+    """A table artifact of the run's steps (the main metrics; all of them are in
+    run_dir/metrics.jsonl)."""
+    rows = [
+        {"step": i, **{k: round(m[k], 5) for k in STEP_COLUMNS if k in m}}
+        for i, m in enumerate(history)
+    ]
+    create_table_artifact(rows, key=f"metrics-{campaign}".lower(), description="steps")
+
+
+def run_links(dagster_url: str | None, dagster_run_id: str | None) -> dict[str, str]:
+    """Links from this campaign back to Dagster (what exists of them)."""
+    links: dict[str, str] = {}
+    if dagster_run_id:
+        links["dagster_run_id"] = dagster_run_id
+    if dagster_url:
+        base = dagster_url.rstrip("/")
+        links["dagster_url"] = f"{base}/assets/evaluation_results"
+        if dagster_run_id:
+            links["dagster_run_url"] = f"{base}/runs/{dagster_run_id}"
+    return links

@@ -1,8 +1,8 @@
-"""The main job: materialize the whole asset graph headless, in dependency order, into the
-persistent Dagster instance (so the UI shows the runs afterwards).
+"""The main job: run the `build_pools` job headless, stage by stage, into the persistent
+Dagster instance (so the UI shows the runs afterwards, as runs of `build_pools`).
 
-seeds -> synthesis rounds (one partition each) -> validation trials -> audit -> pools ->
-reports, with every asset check beside its asset.
+seeds -> synthesis rounds (in order) -> validation trials -> audit -> pools -> reports, with
+every asset check beside its asset.
 """
 
 from __future__ import annotations
@@ -12,25 +12,31 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
 
 from pipelines.definitions import defs
+from pipelines.defs.jobs import STAGES
 from pipelines.defs.resources import ForgeConfig
-
-PRE_SYNTHESIS = ("seed_corpus", "tmax_pool")
-POST_SYNTHESIS = ("validation_trials", "audit_results", "rst_pool", "t1_pool", "pool_reports",
-                  "evaluation_summary")  # fmt: skip
 
 
 def dagster_home() -> Path:
-    """DAGSTER_HOME, defaulting to ./.dagster (created), so runs persist between commands."""
+    """DAGSTER_HOME, defaulting to ./.dagster (created, its storage initialized), so runs
+    persist between commands.
+
+    The storage is created here, once: the webserver and the daemon creating a fresh
+    instance's SQLite storage at the same moment left two alembic heads behind, and the code
+    location failed to load ("more than one head present").
+    """
     home = Path(os.environ.get("DAGSTER_HOME", ".dagster")).resolve()
     home.mkdir(parents=True, exist_ok=True)
     config = home / "dagster.yaml"
     if not config.exists():
         config.write_text("telemetry:\n  enabled: false\n")
     os.environ["DAGSTER_HOME"] = str(home)
+    with dg.DagsterInstance.get():
+        pass
     return home
 
 
@@ -39,41 +45,53 @@ class StepOutcome:
     step: str
     success: bool
     seconds: float
-    checks: dict[str, bool] = field(default_factory=dict)
-    metadata: dict[str, object] = field(default_factory=dict)
+    checks: dict[str, str] = field(default_factory=dict)  # name -> pass | warn | fail
+    metadata: dict[str, dict[str, Any]] = field(default_factory=dict)
+    run_id: str = ""
 
 
-def _materialize(
-    defs_obj: dg.Definitions,
-    names: tuple[str, ...],
-    forge: ForgeConfig,
-    instance: dg.DagsterInstance,
-    partition_key: str | None = None,
+def forge_run_config(forge: ForgeConfig, **ops: dict[str, Any]) -> dict[str, Any]:
+    """Run config that sets the `forge` resource to `forge` (and `ops` configs)."""
+    config: dict[str, Any] = {
+        "resources": {"forge": {"config": forge.model_dump()}},
+        "loggers": {"console": {"config": {"log_level": "WARNING"}}},
+    }
+    if ops:
+        config["ops"] = {name: {"config": c} for name, c in ops.items()}
+    return config
+
+
+def check_outcome(evaluation: dg.AssetCheckEvaluation) -> str:
+    if evaluation.passed:
+        return "pass"
+    return "warn" if evaluation.severity == dg.AssetCheckSeverity.WARN else "fail"
+
+
+def run_stage(
+    names: tuple[str, ...], forge: ForgeConfig, instance: dg.DagsterInstance
 ) -> StepOutcome:
+    """One run of `build_pools` restricted to `names` (and their checks)."""
     t0 = time.monotonic()
-    assets = [a for a in defs_obj.assets or [] if not isinstance(a, dg.AssetSpec)]
-    checks = list(defs_obj.asset_checks or [])
-    selection = dg.AssetSelection.assets(*names) | dg.AssetSelection.checks_for_assets(*names)
-    result = dg.materialize(
-        [*assets, *checks],
-        selection=selection,
-        partition_key=partition_key,
-        resources={"forge": forge},
+    job = defs().resolve_job_def("build_pools")
+    result = job.execute_in_process(
+        run_config=forge_run_config(forge),
         instance=instance,
+        asset_selection=[dg.AssetKey(n) for n in names],
         raise_on_error=False,
-        run_config={"loggers": {"console": {"config": {"log_level": "WARNING"}}}},
     )
-    metadata: dict[str, object] = {}
-    for name in names:
-        for mat in result.asset_materializations_for_node(name):
-            metadata[name] = {k: getattr(v, "value", v) for k, v in mat.metadata.items()}
-    evaluations = result.get_asset_check_evaluations()
+    metadata = {
+        e.materialization.asset_key.to_user_string(): {
+            k: getattr(v, "value", v) for k, v in e.materialization.metadata.items()
+        }
+        for e in result.get_asset_materialization_events()
+    }
     return StepOutcome(
-        step=", ".join(names) + (f" [{partition_key}]" if partition_key else ""),
+        step=", ".join(names),
         success=result.success,
         seconds=time.monotonic() - t0,
-        checks={e.check_name: e.passed for e in evaluations},
+        checks={e.check_name: check_outcome(e) for e in result.get_asset_check_evaluations()},
         metadata=metadata,
+        run_id=result.run_id,
     )
 
 
@@ -82,23 +100,14 @@ def run_main_job(
     instance: dg.DagsterInstance,
     on_step: Callable[[StepOutcome], None] | None = None,
 ) -> list[StepOutcome]:
-    """Materialize everything; stops after the first failed step (its outcome is last)."""
-    d = defs()
+    """Run every stage of `build_pools`; stops after the first failed stage (its outcome is
+    last)."""
     steps: list[StepOutcome] = []
-
-    def step(names: tuple[str, ...], partition: str | None = None) -> bool:
-        outcome = _materialize(d, names, forge, instance, partition)
+    for names in STAGES:
+        outcome = run_stage(names, forge, instance)
         steps.append(outcome)
         if on_step:
             on_step(outcome)
-        return outcome.success
-
-    if not step(PRE_SYNTHESIS):
-        return steps
-    rounds = [str(r) for r in range(1, forge.rounds + 1)]
-    instance.add_dynamic_partitions("synthesis_rounds", rounds)
-    for r in rounds:
-        if not step(("synthesis_round",), r):
-            return steps
-    step(POST_SYNTHESIS)
+        if not outcome.success:
+            break
     return steps

@@ -1,7 +1,9 @@
 """Report a training campaign's evaluation into the Dagster asset graph.
 
 Through the webserver's HTTP endpoint when a URL is given (the campaign runs in another
-process), else straight into the local Dagster instance.
+process or on another machine), else straight into the local Dagster instance
+($DAGSTER_HOME). Values under keys ending in `_url` become links where the instance is
+written directly (the HTTP endpoint stores every value as text).
 """
 
 from __future__ import annotations
@@ -14,6 +16,11 @@ import httpx
 EVALUATION_ASSET = "evaluation_results"
 
 
+def scalar_metadata(metadata: dict[str, Any]) -> dict[str, str | int | float | bool]:
+    """The scalar entries of `metadata` (what both report paths can carry)."""
+    return {k: v for k, v in metadata.items() if isinstance(v, str | int | float | bool)}
+
+
 def report_evaluation(
     metadata: dict[str, Any],
     *,
@@ -24,9 +31,9 @@ def report_evaluation(
     """Record a runless materialization of `evaluation_results` with `metadata`: over HTTP
     when `webserver_url` is given, else into `instance` (default: DAGSTER_HOME's instance).
 
-    Raises httpx.HTTPStatusError when the webserver refuses the report.
+    Raises httpx.HTTPError (or RuntimeError) when the webserver is unreachable or refuses.
     """
-    clean = {k: v for k, v in metadata.items() if isinstance(v, str | int | float | bool)}
+    clean = scalar_metadata(metadata)
     if webserver_url:
         url = f"{webserver_url.rstrip('/')}/report_asset_materialization/{EVALUATION_ASSET}"
         r = httpx.post(url, json={"metadata": clean}, timeout=timeout_s)
@@ -37,7 +44,11 @@ def report_evaluation(
         return
     import dagster as dg
 
-    event = dg.AssetMaterialization(asset_key=EVALUATION_ASSET, metadata=clean)
+    typed = {
+        k: dg.MetadataValue.url(v) if k.endswith("_url") and isinstance(v, str) else v
+        for k, v in clean.items()
+    }
+    event = dg.AssetMaterialization(asset_key=EVALUATION_ASSET, metadata=typed)
     if instance is not None:
         instance.report_runless_asset_event(event)
         return

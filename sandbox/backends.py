@@ -6,13 +6,14 @@ from __future__ import annotations
 from typing import Protocol
 
 from sandbox.base import Sandbox
+from sandbox.policy import network_policy
 from tasks.model import Task
 
 
 class Backend(Protocol):
     name: str
 
-    def open(self, task: Task, *, hide: list[str] | None = None) -> Sandbox:
+    def open(self, task: Task) -> Sandbox:
         """Build (or reuse) the task's environment and return a started sandbox."""
         ...
 
@@ -20,17 +21,18 @@ class Backend(Protocol):
 class LocalBackend:
     name = "local"
 
-    def open(self, task: Task, *, hide: list[str] | None = None) -> Sandbox:
-        from sandbox.layers import ensure_env_layer
-        from sandbox.local import LocalSandbox
+    def open(self, task: Task) -> Sandbox:
+        from sandbox.build import build_image
+        from sandbox.local import LocalSandbox, LocalStepRunner
 
-        layer = ensure_env_layer(task, hide)
+        image = build_image(task, LocalStepRunner())
         sb = LocalSandbox(
+            image,
             task.limits,
-            env_layer=layer,
-            allow_network=task.environment.allow_network,
-            workdir=task.environment.workdir,
-            hide=hide,
+            network_policy=network_policy(task, task.agent_config),
+            env={**task.environment.env, **task.agent_config.env},
+            user=task.agent_config.user,
+            trusted_paths=task.trusted_paths,
         )
         sb.start()
         return sb

@@ -41,6 +41,18 @@ class NetworkPolicy:
     allowed_hosts: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class VerifierRun:
+    """One verifier run: the command's result, what the verifier process wrote to the report
+    directory (emptied right before it started, out of the agent's reach), and the paths the
+    agent wrote that the verifier's run depends on (non-empty means tampering)."""
+
+    result: ExecResult
+    files: dict[str, bytes]
+    tampered: tuple[str, ...] = ()
+    disk_full: bool = False  # the agent left the sandbox's disk full
+
+
 @runtime_checkable
 class Session(Protocol):
     """The agent's long-lived shell in a sandbox: one shell, one PID namespace, for a trial.
@@ -74,6 +86,7 @@ class Sandbox(Protocol):
     """
 
     id: str
+    workdir: str  # where the agent starts and the verifier runs (the image's WORKDIR)
 
     def start(self) -> None: ...
 
@@ -83,6 +96,28 @@ class Sandbox(Protocol):
 
     def session(self) -> Session:
         """The agent's shell (started on first use; the same one afterwards)."""
+        ...
+
+    def verify(
+        self,
+        tests: dict[str, bytes],
+        command: str,
+        *,
+        timeout_s: float,
+        cwd: str,
+        env: dict[str, str],
+        user: str = "",
+        network: NetworkPolicy | None = None,
+        keep_agent_processes: bool = False,
+    ) -> VerifierRun:
+        """End the agent phase and run the held-out verifier.
+
+        The agent's processes are killed first unless `keep_agent_processes`. `tests` appear
+        at /tests for the verifier only; /logs/verifier starts empty; `command` runs with the
+        image's environment (its Dockerfile's ENV) updated by `env` — nothing the agent
+        exported — as `user` (root when empty), and with an interpreter and test runner the
+        agent could not modify. `network` (when given) is the verifier's own network policy.
+        """
         ...
 
     def upload(self, files: dict[str, bytes], dest_dir: str, *, mode: int = 0o644) -> None: ...
@@ -98,6 +133,11 @@ class SandboxError(RuntimeError):
 
 class SandboxUnavailable(SandboxError):
     """The backend cannot run here (no root, no bwrap, no Docker daemon ...)."""
+
+
+class DiskFull(SandboxError):
+    """The sandbox's disk is full: a harness write into it failed (ENOSPC). The agent's doing,
+    recorded as the DISK_LIMIT failure mode."""
 
 
 class EnvironmentBuildError(SandboxError):

@@ -1,6 +1,10 @@
 """Resource limits through cgroup v1 controllers (memory, pids, cpu) mounted under
-/sys/fs/cgroup/<controller>. One group per sandbox; every process of the sandbox joins it by
-writing its own pid before it execs, so nothing forks before the limits apply."""
+/sys/fs/cgroup/<controller>/t1-forge/.
+
+One group per sandbox carries its limits; each of its process trees (the agent's shell, a
+one-off command, the verifier) runs in a child group, so it can be killed alone while the
+limits stay shared (v1 memory, pids and cpu account hierarchically). Every process joins its
+group by writing its own pid before it execs, so nothing forks before the limits apply."""
 
 from __future__ import annotations
 
@@ -21,86 +25,116 @@ def cgroups_available() -> bool:
     )
 
 
-@dataclass
+@dataclass(frozen=True)
 class SandboxCgroup:
-    """The memory/pids/cpu groups of one sandbox."""
+    """The memory/pids/cpu groups at `t1-forge/<name>` (`name` may be `sandbox/child`)."""
 
     name: str
 
     def path(self, controller: str) -> Path:
         return CGROUP_ROOT / controller / PARENT / self.name
 
-    def create(self, *, memory_mb: int, pids: int, cpus: float) -> None:
+    def child(self, name: str) -> SandboxCgroup:
+        return SandboxCgroup(f"{self.name}/{name}")
+
+    def create(
+        self, *, memory_mb: int | None = None, pids: int | None = None, cpus: float | None = None
+    ) -> None:
         for c in CONTROLLERS:
             self.path(c).mkdir(parents=True, exist_ok=True)
-        limit = str(memory_mb * 1024 * 1024)
-        _write(self.path("memory") / "memory.limit_in_bytes", limit)
-        memsw = self.path("memory") / "memory.memsw.limit_in_bytes"
-        if memsw.exists():
-            _write(memsw, limit)
-        _write(self.path("pids") / "pids.max", str(pids))
-        period = 100_000
-        _write(self.path("cpu") / "cpu.cfs_period_us", str(period))
-        _write(self.path("cpu") / "cpu.cfs_quota_us", str(max(1000, int(cpus * period))))
+        if memory_mb is not None:
+            limit = str(memory_mb * 1024 * 1024)
+            _write(self.path("memory") / "memory.limit_in_bytes", limit)
+            memsw = self.path("memory") / "memory.memsw.limit_in_bytes"
+            if memsw.exists():
+                _write(memsw, limit)
+        if pids is not None:
+            _write(self.path("pids") / "pids.max", str(pids))
+        if cpus is not None:
+            period = 100_000
+            _write(self.path("cpu") / "cpu.cfs_period_us", str(period))
+            _write(self.path("cpu") / "cpu.cfs_quota_us", str(max(1000, int(cpus * period))))
 
     def procs_files(self) -> list[str]:
-        """cgroup.procs files a new process writes its pid into to join the sandbox."""
+        """cgroup.procs files a new process writes its pid into to join the group."""
         return [str(self.path(c) / "cgroup.procs") for c in CONTROLLERS]
 
     def pids(self) -> list[int]:
-        try:
-            text = (self.path("pids") / "cgroup.procs").read_text()
-        except FileNotFoundError:
-            return []
-        return [int(x) for x in text.split()]
+        """Every process in the group and its children."""
+        out: list[int] = []
+        base = self.path("pids")
+        if not base.is_dir():
+            return out
+        for procs in base.rglob("cgroup.procs"):
+            try:
+                out.extend(int(x) for x in procs.read_text().split())
+            except (FileNotFoundError, ValueError):
+                continue
+        return out
 
-    def kill_all(self, timeout_s: float = 5.0) -> None:
-        """SIGKILL every process in the group until it is empty (fork races converge because
-        pids.max bounds the group)."""
+    def kill_all(self, timeout_s: float = 5.0, *, wait: bool = True) -> None:
+        """SIGKILL every process in the group (and its children). Fork races converge because
+        pids.max bounds the group: rounds go on while new processes appear. With `wait`,
+        also until the group is empty (killed processes may take a moment to exit); without,
+        it returns once every listed process has been sent SIGKILL (none of them runs user
+        code again)."""
         deadline = time.monotonic() + timeout_s
+        killed: set[int] = set()
         while True:
             pids = self.pids()
-            if not pids:
+            fresh = [p for p in pids if p not in killed]
+            if not pids or (not fresh and not wait):
                 return
-            for pid in pids:
+            for pid in fresh:
                 try:
                     os.kill(pid, signal.SIGKILL)
                 except ProcessLookupError:
                     pass
+            killed.update(fresh)
             if time.monotonic() > deadline:
                 return
-            time.sleep(0.005)
+            if not fresh:
+                time.sleep(0.002)
 
     def oom_kills(self) -> int:
-        """How many processes the kernel's OOM killer took in this group."""
-        try:
-            text = (self.path("memory") / "memory.oom_control").read_text()
-        except FileNotFoundError:
+        """How many processes the kernel's OOM killer took in this group and its children
+        (v1 counts a kill in the group where the victim ran)."""
+        total = 0
+        base = self.path("memory")
+        if not base.is_dir():
             return 0
-        for line in text.splitlines():
-            key, _, value = line.partition(" ")
-            if key == "oom_kill":
-                return int(value)
-        return 0
-
-    def memory_failcnt(self) -> int:
-        try:
-            return int((self.path("memory") / "memory.failcnt").read_text())
-        except (FileNotFoundError, ValueError):
-            return 0
+        for f in base.rglob("memory.oom_control"):
+            try:
+                text = f.read_text()
+            except FileNotFoundError:
+                continue
+            for line in text.splitlines():
+                key, _, value = line.partition(" ")
+                if key == "oom_kill":
+                    total += int(value)
+        return total
 
     def destroy(self) -> None:
+        """Kill everything in the group, then remove it and its children (deepest first)."""
         self.kill_all()
         for c in CONTROLLERS:
-            p = self.path(c)
-            for _ in range(50):
-                try:
-                    p.rmdir()
-                    break
-                except FileNotFoundError:
-                    break
-                except OSError:  # still draining exiting tasks
-                    time.sleep(0.01)
+            base = self.path(c)
+            if not base.is_dir():
+                continue
+            dirs = sorted((p for p in base.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts))
+            for p in [*dirs, base]:
+                _rmdir(p)
+
+
+def _rmdir(p: Path) -> None:
+    for _ in range(100):
+        try:
+            p.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:  # still draining exiting tasks
+            time.sleep(0.001)
 
 
 def _write(path: Path, value: str) -> None:
@@ -108,8 +142,8 @@ def _write(path: Path, value: str) -> None:
         f.write(value)
 
 
-def stale_groups() -> list[str]:
-    """Names of sandbox groups left behind (e.g. by a killed process), for `t1 sandbox gc`."""
+def sandbox_groups() -> list[str]:
+    """Names of every sandbox group that exists now (live or left behind by a killed runner)."""
     base = CGROUP_ROOT / "pids" / PARENT
     if not base.is_dir():
         return []

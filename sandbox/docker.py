@@ -1,190 +1,632 @@
-"""Docker backend through the Docker SDK: builds the task's Dockerfile (cached by environment
-hash, like the local layer cache) and runs each trial in a fresh container with the task's
-limits. Imported lazily; raises SandboxUnavailable where no daemon answers."""
+"""Docker backend through the Docker API (Docker, or Podman's compatible service).
+
+The task's Dockerfile is built as written (`sandbox.docker_build`). Each trial runs in a fresh
+container from that image, with the image's WORKDIR, ENV and USER and the task's limits. The
+agent types into one long-lived shell (`sandbox.docker_session`); the verifier runs in a
+second container made from a snapshot of the agent's, so no agent process can touch its tests
+or its report directory. docs/sandbox.md ("The Docker backend") states what is and is not
+guaranteed. Imported lazily; raises SandboxUnavailable where no engine answers.
+"""
 
 from __future__ import annotations
 
 import io
+import math
+import os
+import select
+import shutil
+import socket
 import tarfile
+import time
 import uuid
+from pathlib import Path
 from typing import Any
 
-from sandbox.base import ExecResult, SandboxError, SandboxUnavailable, normalize_dest
-from sandbox.exec_session import ExecSession
-from tasks.environment import render_dockerfile
+from sandbox.base import (
+    ExecResult,
+    NetworkMode,
+    NetworkPolicy,
+    SandboxError,
+    VerifierRun,
+    normalize_dest,
+)
+from sandbox.docker_api import docker_client, endpoint, exec_exit_code, is_podman
+from sandbox.docker_build import build_image, image_config, tar_bytes
+from sandbox.docker_session import DockerSession
+from sandbox.image import DEFAULT_PATH, ImageConfig
+from sandbox.podman import CONTAINER_LABEL, ENDPOINT_LABEL
+from sandbox.tamper import ROOT_CONFIG, STARTUP_MODULES, Change, ChangeKind
+from sandbox.tamper import tampered_paths as find_tampering
+from sandbox.verifier_view import PROTECTED_ETC, PROTECTED_TOP
 from tasks.model import Limits, Task
 
-IMAGE_PREFIX = "t1-forge-env"
+IDLE_INIT = "/run/t1-init"  # where the host's catatonit is mounted (local Podman)
+PODMAN_API = "4.0.0"  # the libpod API (container mounts)
+# Top-level entries of the agent's root the verifier's view never takes (beside the system
+# directories and test-discovery files): the kernel's and the runtime's, and the tests' own.
+VIEW_SKIP = ("proc", "sys", "dev", "run", "tests")
+TESTS_DIR = "/tests"
+REPORT_DIR = "/logs/verifier"
+MAX_DOWNLOAD_BYTES = 64 * 1024 * 1024
+# Capabilities dropped from the engine's default set (as in the local backend).
+CAP_DROP = ["MKNOD", "NET_RAW"]
+TOOLCHAIN_PROBE = (
+    "bash sh dash env timeout sleep python python3 pytest py.test pip pip3 uv uvx "
+    + " ".join(f"python3.{i} pip3.{i}" for i in range(6, 15))
+)
 
 
-def docker_client() -> Any:
-    """A connected Docker client, or SandboxUnavailable saying why not."""
-    try:
-        import docker
-    except ImportError as e:
-        raise SandboxUnavailable("the 'docker' package is not installed") from e
-    try:
-        client = docker.from_env(timeout=10)
-        client.ping()
-    except Exception as e:  # noqa: BLE001 - any failure here means "no daemon"
-        raise SandboxUnavailable(f"no Docker daemon answers: {e}") from e
-    return client
-
-
-def docker_problem() -> str | None:
-    try:
-        docker_client()
-    except SandboxUnavailable as e:
-        return str(e)
-    return None
-
-
-def _tar(files: dict[str, bytes], prefix: str = "") -> bytes:
+# -- engine ------------------------------------------------------------------------------
+# -- the sandbox -------------------------------------------------------------------------
+def _dirs_tar(dirs: dict[str, int]) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        for rel, data in files.items():
-            info = tarfile.TarInfo(prefix + rel)
-            info.size = len(data)
-            info.mode = 0o755 if rel.endswith(".sh") else 0o644
-            tar.addfile(info, io.BytesIO(data))
+        for name, mode in dirs.items():
+            info = tarfile.TarInfo(name)
+            info.type, info.mode, info.mtime = tarfile.DIRTYPE, mode, int(time.time())
+            tar.addfile(info)
     return buf.getvalue()
 
 
-def build_image(client: Any, task: Task) -> str:
-    """Tag of the task's environment image, building it when absent."""
-    tag = f"{IMAGE_PREFIX}:{task.environment_hash[:20]}"
-    try:
-        client.images.get(tag)
-        return tag
-    except Exception:  # noqa: BLE001 - docker.errors.ImageNotFound
-        pass
-    files = dict(task.environment.files)
-    files.setdefault("Dockerfile", render_dockerfile(task).encode())
-    context = io.BytesIO(_tar(files))
-    try:
-        client.images.build(
-            fileobj=context,
-            custom_context=True,
-            tag=tag,
-            rm=True,
-            timeout=int(task.limits.build_timeout_s),
-        )
-    except Exception as e:  # noqa: BLE001 - BuildError / APIError
-        from sandbox.base import EnvironmentBuildError
-
-        raise EnvironmentBuildError(f"task {task.id}: docker build failed: {e}") from e
-    return tag
+_LOG_DIRS = _dirs_tar({"logs": 0o755, "logs/agent": 0o777, "logs/verifier": 0o777})
+# Image id -> the toolchain commands it has on PATH (for the shadowing rule of sandbox.tamper).
+_TOOLCHAIN: dict[str, frozenset[str]] = {}
+# Engine -> whether its storage driver enforces a container size (overlay on xfs with pquota).
+_DISK_QUOTA: dict[str, bool] = {}
 
 
 class DockerSandbox:
-    """One container per trial. Commands run with `timeout -s KILL` inside the container."""
+    """One container per trial (plus one for its verifier). See the module docstring."""
 
     def __init__(
-        self, client: Any, image: str, limits: Limits, *, allow_network: bool, workdir: str
+        self,
+        client: Any,
+        image: str,
+        limits: Limits,
+        policy: NetworkPolicy,
+        config: ImageConfig,
+        *,
+        env: dict[str, str] | None = None,
+        user: str | None = None,
+        trusted_paths: tuple[str, ...] = (),
     ) -> None:
+        """`env` is added to the image's ENV for the agent's shell and harness commands;
+        `user` runs the agent's shell (the image's USER when None, root when "");
+        `trusted_paths` are system paths whose agent-made content the verifier sees."""
         self.id = "t1-" + uuid.uuid4().hex[:12]
         self.client = client
         self.image = image
         self.limits = limits
-        self.allow_network = allow_network
-        self.workdir = workdir
-        self._session: ExecSession | None = None
+        self.policy = policy
+        self.config = config
+        self.workdir = config.workdir
+        self.env = dict(env or {})
+        self.user = config.user if user is None else user
+        self.trusted_paths = trusted_paths
+        self._podman = is_podman(client)
         self._container: Any = None
+        self._session: DockerSession | None = None
+        self._baseline: set[tuple[str, int]] = set()
+        self._toolchain: frozenset[str] = frozenset()
+        self._cleanup: list[Any] = []  # verifier containers and snapshot images
+        self._oom_files: dict[str, str] = {}  # container id -> its memory.oom_control
+
+    @property
+    def container_id(self) -> str:
+        if self._container is None:
+            raise SandboxError(f"sandbox {self.id} is not running")
+        return str(self._container.id)
+
+    def _network_mode(self, policy: NetworkPolicy) -> str:
+        if policy.mode == NetworkMode.NONE:
+            return "none"
+        return "slirp4netns:allow_host_loopback=false" if self._podman else "bridge"
+
+    def _run_container(
+        self,
+        image: str,
+        name: str,
+        policy: NetworkPolicy | str,
+        volumes: dict[str, str] | None = None,
+        mounts: list[Any] | None = None,
+    ) -> Any:
+        """A started container that idles until removed.
+
+        Its only process is an init that reaps orphans. On a local Podman that init is this
+        host's static catatonit in pause mode, mounted read-only: no program of the image (or
+        of the agent's snapshot, for the verifier) runs beside the commands. Elsewhere it is
+        the engine's init running the image's `sleep` (then a toolchain command, tamper.py).
+        `policy` is a network policy, or "container:<id>" to share that container's network.
+        """
+        network_mode = policy if isinstance(policy, str) else self._network_mode(policy)
+        binds: dict[str, dict[str, str]] = {
+            v: {"bind": p, "mode": "rw,nocopy"} for v, p in (volumes or {}).items()
+        }
+        host_init = shutil.which("catatonit") if self._podman else None
+        if host_init:
+            binds[os.path.realpath(host_init)] = {"bind": IDLE_INIT, "mode": "ro"}
+            idle: dict[str, Any] = dict(entrypoint=[IDLE_INIT, "-P"], command=[], init=False)
+        else:
+            idle = dict(entrypoint=["sleep", "infinity"], command=[], init=True)
+        options: dict[str, Any] = dict(
+            **idle,
+            name=name,
+            detach=True,
+            hostname="sandbox",
+            labels={CONTAINER_LABEL: self.id, ENDPOINT_LABEL: endpoint(self.client)},
+            mem_limit=f"{self.limits.memory_mb}m",
+            memswap_limit=f"{self.limits.memory_mb}m",
+            pids_limit=self.limits.pids,
+            nano_cpus=int(self.limits.cpus * 1e9),
+            network_mode=network_mode,
+            cap_drop=CAP_DROP,
+            # nocopy: a new volume starts empty, whatever the image has at its mountpoint.
+            volumes=binds,
+            mounts=mounts or [],
+        )
+        engine = endpoint(self.client)
+        if _DISK_QUOTA.get(engine, True):
+            options["storage_opt"] = {"size": f"{self.limits.disk_mb}M"}
+        try:
+            try:
+                container = self.client.containers.run(image, **options)
+            except Exception as e:  # noqa: BLE001 - the storage driver may have no quotas
+                if "storage-opt" not in str(e) or "storage_opt" not in options:
+                    raise
+                _DISK_QUOTA[engine] = False
+                del options["storage_opt"]
+                container = self.client.containers.run(image, **options)
+        except Exception as e:  # noqa: BLE001 - APIError, ImageNotFound
+            raise SandboxError(f"container start failed: {e}") from e
+        try:
+            if not isinstance(policy, str):
+                self._apply_network(container, policy)
+        except BaseException:
+            container.remove(force=True)
+            raise
+        return container
+
+    def _apply_network(self, container: Any, policy: NetworkPolicy) -> None:
+        if policy.mode == NetworkMode.NONE:
+            return
+        from sandbox import egress
+
+        container.reload()
+        pid = int(container.attrs.get("State", {}).get("Pid") or 0)
+        if pid <= 0 or not os.path.exists(f"/proc/{pid}/ns/net"):
+            raise SandboxError(
+                "the network policy needs the engine on this host (its container processes "
+                "visible here) to keep the host unreachable"
+            )
+        egress.apply(pid, policy)
 
     def start(self) -> None:
+        self._container = self._run_container(self.image, self.id, self.policy)
         try:
-            self._container = self.client.containers.run(
-                self.image,
-                command=["sleep", "infinity"],
-                name=self.id,
-                detach=True,
-                working_dir=self.workdir,
-                mem_limit=f"{self.limits.memory_mb}m",
-                memswap_limit=f"{self.limits.memory_mb}m",
-                pids_limit=self.limits.pids,
-                nano_cpus=int(self.limits.cpus * 1e9),
-                network_disabled=not self.allow_network,
-                cap_drop=["MKNOD", "NET_RAW", "SYS_ADMIN"],
-            )
-        except Exception as e:  # noqa: BLE001
-            raise SandboxError(f"container start failed: {e}") from e
-        self.exec("mkdir -p /logs/agent /logs/verifier", timeout_s=30, cwd="/")
+            self._container.put_archive("/", _LOG_DIRS)
+            image_id = str(self._container.image.id)
+            if image_id not in _TOOLCHAIN:  # which toolchain commands the image has, once
+                r = self.exec(
+                    f"for c in {TOOLCHAIN_PROBE}; do command -v $c >/dev/null && echo $c; done;"
+                    " true",
+                    timeout_s=30,
+                    cwd="/",
+                )
+                if r.exit_code != 0:
+                    raise SandboxError(f"sandbox {self.id} setup failed: {r.stdout}{r.stderr}")
+                _TOOLCHAIN[image_id] = frozenset(r.stdout.split())
+            self._toolchain = _TOOLCHAIN[image_id]
+            self._baseline = {(c.path, c.kind) for c in self._changes()}
+        except BaseException:
+            self.stop()
+            raise
+
+    def _changes(self, container: Any = None) -> list[Change]:
+        diff = (container or self._container).diff() or []
+        return [Change(d["Path"], ChangeKind(int(d["Kind"]))) for d in diff]
+
+    def _create(self, make: Any) -> Any:
+        """Make an engine object (container, volume, image) that `stop` removes."""
+        try:
+            obj = make()
+        except SandboxError:
+            raise
+        except Exception as e:  # noqa: BLE001 - APIError: e.g. disk full
+            raise SandboxError(f"sandbox {self.id}: {e}") from e
+        self._cleanup.append(obj)
+        return obj
+
+    def stop(self) -> None:
+        if self._session is not None:
+            self._session.detach()
+            self._session = None
+        # Containers first (they use the volumes and images), newest first.
+        objs = [self._container, *reversed(self._cleanup)]
+        for obj in sorted((o for o in objs if o is not None), key=lambda o: not _is_container(o)):
+            try:
+                if _is_container(obj):
+                    obj.remove(force=True)
+                elif hasattr(obj, "tags"):
+                    self.client.images.remove(obj.id, force=True)
+                else:
+                    obj.remove(force=True)
+            except Exception:  # noqa: BLE001 - already gone
+                pass
+        self._cleanup = []
+        self._container = None
+
+    def __enter__(self) -> DockerSandbox:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- commands ----------------------------------------------------------------------
+    def oom_kills(self, container: Any = None) -> int:
+        """OOM kills in the container's memory cgroup so far (0 where it cannot be read)."""
+        container = container or self._container
+        try:
+            path = self._oom_files.get(container.id)
+            if path is None:
+                container.reload()
+                pid = int(container.attrs["State"]["Pid"])
+                with open(f"/proc/{pid}/cgroup") as f:
+                    group = next(
+                        line.split(":", 2)[2].strip()
+                        for line in f
+                        if line.split(":")[1] == "memory"
+                    )
+                path = self._oom_files[container.id] = (
+                    f"/sys/fs/cgroup/memory{group}/memory.oom_control"
+                )
+            with open(path) as f:
+                for line in f:
+                    if line.startswith("oom_kill "):
+                        return int(line.split()[1])
+        except (OSError, KeyError, ValueError, StopIteration):
+            pass
+        return 0
 
     def exec(
         self, command: str, *, timeout_s: float | None = None, cwd: str | None = None
     ) -> ExecResult:
-        import time
-
-        if self._container is None:
-            raise SandboxError(f"sandbox {self.id} is not running")
+        """A one-off `bash -c` as root in the image's environment (harness and verifier use)."""
         timeout = timeout_s if timeout_s is not None else self.limits.agent_timeout_s
-        t0 = time.monotonic()
-        wrapped = ["timeout", "-s", "KILL", str(max(1, int(timeout))), "bash", "-c", command]
-        res = self._container.exec_run(wrapped, workdir=cwd or self.workdir, demux=True)
-        out, err = res.output if isinstance(res.output, tuple) else (res.output, b"")
-        out, err = out or b"", err or b""
+        return self._exec(
+            self._container, command, timeout=timeout, cwd=cwd or self.workdir, env=self.env
+        )
+
+    def _exec(
+        self,
+        container: Any,
+        command: str,
+        *,
+        timeout: float,
+        cwd: str,
+        env: dict[str, str] | None = None,
+        user: str = "0",
+    ) -> ExecResult:
+        if container is None:
+            raise SandboxError(f"sandbox {self.id} is not running")
+        api = self.client.api
+        # The command waits for a line on stdin, sent once the output stream is attached
+        # (Podman loses what an exec prints before its attach is live), then runs with stdin
+        # from /dev/null. Its first line out is the pid of `timeout`, which leads the
+        # command's process group.
+        wrapper = (
+            'read -r _; exec </dev/null; echo "$$"; sh=$(command -v bash || echo /bin/sh); '
+            'exec timeout -s KILL "$1" "$sh" -c "$2"'
+        )
+        argv = ["/bin/sh", "-c", wrapper, "t1", str(math.ceil(timeout) + 1), command]
         cap = self.limits.output_bytes
-        truncated = len(out) + len(err) > cap
-        self._container.reload()
-        oom = bool(self._container.attrs.get("State", {}).get("OOMKilled"))
+        oom_before = self.oom_kills(container)
+        t0 = time.monotonic()
+        try:
+            ex = api.exec_create(
+                container.id, argv, user=user, workdir=cwd, environment=env, stdin=True
+            )
+            io_ = api.exec_start(ex["Id"], socket=True)
+            sock = getattr(io_, "_sock", io_)
+            sock.sendall(b"go\n")
+        except Exception as e:  # noqa: BLE001 - the container is gone
+            raise SandboxError(f"sandbox {self.id}: exec failed: {e}") from e
+        out, err, pid, timed_out, truncated = _read_frames(sock, t0 + timeout, cap)
+        if (timed_out or truncated) and pid:
+            self._kill_group(container, pid)
+            _discard(sock, time.monotonic() + 5)  # the engine reports the exit once drained
+        for stream in (sock, io_):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        code = exec_exit_code(api, ex["Id"])
         return ExecResult(
-            exit_code=res.exit_code,
-            stdout=out[:cap].decode("utf-8", "replace"),
-            stderr=err[: max(0, cap - len(out))].decode("utf-8", "replace"),
+            exit_code=code,
+            stdout=bytes(out[:cap]).decode("utf-8", "replace"),
+            stderr=bytes(err[: max(0, cap - len(out))]).decode("utf-8", "replace"),
             duration_s=time.monotonic() - t0,
-            timed_out=res.exit_code == 137 and time.monotonic() - t0 >= timeout,
-            oom_killed=oom or (res.exit_code == 137 and time.monotonic() - t0 < timeout),
+            timed_out=timed_out,
+            oom_killed=self.oom_kills(container) > oom_before,
             output_truncated=truncated,
         )
 
-    def session(self) -> ExecSession:
+    def _kill_group(self, container: Any, pid: int) -> None:
+        try:
+            container.exec_run(["/bin/sh", "-c", f"kill -9 -{pid}"], user="0")
+        except Exception:  # noqa: BLE001 - the container went away meanwhile
+            pass
+
+    def session(self) -> DockerSession:
         if self._session is None:
-            self._session = ExecSession(self, self.workdir)
+            self._session = DockerSession(self)
         return self._session
 
+    # -- files -------------------------------------------------------------------------
     def upload(self, files: dict[str, bytes], dest_dir: str, *, mode: int = 0o644) -> None:
+        self._upload(self._container, files, dest_dir, mode)
+
+    def _upload(self, container: Any, files: dict[str, bytes], dest_dir: str, mode: int) -> None:
         if not files:
             return
+        if container is None:
+            raise SandboxError(f"sandbox {self.id} is not running")
         rels = {normalize_dest(dest_dir, r).lstrip("/"): b for r, b in files.items()}
-        self._container.put_archive("/", _tar(rels))
+        try:
+            container.put_archive("/", tar_bytes(rels, mode))
+        except Exception as e:  # noqa: BLE001 - APIError (e.g. no space left)
+            raise SandboxError(f"sandbox {self.id}: upload to {dest_dir} failed: {e}") from e
 
     def download(self, path: str) -> dict[str, bytes]:
+        return self._download(self._container, path)
+
+    def _download(self, container: Any, path: str) -> dict[str, bytes]:
         try:
-            stream, _ = self._container.get_archive(path)
+            stream, _ = container.get_archive(path)
+            data = b"".join(stream)
         except Exception:  # noqa: BLE001 - docker.errors.NotFound
             return {}
-        buf = io.BytesIO(b"".join(stream))
         out: dict[str, bytes] = {}
-        with tarfile.open(fileobj=buf) as tar:
-            base = path.rstrip("/").rsplit("/", 1)[-1]
-            for m in tar.getmembers():
-                if m.isfile():
-                    f = tar.extractfile(m)
-                    rel = m.name.split("/", 1)[1] if "/" in m.name else m.name
-                    out[rel if m.name.startswith(base + "/") else m.name] = f.read() if f else b""
+        budget = MAX_DOWNLOAD_BYTES
+        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+            members = [m for m in tar.getmembers() if m.isfile()]
+            single = len(members) == 1 and "/" not in members[0].name
+            for m in members:
+                f = tar.extractfile(m)
+                blob = f.read(budget) if f else b""
+                budget -= len(blob)
+                rel = m.name if single else m.name.split("/", 1)[-1]
+                out[rel] = blob
         return out
 
-    def stop(self) -> None:
-        if self._container is not None:
+    # -- the verifier ------------------------------------------------------------------
+    def verify(
+        self,
+        tests: dict[str, bytes],
+        command: str,
+        *,
+        timeout_s: float,
+        cwd: str,
+        env: dict[str, str],
+        user: str = "",
+        network: NetworkPolicy | None = None,
+        keep_agent_processes: bool = False,
+    ) -> VerifierRun:
+        """Run the verifier in a container of its own (never the agent's).
+
+        The agent's processes are not in it (killed first, or left running in their own
+        container, reachable over the shared network when `keep_agent_processes`). On a local
+        Podman it starts from the image as built with the agent's root filesystem laid over
+        it by the project's rule (`_view_over_image`: system directories and the loader's
+        and Python's /etc entries stay the image's, top-level test-discovery files hidden,
+        `trusted_paths` the agent's); elsewhere from a snapshot of the agent's container.
+        /tests and /logs/verifier are fresh volumes. Changes that target the verifier's run
+        are reported as tampering either way.
+        """
+        agent = self._container
+        if agent is None:
+            raise SandboxError(f"sandbox {self.id} is not running")
+        if self._session is not None:
+            self._session.detach()
+            self._session = None
+        changes = [c for c in self._changes() if (c.path, c.kind) not in self._baseline]
+        if not keep_agent_processes:
             try:
-                self._container.remove(force=True)
-            except Exception:  # noqa: BLE001 - already gone
+                agent.kill()
+            except Exception:  # noqa: BLE001 - already stopped
                 pass
-            self._container = None
+        run_id = f"{self.id}-v{uuid.uuid4().hex[:6]}"
+        agent_root = self._mount_path(agent.id)
+        if agent_root is not None:
+            base, mounts = self.image, self._view_over_image(agent_root, run_id)
+        else:
+            snapshot = self._create(
+                lambda: agent.commit(repository="t1-forge-verify", tag=run_id, pause=False)
+            )
+            base, mounts = snapshot.id, []
+        # Fresh, empty volumes: made by the engine, no command of the snapshot runs to make them.
+        volumes: dict[str, str] = {}
+        for path, suffix in ((TESTS_DIR, "tests"), (REPORT_DIR, "report")):
+            volume = self._create(lambda n=f"{run_id}-{suffix}": self.client.volumes.create(n))
+            volumes[volume.name] = path
+        policy: NetworkPolicy | str = (
+            f"container:{agent.id}" if keep_agent_processes else (network or self.policy)
+        )
+        verifier = self._create(lambda: self._run_container(base, run_id, policy, volumes, mounts))
+        self._upload(verifier, tests, TESTS_DIR, 0o644)
+        entry_points = {  # read from the agent's (stopped) container: the view hides them
+            c.path: self._download(agent, c.path)
+            .get(c.path.rsplit("/", 1)[-1], b"")
+            .decode("utf-8", "replace")
+            for c in changes
+            if c.path.endswith(".dist-info/entry_points.txt") and c.kind != ChangeKind.DELETED
+        }
+        tampered = find_tampering(
+            changes,
+            path_dirs=self.config.env.get("PATH", DEFAULT_PATH).split(":"),
+            image_commands=self._toolchain,
+            entry_points=entry_points,
+            workdir=cwd,
+        )
+        env = {**self.config.env, **env}
+        result = self._exec(
+            verifier, command, timeout=timeout_s, cwd=cwd, env=env, user=user or "0"
+        )
+        files = self._download(verifier, REPORT_DIR)
+        return VerifierRun(result=result, files=files, tampered=tampered)
+
+    def _mount_path(self, container_id: str) -> Path | None:
+        """Where a local Podman has a container's root filesystem mounted (None elsewhere)."""
+        if not self._podman:
+            return None
+        api = self.client.api
+        try:
+            r = api.post(f"{api.base_url}/v{PODMAN_API}/libpod/containers/{container_id}/mount")
+        except Exception:  # noqa: BLE001 - not a local Podman
+            return None
+        path = Path(r.text.strip().strip('"')) if r.status_code == 200 else None
+        return path if path is not None and path.is_dir() else None
+
+    def _view_over_image(self, agent_root: Path, run_id: str) -> list[Any]:
+        """Mounts that lay the agent's root filesystem (mounted here at `agent_root`) over a
+        container of the image, by sandbox.verifier_view's rule: every top-level directory
+        and file of the agent's except the system directories, /proc, /sys, /dev, /run,
+        /tests and the test-discovery files; in the agent's /etc, the loader's and Python's
+        entries bound back read-only from the image; the task's `trusted_paths` the agent's.
+        Writes land in the agent's own layer, so its hard links stay links. Symbolic links
+        at the top are left out (a bind would resolve them on this host).
+        """
+        import docker
+
+        def bind(source: Path | str, target: str, read_only: bool = False) -> Any:
+            return docker.types.Mount(target, str(source), type="bind", read_only=read_only)
+
+        hidden = {*PROTECTED_TOP, *VIEW_SKIP, *ROOT_CONFIG, *(f"{m}.py" for m in STARTUP_MODULES)}
+        mounts = []
+        for entry in sorted(os.scandir(agent_root), key=lambda e: e.name):
+            if entry.name not in hidden and not entry.is_symlink():
+                mounts.append(bind(entry.path, "/" + entry.name))
+        if (agent_root / "etc").is_dir() and not (agent_root / "etc").is_symlink():
+            pristine = self._create(
+                lambda: self.client.containers.create(
+                    self.image,
+                    ["true"],
+                    name=f"{run_id}-image",
+                    labels={CONTAINER_LABEL: self.id, ENDPOINT_LABEL: endpoint(self.client)},
+                )
+            )
+            image_root = self._mount_path(pristine.id)
+            if image_root is None:
+                raise SandboxError(f"sandbox {self.id}: the image's root could not be mounted")
+            names = set(PROTECTED_ETC)
+            for base in (image_root / "etc", agent_root / "etc"):
+                if base.is_dir():
+                    names.update(n for n in os.listdir(base) if n.startswith("python3"))
+            for name in sorted(names):
+                src, mine = image_root / "etc" / name, agent_root / "etc" / name
+                if src.is_symlink() or mine.is_symlink():
+                    continue  # a link would resolve on this host; the tamper scan covers it
+                if src.exists():
+                    mounts.append(bind(src, "/etc/" + name, read_only=True))
+                elif mine.is_dir():
+                    mounts.append(docker.types.Mount("/etc/" + name, "", type="tmpfs"))
+                elif mine.exists():
+                    mounts.append(bind("/dev/null", "/etc/" + name, read_only=True))
+        for path in self.trusted_paths:
+            rel = path.strip("/")
+            if rel and (agent_root / rel).is_dir() and not (agent_root / rel).is_symlink():
+                mounts.append(bind(agent_root / rel, "/" + rel))
+        return mounts
+
+
+def _is_container(obj: Any) -> bool:
+    return hasattr(obj, "diff")
+
+
+def _read_frames(
+    sock: socket.socket, deadline: float, cap: int
+) -> tuple[bytearray, bytearray, int, bool, bool]:
+    """Read a multiplexed exec stream until EOF, the deadline or `cap` bytes of output.
+
+    Returns stdout (without the leading pid line), stderr, that pid, timed_out, truncated.
+    """
+    sock.setblocking(False)
+    buf, out, err = bytearray(), bytearray(), bytearray()
+    pid = 0
+    timed_out = truncated = False
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            timed_out = True
+            break
+        ready, _, _ = select.select([sock], [], [], min(remaining, 0.5))
+        if not ready:
+            continue
+        try:
+            data = sock.recv(1 << 16)
+        except BlockingIOError:
+            continue
+        except OSError:
+            break
+        if not data:
+            break
+        buf += data
+        while len(buf) >= 8:
+            size = int.from_bytes(buf[4:8], "big")
+            if len(buf) < 8 + size:
+                break
+            (out if buf[0] == 1 else err).extend(buf[8 : 8 + size])
+            del buf[: 8 + size]
+        if not pid and b"\n" in out:
+            line, _, rest = bytes(out).partition(b"\n")
+            pid = int(line) if line.strip().isdigit() else -1
+            out[:] = rest
+        if len(out) + len(err) > cap:
+            truncated = True
+            break
+    return out, err, max(pid, 0), timed_out, truncated
+
+
+def _discard(sock: socket.socket, deadline: float) -> None:
+    """Read and drop a stream until EOF or the deadline."""
+    while (remaining := deadline - time.monotonic()) > 0:
+        ready, _, _ = select.select([sock], [], [], min(remaining, 0.5))
+        if not ready:
+            continue
+        try:
+            if not sock.recv(1 << 16):
+                return
+        except BlockingIOError:
+            continue
+        except OSError:
+            return
 
 
 class DockerBackend:
     name = "docker"
 
-    def open(self, task: Task, *, hide: list[str] | None = None) -> DockerSandbox:
+    def open(self, task: Task) -> DockerSandbox:
+        """Build (or reuse) the task's image and start its sandbox (Harbor 1.1: the agent
+        phase's network, env and user)."""
+        from sandbox.policy import network_policy
+
         client = docker_client()
-        image = build_image(client, task)
+        try:
+            image = build_image(client, task, podman=is_podman(client))
+            config = image_config(client, image)
+        except SandboxError:
+            raise
+        except Exception as e:  # noqa: BLE001 - an engine error is the harness's failure
+            raise SandboxError(f"task {task.id}: docker engine error: {e}") from e
         sb = DockerSandbox(
             client,
             image,
             task.limits,
-            allow_network=task.environment.allow_network,
-            workdir=task.environment.workdir,
+            network_policy(task, task.agent_config),
+            config,
+            env={**task.environment.env, **task.agent_config.env},
+            user=task.agent_config.user,
+            trusted_paths=tuple(task.trusted_paths),
         )
         sb.start()
         return sb

@@ -1,84 +1,206 @@
-/* t1-sandbox-helper: the two privileged steps of the local sandbox without a shell.
+/* t1-sandbox-helper: the privileged steps of the local sandbox, without a shell.
  *
- *   helper holder NS SIZE_MB MASK ENV_LAYER UPPER WORK
- *       New private mount namespace: tmpfs on NS, read-only host view
- *       overlay(MASK:/) on NS/host, sandbox root overlay on NS/root (ENV_LAYER, UPPER and
- *       WORK may be ""), chroot into it, print "ready", then wait to be killed.
- *   helper exec HOLDER_PID CPU_SECONDS PROCS_FILE... -- PROGRAM ARGS...
+ *   helper holder NS DISK LAYERS UPPER WORK CGROUP_DIR
+ *       The sandbox's anchor process. In a new mount and network namespace (loopback up):
+ *       a small tmpfs on NS; DISK (a formatted ext4 image, or "-") attached to a free loop
+ *       device and mounted on NS/disk, where the writable layer lives (NS/disk/upper); or,
+ *       for an image build, UPPER (a directory, overlay work dir WORK) is the writable layer. NS/root is the overlay
+ *       of LAYERS (lowerdir syntax, top first) under that writable layer, NS/image a read-only
+ *       view of LAYERS alone (what the image shipped). It keeps fd 3 open on NS, chroots into
+ *       NS/root (so /proc/PID/root is the sandbox root), prints "ready" and waits for its
+ *       stdin to close: the runner stopped it, or died. It then SIGKILLs every process of the
+ *       given cgroups and exits; its namespaces, mounts and loop device go with it.
+ *   helper exec HOLDER_PID CPU_SECONDS TTY PROCS_FILE... -- PROGRAM ARGS...
  *       Join the cgroups (write our pid to each PROCS_FILE), bound CPU time, enter the
- *       holder's mount namespace, exec PROGRAM (bubblewrap).
+ *       holder's mount and network namespaces, and with TTY=1 start a new session whose
+ *       controlling terminal is stdin; exec PROGRAM (bubblewrap).
  *
- * Built on first use by sandbox/launcher.py with the system C compiler; the Python code falls
- * back to the equivalent shell commands when no compiler is available.
+ * Built on first use by sandbox/launcher.py with the system C compiler.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
+#include <linux/loop.h>
+#include <net/if.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 static int die(const char *what) { perror(what); return 1; }
 
-static int holder(char **a) {
-    const char *ns = a[0], *size = a[1], *mask = a[2], *env = a[3];
-    const char *upper = a[4], *work = a[5];
-    char p1[4096], p2[4096], opts[16384], up[4096], wk[4096];
-    if (unshare(CLONE_NEWNS)) return die("unshare");
-    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL)) return die("make-private");
-    snprintf(opts, sizeof opts, "size=%sm,mode=0755", size);
-    if (mount("t1-sandbox", ns, "tmpfs", 0, opts)) return die("mount tmpfs");
-    snprintf(p1, sizeof p1, "%s/host", ns);
-    snprintf(p2, sizeof p2, "%s/root", ns);
-    if (mkdir(p1, 0755) || mkdir(p2, 0755)) return die("mkdir");
-    snprintf(opts, sizeof opts, "lowerdir=%s:/", mask);
-    if (mount("t1-host", p1, "overlay", MS_RDONLY, opts)) return die("mount host view");
-    if (!*upper) {
-        snprintf(up, sizeof up, "%s/up", ns);
-        snprintf(wk, sizeof wk, "%s/work", ns);
-        if (mkdir(up, 0755) || mkdir(wk, 0755)) return die("mkdir upper");
-        upper = up;
-        work = wk;
+static int loopback_up(void) {
+    struct ifreq ifr;
+    int s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (s < 0) return -1;
+    memset(&ifr, 0, sizeof ifr);
+    strncpy(ifr.ifr_name, "lo", IFNAMSIZ - 1);
+    if (ioctl(s, SIOCGIFFLAGS, &ifr) < 0) { close(s); return -1; }
+    ifr.ifr_flags |= IFF_UP | IFF_RUNNING;
+    int rc = ioctl(s, SIOCSIFFLAGS, &ifr);
+    close(s);
+    return rc;
+}
+
+/* Attach IMAGE to a free loop device (autoclear) and mount it as ext4 on TARGET. */
+static int mount_disk(const char *image, const char *target) {
+    int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+    int file = open(image, O_RDWR | O_CLOEXEC);
+    if (ctl < 0) return die("/dev/loop-control");
+    if (file < 0) return die(image);
+    for (int attempt = 0; attempt < 64; attempt++) {
+        int n = ioctl(ctl, LOOP_CTL_GET_FREE);
+        if (n < 0) return die("LOOP_CTL_GET_FREE");
+        char dev[64];
+        snprintf(dev, sizeof dev, "/dev/loop%d", n);
+        int fd = open(dev, O_RDWR | O_CLOEXEC);
+        if (fd < 0 && errno == ENOENT) {
+            mknod(dev, S_IFBLK | 0660, makedev(7, n));
+            fd = open(dev, O_RDWR | O_CLOEXEC);
+        }
+        if (fd < 0) return die(dev);
+        struct loop_config cfg;
+        memset(&cfg, 0, sizeof cfg);
+        cfg.fd = file;
+        cfg.info.lo_flags = LO_FLAGS_AUTOCLEAR;
+        strncpy((char *)cfg.info.lo_file_name, image, LO_NAME_SIZE - 1);
+        if (ioctl(fd, LOOP_CONFIGURE, &cfg) < 0) {
+            close(fd);
+            if (errno == EBUSY) continue; /* another sandbox took it first */
+            return die("LOOP_CONFIGURE");
+        }
+        int rc = mount(dev, target, "ext4", MS_NOSUID | MS_NODEV, "");
+        int err = errno;
+        close(fd); /* the mount keeps the device; autoclear frees it at unmount */
+        close(file);
+        close(ctl);
+        if (rc) { errno = err; return die("mount disk"); }
+        return 0;
     }
-    if (*env)
-        snprintf(opts, sizeof opts, "lowerdir=%s:%s,upperdir=%s,workdir=%s", env, p1, upper, work);
-    else
-        snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s,workdir=%s", p1, upper, work);
-    if (mount("t1-root", p2, "overlay", 0, opts)) return die("mount sandbox root");
-    if (chroot(p2) || chdir("/")) return die("chroot");
+    fprintf(stderr, "no free loop device\n");
+    return 1;
+}
+
+/* SIGKILL every process listed in the group DIRFD (and its child groups); count them.
+ * Works on fds opened before the holder chrooted: the cgroup paths are not in its root. */
+static int kill_tree(int dirfd) {
+    int seen = 0, pid;
+    int fd = openat(dirfd, "cgroup.procs", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        FILE *f = fdopen(fd, "r");
+        while (f && fscanf(f, "%d", &pid) == 1) { kill(pid, SIGKILL); seen++; }
+        if (f) fclose(f); else close(fd);
+    }
+    int dup_fd = dup(dirfd);
+    DIR *d = dup_fd >= 0 ? fdopendir(dup_fd) : NULL;
+    if (!d) return seen;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.') continue;
+        int sub = openat(dirfd, e->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (sub < 0) continue; /* a file, not a child group */
+        seen += kill_tree(sub);
+        close(sub);
+    }
+    closedir(d);
+    return seen;
+}
+
+static void kill_group(int dirfd) {
+    for (int round = 0; round < 5000 && kill_tree(dirfd); round++) usleep(200);
+}
+
+static int holder(char **a) {
+    const char *ns = a[0], *disk = a[1], *layers = a[2], *upper = a[3], *work = a[4];
+    char root[4096], image[4096], dsk[4096], up[4096], wk[4096], opts[8192];
+    signal(SIGINT, SIG_IGN);
+    signal(SIGHUP, SIG_IGN);
+    if (unshare(CLONE_NEWNS | CLONE_NEWNET)) return die("unshare");
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL)) return die("make-private");
+    if (loopback_up()) return die("loopback");
+    if (mount("t1-sandbox", ns, "tmpfs", MS_NOSUID | MS_NODEV, "size=256m,mode=0700"))
+        return die("mount tmpfs");
+    snprintf(root, sizeof root, "%s/root", ns);
+    snprintf(image, sizeof image, "%s/image", ns);
+    if (mkdir(root, 0755) || mkdir(image, 0755)) return die("mkdir");
+    if (strcmp(disk, "-")) {
+        snprintf(dsk, sizeof dsk, "%s/disk", ns);
+        if (mkdir(dsk, 0755) || mount_disk(disk, dsk)) return 1;
+        snprintf(up, sizeof up, "%s/upper", dsk);
+        snprintf(wk, sizeof wk, "%s/work", dsk);
+        if ((mkdir(up, 0755) && errno != EEXIST) || (mkdir(wk, 0700) && errno != EEXIST))
+            return die("mkdir upper");
+    } else {
+        snprintf(up, sizeof up, "%s", upper);
+        snprintf(wk, sizeof wk, "%s", work);
+    }
+    snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s,workdir=%s", layers, up, wk);
+    if (mount("t1-root", root, "overlay", 0, opts)) return die("mount sandbox root");
+    if (strchr(layers, ':')) {
+        snprintf(opts, sizeof opts, "lowerdir=%s", layers);
+        if (mount("t1-image", image, "overlay", MS_RDONLY, opts)) return die("mount image view");
+    } else if (mount(layers, image, NULL, MS_BIND, NULL) ||
+               mount(NULL, image, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL)) {
+        return die("bind image view");
+    }
+    int nsfd = open(ns, O_RDONLY | O_DIRECTORY); /* fd 3: the runner reaches NS through it */
+    if (nsfd != 3) return die("ns fd");
+    int cgfd = open(a[5], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (cgfd < 0) return die(a[5]);
+    if (chroot(root) || chdir("/")) return die("chroot");
     printf("ready\n");
     fflush(stdout);
-    for (;;) pause();
+    char buf[64];
+    for (;;) {
+        ssize_t r = read(0, buf, sizeof buf);
+        if (r == 0 || (r < 0 && errno != EINTR)) break;
+    }
+    kill_group(cgfd);
+    return 0;
 }
 
 static int enter(int argc, char **a) {
-    int i = 2;
-    char pid[32], ns[64];
+    int i = 3;
+    char pid[32], path[64];
     struct rlimit cpu;
     snprintf(pid, sizeof pid, "%d\n", (int)getpid());
     for (; i < argc && strcmp(a[i], "--"); i++) {
-        int fd = open(a[i], O_WRONLY);
+        int fd = open(a[i], O_WRONLY | O_CLOEXEC);
         if (fd < 0 || write(fd, pid, strlen(pid)) < 0) return die(a[i]);
         close(fd);
     }
     if (i + 1 >= argc) { fprintf(stderr, "exec: missing -- PROGRAM\n"); return 2; }
     cpu.rlim_cur = cpu.rlim_max = (rlim_t)atol(a[1]);
     if (setrlimit(RLIMIT_CPU, &cpu)) return die("setrlimit");
-    snprintf(ns, sizeof ns, "/proc/%s/ns/mnt", a[0]);
-    int fd = open(ns, O_RDONLY);
-    if (fd < 0 || setns(fd, CLONE_NEWNS)) return die("setns");
-    close(fd);
+    snprintf(path, sizeof path, "/proc/%s/ns/net", a[0]);
+    int net = open(path, O_RDONLY | O_CLOEXEC);
+    snprintf(path, sizeof path, "/proc/%s/ns/mnt", a[0]);
+    int mnt = open(path, O_RDONLY | O_CLOEXEC);
+    if (net < 0 || mnt < 0) return die("open namespaces");
+    if (setns(net, CLONE_NEWNET) || setns(mnt, CLONE_NEWNS)) return die("setns");
+    close(net);
+    close(mnt);
+    if (!strcmp(a[2], "1")) {
+        if (setsid() < 0) return die("setsid");
+        if (ioctl(0, TIOCSCTTY, 0) < 0) return die("TIOCSCTTY");
+    }
     execvp(a[i + 1], &a[i + 1]);
     return die(a[i + 1]);
 }
 
 int main(int argc, char **argv) {
     if (argc == 8 && !strcmp(argv[1], "holder")) return holder(argv + 2);
-    if (argc > 4 && !strcmp(argv[1], "exec")) return enter(argc - 2, argv + 2);
-    fprintf(stderr, "usage: helper holder NS SIZE MASK ENV UPPER WORK | exec PID CPU FILE... -- CMD\n");
+    if (argc > 5 && !strcmp(argv[1], "exec")) return enter(argc - 2, argv + 2);
+    fprintf(stderr, "usage: helper holder NS DISK LAYERS UPPER WORK CGROUP_DIR | "
+                    "exec PID CPU TTY PROCS... -- CMD\n");
     return 2;
 }

@@ -1,9 +1,6 @@
-"""The compiled sandbox helper (sandbox/helper.c), built on first use.
-
-It replaces the shell + util-linux steps of starting a sandbox and entering it (unshare, three
-mounts, chroot; joining cgroups, ulimit, nsenter) with direct system calls, which cuts the
-fixed per-trial cost. Without a C compiler the local backend uses the shell steps instead.
-"""
+"""The compiled sandbox helper (sandbox/helper.c), built on first use with the system C
+compiler: the privileged steps of starting a sandbox (namespaces, loop disk, overlay mounts,
+chroot) and of entering it (cgroups, CPU limit, setns, controlling terminal)."""
 
 from __future__ import annotations
 
@@ -19,9 +16,7 @@ SOURCE = Path(__file__).with_name("helper.c")
 
 
 def helper_path(state_dir: str) -> str | None:
-    """The helper to use, or None for the shell steps ($T1_SANDBOX_NO_HELPER=1 forces them)."""
-    if os.environ.get("T1_SANDBOX_NO_HELPER"):
-        return None
+    """The compiled helper, or None when there is no C compiler to build it."""
     return _built_helper(state_dir)
 
 

@@ -1,75 +1,62 @@
-"""The daemonless default backend: bubblewrap over an overlay of the host root filesystem.
+"""The daemonless default backend: an image's layers under a writable layer on a disk of its
+own, in namespaces held by one `holder` process per sandbox (see sandbox/helper.c).
 
-Layout inside a private mount namespace held by one `holder` process per sandbox:
+    NS/image    read-only view of the image's layers (what its Dockerfile built)
+    NS/disk     an ext4 image of `disk_mb` on a loop device: the writable layer lives here
+    NS/root     overlay(image layers, NS/disk/upper): the sandbox's root filesystem
+    NS/v        the verifier's tests and report directory (never in the agent's view)
 
-    <NS>/mask    whiteouts hiding what is not the sandbox's (secrets, home dirs, other
-                 tasks' files, this project's state), on a tmpfs sized to the disk limit
-    <NS>/host    read-only overlay  mask : /
-    <NS>/root    the sandbox root   upper (tmpfs, or a layer being built) : env layer : host
-
-Every command runs as `nsenter (holder's mount ns) bwrap --bind <NS>/root / ...` with fresh
-PID/IPC/UTS (and network, unless the task allows it) namespaces, a reduced capability set (no
-CAP_SYS_ADMIN, so masks cannot be unmounted), and inside the sandbox's cgroups. The holder is
-chrooted into the sandbox root, so file transfers through /proc/<holder>/root resolve every
-symlink inside the sandbox, never on the host.
+Nothing of the host's filesystem is visible: the root is the image. Every command runs as
+`helper exec` (join a child cgroup, CPU limit, enter the holder's mount and network
+namespaces) then `bwrap --bind NS/root /` with fresh PID/IPC/UTS namespaces, a reduced
+capability set (no CAP_SYS_ADMIN, no CAP_NET_ADMIN) and the image's environment. The agent
+types into one long-lived shell (`session`), the harness runs one-off commands (`exec`), and
+the verifier runs in its own view (`verify`, rules in sandbox/verifier_view.py). The holder
+dies when its runner does, killing the sandbox's processes; `t1 sandbox gc` removes what a
+killed holder leaves (cgroups, lease files). docs/sandbox.md has the whole picture.
 """
 
 from __future__ import annotations
 
-import hashlib
+import atexit
+import errno
+import json
 import os
+import select
 import selectors
 import shutil
-import stat
+import signal
 import subprocess
-import tempfile
+import threading
 import time
 import uuid
+import weakref
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from sandbox.base import ExecResult, SandboxError, SandboxUnavailable, normalize_dest
+from sandbox import network
+from sandbox.base import (
+    DiskFull,
+    ExecResult,
+    NetworkMode,
+    NetworkPolicy,
+    SandboxError,
+    SandboxUnavailable,
+    VerifierRun,
+    normalize_dest,
+)
 from sandbox.cgroups import SandboxCgroup, cgroups_available
-from sandbox.exec_session import ExecSession
+from sandbox.image import Image
 from sandbox.launcher import helper_path
+from sandbox.session import PtySession
+from sandbox.tamper import ROOT_CONFIG, STARTUP_MODULES
+from sandbox.verifier_view import tamper_scan, verifier_binds
 from tasks.model import Limits
 
 STATE_DIR = Path(os.environ.get("T1_SANDBOX_STATE", "/var/cache/t1-forge"))
-# This project's own files (seed verifiers and solutions among them) are never visible.
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
+RUN_DIR = STATE_DIR / "run"  # per sandbox: a lease file (for gc) and, briefly, its disk image
 NS_DIR = "/run/t1-forge/ns"  # a mountpoint that only exists populated inside holders
-ALLOWED_TOP = frozenset({"bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "var"})
-HIDDEN = (
-    "etc/shadow",
-    "etc/shadow-",
-    "etc/gshadow",
-    "etc/gshadow-",
-    "etc/ssh",
-    "etc/sudoers.d",
-    "var/cache",
-    "var/lib/t1-forge",
-    "var/lib/docker",
-    "var/tmp",
-    "var/log",
-    "var/mail",
-    "var/spool",
-    "var/backups",
-)
-EMPTY_DIRS = {
-    "tmp": 0o1777,
-    "root": 0o700,
-    "home": 0o755,
-    "run": 0o755,
-    "mnt": 0o755,
-    "srv": 0o755,
-    "opt": 0o755,
-    "var/tmp": 0o1777,
-    "var/log": 0o755,
-    "var/cache": 0o755,
-    "logs": 0o755,
-    "logs/agent": 0o777,
-    "logs/verifier": 0o777,
-}
-# Docker's default capability set without MKNOD and NET_RAW; never SYS_ADMIN.
+# Docker's default capability set without MKNOD and NET_RAW; never SYS_ADMIN or NET_ADMIN.
 CAPABILITIES = (
     "CAP_CHOWN",
     "CAP_DAC_OVERRIDE",
@@ -84,178 +71,167 @@ CAPABILITIES = (
     "CAP_KILL",
     "CAP_AUDIT_WRITE",
 )
-SANDBOX_ENV = {
-    "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-    "HOME": "/root",
-    "LANG": "C.UTF-8",
-    "TERM": "xterm",
-    "USER": "root",
-}
+BASE_ENV = {"HOME": "/root", "LANG": "C.UTF-8", "USER": "root"}
+HOSTS = "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost ip6-loopback\n"
+# Files the runtime provides over the image's (as Docker does); never written into a layer.
+ETC_FILES = ("resolv.conf", "hosts", "hostname")
 MAX_DOWNLOAD_BYTES = 64 * 1024 * 1024
+MKFS = ["mkfs.ext4", "-q", "-F", "-O", "^has_journal,^resize_inode",
+        "-E", "lazy_itable_init=1,nodiscard", "-m", "0"]  # fmt: skip
 
-MASK_DIR = Path("/dev/shm/t1-forge/masks")  # tmpfs: a lower layer beside / must not be on /
-
-_HOLDER = r"""
-set -e
-NS=$1; SIZE=$2; MASK=$3; ENV_LAYER=$4; UPPER=$5; WORK=$6
-mount -t tmpfs -o "size=${SIZE}m,mode=0755" t1-sandbox "$NS"
-mkdir "$NS/host" "$NS/root"
-mount -t overlay t1-host -o "lowerdir=$MASK:/" "$NS/host"
-if [ -z "$UPPER" ]; then UPPER=$NS/up; WORK=$NS/work; mkdir "$UPPER" "$WORK"; fi
-LOWER=$NS/host; [ -n "$ENV_LAYER" ] && LOWER=$ENV_LAYER:$NS/host
-mount -t overlay t1-root -o "lowerdir=$LOWER,upperdir=$UPPER,workdir=$WORK" "$NS/root"
-echo ready
-exec chroot "$NS/root" /bin/sleep infinity
-"""
-
-_JOIN = 'for f in "$1" "$2" "$3"; do echo $$ > "$f"; done; ulimit -t "$4"; shift 4; exec "$@"'
+_LIVE: weakref.WeakSet[LocalSandbox] = weakref.WeakSet()
 
 
 def local_backend_problem() -> str | None:
     """Why the local backend cannot run here, or None when it can."""
     if os.geteuid() != 0:
-        return "the local sandbox needs root (overlay mounts, cgroups); run as root"
-    for tool in ("bwrap", "unshare", "nsenter"):
+        return "the local sandbox needs root (namespaces, loop devices, cgroups); run as root"
+    for tool in ("bwrap", "mkfs.ext4", "nsenter"):
         if shutil.which(tool) is None:
-            return f"'{tool}' not found: apt-get install bubblewrap util-linux"
+            return f"'{tool}' not found: apt-get install bubblewrap e2fsprogs util-linux"
+    if not os.path.exists("/dev/loop-control"):
+        return "no /dev/loop-control: the sandbox's disk needs loop devices"
     if not cgroups_available():
         return "cgroup v1 memory/pids/cpu controllers are not mounted writable under /sys/fs/cgroup"
     return None
 
 
-def hidden_paths(extra_hidden: list[str] | None = None) -> list[str]:
-    """Paths (relative to /) the sandbox must not see.
-
-    Every top-level entry of / outside ALLOWED_TOP, the HIDDEN paths, this process's working
-    directory and home, the sandbox state dir, $T1_SANDBOX_HIDE and `extra_hidden` (e.g. the
-    task's own source directory) when they sit under an allowed top-level dir.
-    """
-    hidden: set[str] = {e for e in os.listdir("/") if e not in ALLOWED_TOP}
-    hidden.update(HIDDEN)
-    env_extra = [p for p in os.environ.get("T1_SANDBOX_HIDE", "").split(":") if p]
-    own = [os.getcwd(), str(Path.home()), str(STATE_DIR), str(PROJECT_ROOT)]
-    for p in [*own, *env_extra, *(extra_hidden or [])]:
-        rel = os.path.realpath(p).lstrip("/")
-        if rel and rel.split("/")[0] in ALLOWED_TOP and os.path.lexists("/" + rel):
-            hidden.add(rel)
-    # A path inside another hidden path is already gone; an empty dir replaces some of them.
-    return sorted(h for h in hidden if not any(h.startswith(o + "/") for o in hidden))
-
-
-def mask_layer(workdir: str, extra_hidden: list[str] | None = None) -> Path:
-    """A lower layer of whiteouts (hidden paths) and opaque empty dirs (EMPTY_DIRS, workdir).
-
-    Built once per distinct spec on a tmpfs and reused by every sandbox with that spec.
-    """
-    empty = dict(EMPTY_DIRS) | {workdir.strip("/"): 0o755}
-    hidden = [h for h in hidden_paths(extra_hidden) if h not in empty]
-    key = hashlib.sha256(repr((hidden, sorted(empty.items()))).encode()).hexdigest()[:16]
-    layer = MASK_DIR / key
-    if layer.is_dir():
-        return layer
-    MASK_DIR.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = Path(tempfile.mkdtemp(dir=MASK_DIR))
-    for rel in hidden:
-        (tmp / rel).parent.mkdir(parents=True, exist_ok=True)
-        os.mknod(tmp / rel, stat.S_IFCHR | 0o600, os.makedev(0, 0))
-    for rel, mode in sorted(empty.items()):
-        d = tmp / rel
-        d.mkdir(parents=True, exist_ok=True)
-        d.chmod(mode)
-        os.setxattr(d, "trusted.overlay.opaque", b"y")
-    tmp.chmod(0o755)
-    try:
-        tmp.rename(layer)
-    except OSError:  # another process built the same layer first
-        shutil.rmtree(tmp)
-    return layer
-
-
 class LocalSandbox:
-    """One bubblewrap + overlayfs sandbox. See the module docstring for the layout.
-
-    `env_layer` is a cached, read-only environment layer (or None); `upper_dir`, when given,
-    makes the writable layer a directory on disk (used to build environment layers) instead
-    of a tmpfs sized to the disk limit.
-    """
+    """One sandbox of `image`. `env`, `workdir` and `user` are the agent's (default: the
+    image's config). With `upper_dir` the writable layer is that directory instead of a disk
+    (image builds write a layer there)."""
 
     def __init__(
         self,
+        image: Image,
         limits: Limits,
         *,
-        env_layer: Path | None = None,
-        allow_network: bool = False,
-        workdir: str = "/app",
+        network_policy: NetworkPolicy | None = None,
+        workdir: str | None = None,
+        env: Mapping[str, str] | None = None,
+        user: str | None = None,
         upper_dir: Path | None = None,
-        hide: list[str] | None = None,
+        trusted_paths: Sequence[str] = (),
     ) -> None:
         self.id = "t1-" + uuid.uuid4().hex[:12]
+        self.image = image
         self.limits = limits
-        self.env_layer = env_layer
-        self.allow_network = allow_network
-        self.workdir = workdir
+        self.network_policy = network_policy or NetworkPolicy()
+        self.workdir = workdir or image.config.workdir or "/"
+        self.env = {**BASE_ENV, **image.config.env, **(env or {})}
+        self.user = image.config.user if user is None else user
         self.upper_dir = upper_dir
-        self.hide = hide or []
+        self.trusted_paths = tuple(trusted_paths)
         self._holder: subprocess.Popen[bytes] | None = None
-        self._helper: str | None = None
+        self._helper = ""
         self._cgroup = SandboxCgroup(self.id)
-        self._session: ExecSession | None = None
+        self._net = network.Attachment(None)
+        self._session: PtySession | None = None
+        self._lock = threading.Lock()
+        self._stop_lock = threading.Lock()
+        self._lease = RUN_DIR / f"{self.id}.json"
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
         problem = local_backend_problem()
         if problem:
             raise SandboxUnavailable(problem)
+        helper = helper_path(str(STATE_DIR))
+        if helper is None:
+            raise SandboxUnavailable(
+                "no C compiler to build the sandbox helper: apt-get install gcc"
+            )
+        self._helper = helper
         Path(NS_DIR).mkdir(parents=True, exist_ok=True)
-        upper = work = ""
-        if self.upper_dir is not None:
-            (self.upper_dir / "up").mkdir(parents=True, exist_ok=True)
-            (self.upper_dir / "work").mkdir(parents=True, exist_ok=True)
-            upper, work = str(self.upper_dir / "up"), str(self.upper_dir / "work")
-        self._cgroup.create(
-            memory_mb=self.limits.memory_mb, pids=self.limits.pids, cpus=self.limits.cpus
-        )
-        params = [
-            NS_DIR, str(self.limits.disk_mb), str(mask_layer(self.workdir, self.hide)),
-            str(self.env_layer or ""), upper, work,
-        ]  # fmt: skip
-        self._helper = helper_path(str(STATE_DIR))
-        if self._helper:
-            args = [self._helper, "holder", *params]
+        RUN_DIR.mkdir(parents=True, exist_ok=True)
+        _install_signal_handlers()
+        _LIVE.add(self)
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self) -> None:
+        lim = self.limits
+        self._write_lease(holder=-1)  # before any resource exists, so gc never races a start
+        self._cgroup.create(memory_mb=lim.memory_mb, pids=lim.pids, cpus=lim.cpus)
+        for child in ("session", "exec", "verify"):
+            self._cgroup.child(child).create()
+        disk = upper = work = "-"
+        if self.upper_dir is None:
+            disk = str(RUN_DIR / f"{self.id}.img")
+            with open(disk, "wb") as f:
+                f.truncate(lim.disk_mb * 1024 * 1024)
+            subprocess.run([*MKFS, disk], check=True, capture_output=True)
         else:
-            args = ["unshare", "--mount", "--propagation", "private",
-                    "/bin/sh", "-c", _HOLDER, "holder", *params]  # fmt: skip
+            work_dir = self.upper_dir.with_name(self.upper_dir.name + ".work")
+            self.upper_dir.mkdir(parents=True, exist_ok=True)
+            work_dir.mkdir(parents=True, exist_ok=True)
+            upper, work = str(self.upper_dir), str(work_dir)
+        layers = ":".join(str(p) for p in reversed(self.image.layers))
         self._holder = subprocess.Popen(
-            args,
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            [self._helper, "holder", NS_DIR, disk, layers, upper, work,
+             str(self._cgroup.path("pids"))],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             start_new_session=True,
-        )
+        )  # fmt: skip
         assert self._holder.stdout is not None
         line = self._holder.stdout.readline()
+        if disk != "-":
+            os.unlink(disk)  # the loop device holds it; it is freed with the holder
         if line.strip() != b"ready":
             err = self._holder.stderr.read().decode(errors="replace") if self._holder.stderr else ""
-            self.stop()
             raise SandboxError(f"sandbox {self.id} failed to start: {err.strip() or line!r}")
-        # File transfers go through /proc/<holder>/root: wait until it is the sandbox root.
+        self._write_lease(holder=self._holder.pid)
         deadline = time.monotonic() + 5
         while os.readlink(f"/proc/{self._holder.pid}/root") == "/":
             if time.monotonic() > deadline:
-                self.stop()
                 raise SandboxError(f"sandbox {self.id}: holder never entered its root")
             time.sleep(0.0005)
+        self._net = network.attach(self._holder.pid, self.network_policy)
+        etc = self._ns() / "etc"
+        etc.mkdir()
+        online = self.network_policy.mode != NetworkMode.NONE
+        (etc / "resolv.conf").write_text(f"nameserver {network.DNS}\n" if online else "")
+        (etc / "hosts").write_text(HOSTS)
+        (etc / "hostname").write_text("sandbox\n")
+        if self.upper_dir is None:
+            root = Path(self._root())
+            for d, mode in (("logs/agent", 0o777), ("logs/verifier", 0o755)):
+                (root / d).mkdir(parents=True, exist_ok=True)
+                (root / d).chmod(mode)
+            (root / self.workdir.lstrip("/")).mkdir(parents=True, exist_ok=True)
+
+    def _write_lease(self, *, holder: int) -> None:
+        info = {"runner": os.getpid(), "holder": holder, "started": time.time()}
+        self._lease.write_text(json.dumps(info))
 
     def stop(self) -> None:
-        self._cgroup.destroy()
+        """Idempotent and thread-safe: another thread may stop a sandbox in use (cancel)."""
+        with self._stop_lock:
+            self._stop()
+
+    def _stop(self) -> None:
+        _LIVE.discard(self)
         if self._holder is not None:
-            if self._holder.poll() is None:
+            if self._holder.stdin:
+                self._holder.stdin.close()  # the holder kills the sandbox's processes and exits
+            if not wait_exit(self._holder, 10):
                 self._holder.kill()
-            self._holder.wait()
+                self._holder.wait()
             for stream in (self._holder.stdout, self._holder.stderr):
                 if stream:
                     stream.close()
             self._holder = None
+        if self._session is not None:
+            self._session.close(kill=False)  # the holder killed it with everything else
+            self._session = None
+        self._net.close()
+        (RUN_DIR / f"{self.id}.img").unlink(missing_ok=True)
+        # Killed processes may take a few ms more to exit (the last one tears down mounts);
+        # their groups and the lease go when they have, off the caller's path.
+        _REAPER.submit(self._cgroup, self._lease)
 
     def __enter__(self) -> LocalSandbox:
         self.start()
@@ -270,87 +246,410 @@ class LocalSandbox:
             raise SandboxError(f"sandbox {self.id} is not running")
         return f"/proc/{self._holder.pid}/root"
 
-    def _command(self, command: str, cwd: str, cpu_s: int) -> list[str]:
+    def _ns(self) -> Path:
+        """NS as this process reaches it (the holder's fd 3)."""
+        self._root()
         assert self._holder is not None
-        net = [] if self.allow_network else ["--unshare-net"]
+        return Path(f"/proc/{self._holder.pid}/fd/3")
+
+    def _argv(
+        self,
+        group: str,
+        argv: Sequence[str],
+        *,
+        cwd: str,
+        user: str,
+        cpu_s: int,
+        tty: bool = False,
+        binds: Sequence[str] = (),
+    ) -> list[str]:
+        assert self._holder is not None
         caps = [a for c in CAPABILITIES for a in ("--cap-add", c)]
-        if self._helper:
-            enter = [self._helper, "exec", str(self._holder.pid), str(cpu_s),
-                     *self._cgroup.procs_files(), "--"]  # fmt: skip
-        else:
-            enter = ["/bin/sh", "-c", _JOIN, "join", *self._cgroup.procs_files(), str(cpu_s),
-                     "nsenter", f"--mount=/proc/{self._holder.pid}/ns/mnt", "--"]  # fmt: skip
+        # Every process tree dies with the process that started it (bwrap's init would
+        # otherwise outlive the command while anything it left runs); a one-off command also
+        # gets a new session, while the agent's shell keeps its own terminal as controlling
+        # one. (The parent is the calling thread: a session must be started by a thread
+        # that outlives it.)
+        detach = ["--die-with-parent"] if tty else ["--new-session", "--die-with-parent"]
         return [
-            *enter,
+            self._helper, "exec", str(self._holder.pid), str(cpu_s), "1" if tty else "0",
+            *self._cgroup.child(group).procs_files(), "--",
             "bwrap", "--bind", f"{NS_DIR}/root", "/", "--dev", "/dev", "--proc", "/proc",
-            "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try", *net,
-            "--hostname", "sandbox", "--die-with-parent", "--new-session",
-            "--cap-drop", "ALL", *caps, "--chdir", cwd,
-            "/bin/bash", "-c", command,
+            *[a for f in ETC_FILES for a in ("--bind", f"{NS_DIR}/etc/{f}", f"/etc/{f}")],
+            *binds,
+            "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
+            "--hostname", "sandbox", *detach, "--cap-drop", "ALL", *caps, "--chdir", cwd,
+            *self._as_user(user), *argv,
         ]  # fmt: skip
 
+    def _as_user(self, user: str) -> list[str]:
+        if user in ("", "root", "0"):
+            return []
+        uid, gid = _lookup_user(Path(self._root()), user)
+        return ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--init-groups", "--"]
+
+    def _cpu_seconds(self, timeout: float) -> int:
+        """A per-process CPU-time backstop. The wall clock and the cgroup's CPU quota are the
+        real limits; this one only stops a runaway process the wall clock missed, so it is
+        generous (a multi-threaded step accrues CPU time faster than wall time)."""
+        return int(timeout * max(1.0, self.limits.cpus) * 2) + 10
+
     def exec(
-        self, command: str, *, timeout_s: float | None = None, cwd: str | None = None
+        self,
+        command: str | Sequence[str],
+        *,
+        timeout_s: float | None = None,
+        cwd: str | None = None,
+        env: Mapping[str, str] | None = None,
+        user: str | None = None,
     ) -> ExecResult:
+        """A one-off command (`bash -c` for a string, else an argv) in a fresh PID namespace."""
         self._root()
+        argv = ["/bin/bash", "-c", command] if isinstance(command, str) else list(command)
         timeout = timeout_s if timeout_s is not None else self.limits.agent_timeout_s
-        cpu_s = max(1, int(timeout * max(1.0, self.limits.cpus)) + 1)
+        with self._lock:  # one-off commands share the `exec` group: one at a time
+            return self._run(
+                "exec", argv, timeout=timeout, cwd=cwd or self.workdir,
+                env=self.env if env is None else dict(env),
+                user=self.user if user is None else user,
+            )  # fmt: skip
+
+    def _run(
+        self,
+        group: str,
+        argv: Sequence[str],
+        *,
+        timeout: float,
+        cwd: str,
+        env: Mapping[str, str],
+        user: str,
+        binds: Sequence[str] = (),
+    ) -> ExecResult:
         oom_before = self._cgroup.oom_kills()
         t0 = time.monotonic()
-        proc = subprocess.Popen(
-            self._command(command, cwd or self.workdir, cpu_s),
-            stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            env=SANDBOX_ENV,
-            start_new_session=True,
+        full = self._argv(
+            group, argv, cwd=cwd, user=user, cpu_s=self._cpu_seconds(timeout), binds=binds
         )
+        proc = subprocess.Popen(
+            full, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            env=dict(env), start_new_session=True,
+        )  # fmt: skip
         out, err, timed_out, truncated = _drain(proc, t0 + timeout, self.limits.output_bytes)
         if timed_out or truncated:
-            self._cgroup.kill_all()
+            self._cgroup.child(group).kill_all()
             proc.kill()
         code = proc.wait()
-        # Anything the command left in the background died with its PID namespace when bwrap's
-        # init exited; `stop` sweeps the cgroup once more.
-        oom = self._cgroup.oom_kills() > oom_before
         return ExecResult(
             exit_code=code,
             stdout=out.decode("utf-8", "replace"),
             stderr=err.decode("utf-8", "replace"),
             duration_s=time.monotonic() - t0,
             timed_out=timed_out,
-            oom_killed=oom,
+            oom_killed=self._cgroup.oom_kills() > oom_before,
             output_truncated=truncated,
         )
 
-    # -- files -------------------------------------------------------------------------
-    def session(self) -> ExecSession:
+    def session(self) -> PtySession:
         if self._session is None:
-            self._session = ExecSession(self, self.workdir)
+            self._root()
+            group = self._cgroup.child("session")
+            argv = self._argv(
+                "session", ["/bin/bash", "--noprofile", "--norc", "--noediting", "-i"],
+                cwd=self.workdir, user=self.user, tty=True,
+                cpu_s=self._cpu_seconds(self.limits.agent_timeout_s),
+            )  # fmt: skip
+            env = {**self.env, "TERM": "xterm"}
+
+            def spawn(slave: int) -> subprocess.Popen[bytes]:
+                return subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env)
+
+            self._session = PtySession(
+                spawn,
+                output_cap=self.limits.output_bytes,
+                on_close=group.kill_all,
+                oom_kills=self._cgroup.oom_kills,
+            )
         return self._session
 
+    def verify(
+        self,
+        tests: dict[str, bytes],
+        command: str,
+        *,
+        timeout_s: float,
+        cwd: str,
+        env: dict[str, str],
+        user: str = "",
+        network: NetworkPolicy | None = None,
+        keep_agent_processes: bool = False,
+    ) -> VerifierRun:
+        root, ns = Path(self._root()), self._ns()
+        if not keep_agent_processes:
+            # Killed, not waited for: a SIGKILLed process runs no more code of its own, and
+            # its namespaces' teardown need not delay the verifier.
+            self._cgroup.child("session").kill_all(wait=False)
+            self._cgroup.child("exec").kill_all(wait=False)
+            if self._session is not None:
+                self._session.close(kill=False)
+                self._session = None
+        if network is not None and network != self.network_policy:
+            self._set_network(network)
+        disk_full = _disk_full(ns / "disk")
+        upper, image = ns / "disk" / "upper", ns / "image"
+        tampered = tamper_scan(upper, image, workdir=cwd)
+        vdir = ns / "v"
+        shutil.rmtree(vdir, ignore_errors=True)
+        try:
+            (vdir / "logs").mkdir(parents=True)
+            (vdir / "logs").chmod(0o777)  # whatever the verifier's user; only it sees the dir
+            _write_files(vdir / "tests", tests)
+        except OSError as e:
+            raise SandboxError(f"could not stage the verifier's files: {e}") from e
+        hooks = (*ROOT_CONFIG, *(f"{m}.py" for m in STARTUP_MODULES))
+        top_files = [n for n in hooks if (upper / n).exists() and not (upper / n).is_dir()]
+        binds = [
+            *verifier_binds(root, image, NS_DIR, trusted=self.trusted_paths, top_files=top_files),
+            "--bind", f"{NS_DIR}/v/tests", "/tests",
+            "--bind", f"{NS_DIR}/v/logs", "/logs/verifier",
+        ]  # fmt: skip
+        result = self._run(
+            "verify", ["/bin/bash", "-c", command], timeout=timeout_s, cwd=cwd,
+            env={**BASE_ENV, **self.image.config.env, **env}, user=user, binds=binds,
+        )  # fmt: skip
+        return VerifierRun(
+            result=result,
+            files=_read_files(vdir / "logs"),
+            tampered=tuple(tampered),
+            disk_full=disk_full,
+        )
+
+    def _set_network(self, policy: NetworkPolicy) -> None:
+        """Give the (shared) network namespace another policy: from none, the NAT is
+        attached; routes set for the previous policy are not undone, so a policy can only
+        widen from `none`."""
+        if self.network_policy.mode != NetworkMode.NONE:
+            return
+        assert self._holder is not None
+        self._net = network.attach(self._holder.pid, policy)
+        self.network_policy = policy
+        if policy.mode != NetworkMode.NONE:
+            (self._ns() / "etc" / "resolv.conf").write_text(f"nameserver {network.DNS}\n")
+
+    # -- files -------------------------------------------------------------------------
     def upload(self, files: dict[str, bytes], dest_dir: str, *, mode: int = 0o644) -> None:
         root = self._root()
-        for rel, data in files.items():
-            target = Path(root + normalize_dest(dest_dir, rel))
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_bytes(data)
-            target.chmod(0o755 if rel.endswith(".sh") else mode)
+        try:
+            for rel, data in files.items():
+                target = Path(root + normalize_dest(dest_dir, rel))
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_bytes(data)
+                target.chmod(0o755 if rel.endswith(".sh") else mode)
+        except OSError as e:
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise DiskFull(f"sandbox {self.id}: disk full while uploading to {dest_dir}") from e
+            raise SandboxError(f"sandbox {self.id}: upload to {dest_dir} failed: {e}") from e
 
     def download(self, path: str) -> dict[str, bytes]:
         root = Path(self._root() + normalize_dest(path, "."))
         if root.is_file():
             return {root.name: root.read_bytes()[:MAX_DOWNLOAD_BYTES]}
-        out: dict[str, bytes] = {}
-        if not root.is_dir():
-            return out
-        budget = MAX_DOWNLOAD_BYTES
-        for p in sorted(root.rglob("*")):
-            if p.is_file() and not p.is_symlink() and budget > 0:
-                data = p.read_bytes()[:budget]
-                budget -= len(data)
-                out[p.relative_to(root).as_posix()] = data
+        return _read_files(root)
+
+    def disk_free_bytes(self) -> int:
+        st = os.statvfs(self._ns() / "disk")
+        return st.f_bavail * st.f_frsize
+
+
+class LocalStepRunner:
+    """Runs one Dockerfile RUN step: `layers` read-only under `upper` as the writable layer
+    (which becomes the step's layer), in fresh namespaces, network per `network`."""
+
+    def run(
+        self,
+        layers: Sequence[Path],
+        upper: Path,
+        argv: Sequence[str],
+        *,
+        env: Mapping[str, str],
+        cwd: str,
+        user: str,
+        network: NetworkPolicy,
+        timeout_s: float,
+        limits: Limits | None = None,
+    ) -> ExecResult:
+        from sandbox.image import Image, ImageConfig
+
+        image = Image(layers=tuple(layers), config=ImageConfig(env=dict(env)), key="build")
+        lim = limits or Limits(memory_mb=4096, pids=4096, cpus=2, output_bytes=4_000_000)
+        sb = LocalSandbox(image, lim, network_policy=network, workdir=cwd, user=user,
+                          upper_dir=upper)  # fmt: skip
+        with sb:
+            return sb.exec(argv, timeout_s=timeout_s, cwd=cwd, env=env, user=user)
+
+
+# -- helpers -------------------------------------------------------------------------------
+def wait_exit(proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
+    """Reap `proc` if it exits within `timeout_s`, woken by its pidfd (Popen.wait with a
+    timeout polls with sleeps of up to 50 ms)."""
+    if proc.poll() is not None:
+        return True
+    try:
+        fd = os.pidfd_open(proc.pid)
+    except OSError:
+        try:
+            proc.wait(timeout=timeout_s)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        if not poller.poll(timeout_s * 1000):
+            return False
+    finally:
+        os.close(fd)
+    proc.wait()
+    return True
+
+
+def _lookup_user(root: Path, user: str) -> tuple[int, int]:
+    """uid and gid of `user` (a name, `uid` or `uid:gid`) in the sandbox's /etc/passwd."""
+    name, _, group = user.partition(":")
+    uid = gid = None
+    try:
+        for line in (root / "etc/passwd").read_text(errors="replace").splitlines():
+            f = line.split(":")
+            if len(f) >= 4 and (f[0] == name or f[2] == name):
+                uid, gid = int(f[2]), int(f[3])
+                break
+    except OSError:
+        pass
+    if uid is None:
+        if not name.isdigit():
+            raise SandboxError(f"user {name!r} does not exist in the sandbox's /etc/passwd")
+        uid = gid = int(name)
+    if group:
+        gid = int(group) if group.isdigit() else _lookup_group(root, group)
+    assert gid is not None
+    return uid, gid
+
+
+def _lookup_group(root: Path, group: str) -> int:
+    try:
+        for line in (root / "etc/group").read_text(errors="replace").splitlines():
+            f = line.split(":")
+            if len(f) >= 3 and f[0] == group:
+                return int(f[2])
+    except OSError:
+        pass
+    raise SandboxError(f"group {group!r} does not exist in the sandbox's /etc/group")
+
+
+def _disk_full(disk: Path) -> bool:
+    """Nearly no room left (ext4 refuses writes with a few blocks still free)."""
+    try:
+        st = os.statvfs(disk)
+    except OSError:
+        return False
+    free, size = st.f_bfree * st.f_frsize, st.f_blocks * st.f_frsize
+    return free < max(4 * 1024 * 1024, size // 200)
+
+
+def _write_files(dest: Path, files: dict[str, bytes]) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    for rel, data in files.items():
+        target = Path(normalize_dest(str(dest), rel))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(data)
+        target.chmod(0o755 if rel.endswith(".sh") else 0o644)
+
+
+def _read_files(root: Path) -> dict[str, bytes]:
+    out: dict[str, bytes] = {}
+    if not root.is_dir():
         return out
+    budget = MAX_DOWNLOAD_BYTES
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and not p.is_symlink() and budget > 0:
+            data = p.read_bytes()[:budget]
+            budget -= len(data)
+            out[p.relative_to(root).as_posix()] = data
+    return out
+
+
+class _Reaper:
+    """Removes stopped sandboxes' cgroups (and then their leases) in the background; what
+    is still queued when the process exits is done then, or left to `t1 sandbox gc`."""
+
+    def __init__(self) -> None:
+        self._queue: list[tuple[SandboxCgroup, Path]] = []
+        self._cond = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def submit(self, group: SandboxCgroup, lease: Path) -> None:
+        with self._cond:
+            self._queue.append((group, lease))
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._loop, daemon=True, name="reaper")
+                self._thread.start()
+            self._cond.notify()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._queue:
+                    if not self._cond.wait(timeout=5):
+                        self._thread = None
+                        return
+                group, lease = self._queue.pop(0)
+            group.destroy()
+            lease.unlink(missing_ok=True)
+
+    def drain(self) -> None:
+        """Finish every queued removal now (tests, interpreter exit)."""
+        while True:
+            with self._cond:
+                if not self._queue:
+                    break
+                group, lease = self._queue.pop(0)
+            group.destroy()
+            lease.unlink(missing_ok=True)
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            with self._cond:
+                self._cond.notify()
+
+
+_REAPER = _Reaper()
+atexit.register(_REAPER.drain)
+reap_stopped = _REAPER.drain  # wait until stopped sandboxes' cgroups are gone
+_HANDLED = False
+
+
+def _install_signal_handlers() -> None:
+    """On SIGTERM or SIGINT, stop every live sandbox (processes, mounts, cgroups), then let
+    the signal do what it would have done. Installed once, from the main thread."""
+    global _HANDLED
+    if _HANDLED or threading.current_thread() is not threading.main_thread():
+        return
+    _HANDLED = True
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        previous = signal.getsignal(signum)
+
+        def handler(sig: int, frame: object, previous: object = previous) -> None:
+            for sb in list(_LIVE):
+                try:
+                    sb.stop()
+                except Exception:  # noqa: BLE001 - best effort on the way out
+                    pass
+            if callable(previous):
+                previous(sig, frame)
+            elif sig == signal.SIGINT:
+                raise KeyboardInterrupt
+            else:
+                raise SystemExit(128 + sig)
+
+        signal.signal(signum, handler)
 
 
 def _drain(
@@ -381,7 +680,6 @@ def _drain(
             if truncated:
                 break
         if not timed_out and not truncated:
-            # Pipes closed; the process may still be exiting.
             try:
                 proc.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:

@@ -8,16 +8,18 @@ cancellation (KeyboardInterrupt) propagates.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from dataclasses import dataclass
 from typing import Protocol
 
 from sandbox.backends import get_backend
-from sandbox.base import EnvironmentBuildError, ExecResult, Sandbox, SandboxError
-from tasks.model import Task
-from tasks.reports import collect_report
-from tasks.results import FailureMode, TrialResult
+from sandbox.base import DiskFull, EnvironmentBuildError, ExecResult, Sandbox, SandboxError
+from sandbox.policy import network_policy
+from tasks.model import Healthcheck, Task
+from tasks.reports import collect_report, declared_sources
+from tasks.results import FailureMode, ReportSource, TrialResult, VerifierReport
 
 TESTS_DIR = "/tests"
 SOLUTION_DIR = "/solution"
@@ -109,35 +111,71 @@ def _agent_failure(outcome: AgentOutcome) -> FailureMode:
     return FailureMode.NONE
 
 
+# Fixed parts of every verifier's environment (the image's ENV and the task's verifier env
+# come first; these win): no user site directory, whose packages the agent could have planted.
+VERIFIER_ENV = {"PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+NEVER_RAN_EXIT_CODES = (126, 127)  # not executable / command not found
+
+
+def verifier_env(task: Task) -> dict[str, str]:
+    return {**task.verifier_config.env, "TEST_DIR": TESTS_DIR, **VERIFIER_ENV}
+
+
 def verify(sandbox: Sandbox, task: Task, result: TrialResult) -> None:
-    """Copy tests in, run the verifier under its own timeout, collect per-assertion outcomes."""
+    """Run the held-out verifier in its own view and collect per-assertion outcomes.
+
+    Only the report formats the task's verifier declares are read (`declared_sources`), from
+    a report directory nothing but the verifier could write to.
+    """
     t0 = time.monotonic()
-    # Tests go to a fresh directory the agent could not have prepared, then replace /tests
-    # and run, in one command.
-    staging = f"/.t1-tests-{uuid.uuid4().hex[:8]}"
-    sandbox.upload(task.verifier, staging)
-    r = sandbox.exec(
-        f"rm -rf {TESTS_DIR} && mv {staging} {TESTS_DIR} && mkdir -p {VERIFIER_LOGS} && "
+    run = sandbox.verify(
+        task.verifier,
         f"bash {TESTS_DIR}/test.sh",
         timeout_s=task.limits.verifier_timeout_s,
-        cwd=task.environment.workdir,
+        cwd=sandbox.workdir,
+        env=verifier_env(task),
+        user=task.verifier_config.user or "",
+        network=network_policy(task, task.verifier_config),
+        keep_agent_processes=task.keep_agent_processes,
     )
-    files = sandbox.download(VERIFIER_LOGS)
+    r = run.result
     result.verifier_s = time.monotonic() - t0
     result.verifier_exit_code = r.exit_code
     result.verifier_output = (r.stdout + r.stderr)[-4000:]
-    result.report = collect_report(files, r.stdout)
+    result.report = collect_report(run.files, r.stdout, declared_sources(task.verifier))
+    if run.tampered:
+        result.failure_mode = FailureMode.TAMPERED
+        result.failure_detail = "the agent wrote where the verifier's run depends on it: " + (
+            ", ".join(run.tampered[:20])
+        )
+        return
     if result.failure_mode != FailureMode.NONE:
         return
-    if r.timed_out:
+    if run.disk_full:
+        result.failure_mode = FailureMode.DISK_LIMIT
+        result.failure_detail = f"the sandbox's disk ({task.limits.disk_mb} MB) was full"
+    elif r.timed_out:
         result.failure_mode = FailureMode.VERIFIER_TIMEOUT
         result.failure_detail = f"verifier exceeded {task.limits.verifier_timeout_s}s"
     elif r.oom_killed:
         result.failure_mode = FailureMode.OUT_OF_MEMORY
         result.failure_detail = "verifier killed by the OOM killer"
+    elif never_ran(r, run.files, result.report):
+        result.failure_mode = FailureMode.VERIFIER_ERROR
+        result.failure_detail = (
+            f"the verifier never ran (exit {r.exit_code}): {(r.stderr or r.stdout)[-300:]}"
+        )
     elif result.report.parse_error:
         result.failure_mode = FailureMode.PARSE_ERROR
         result.failure_detail = result.report.parse_error
+
+
+def never_ran(r: ExecResult, files: dict[str, bytes], report: VerifierReport) -> bool:
+    """The verifier did not get to judge: its runner was missing or not executable, or it
+    produced no report at all (pure)."""
+    if report.assertions and not report.parse_error:
+        return False
+    return r.exit_code in NEVER_RAN_EXIT_CODES or (not files and report.source == ReportSource.NONE)
 
 
 def run_trial(
@@ -145,10 +183,12 @@ def run_trial(
     agent: Agent | str,
     backend: str = "local",
     *,
-    hide: list[str] | None = None,
     trial_id: str | None = None,
+    cancel: threading.Event | None = None,
 ) -> TrialResult:
-    """One full trial; never raises for the task's own failures."""
+    """One full trial; never raises (a failure of the task, the agent or the harness is a
+    failure mode of the result). Setting `cancel` from another thread stops the trial: its
+    sandbox is reclaimed and the result is CANCELLED."""
     agent = agent_by_name(agent) if isinstance(agent, str) else agent
     result = TrialResult(
         trial_id=trial_id or uuid.uuid4().hex,
@@ -159,9 +199,14 @@ def run_trial(
     )
     t_start = time.monotonic()
     sandbox: Sandbox | None = None
+    finished = threading.Event()
     try:
-        sandbox = get_backend(backend).open(task, hide=hide)
+        sandbox = get_backend(backend).open(task)
+        if task.environment.healthcheck is not None:
+            healthcheck(sandbox, task.environment.healthcheck)
         result.environment_s = time.monotonic() - t_start
+        if cancel is not None:
+            _stop_on_cancel(sandbox, cancel, finished)
         t_agent = time.monotonic()
         try:
             outcome = agent.run(sandbox, task, t_agent + task.limits.agent_timeout_s)
@@ -181,11 +226,53 @@ def run_trial(
     except EnvironmentBuildError as e:
         result.failure_mode = FailureMode.ENVIRONMENT_ERROR
         result.failure_detail = str(e)
+    except DiskFull as e:
+        result.failure_mode = FailureMode.DISK_LIMIT
+        result.failure_detail = str(e)
     except SandboxError as e:
         result.failure_mode = FailureMode.SANDBOX_ERROR
         result.failure_detail = str(e)
+    except Exception as e:  # noqa: BLE001 - the harness's own failure is a row, never a crash
+        result.failure_mode = FailureMode.SANDBOX_ERROR
+        result.failure_detail = f"harness error: {type(e).__name__}: {e}"
     finally:
+        finished.set()
         if sandbox is not None:
-            sandbox.stop()
+            try:
+                sandbox.stop()
+            except Exception as e:  # noqa: BLE001 - recorded; the trial itself is over
+                result.failure_detail += f" (reclaiming the sandbox failed: {e})"
+        if cancel is not None and cancel.is_set():
+            result.failure_mode = FailureMode.CANCELLED
+            result.failure_detail = "cancelled by the caller"
         result.total_s = time.monotonic() - t_start
     return result
+
+
+def healthcheck(sandbox: Sandbox, hc: Healthcheck) -> None:
+    """Harbor's [environment.healthcheck]: the environment is ready when `command` succeeds
+    (after `start_period_sec`, up to `retries` failures `interval_sec` apart); else the task's
+    environment is broken (ENVIRONMENT_ERROR)."""
+    time.sleep(hc.start_period_sec)
+    last: ExecResult | None = None
+    for attempt in range(hc.retries + 1):
+        last = sandbox.exec(hc.command, timeout_s=hc.timeout_sec)
+        if last.ok:
+            return
+        if attempt < hc.retries:
+            time.sleep(hc.interval_sec)
+    assert last is not None
+    tail = (last.stdout + last.stderr)[-300:]
+    raise EnvironmentBuildError(
+        f"healthcheck {hc.command!r} failed {hc.retries + 1} times (exit {last.exit_code}): {tail}"
+    )
+
+
+def _stop_on_cancel(sandbox: Sandbox, cancel: threading.Event, finished: threading.Event) -> None:
+    def watch() -> None:
+        while not finished.is_set():
+            if cancel.wait(0.05):
+                sandbox.stop()
+                return
+
+    threading.Thread(target=watch, daemon=True, name="trial-cancel").start()

@@ -83,17 +83,6 @@ def round_rows(store: Store, campaign: str) -> dict[int, SynthRoundRecord]:
     return {r["round"]: SynthRoundRecord.from_row(r) for r in rows}
 
 
-def accepted_hashes(store: Store, campaign: str) -> list[str]:
-    """Every accepted candidate of the campaign, in (round, slot) order."""
-    with Snapshot.open(store, with_lineage=False) as snap:
-        rows = snap.rows(
-            "SELECT candidate_hash FROM synth_candidates WHERE campaign = ? AND status = "
-            "'accepted' ORDER BY round, slot, candidate_hash",
-            [campaign],
-        )
-    return [r["candidate_hash"] for r in rows]
-
-
 def accepted_parents(store: Store, campaign: str, round_: int) -> list[Parent]:
     """The accepted tasks of a round, rebuilt from their stored bundles, with profiles."""
     with Snapshot.open(store, with_lineage=False) as snap:

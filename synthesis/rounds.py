@@ -32,8 +32,9 @@ from synthesis.sampler import Assignment, Caps, sample_round
 from synthesis.validate import Validation, ValidationConfig, Verdict, validate
 from tasks.corpus import import_dir, load_seeds
 from tasks.model import Task
+from tasks.pools import Pool
 from tasks.results import TrialResult
-from warehouse.pools import record_pool
+from warehouse.pools import record_pool, rst_members
 from warehouse.recording import record_synthesis
 from warehouse.records import (
     Record,
@@ -45,7 +46,8 @@ from warehouse.records import (
 )
 from warehouse.store import Store
 
-SEED_POOL, ACCEPTED_POOL, DISCARDED_POOL = "seed", "rst", "rst-discarded"
+# Origin pools of recorded tasks (a discarded candidate's origin is not a pool).
+SEED_POOL, ACCEPTED_POOL, DISCARDED_POOL = Pool.SEED.value, Pool.RST.value, "rst-discarded"
 
 
 @dataclass(frozen=True)
@@ -304,8 +306,8 @@ def run_synthesis(
 
     Returns the stats rows of every round (recorded earlier or now). Stops early, after
     recording the round, when a round accepts nothing (the next round would have no parents).
-    At the end every accepted task is recorded as the pool named after the campaign (rank =
-    round, then slot; `record_pool` mints no new version when the members are unchanged).
+    At the end every accepted task (of every campaign) is recorded as pool `rst` (rank =
+    round, campaign, then slot; `record_pool` mints no new version when nothing changed).
     """
     store = store if isinstance(store, Store) else Store.open(store, create=True)
     ops = operator_registry(extra_operators)
@@ -333,42 +335,13 @@ def run_synthesis(
         if stats.accepted == 0:
             break
         parents = ledger.accepted_parents(store, cfg.campaign, r)
-    accepted = ledger.accepted_hashes(store, cfg.campaign)
-    if accepted:
-        record_pool(store, cfg.campaign, accepted)
+    record_rst_pool(store)
     return out
 
 
-def run_round_number(
-    cfg: SynthConfig,
-    round_: int,
-    store: Store | Path | str | None = None,
-    *,
-    extra_operators: tuple[Operator, ...] = (),
-    progress: Progress | None = None,
-) -> SynthRoundRecord:
-    """Run round `round_` alone (or return its recorded stats), for schedulers that run one
-    round per partition. Round `round_ - 1` must be recorded first (ValueError otherwise);
-    the campaign's pool is re-recorded with every accepted task so far."""
-    if round_ < 1:
-        raise ValueError(f"rounds start at 1, got {round_!r}")
-    store = store if isinstance(store, Store) else Store.open(store, create=True)
-    recorded = ledger.round_rows(store, cfg.campaign)
-    if round_ in recorded:
-        return recorded[round_]
-    if round_ > 1 and round_ - 1 not in recorded:
-        raise ValueError(
-            f"campaign {cfg.campaign!r}: round {round_} needs round {round_ - 1} recorded first"
-        )
-    ops = operator_registry(extra_operators)
-    index = BenchmarkIndex.from_dir(cfg.benchmark, cfg.decontam) if cfg.benchmark else None
-    parents = (
-        seed_parents(store, cfg, progress)
-        if round_ == 1
-        else ledger.accepted_parents(store, cfg.campaign, round_ - 1)
-    )
-    stats = run_round(store, cfg, round_, parents, ops, index, progress=progress)
-    accepted = ledger.accepted_hashes(store, cfg.campaign)
+def record_rst_pool(store: Store) -> None:
+    """Re-record the RST pool: every accepted candidate of every campaign (no new version
+    when nothing changed)."""
+    accepted = rst_members(store)
     if accepted:
-        record_pool(store, cfg.campaign, accepted)
-    return stats
+        record_pool(store, Pool.RST, accepted)

@@ -1,9 +1,10 @@
-"""Environment conventions shared by every backend.
+"""Environment conventions for tasks written with a `[t1]` spec (the seeds).
 
-Inside a sandbox: `environment/app/**` is copied to the working directory (default /app);
-other `environment/` files (except the Dockerfile) are placed under /setup while the setup
-steps run and removed afterwards, so setup scripts never reach the agent. The Dockerfile for
-the docker backend is rendered from the same spec.
+A seed's `requires`, `setup` and `environment/app/**` compile to an ordinary Dockerfile
+(`render_dockerfile`, kept in environment/Dockerfile by `t1 task fmt`), which every backend
+builds like any other task's: FROM the seed base image (Debian with every tool TOOL_PACKAGES
+names), the app files copied to the working directory, other environment files under /setup
+while the setup steps run (then removed, so setup scripts never reach the agent).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import shlex
 
 from tasks.model import Task
 
-BASE_IMAGE = "debian:bookworm-slim"
+BASE_IMAGE = "t1-forge/base:bookworm"  # sandbox/bases.toml: every TOOL_PACKAGES package
 SETUP_DIR = "/setup"
 
 # Tool name -> Debian package providing it (tools not listed map to a package of that name).
@@ -111,26 +112,39 @@ def debian_packages(requires: list[str]) -> list[str]:
     return sorted(pkgs)
 
 
+# First line of a Dockerfile rendered from a [t1] spec: such a file is output, not source.
+RENDERED_MARK = "# rendered from task.toml [t1] by `t1 task fmt`: edit the spec, not this file"
+
+
+def is_rendered(dockerfile: str) -> bool:
+    return dockerfile.startswith(RENDERED_MARK + "\n")
+
+
 def render_dockerfile(task: Task) -> str:
-    """The Dockerfile equivalent of the task's environment spec (docker backend)."""
+    """The Dockerfile of a `[t1]` spec: the one build path for seeds and synthesized tasks."""
     env = task.environment
-    lines = [f"FROM {BASE_IMAGE}"]
-    pkgs = debian_packages(env.requires)
-    if pkgs:
+    lines = [RENDERED_MARK, f"FROM {BASE_IMAGE}"]
+    extra = [p for p in debian_packages(env.requires) if p not in set(TOOL_PACKAGES.values())]
+    if extra:
         lines.append(
             "RUN apt-get update && apt-get install -y --no-install-recommends "
-            + " ".join(pkgs)
+            + " ".join(extra)
             + " && rm -rf /var/lib/apt/lists/*"
         )
     lines.append(f"WORKDIR {env.workdir}")
     if app_files(task):
-        lines.append(f"COPY app/ {env.workdir}/")
-    if setup_files(task):
-        lines.append(f"COPY . {SETUP_DIR}/")
-        lines.append(f"RUN rm -rf {SETUP_DIR}/app {SETUP_DIR}/Dockerfile")
+        lines.append(f"COPY app/ {env.workdir.rstrip('/')}/")
+    setup = sorted(setup_files(task))
+    for rel in setup:
+        lines.append(f"COPY {_docker_path(rel)} {SETUP_DIR}/{_docker_path(rel)}")
     for step in env.setup:
         lines.append("RUN " + " ".join(["bash", "-c", shlex.quote(step)]))
-    if setup_files(task):
+    if setup:
         lines.append(f"RUN rm -rf {SETUP_DIR}")
-    lines.append("RUN mkdir -p /logs/verifier /logs/agent")
     return "\n".join(lines) + "\n"
+
+
+def _docker_path(rel: str) -> str:
+    if any(c in rel for c in " \t\"'$\\*?["):
+        raise ValueError(f"environment file name {rel!r} cannot be written in a Dockerfile")
+    return rel

@@ -13,11 +13,26 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-import tomli_w
 from pydantic import ValidationError
 
+from tasks.bundle import render_toml, task_files
+from tasks.dockerfile import final_workdir
 from tasks.errors import TaskFormatError
-from tasks.model import Category, Difficulty, EnvironmentSpec, Limits, Lineage, Task
+from tasks.model import (
+    Category,
+    Difficulty,
+    EnvironmentSpec,
+    Healthcheck,
+    Limits,
+    Lineage,
+    PackageInfo,
+    PhaseConfig,
+    Task,
+)
+
+# Task directories from other harnesses start where their Dockerfile (or base image) puts
+# them; Terminal-Bench's and Harbor's base images use /app.
+DEFAULT_WORKDIR = "/app"
 
 CATEGORY_ALIASES: dict[str, Category] = {
     "software-engineering": Category.SOFTWARE_DEVELOPMENT,
@@ -134,7 +149,13 @@ def task_from_toml(
     ver = _table(doc, "verifier", path)
     env = _table(doc, "environment", path)
     t1 = _table(doc, "t1", path)
+    package = _table(doc, "task", path)
+    solution_doc = _table(doc, "solution", path)
     lineage_doc = t1.get("lineage", {})
+    workdir = t1.get("workdir")
+    if workdir is None and "Dockerfile" in environment_files:
+        workdir = final_workdir(environment_files["Dockerfile"].decode("utf-8", "replace"))
+    healthcheck = env.get("healthcheck")
     try:
         limits = Limits(
             agent_timeout_s=agent.get("timeout_sec", 600.0),
@@ -150,8 +171,15 @@ def task_from_toml(
             requires=t1.get("requires", []),
             setup=t1.get("setup", []),
             allow_network=env.get("allow_internet", False),
-            workdir=t1.get("workdir", "/app"),
+            workdir=workdir or DEFAULT_WORKDIR,
             files=environment_files,
+            docker_image=env.get("docker_image"),
+            env=env.get("env", {}),
+            network_mode=env.get("network_mode"),
+            allowed_hosts=env.get("allowed_hosts", []),
+            healthcheck=Healthcheck(**healthcheck) if isinstance(healthcheck, dict) else None,
+            gpus=env.get("gpus", 0),
+            verifier_packages=t1.get("verifier_packages", []),
         )
         lineage = Lineage(**lineage_doc)
         return Task(
@@ -170,6 +198,12 @@ def task_from_toml(
             verifier=verifier,
             binary_verifier=bool(t1.get("binary_verifier", False)),
             lineage=lineage,
+            package=PackageInfo(**package) if package else None,
+            agent_config=_phase(agent),
+            verifier_config=_phase(ver),
+            solution_env=solution_doc.get("env", {}),
+            keep_agent_processes=bool(t1.get("keep_agent_processes", False)),
+            trusted_paths=list(t1.get("trusted_paths", [])),
         )
     except ValidationError as e:
         err = e.errors()[0]
@@ -177,58 +211,11 @@ def task_from_toml(
         raise TaskFormatError(path, field, err["msg"]) from e
 
 
-def render_toml(task: Task) -> str:
-    """Canonical task.toml for a task (Harbor tables plus the `[t1]` table)."""
-    metadata: dict[str, Any] = {"name": task.name}
-    if task.author:
-        metadata["author_name"] = task.author
-    metadata |= {
-        "difficulty": task.difficulty.value,
-        "category": task.category.value,
-        "tags": list(task.tags),
-    }
-    lim = task.limits
-    lineage = {k: v for k, v in task.lineage.model_dump().items() if v is not None}
-    doc: dict[str, Any] = {
-        "version": "1.0",
-        "metadata": metadata,
-        "verifier": {"timeout_sec": lim.verifier_timeout_s},
-        "agent": {"timeout_sec": lim.agent_timeout_s},
-        "environment": {
-            "build_timeout_sec": lim.build_timeout_s,
-            "cpus": lim.cpus,
-            "memory_mb": lim.memory_mb,
-            "storage_mb": lim.disk_mb,
-            "allow_internet": task.environment.allow_network,
-        },
-        "t1": {
-            "id": task.id,
-            "requires": list(task.environment.requires),
-            "setup": list(task.environment.setup),
-            "workdir": task.environment.workdir,
-            "pids": lim.pids,
-            "output_bytes": lim.output_bytes,
-            "binary_verifier": task.binary_verifier,
-            "lineage": lineage,
-        },
-    }
-    return tomli_w.dumps(doc, multiline_strings=True)
+_PHASE_KEYS = ("user", "env", "network_mode", "allowed_hosts")
 
 
-def task_files(task: Task) -> dict[str, bytes]:
-    """Every file of the task's Harbor bundle: {relative path: bytes}."""
-    canonical = render_toml(task)
-    toml_text = canonical
-    if task._source_toml is not None and task._source_toml[0] == canonical:
-        toml_text = task._source_toml[1]
-    files: dict[str, bytes] = {
-        "task.toml": toml_text.encode(),
-        "instruction.md": task.instruction.encode(),
-    }
-    files |= {f"environment/{p}": b for p, b in task.environment.files.items()}
-    files |= {f"solution/{p}": b for p, b in (task.solution or {}).items()}
-    files |= {f"tests/{p}": b for p, b in task.verifier.items()}
-    return files
+def _phase(table: dict[str, Any]) -> PhaseConfig:
+    return PhaseConfig(**{k: table[k] for k in _PHASE_KEYS if k in table})
 
 
 def write_harbor(task: Task, dest: Path | str) -> Path:

@@ -13,6 +13,9 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, field_validator
 
+from tasks.bundle import task_files
+from tasks.pools import Pool
+
 
 class Category(StrEnum):
     """Closed list of task categories (the paper's eight first, then the others users need)."""
@@ -56,6 +59,62 @@ class Limits(BaseModel):
     output_bytes: int = Field(1_000_000, gt=0)
 
 
+class NetworkAccess(StrEnum):
+    """Harbor's network modes (schema 1.1): what a phase may reach."""
+
+    PUBLIC = "public"
+    NO_NETWORK = "no-network"
+    ALLOWLIST = "allowlist"
+
+
+class PhaseConfig(BaseModel):
+    """Harbor 1.1 settings of one phase ([agent], [verifier], [solution]). `user` None means
+    the image's USER; `network_mode` None means the environment's."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    user: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    network_mode: NetworkAccess | None = None
+    allowed_hosts: list[str] = Field(default_factory=list)
+
+    @field_validator("user", mode="before")
+    @classmethod
+    def _user_str(cls, v: object) -> object:
+        return str(v) if isinstance(v, int) else v
+
+
+class Healthcheck(BaseModel):
+    """Harbor 1.1 [environment.healthcheck]: must pass before the agent starts."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    command: str
+    interval_sec: float = 5.0
+    timeout_sec: float = 30.0
+    start_period_sec: float = 0.0
+    start_interval_sec: float = 5.0
+    retries: int = 3
+
+
+class Author(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    email: str | None = None
+
+
+class PackageInfo(BaseModel):
+    """Harbor 1.1 [task] table: the task as a registry package (`org/name`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    description: str = ""
+    authors: list[Author] = Field(default_factory=list)
+    keywords: list[str] = Field(default_factory=list)
+
+
 class EnvironmentSpec(BaseModel):
     """What the sandbox must offer before the agent starts.
 
@@ -72,6 +131,19 @@ class EnvironmentSpec(BaseModel):
     allow_network: bool = False
     workdir: str = "/app"
     files: dict[str, bytes] = Field(default_factory=dict)
+    # Harbor 1.1 [environment] fields (defaults: absent from task.toml).
+    docker_image: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    network_mode: NetworkAccess | None = None
+    allowed_hosts: list[str] = Field(default_factory=list)
+    healthcheck: Healthcheck | None = None
+    gpus: int = Field(0, ge=0)
+    # pip requirements of the verifier's own toolchain, installed at build time into a venv
+    # (VERIFIER_VENV) that the verifier's PATH finds first (Terminal-Bench's uv boilerplate).
+    verifier_packages: list[str] = Field(default_factory=list)
+
+
+VERIFIER_VENV = "/opt/t1-verifier"
 
 
 class Lineage(BaseModel):
@@ -84,7 +156,7 @@ class Lineage(BaseModel):
     round: int = Field(0, ge=0)
     operator: str | None = None
     family: str | None = None
-    source_pool: str = "seed"
+    source_pool: str = Pool.SEED.value
 
 
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
@@ -113,6 +185,16 @@ class Task(BaseModel):
     verifier: dict[str, bytes] = Field(default_factory=dict)
     binary_verifier: bool = False
     lineage: Lineage = Field(default_factory=Lineage)
+    # Harbor 1.1: [task] package info, per-phase users/env/network, [solution] env.
+    package: PackageInfo | None = None
+    agent_config: PhaseConfig = Field(default_factory=PhaseConfig)
+    verifier_config: PhaseConfig = Field(default_factory=PhaseConfig)
+    solution_env: dict[str, str] = Field(default_factory=dict)
+    # The verifier's view (docs/sandbox.md): keep the agent's processes running through the
+    # verifier (e.g. tests that talk to a server the agent started), and system paths whose
+    # agent-made content the tests may see (e.g. /usr/local for packages the agent installs).
+    keep_agent_processes: bool = False
+    trusted_paths: list[str] = Field(default_factory=list)
     # task.toml text as read, reused verbatim when the metadata is unchanged (round-trip).
     _source_toml: tuple[str, str] | None = PrivateAttr(default=None)
 
@@ -130,7 +212,6 @@ class Task(BaseModel):
     @property
     def content_hash(self) -> str:
         """sha256 over every file of the bundle in Harbor layout (paths and bytes)."""
-        from tasks.harbor import task_files  # local import: harbor imports this module
 
         return bundle_hash(task_files(self))
 

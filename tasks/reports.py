@@ -93,8 +93,13 @@ _SUMMARY_LINE = re.compile(r"^(PASSED|FAILED|ERROR|XFAIL|XPASS|SKIPPED)\s+(\S.*?
 
 
 def parse_pytest_summary(text: str) -> list[AssertionResult]:
-    """Parse the `-rA` short test summary block (Terminal-Bench semantics)."""
-    m = _SUMMARY_HEADER.search(text)
+    """Parse the `-rA` short test summary block (Terminal-Bench semantics).
+
+    The last block counts: pytest prints its own at the very end, so a block printed earlier
+    (by a program the tests ran, writing to the inherited stdout) cannot stand in for it.
+    """
+    matches = list(_SUMMARY_HEADER.finditer(text))
+    m = matches[-1] if matches else None
     if m is None:
         raise ReportParseError("no 'short test summary info' block in the verifier output")
     out = []
@@ -122,20 +127,79 @@ def parse_reward(text: str) -> float:
         raise ReportParseError(f"reward.txt is not a number: {text[:40]!r}") from e
 
 
+def parse_reward_json(text: str) -> float:
+    """Harbor's reward.json: named rewards. Its `reward` key, else its only value, else the
+    mean of its values (a float per name)."""
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise ReportParseError(f"reward.json is not JSON: {e}") from e
+    if not isinstance(doc, dict) or not doc:
+        raise ReportParseError("reward.json is not an object of named rewards")
+    values = {
+        k: v for k, v in doc.items() if isinstance(v, int | float) and not isinstance(v, bool)
+    }
+    if len(values) != len(doc):
+        raise ReportParseError(
+            f"reward.json has non-numeric rewards: {sorted(set(doc) - set(values))}"
+        )
+    if "reward" in values:
+        return float(values["reward"])
+    return float(sum(values.values()) / len(values))
+
+
 REPORT_FILES = ("ctrf.json", "junit.xml", "results.xml", "report.xml")
+ALL_SOURCES = frozenset(
+    {ReportSource.CTRF, ReportSource.JUNIT, ReportSource.PYTEST, ReportSource.REWARD}
+)
+_DECLARES: tuple[tuple[ReportSource, re.Pattern[bytes]], ...] = (
+    (ReportSource.CTRF, re.compile(rb"ctrf", re.I)),
+    (ReportSource.JUNIT, re.compile(rb"junit|results\.xml|report\.xml", re.I)),
+    (ReportSource.PYTEST, re.compile(rb"pytest|py\.test")),
+    (ReportSource.REWARD, re.compile(rb"reward\.(txt|json)")),
+)
 
 
-def collect_report(files: dict[str, bytes], stdout: str) -> VerifierReport:
+def declared_sources(verifier: dict[str, bytes]) -> frozenset[ReportSource]:
+    """The report formats a task's verifier can write, read from its own files (pure).
+
+    Only these are parsed after a trial, so a report of another format that code run during
+    the verifier (the agent's program, say) drops into /logs/verifier is ignored. A verifier
+    that names none of them keeps every source (nothing to restrict by).
+    """
+    text = b"\n".join(verifier.values())
+    found = frozenset(src for src, pattern in _DECLARES if pattern.search(text))
+    return found or ALL_SOURCES
+
+
+def collect_report(
+    files: dict[str, bytes], stdout: str, sources: frozenset[ReportSource] = ALL_SOURCES
+) -> VerifierReport:
     """Build a report from /logs/verifier files and the verifier's stdout, best source first.
 
-    Order: CTRF, JUnit, the pytest summary in stdout, then reward.txt alone (binary). The
-    first source present decides; if it is present but garbage, that is a PARSE_ERROR report.
+    Order: CTRF, JUnit, the pytest summary in stdout, then reward.txt (or Harbor's
+    reward.json) alone (binary); only `sources` are considered. The first source present
+    decides; if it is present but garbage, that is a PARSE_ERROR report.
     """
+    files = {
+        name: data
+        for name, data in files.items()
+        if (name == "ctrf.json" and ReportSource.CTRF in sources)
+        or (name in REPORT_FILES[1:] and ReportSource.JUNIT in sources)
+        or (name.startswith("reward.") and ReportSource.REWARD in sources)
+    }
+    if ReportSource.PYTEST not in sources:
+        stdout = ""
     reward: float | None = None
     reward_error: str | None = None
-    if "reward.txt" in files:
+    if "reward.txt" in files:  # reward.txt wins over reward.json, as in Harbor
         try:
             reward = parse_reward(files["reward.txt"].decode("utf-8", "replace"))
+        except ReportParseError as e:
+            reward_error = str(e)
+    elif "reward.json" in files:
+        try:
+            reward = parse_reward_json(files["reward.json"].decode("utf-8", "replace"))
         except ReportParseError as e:
             reward_error = str(e)
     attempts: list[tuple[ReportSource, str]] = []
@@ -162,5 +226,5 @@ def collect_report(files: dict[str, bytes], stdout: str) -> VerifierReport:
         verdict = AssertionResult(name="reward", status=status, message=f"reward={reward}")
         return VerifierReport(assertions=[verdict], source=ReportSource.REWARD, reward=reward)
     return VerifierReport(
-        parse_error=reward_error or "the verifier wrote no report and no reward.txt"
+        parse_error=reward_error or "the verifier wrote no report and no reward.txt/reward.json"
     )

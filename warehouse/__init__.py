@@ -4,7 +4,17 @@ Writers call the `record_*` functions; readers open a `Snapshot` (or use `t1 sql
 docs/warehouse.md for the layout, the concurrency contract and worked lineage queries.
 """
 
-from warehouse.pools import PoolExport, PoolVersion, export_pool, load_pool, pool_tasks, record_pool
+from tasks.pools import Pool
+from warehouse.pools import (
+    PoolExport,
+    PoolVersion,
+    export_pool,
+    load_pool,
+    pool_tasks,
+    pool_version,
+    record_pool,
+    rst_members,
+)
 from warehouse.recording import (
     record_audits,
     record_evaluations,
@@ -35,6 +45,7 @@ __all__ = [
     "AssertionRecord",
     "AuditRecord",
     "EvaluationRecord",
+    "Pool",
     "PoolExport",
     "PoolMemberRecord",
     "PoolVersion",
@@ -50,6 +61,7 @@ __all__ = [
     "load_pool",
     "open_snapshot",
     "pool_tasks",
+    "pool_version",
     "record_audits",
     "record_evaluations",
     "record_pool",
@@ -58,4 +70,5 @@ __all__ = [
     "record_trajectories",
     "record_trials",
     "resolve_store_path",
+    "rst_members",
 ]

@@ -25,6 +25,7 @@ SQL objects (worked examples in docs/warehouse.md):
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import duckdb
@@ -137,12 +138,6 @@ LINEAGE_SQL: tuple[str, ...] = (
 )
 
 
-def install(con: duckdb.DuckDBPyConnection) -> None:
-    """Create the lineage views and macros on a connection that has the table views."""
-    for statement in LINEAGE_SQL:
-        con.execute(statement)
-
-
 def build_index(con: duckdb.DuckDBPyConnection) -> None:
     """Replace the index views with in-memory tables (macros bind them at call time)."""
     for name, sql in INDEX_RELATIONS.items():
@@ -202,6 +197,18 @@ def ancestors(snap: Snapshot, content_hash: str) -> list[LineageNode]:
 def descendants(snap: Snapshot, content_hash: str) -> list[LineageNode]:
     """Every recorded descendant of the task, nearest first (see the `descendants` macro)."""
     return _nodes(snap, "descendants", content_hash)
+
+
+def relatives(snap: Snapshot, hashes: Iterable[str]) -> set[str]:
+    """`hashes` with every recorded ancestor and descendant of each: the tasks a held-out
+    split must keep out of training (a child of a held-out task shares its solution path,
+    an ancestor its environment and checks)."""
+    out: set[str] = set()
+    for h in hashes:
+        out.add(h)
+        out.update(n.content_hash for n in ancestors(snap, h))
+        out.update(n.content_hash for n in descendants(snap, h))
+    return out
 
 
 def task_node(snap: Snapshot, content_hash: str) -> LineageNode:

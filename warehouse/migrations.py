@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from warehouse import schema
+import warehouse.schema as schema
 from warehouse.store import Manifest, SchemaVersionError, Store
 
 MigrationStep = Callable[[Store, Manifest], Manifest]

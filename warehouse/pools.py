@@ -2,7 +2,8 @@
 
 A pool version is rows of `pool_members` (rank 1 is best). Versions are immutable: recording
 the same members again is a no-op, recording different members under an existing version is
-refused. Exports need only the warehouse: the bundles are stored in `tasks.bundle`.
+refused. Exports need only the warehouse: the bundles are stored in `tasks.bundle`. Pools are
+named by `tasks.pools.Pool` (lowercase; any case is accepted and stored lowercase).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pydantic import BaseModel
 
 from tasks.harbor import write_harbor
 from tasks.model import Task
+from tasks.pools import Pool
 from warehouse.bundles import task_from_bundle
 from warehouse.recording import StoreRef, writable_store
 from warehouse.records import PoolMemberRecord, check_hash, records_table, task_record
@@ -31,7 +33,7 @@ Member = str | tuple[str, float | None] | Task
 
 
 class PoolVersion(BaseModel):
-    pool: str
+    pool: Pool
     version: int
     tasks: int
     written: int  # member rows added by this call (0 when the version was already recorded)
@@ -49,7 +51,7 @@ def _member(m: Member) -> tuple[str, float | None]:
 
 def record_pool(
     store: StoreRef,
-    pool: str,
+    pool: Pool | str,
     members: Sequence[Member],
     *,
     version: int | None = None,
@@ -63,15 +65,14 @@ def record_pool(
     recorded in the same commit, so a reader never sees the pool without its tasks. Every
     member must be a recorded task or among `tasks` (ValueError listing the missing ones).
     """
-    if not pool or pool.strip() != pool:
-        raise ValueError(f"pool name must be non-empty without surrounding spaces, got {pool!r}")
+    pool = Pool.parse(pool).value
     if version is not None and version < 1:
         raise ValueError(f"pool version must be >= 1, got {version!r}")
     pairs = [_member(m) for m in members]
     hashes = [h for h, _ in pairs]
     if len(set(hashes)) != len(hashes):
         dup = sorted({h for h in hashes if hashes.count(h) > 1})
-        raise ValueError(f"pool {pool!r} lists tasks more than once: {dup!r}")
+        raise ValueError(f"pool '{pool}' lists tasks more than once: {dup!r}")
     task_rows = [task_record(t, pool=pool) for t in tasks]
     given = {r.content_hash for r in task_rows}
     st = writable_store(store)
@@ -88,10 +89,10 @@ def record_pool(
             }
             missing = [h for h in hashes if h not in known and h not in given]
             if missing:
-                raise ValueError(f"pool {pool!r} members are not recorded tasks: {missing!r}")
+                raise ValueError(f"pool '{pool}' members are not recorded tasks: {missing!r}")
             latest = snap.sql(
                 "SELECT max(pool_version) FROM pool_members WHERE pool = $p", {"p": pool}
-            ).fetchone()[0]
+            ).scalar()
 
             def members_of(v: int) -> list[tuple]:
                 return snap.sql(
@@ -109,7 +110,7 @@ def record_pool(
             existing = members_of(v)
         if existing and [h for h, _ in existing] != hashes:
             raise ValueError(
-                f"pool {pool!r} version {v} already exists with different members "
+                f"pool '{pool}' version {v} already exists with different members "
                 f"({len(existing)} tasks); pool versions are immutable, record a new version"
             )
         chosen["version"] = v
@@ -131,21 +132,34 @@ def record_pool(
     )
 
 
+def pool_version(source: Snapshot | StoreRef, pool: Pool | str, version: int | None = None) -> int:
+    """`version` if the pool has it, else the pool's latest version; ValueError naming what
+    is recorded otherwise."""
+    snap = source if isinstance(source, Snapshot) else Snapshot.open(source, with_lineage=False)
+    try:
+        return _resolve_version(snap, Pool.parse(pool).value, version)
+    finally:
+        if snap is not source:
+            snap.close()
+
+
 def _resolve_version(snap: Snapshot, pool: str, version: int | None) -> int:
     if version is not None:
         found = snap.sql(
             "SELECT count(*) FROM pool_members WHERE pool = $p AND pool_version = $v",
             {"p": pool, "v": version},
-        ).fetchone()[0]
+        ).scalar()
         if not found:
-            raise ValueError(f"pool {pool!r} has no version {version!r}")
+            raise ValueError(f"pool '{pool}' has no version {version!r}")
         return version
     latest = snap.sql(
         "SELECT max(pool_version) FROM pool_members WHERE pool = $p", {"p": pool}
-    ).fetchone()[0]
+    ).scalar()
     if latest is None:
         known = [r[0] for r in snap.sql("SELECT DISTINCT pool FROM pool_members").fetchall()]
-        raise ValueError(f"no pool named {pool!r}; recorded pools: {sorted(known)!r}")
+        raise ValueError(
+            f"pool '{pool}' has no recorded version; recorded pools: {sorted(known)!r}"
+        )
     return int(latest)
 
 
@@ -158,17 +172,40 @@ POOL_QUERY = """
 
 
 def load_pool(
-    source: Snapshot | StoreRef, pool: str, version: int | None = None, *, bundles: bool = True
+    source: Snapshot | StoreRef,
+    pool: Pool | str,
+    version: int | None = None,
+    *,
+    bundles: bool = True,
 ) -> pa.Table:
     """The members of a pool version (latest by default) joined with their task rows, by rank.
 
     `bundles=False` leaves out the bundle column (much less to read for large pools).
     """
+    pool = Pool.parse(pool).value
     snap = source if isinstance(source, Snapshot) else Snapshot.open(source, with_lineage=False)
     try:
         v = _resolve_version(snap, pool, version)
         query = POOL_QUERY if bundles else POOL_QUERY.replace("t.*", "t.* EXCLUDE (bundle)")
         return snap.arrow(query, {"p": pool, "v": v})
+    finally:
+        if snap is not source:
+            snap.close()
+
+
+RST_MEMBERS_QUERY = """
+    SELECT candidate_hash FROM synth_candidates WHERE status = 'accepted'
+    ORDER BY round, campaign, slot, candidate_hash
+"""
+
+
+def rst_members(source: Snapshot | StoreRef) -> list[str]:
+    """The RST pool's membership rule, in one place: every candidate any synthesis campaign
+    accepted, in (round, campaign, slot) order. Synthesis and the pools stage both record
+    `Pool.RST` from it, so neither mints a version the other would undo."""
+    snap = source if isinstance(source, Snapshot) else Snapshot.open(source, with_lineage=False)
+    try:
+        return [r[0] for r in snap.sql(RST_MEMBERS_QUERY).rows]
     finally:
         if snap is not source:
             snap.close()
@@ -183,7 +220,7 @@ def pool_tasks(table: pa.Table) -> list[Task]:
 
 
 class PoolExport(BaseModel):
-    pool: str
+    pool: Pool
     version: int
     tasks: int
     parquet: Path
@@ -191,7 +228,7 @@ class PoolExport(BaseModel):
 
 
 def export_pool(
-    source: Snapshot | StoreRef, pool: str, dest: Path | str, version: int | None = None
+    source: Snapshot | StoreRef, pool: Pool | str, dest: Path | str, version: int | None = None
 ) -> PoolExport:
     """Write a pool version as `dest/pool.parquet` plus `dest/tasks/<task dir>/` in Harbor layout.
 
@@ -200,6 +237,7 @@ def export_pool(
     the hash prefix where two members share an id. `dest` must not exist; the export is built
     beside it and renamed into place, so an interrupted export leaves no partial `dest`.
     """
+    pool = Pool.parse(pool).value
     dest = Path(dest)
     if dest.exists():
         raise ValueError(f"export destination exists, refusing to overwrite: {str(dest)!r}")

@@ -36,11 +36,14 @@ class TableSpec:
     schema: pa.Schema
     key: tuple[str, ...]
     doc: str
+    # Name columns (pool names) that SQL readers compare case-blind and see lowercased, so
+    # `WHERE pool = 'T1'` finds pool t1 instead of silently matching nothing.
+    nocase: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
-        missing = [k for k in self.key if k not in self.schema.names]
+        missing = [k for k in (*self.key, *self.nocase) if k not in self.schema.names]
         if missing:
-            raise ValueError(f"key columns {missing!r} not in the schema of {self.name!r}")
+            raise ValueError(f"columns {missing!r} not in the schema of {self.name!r}")
 
 
 def _fields(*fields: tuple[str, pa.DataType, bool]) -> pa.Schema:
@@ -50,6 +53,7 @@ def _fields(*fields: tuple[str, pa.DataType, bool]) -> pa.Schema:
 TASKS = TableSpec(
     name="tasks",
     key=("content_hash",),
+    nocase=("origin_pool",),
     doc="One row per task version, keyed by the content hash of its whole bundle.",
     schema=_fields(
         ("content_hash", pa.string(), False),
@@ -154,6 +158,7 @@ AUDITS = TableSpec(
 POOL_MEMBERS = TableSpec(
     name="pool_members",
     key=("pool", "pool_version", "task_hash"),
+    nocase=("pool",),
     doc="Membership of a task in one version of a pool; rank 1 is the best.",
     schema=_fields(
         ("pool", pa.string(), False),

@@ -20,8 +20,9 @@ from typing import Any
 import duckdb
 import pyarrow as pa
 
-from warehouse import lineage, schema
-from warehouse.store import Manifest, Store, parquet_list_sql
+import warehouse.lineage as lineage
+from warehouse.store import Manifest, Store
+from warehouse.views import reader_statements
 
 
 @dataclass
@@ -36,6 +37,12 @@ class QueryResult:
 
     def fetchone(self) -> tuple | None:
         return self.rows[0] if self.rows else None
+
+    def scalar(self) -> Any:
+        """The first column of the first row (a count, a max); ValueError when no row."""
+        if not self.rows:
+            raise ValueError("the query returned no row")
+        return self.rows[0][0]
 
     def dicts(self) -> list[dict[str, Any]]:
         return [dict(zip(self.columns, row, strict=True)) for row in self.rows]
@@ -89,18 +96,8 @@ class Snapshot:
         try:
             con.execute("SET enable_progress_bar = false")
             con.execute("SET TimeZone = 'UTC'")
-            for name, spec in schema.TABLES.items():
-                con.register(f"_empty_{name}", spec.schema.empty_table())
-                files = [store.part_path(name, p.file) for p in manifest.parts(name)]
-                source = f"SELECT * FROM _empty_{name}"
-                if files:
-                    source += (
-                        " UNION ALL BY NAME SELECT * FROM "
-                        f"read_parquet({parquet_list_sql(files)}, union_by_name = true)"
-                    )
-                con.execute(f"CREATE VIEW {name} AS {source}")
-            if with_lineage:
-                lineage.install(con)
+            statements = reader_statements(store.part_files(manifest), with_lineage=with_lineage)
+            con.execute(";\n".join(statements))
         except BaseException:
             con.close()
             raise

@@ -40,8 +40,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, Field
 
-from warehouse import schema
+import warehouse.schema as schema
 from warehouse.schema import TableSpec, table_spec
+from warehouse.views import CATALOG_FILE, parquet_list_sql, write_catalog
 
 ENV_VAR = "T1_WAREHOUSE"
 DEFAULT_STORE = Path("data/warehouse")
@@ -134,15 +135,6 @@ def _write_json_atomic(path: Path, text: str) -> None:
     _fsync_dir(path.parent)
 
 
-def _sql_str(value: str) -> str:
-    return "'" + value.replace("'", "''") + "'"
-
-
-def parquet_list_sql(paths: list[Path]) -> str:
-    """A DuckDB list literal of file paths, quoted for inlining into SQL."""
-    return "[" + ", ".join(_sql_str(str(p)) for p in paths) + "]"
-
-
 class Store:
     """A warehouse on disk. Cheap to construct; every method re-reads the manifest it needs.
 
@@ -156,14 +148,12 @@ class Store:
     # ---- opening and the manifest -------------------------------------------------------
 
     @classmethod
-    def open(
-        cls, path: Path | str | None = None, *, create: bool = False, migrate: bool = False
-    ) -> Store:
+    def open(cls, path: Path | str | None = None, *, create: bool = False) -> Store:
         """Open the store at `path` (see `resolve_store_path`).
 
         Raises StoreNotFoundError when there is none and `create` is false, SchemaVersionError
-        when its schema version differs and cannot (or, without `migrate`, may not) be
-        brought to this code's version.
+        when its schema version is not this code's (`warehouse.migrations.migrate` brings an
+        older store forward).
         """
         store = cls(resolve_store_path(path))
         if not store.meta_path.exists():
@@ -173,10 +163,6 @@ class Store:
                     f"set ${ENV_VAR}, or record something first"
                 )
             store._initialize()
-        if migrate:
-            from warehouse.migrations import migrate as run_migrations
-
-            run_migrations(store)
         store.read_manifest()  # version check
         return store
 
@@ -231,6 +217,27 @@ class Store:
     def _write_manifest(self, manifest: Manifest) -> None:
         manifest.updated_at = datetime.now(UTC)
         _write_json_atomic(self.meta_path, manifest.model_dump_json(indent=1))
+        if self.catalog_path.exists():  # kept current once created (`t1 warehouse catalog`)
+            self._write_catalog(manifest)
+
+    @property
+    def catalog_path(self) -> Path:
+        return self.root / CATALOG_FILE
+
+    def part_files(self, manifest: Manifest) -> dict[str, list[Path]]:
+        """table -> the files of its committed parts in `manifest`."""
+        return {
+            t: [self.part_path(t, p.file) for p in parts] for t, parts in manifest.tables.items()
+        }
+
+    def write_catalog(self) -> Path:
+        """Create (or refresh) `catalog.duckdb`, the store's views for external DuckDB clients
+        (see `warehouse.views`); from then on every commit refreshes it."""
+        with self._locked():
+            return self._write_catalog(self.read_manifest())
+
+    def _write_catalog(self, manifest: Manifest) -> Path:
+        return write_catalog(self.root, self.part_files(manifest))
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -419,12 +426,6 @@ class Store:
             tmp.unlink(missing_ok=True)
             deleted.append(tmp.name)
         return sorted(deleted)
-
-    def snapshot(self):  # -> warehouse.snapshot.Snapshot (import cycle otherwise)
-        """A read-only consistent view of the current generation (see `warehouse.snapshot`)."""
-        from warehouse.snapshot import Snapshot
-
-        return Snapshot.open(self)
 
 
 def _merge_groups(parts: list[PartInfo], small: int, target: int) -> list[list[PartInfo]]:

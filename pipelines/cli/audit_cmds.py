@@ -37,8 +37,10 @@ from audit.selection import (
     run_selection,
 )
 from audit.verdict import Verdict
-from pipelines.cli import app
+from pipelines.cli.output import phase_progress
+from pipelines.cli.root import app
 from tasks.errors import TaskFormatError
+from tasks.pools import Pool
 from warehouse import load_pool, pool_tasks, resolve_store_path
 from warehouse.recording import writable_store
 
@@ -171,8 +173,11 @@ def _store(store: Path | None):
 def audit(
     ctx: typer.Context,
     pool: Annotated[
-        str | None,
-        typer.Option(help="Pool to audit: a recorded pool, 'rst' (synthesis) or 'seed'."),
+        Pool | None,
+        typer.Option(
+            case_sensitive=False,
+            help="Pool to audit (default: synthesis output, else the seeds).",
+        ),
     ] = None,
     stage: Annotated[Stage, typer.Option(help="Run stages 1..S.")] = Stage.REAUDIT,
     store: StoreOpt = None,
@@ -195,7 +200,8 @@ def audit(
     tasks = tasks[:limit] if limit is not None else tasks
     llm = "with the LLM judge" if cfg.llm else "executable judge only"
     console.print(f"auditing {len(tasks)} tasks from {source} ({llm}) -> {st.root}")
-    result = run_selection(st, tasks, cfg)
+    with phase_progress() as update:
+        result = run_selection(st, tasks, cfg, progress=update)
     _print_funnel(result, stage, [])
     console.print(f"measured {len(result.measured)} tasks, scored {len(result.scored)}")
     files = write_reports(st, result.version, out, None, result.hashes())
@@ -265,7 +271,10 @@ def run_all_cmd(
     store: StoreOpt = None,
     backend: BackendOpt = Backend.LOCAL,
     out: OutOpt = DEFAULT_OUT,
-    pool: Annotated[str | None, typer.Option(help="Candidates (default: rst, else seeds).")] = None,
+    pool: Annotated[
+        Pool | None,
+        typer.Option(case_sensitive=False, help="Candidates (default: rst, else seeds)."),
+    ] = None,
     size: Annotated[int, typer.Option(help="T1 target size (15000 at full scale).")] = 15_000,
     preflight_n: Annotated[int, typer.Option("--preflight-n", help="Pre-flight sample.")] = 20,
     rubric: RubricOpt = "t1",
@@ -277,7 +286,11 @@ def run_all_cmd(
     """Audit, select T1, pre-flight it, and write every report file under --out."""
     st = _store(store)
     cfg = _config(rubric, workers, reruns, mutants, Stage.REAUDIT, backend)
-    summary = run_all(st, out, cfg, pool=pool, size=size, preflight_n=preflight_n, limit=limit)
+    with phase_progress() as update:
+        summary = run_all(
+            st, out, cfg, pool=pool, size=size, preflight_n=preflight_n, limit=limit,
+            progress=update,
+        )  # fmt: skip
     console.print_json(json.dumps(summary.model_dump(mode="json")))
 
 
@@ -302,7 +315,9 @@ def import_tmax_cmd(
 
 @app.command("select")
 def select(
-    pool: Annotated[str, typer.Option(help="Pool to build (only T1 is selected).")] = T1,
+    pool: Annotated[
+        Pool, typer.Option(case_sensitive=False, help="Pool to build (only t1 is selected).")
+    ] = T1,
     size: Annotated[int, typer.Option(help="Target size (15000 at full scale).")] = 15_000,
     store: StoreOpt = None,
     rubric: RubricOpt = "t1",
@@ -310,7 +325,7 @@ def select(
 ) -> None:
     """Record T1: the audit's accepted tasks, best composite first, up to --size."""
     if pool != T1:
-        _error(f"only {T1} is selected by the audit (got {pool!r})")
+        _error(f"only {T1} is selected by the audit (got {pool.value!r})")
         raise typer.Exit(2)
     st = _store(store)
     version = audit_version(load_rubric(rubric), LlmConfig.from_env())
@@ -324,7 +339,7 @@ def select(
 
 @app.command("preflight")
 def preflight(
-    pool: Annotated[str, typer.Option(help="Pool to sample.")] = T1,
+    pool: Annotated[Pool, typer.Option(case_sensitive=False, help="Pool to sample.")] = T1,
     n: Annotated[int, typer.Option("--n", help="Tasks to sample.")] = 20,
     seed: int = 0,
     workers: int = 2,

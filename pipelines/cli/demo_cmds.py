@@ -14,7 +14,10 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from pipelines.cli import app
+from pipelines.cli.root import app
+from pipelines.defs.jobs import BUILD_POOLS
+from pipelines.defs.resources import ForgeConfig, forge_config_from_env
+from pipelines.services import PREFECT_PORT
 from sandbox.check import TaskCheck, check_tasks
 from tasks.corpus import SEED_DIR, load_seeds
 from tasks.model import Category
@@ -60,25 +63,27 @@ def check_seeds(workers: int) -> bool:
     return all(c.ok for c in checks)
 
 
-def run_pipeline(rounds: int | None, per_round: int | None) -> bool:
+def demo_forge(rounds: int | None, per_round: int | None) -> ForgeConfig:
+    """The environment's forge config with the command line's budget, if given."""
+    forge = forge_config_from_env()
+    budget = {k: v for k, v in (("rounds", rounds), ("per_round", per_round)) if v}
+    return ForgeConfig(**{**forge.model_dump(), **budget}) if budget else forge
+
+
+def run_pipeline(forge: ForgeConfig) -> bool:
     import dagster as dg
 
-    from pipelines.defs.resources import forge_config_from_env
     from pipelines.main_job import StepOutcome, dagster_home, run_main_job
 
     home = dagster_home()
-    if rounds:
-        os.environ["T1_DEMO_ROUNDS"] = str(rounds)
-    if per_round:
-        os.environ["T1_DEMO_PER_ROUND"] = str(per_round)
-    forge = forge_config_from_env()
     console.print(
-        f"[b]2. materializing the asset graph[/b] (store {forge.store_path.resolve()}, "
-        f"{forge.rounds} synthesis rounds x {forge.per_round} candidates, DAGSTER_HOME={home})"
+        f"[b]2. materializing the asset graph[/b] (job build_pools; store "
+        f"{forge.store_path.resolve()}, {forge.rounds} synthesis rounds x {forge.per_round} "
+        f"candidates, DAGSTER_HOME={home})"
     )
 
     def show(s: StepOutcome) -> None:
-        checks = ", ".join(f"{k}={'pass' if v else 'FAIL'}" for k, v in s.checks.items())
+        checks = ", ".join(f"{k}={v if v != 'fail' else 'FAIL'}" for k, v in s.checks.items())
         mark = "[green]ok[/green]" if s.success else "[red]FAILED[/red]"
         console.print(
             f"  {mark} {s.step} ({s.seconds:.0f}s){'  checks: ' + checks if checks else ''}"
@@ -97,8 +102,7 @@ def summary(steps) -> None:
     table = Table(title="What the main job produced")
     table.add_column("asset")
     table.add_column("figures")
-    for name in ("seed_corpus", "synthesis_round", "validation_trials", "audit_results",
-                 "rst_pool", "t1_pool", "pool_reports"):  # fmt: skip
+    for name in BUILD_POOLS:
         if name in md:
             figures = {k: v for k, v in md[name].items() if not str(v).startswith(("|", "!["))}
             table.add_row(name, ", ".join(f"{k}={v}" for k, v in figures.items())[:200])
@@ -129,21 +133,71 @@ def measure_gap(tasks: int, max_turns: int) -> bool:
     return subprocess.run(cmd, check=False).returncode == 0
 
 
+def run_loop(forge: ForgeConfig, prefect_port: int) -> bool:
+    """T1 -> the Prefect deployment -> evaluation_results with the pool version."""
+    import dagster as dg
+
+    from pipelines.campaign_loop import run_campaign_loop
+    from pipelines.main_job import dagster_home
+
+    home = dagster_home()
+    prefect_home = Path(os.environ.get("PREFECT_HOME", ".prefect")).resolve()
+    log = prefect_home / "demo-servers.log"
+    console.print(
+        "[b]4. the loop[/b]: a Prefect server and the campaign deployment start; Dagster's "
+        f"train_campaign job runs the campaign on the latest t1 (servers' log: {log})"
+    )
+    t0 = time.monotonic()
+    with dg.DagsterInstance.get() as instance:
+        out = run_campaign_loop(
+            forge, instance, prefect_home=prefect_home, log_path=log, prefect_port=prefect_port
+        )
+    if not out.success:
+        console.print(f"  [red]FAILED[/red] (Dagster run {out.dagster_run_id}): {out.error}")
+        return False
+    e = out.evaluation
+    console.print(
+        f"  [green]ok[/green] ({time.monotonic() - t0:.0f}s) evaluation {e.get('checkpoint')} of "
+        "campaign "
+        f"{e.get('campaign_run_id')} on {e.get('pool')} v{e.get('pool_version')} (audit "
+        f"{e.get('audit_version')}): pass rate {e.get('validate/pass_rate', 0):.2f}, mean "
+        f"passing assertions {e.get('validate/dense_score', 0):.2f}\n"
+        f"  after `t1 ui`: Dagster -> Catalog -> evaluation_results (DAGSTER_HOME={home}); "
+        f"the flow run {e.get('prefect_flow_run_url')} (PREFECT_HOME={prefect_home})"
+    )
+    return True
+
+
 @app.command("demo")
 def demo(
     workers: int = typer.Option(2, help="tasks checked concurrently"),
     seed_check: bool = typer.Option(True, help="check every seed first"),
-    rounds: int = typer.Option(None, help="synthesis rounds (default $T1_DEMO_ROUNDS or 3)"),
-    per_round: int = typer.Option(None, help="candidates per round (default 6)"),
+    rounds: int | None = typer.Option(
+        None, help="synthesis rounds (default: the forge config's, $T1_DEMO_ROUNDS)"
+    ),
+    per_round: int | None = typer.Option(
+        None, help="candidates per round (default: the forge config's, $T1_DEMO_PER_ROUND)"
+    ),
     train: bool = typer.Option(True, help="measure the TITO/R3 gap on a few rollouts"),
     train_tasks: int = typer.Option(4, help="seed tasks rolled out for the gap measurement"),
+    loop: bool = typer.Option(True, help="end with the loop: a campaign on t1 via Prefect"),
+    prefect_port: int = typer.Option(
+        PREFECT_PORT, help="the loop's Prefect server port, if free (else any free port)"
+    ),
 ) -> None:
-    """Run the main job end to end on embedded defaults and print where to look."""
+    """Run the main job end to end on embedded defaults, then the loop; print where to look."""
     t0 = time.monotonic()
+    forge = demo_forge(rounds, per_round)
     ok = check_seeds(workers) if seed_check else True
-    ok = run_pipeline(rounds, per_round) and ok
+    built = run_pipeline(forge)
+    ok = built and ok
     if train:
         ok = measure_gap(train_tasks, 4) and ok
+    if loop:
+        if built:
+            ok = run_loop(forge, prefect_port) and ok
+        else:
+            console.print("[b]4. the loop[/b]: skipped, the pools were not built")
     console.print(f"demo {'finished' if ok else 'FAILED'} in {time.monotonic() - t0:.0f}s")
     if not ok:
         raise typer.Exit(1)

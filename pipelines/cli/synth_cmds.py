@@ -16,7 +16,9 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from pipelines.cli import app
+from pipelines.cli.output import ExitCode, fail
+from pipelines.cli.root import app
+from synthesis import ledger
 from synthesis.decontam import DecontamConfig
 from synthesis.llm import LLMSettings, llm_operators
 from synthesis.rounds import SynthConfig, run_synthesis
@@ -58,26 +60,46 @@ def rounds_table(rows: list[SynthRoundRecord], title: str = "synthesis rounds") 
 
 @app.command("synth")
 def synth(
-    rounds: int = typer.Option(15, help="rounds to run (round 1 rewrites the seeds)"),
-    per_round: int = typer.Option(8, "--per-round", help="candidate budget per round"),
+    rounds: int = typer.Option(
+        SynthConfig.rounds, help="rounds to run (round 1 rewrites the seeds)"
+    ),
+    per_round: int = typer.Option(
+        SynthConfig.per_round, "--per-round", help="candidate budget per round"
+    ),
     benchmark: Path = typer.Option(
         None, help="held-out benchmark dir (Harbor or Terminal-Bench) for decontamination"
     ),
     store: Path = typer.Option(None, help="store path (default $T1_WAREHOUSE, data/warehouse)"),
-    campaign: str = typer.Option("rst", help="campaign name (resume key in the warehouse)"),
-    seed: int = typer.Option(0, help="sampler seed"),
-    workers: int = typer.Option(2, help="concurrent candidate validations"),
-    reruns: int = typer.Option(2, help="oracle runs per candidate that must agree"),
-    max_repairs: int = typer.Option(2, "--max-repairs", help="repair attempts per candidate"),
-    children_per_parent: int = typer.Option(2, help="cap: children per parent per round"),
-    root_share: float = typer.Option(0.25, help="cap: share of a round per lineage root"),
-    category_share: float = typer.Option(0.4, help="cap: share of a round per category"),
-    family_share: float = typer.Option(0.25, help="cap: share of a round per rewrite family"),
-    threshold: float = typer.Option(0.5, help="decontamination: drop at this overlap or more"),
+    campaign: str = typer.Option(
+        SynthConfig.campaign, help="campaign name (resume key in the warehouse)"
+    ),
+    seed: int = typer.Option(SynthConfig.seed, help="sampler seed"),
+    workers: int = typer.Option(SynthConfig.workers, help="concurrent candidate validations"),
+    reruns: int = typer.Option(
+        ValidationConfig.reruns, help="oracle runs per candidate that must agree"
+    ),
+    max_repairs: int = typer.Option(
+        ValidationConfig.max_repairs, "--max-repairs", help="repair attempts per candidate"
+    ),
+    children_per_parent: int = typer.Option(
+        Caps.children_per_parent, help="cap: children per parent per round"
+    ),
+    root_share: float = typer.Option(
+        Caps.root_share, help="cap: share of a round per lineage root"
+    ),
+    category_share: float = typer.Option(
+        Caps.category_share, help="cap: share of a round per category"
+    ),
+    family_share: float = typer.Option(
+        Caps.family_share, help="cap: share of a round per rewrite family"
+    ),
+    threshold: float = typer.Option(
+        DecontamConfig.threshold, help="decontamination: drop at this overlap or more"
+    ),
     seeds_dir: Path = typer.Option(None, help="seed corpus dir (default: bundled seeds)"),
     seed_ids: str = typer.Option("", help="comma-separated seed ids to restrict the corpus"),
     llm: bool = typer.Option(True, help="use the LLM operator when T1_LLM_* is configured"),
-    backend: str = typer.Option("local", help="sandbox backend"),
+    backend: str = typer.Option(ValidationConfig.backend, help="sandbox backend"),
 ) -> None:
     """Run recursive synthesis rounds; re-running resumes where a killed run stopped."""
     try:
@@ -118,7 +140,16 @@ def synth(
                 ids[phase] = bars.add_task(phase, total=total)
             bars.update(ids[phase], completed=done, total=total)
 
-        stats = run_synthesis(cfg, wh, extra_operators=extra, progress=progress)
+        try:
+            stats = run_synthesis(cfg, wh, extra_operators=extra, progress=progress)
+        except KeyboardInterrupt:
+            bars.stop()
+            done = ledger.round_rows(wh, campaign)
+            raise fail(
+                f"interrupted: {len(done)} complete round(s) and every candidate validated so "
+                f"far are recorded in {wh.root}; run the same command again to resume",
+                ExitCode.INTERRUPTED,
+            ) from None
     console.print(rounds_table(stats, f"synthesis rounds (campaign {campaign!r})"))
     if benchmark is not None:
         with Snapshot.open(wh, with_lineage=False) as snap:

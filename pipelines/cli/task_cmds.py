@@ -2,18 +2,24 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
+from typing import Any
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from pipelines.cli import app
-from sandbox.check import TaskCheck, check_tasks
-from sandbox.trial import run_trial
-from tasks.corpus import SEED_DIR, TaskFormat, import_dir, load_seeds, load_task
+from pipelines.cli.output import fail, progress
+from pipelines.cli.root import app
+from sandbox.base import SandboxUnavailable
+from sandbox.build import BuildRow
+from sandbox.check import TaskCheck, check_task
+from sandbox.trial import agent_by_name, run_trial
+from tasks.corpus import SEED_DIR, Reject, TaskFormat, import_dir, load_seeds, load_task
 from tasks.environment import render_dockerfile
 from tasks.errors import TaskFormatError
 from tasks.harbor import write_harbor
@@ -29,8 +35,7 @@ def _load_or_exit(path: Path):
     try:
         return load_task(path)
     except TaskFormatError as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from e
+        raise fail(str(e)) from e
 
 
 def _trial_dict(r: TrialResult | None) -> dict | None:
@@ -72,11 +77,31 @@ def check(
     as_json: bool = typer.Option(False, "--json", help="machine-readable output"),
     workers: int = typer.Option(2, help="tasks checked concurrently"),
 ) -> None:
-    """Run the oracle and a nop agent on each task; exit 1 if any task is invalid."""
-    tasks = [_load_or_exit(p) for p in paths]
-    checks = check_tasks(tasks, backend, workers)
+    """Run the oracle and a nop agent on each task; exit 1 if any task is invalid (a task
+    that does not load is reported as invalid, with the others)."""
+    loaded: list = []
+    unloadable: list[tuple[Path, str]] = []
+    for p in paths:
+        try:
+            loaded.append(load_task(p))
+        except TaskFormatError as e:
+            unloadable.append((p, str(e)))
+    checks: list[TaskCheck] = []
+    with (
+        progress(f"checking {len(loaded)} tasks", len(loaded)) as advance,
+        ThreadPoolExecutor(max_workers=max(1, workers)) as pool,
+    ):
+        for fut in as_completed([pool.submit(check_task, t, backend) for t in loaded]):
+            checks.append(fut.result())
+            advance()
+    order = {t.id: i for i, t in enumerate(loaded)}
+    checks.sort(key=lambda c: order[c.task.id])
     if as_json:
-        rows = [
+        rows: list[dict[str, Any]] = [
+            {"task": str(p), "ok": False, "problems": [why], "oracle": None, "nop": None}
+            for p, why in unloadable
+        ]
+        rows += [
             {
                 "task": c.task.id,
                 "ok": c.ok,
@@ -88,13 +113,15 @@ def check(
         ]
         typer.echo(json.dumps(rows, indent=2))
     else:
+        for p, why in unloadable:
+            console.print(f"[red]{p}:[/red] does not load: {why}", highlight=False)
         for c in checks:
             console.print(_check_table(c))
-            for p in c.problems:
-                console.print(f"  [red]problem:[/red] {p}")
-        bad = sum(not c.ok for c in checks)
-        console.print(f"{len(checks) - bad} valid, {bad} invalid")
-    if any(not c.ok for c in checks):
+            for prob in c.problems:
+                console.print(f"  [red]problem:[/red] {prob}")
+        bad = sum(not c.ok for c in checks) + len(unloadable)
+        console.print(f"{len(checks) + len(unloadable) - bad} valid, {bad} invalid")
+    if unloadable or any(not c.ok for c in checks):
         raise typer.Exit(1)
 
 
@@ -106,6 +133,10 @@ def run(
     as_json: bool = typer.Option(False, "--json"),
 ) -> None:
     """Run one trial and print its per-assertion outcomes."""
+    try:
+        agent_by_name(agent)
+    except ValueError as e:
+        raise fail(f"--agent: {e}") from None
     task = _load_or_exit(path)
     r = run_trial(task, agent, backend)
     if as_json:
@@ -130,6 +161,7 @@ def import_(
     ),
     out: Path = typer.Option(None, help="write the imported tasks here in Harbor layout"),
     rejects_file: Path = typer.Option(None, "--rejects", help="write rejects as JSON lines"),
+    build: bool = typer.Option(False, "--build", help="also build each environment"),
     record: bool = typer.Option(
         False, "--record", help="record the tasks (and their source) in the warehouse"
     ),
@@ -141,6 +173,12 @@ def import_(
     except TaskFormatError as e:
         console.print(f"[red]error:[/red] {e}")
         raise typer.Exit(2) from e
+    if build:
+        rows = _build_rows(tasks)
+        failed = {r.task_id: r for r in rows if not r.built}
+        by_id = {t.id: directory / t.id for t in tasks}
+        rejects += [Reject(str(by_id.get(i, i)), _row_reason(r)) for i, r in failed.items()]
+        tasks = [t for t in tasks if t.id not in failed]
     if record:
         from audit.intake import record_import
 
@@ -156,6 +194,58 @@ def import_(
     console.print(f"imported {len(tasks)} task(s), rejected {len(rejects)}")
     for r in rejects[:50]:
         console.print(f"  [red]reject[/red] {r.path}: {r.reason}")
+
+
+def _row_reason(row: BuildRow) -> str:
+    where = f"environment/Dockerfile:{row.line}: " if row.line else ""
+    kind = row.failure.value if row.failure else "built"
+    return f"{where}{kind}: {row.reason}"
+
+
+def _build_rows(tasks: list) -> list[BuildRow]:
+    from sandbox.build import build_row, default_runner
+
+    try:
+        runner = default_runner()
+    except SandboxUnavailable as e:
+        console.print(f"[red]error:[/red] cannot build here: {e}")
+        raise typer.Exit(2) from e
+    rows = []
+    for t in tasks:
+        row = build_row(t, runner)
+        rows.append(row)
+        mark = "[green]built[/green]" if row.built else f"[red]{row.failure}[/red]"
+        console.print(f"  {mark} {t.id} ({row.seconds:.1f}s, {row.layers_reused} cached)")
+    return rows
+
+
+@task_app.command("build")
+def build_cmd(
+    paths: list[Path],
+    as_json: bool = typer.Option(False, "--json", help="print one JSON row per task"),
+) -> None:
+    """Build each task's environment image; a failure is a row with its reason, not a crash."""
+    tasks, rejects = [], []
+    for p in paths:
+        try:
+            tasks.append(load_task(p))
+        except TaskFormatError as e:
+            rejects.append(Reject(str(p), str(e)))
+    rows = _build_rows(tasks)
+    if as_json:
+        for r in rows:
+            typer.echo(json.dumps(dataclasses.asdict(r)))
+        for rj in rejects:
+            typer.echo(json.dumps({"path": rj.path, "built": False, "reason": rj.reason}))
+    built = sum(r.built for r in rows)
+    console.print(f"built {built} of {len(rows) + len(rejects)}")
+    for r in rows:
+        if not r.built:
+            console.print(f"  [red]reject[/red] {r.task_id}: {_row_reason(r)}")
+    for rj in rejects:
+        console.print(f"  [red]reject[/red] {rj.path}: {rj.reason}")
+    if built < len(rows) + len(rejects):
+        raise typer.Exit(1)
 
 
 @task_app.command("fmt")

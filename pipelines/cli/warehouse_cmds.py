@@ -6,23 +6,19 @@ runs while pipelines write. `--store` defaults to $T1_WAREHOUSE, else ./data/war
 
 from __future__ import annotations
 
-import base64
-import csv
-import json
 import sys
 from collections.abc import Iterable
-from datetime import date, datetime, time
-from decimal import Decimal
 from pathlib import Path
-from typing import Annotated, Any, TextIO
-from uuid import UUID
+from typing import Annotated, TextIO
 
 import duckdb
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from pipelines.cli import app
+from pipelines.cli.output import ExitCode, TableFormat, fail, print_rows
+from pipelines.cli.root import app
+from tasks.pools import Pool
 from warehouse import Store, WarehouseError, export_pool, open_snapshot, resolve_store_path
 from warehouse.lineage import (
     LINEAGE_NAMES,
@@ -51,8 +47,7 @@ def _console(stderr: bool = False) -> Console:
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    _console(stderr=True).print(f"[red]error:[/red] {message}", highlight=False)
-    return typer.Exit(code)
+    return fail(message, ExitCode(code))
 
 
 def _open(store: Path | None) -> Snapshot:
@@ -62,78 +57,15 @@ def _open(store: Path | None) -> Snapshot:
         raise _fail(str(e), 2) from e
 
 
-# ---- rendering query results -------------------------------------------------------------
-
-
-def _json_value(v: Any) -> Any:
-    """A JSON-ready value: bytes as base64, times as ISO 8601, maps as objects."""
-    if isinstance(v, bytes | bytearray | memoryview):
-        return base64.b64encode(bytes(v)).decode("ascii")
-    if isinstance(v, datetime | date | time):
-        return v.isoformat()
-    if isinstance(v, Decimal):
-        return float(v)
-    if isinstance(v, UUID):
-        return str(v)
-    if isinstance(v, dict):
-        return {str(k): _json_value(x) for k, x in v.items()}
-    if isinstance(v, list | tuple):
-        return [_json_value(x) for x in v]
-    return v
-
-
-def _cell(v: Any) -> str:
-    """A short display form: blobs and bundles by size, not content."""
-    if v is None:
-        return "NULL"
-    if isinstance(v, bytes | bytearray | memoryview):
-        return f"<{len(bytes(v))} bytes>"
-    if isinstance(v, dict) and any(isinstance(x, bytes) for x in v.values()):
-        return f"<{len(v)} files, {sum(len(x or b'') for x in v.values())} bytes>"
-    if isinstance(v, datetime):
-        return v.isoformat(sep=" ", timespec="seconds")
-    if isinstance(v, float):
-        return f"{v:.6g}"
-    return str(v)
-
-
-def print_result(result: QueryResult, fmt: str, out: TextIO, max_rows: int) -> None:
-    """Write a result as a rich table (`table`, at most `max_rows` rows), `csv` or `json`."""
-    if fmt == "json":
-        rows = [_json_value(r) for r in result.dicts()]
-        out.write(json.dumps(rows, ensure_ascii=False) + "\n")
-    elif fmt == "csv":
-        writer = csv.writer(out, lineterminator="\n")
-        writer.writerow(result.columns)
-        for row in result.rows:
-            writer.writerow(
-                [
-                    ""
-                    if v is None
-                    else json.dumps(_json_value(v))
-                    if isinstance(v, dict | list)
-                    else _json_value(v)
-                    for v in row
-                ]
-            )
-    else:
-        console = Console(file=out, soft_wrap=False, width=max(80, _console().width))
-        table = Table(show_lines=False, highlight=False)
-        for name in result.columns:
-            table.add_column(name, overflow="fold")
-        for row in result.rows[:max_rows]:
-            table.add_row(*(_cell(v) for v in row))
-        console.print(table)
-        extra = len(result.rows) - max_rows
-        tail = f" ({extra} more not shown; use --csv or --json)" if extra > 0 else ""
-        console.print(f"{len(result.rows)} row{'s' if len(result.rows) != 1 else ''}{tail}")
+def print_result(result: QueryResult, fmt: TableFormat, out: TextIO, max_rows: int) -> None:
+    print_rows(result.columns, result.rows, fmt, out, max_rows=max_rows)
 
 
 def _statements(con: duckdb.DuckDBPyConnection, text: str) -> list[str]:
     return [s.query for s in con.extract_statements(text)]
 
 
-def run_statements(snap: Snapshot, text: str, fmt: str, out: TextIO, max_rows: int) -> None:
+def run_statements(snap: Snapshot, text: str, fmt: TableFormat, out: TextIO, max_rows: int) -> None:
     """Run every statement in `text`; print the result of each that returns rows."""
     for query in _statements(snap.con, text):
         if LINEAGE_NAMES.search(query):
@@ -152,7 +84,12 @@ SHELL_HELP = """Statements end with ';'. Commands:
 
 
 def run_shell(
-    snap: Snapshot, lines: Iterable[str], fmt: str, out: TextIO, max_rows: int, prompt: bool
+    snap: Snapshot,
+    lines: Iterable[str],
+    fmt: TableFormat,
+    out: TextIO,
+    max_rows: int,
+    prompt: bool,
 ) -> tuple[Snapshot, int]:
     """The `t1 sql` shell: reads lines, runs each statement once it ends with ';' (or at end
     of input). Returns the (possibly refreshed) snapshot and the number of failed statements."""
@@ -220,16 +157,24 @@ def sql_cmd(
         str | None, typer.Argument(help="SQL to run; omit it for an interactive shell.")
     ] = None,
     store: StoreOpt = None,
-    as_csv: Annotated[bool, typer.Option("--csv", help="Write CSV instead of a table.")] = False,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Write a JSON array of row objects.")
-    ] = False,
+    fmt: Annotated[
+        TableFormat,
+        typer.Option(
+            "--format",
+            case_sensitive=False,
+            help="table (fits the terminal; long cells cut), csv, json (array of row "
+            "objects) or markdown.",
+        ),
+    ] = TableFormat.TABLE,
+    as_csv: Annotated[bool, typer.Option("--csv", help="Short for --format csv.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Short for --format json.")] = False,
     max_rows: Annotated[int, typer.Option(help="Rows shown in table output.")] = 200,
 ) -> None:
-    """Query the warehouse (tasks, trials, pools, ... and the lineage views) with DuckDB SQL."""
+    """Query the warehouse (tasks, trials, pools, ... and the lineage views) with DuckDB SQL.
+    Exit codes: 0 done, 1 a statement failed, 2 no store or bad options."""
     if as_csv and as_json:
         raise _fail("choose one of --csv and --json", 2)
-    fmt = "csv" if as_csv else "json" if as_json else "table"
+    fmt = TableFormat.CSV if as_csv else TableFormat.JSON if as_json else fmt
     snap = _open(store)
     try:
         if query is None:
@@ -286,7 +231,7 @@ def lineage_cmd(
 
 @warehouse_app.command("export-pool")
 def export_pool_cmd(
-    pool: Annotated[str, typer.Argument(help="Pool name, e.g. t1.")],
+    pool: Annotated[Pool, typer.Argument(case_sensitive=False, help="Pool name.")],
     dest: Annotated[Path, typer.Argument(help="New directory to write (must not exist).")],
     version: Annotated[int | None, typer.Option(help="Pool version (default: latest).")] = None,
     store: StoreOpt = None,
@@ -327,6 +272,37 @@ def compact_cmd(
     )
 
 
+@warehouse_app.command("catalog")
+def catalog_cmd(store: StoreOpt = None) -> None:
+    """Write STORE/catalog.duckdb for external DuckDB clients; every commit keeps it current."""
+    try:
+        path = Store.open(store).write_catalog()
+    except WarehouseError as e:
+        raise _fail(str(e), 2) from e
+    _console().print(
+        f"{path}: the views `t1 sql` sees, over the current parts; refreshed on every commit.\n"
+        f"Open it read-only, e.g. python -c \"import duckdb; print(duckdb.connect('{path}', "
+        "read_only=True).sql('FROM pools'))\"",
+        highlight=False,
+        markup=False,
+    )
+
+
+@warehouse_app.command("ddl")
+def ddl_cmd(store: StoreOpt = None) -> None:
+    """Print the SQL that builds the views `t1 sql` sees (run it in any DuckDB session)."""
+    from warehouse.views import reader_statements
+
+    try:
+        st = Store.open(store)
+        parts = st.part_files(st.read_manifest())
+    except WarehouseError as e:
+        raise _fail(str(e), 2) from e
+    absolute = {t: [p.resolve() for p in files] for t, files in parts.items()}
+    for statement in reader_statements(absolute, with_lineage=True):
+        sys.stdout.write(statement.strip() + ";\n")
+
+
 @warehouse_app.command("migrate")
 def migrate_cmd(store: StoreOpt = None) -> None:
     """Bring an older store to this t1-forge's schema version, in place."""
@@ -345,7 +321,12 @@ def info_cmd(store: StoreOpt = None) -> None:
         manifest = st.read_manifest()
     except WarehouseError as e:
         raise _fail(str(e), 2) from e
-    table = Table(title=f"{st.root}  schema v{manifest.schema_version}  gen {manifest.generation}")
+    _console().print(
+        f"{st.root}  schema v{manifest.schema_version}  gen {manifest.generation}",
+        highlight=False,
+        soft_wrap=True,
+    )
+    table = Table()
     for col in ("table", "parts", "rows", "bytes"):
         table.add_column(col, justify="right" if col != "table" else "left")
     for name, parts in manifest.tables.items():

@@ -12,11 +12,13 @@ from audit.preflight import run_preflight
 from audit.reports import funnel_counts
 from audit.selection import SelectionResult, run_selection, stage_rows
 from pipelines.defs.resources import ForgeConfig
-from warehouse import Store, load_pool, open_snapshot, pool_tasks
+from tasks.pools import Pool
+from warehouse import load_pool, open_snapshot, pool_tasks
+from warehouse.lineage import relatives
 
 
 def _selection(forge: ForgeConfig) -> SelectionResult:
-    store = Store.open(forge.store_path, create=True)
+    store = forge.open_store()
     tasks, _ = audit_candidates(store, forge.audit_pool or None)
     return run_selection(store, tasks, forge.selection_config())
 
@@ -29,7 +31,7 @@ def _png_markdown(path: Path) -> str:
 @dg.asset(group_name="audit", deps=["validation_trials"], kinds={"bubblewrap"})
 def audit_results(forge: ForgeConfig) -> dg.MaterializeResult:
     """The five-stage audit of the synthesis output (the seeds when there is none)."""
-    store = Store.open(forge.store_path, create=True)
+    store = forge.open_store()
     tasks, source = audit_candidates(store, forge.audit_pool or None)
     result = run_selection(store, tasks, forge.selection_config())
     funnel = funnel_counts(stage_rows(store, result.version, result.hashes()))
@@ -55,15 +57,19 @@ def audit_results(forge: ForgeConfig) -> dg.MaterializeResult:
 @dg.asset(group_name="pools", deps=[audit_results], kinds={"parquet"})
 def rst_pool(forge: ForgeConfig) -> dg.MaterializeResult:
     """RST: every task synthesis accepted."""
-    pv = record_rst(
-        Store.open(forge.store_path, create=True), recorded_tasks(forge.store_path, ("rst",))
-    )
+    pv = record_rst(forge.open_store(), recorded_tasks(forge.store_path, (Pool.RST,)))
     return dg.MaterializeResult(
-        metadata={"tasks": pv.tasks if pv else 0, "version": pv.version if pv else 0}
+        metadata={
+            "pool": Pool.RST.value,
+            "tasks": pv.tasks if pv else 0,
+            "pool_version": pv.version if pv else 0,
+        }
     )
 
 
-@dg.asset(group_name="pools", deps=[audit_results], kinds={"parquet"})
+# After rst_pool too: T1 is selected from RST, so RST's blocking checks (decontamination)
+# must pass before a T1 version is recorded.
+@dg.asset(group_name="pools", deps=[audit_results, rst_pool], kinds={"parquet"})
 def t1_pool(forge: ForgeConfig) -> dg.MaterializeResult:
     """T1: the audit's accepted tasks in quality-rank order, up to the target size."""
     result = _selection(forge)
@@ -72,8 +78,9 @@ def t1_pool(forge: ForgeConfig) -> dg.MaterializeResult:
     path = write_t1_file(forge.store_path, out)
     return dg.MaterializeResult(
         metadata={
+            "pool": Pool.T1.value,
             "tasks": len(members),
-            "version": pv.version if pv else 0,
+            "pool_version": pv.version if pv else 0,
             "audit_version": result.version,
             "file": dg.MetadataValue.path(str(path)) if path else "none",
         }
@@ -89,7 +96,13 @@ def tmax_pool(forge: ForgeConfig) -> dg.MaterializeResult:
 
     pv, rejects = import_tmax(forge.store_path, forge.tmax_dir)
     return dg.MaterializeResult(
-        metadata={"tasks": pv.tasks if pv else 0, "rejects": len(rejects), "source": forge.tmax_dir}
+        metadata={
+            "pool": Pool.TMAX.value,
+            "tasks": pv.tasks if pv else 0,
+            "pool_version": pv.version if pv else 0,
+            "rejects": len(rejects),
+            "source": forge.tmax_dir,
+        }
     )
 
 
@@ -114,7 +127,7 @@ def t1_preflight(forge: ForgeConfig) -> dg.AssetCheckResult:
     try:
         tasks = pool_tasks(load_pool(forge.store_path, T1))
     except ValueError:
-        return dg.AssetCheckResult(passed=False, metadata={"reason": "no T1 pool recorded"})
+        return dg.AssetCheckResult(passed=False, metadata={"reason": "no t1 pool recorded"})
     report = run_preflight(
         tasks, forge.preflight_n, pool=T1, backend=forge.sandbox_backend, store=forge.store_path
     )
@@ -135,7 +148,7 @@ def t1_size_and_quotas(forge: ForgeConfig) -> dg.AssetCheckResult:
     try:
         table = load_pool(forge.store_path, T1, bundles=False)
     except ValueError:
-        return dg.AssetCheckResult(passed=False, metadata={"reason": "no T1 pool recorded"})
+        return dg.AssetCheckResult(passed=False, metadata={"reason": "no t1 pool recorded"})
     cats = table.column("category").to_pylist()
     worst = max((cats.count(c) / len(cats) for c in set(cats)), default=0.0)
     ok = 0 < len(cats) <= forge.t1_size and worst <= forge.category_quota
@@ -151,18 +164,33 @@ def t1_size_and_quotas(forge: ForgeConfig) -> dg.AssetCheckResult:
 
 @dg.asset_check(asset=t1_pool, additional_deps=[tmax_pool])
 def no_task_in_two_held_out_splits(forge: ForgeConfig) -> dg.AssetCheckResult:
-    """No task of T1 also sits in TMax or the evaluation benchmark split."""
+    """No T1 task is, descends from, or is an ancestor of a held-out task: TMax, the benchmark
+    split, or the default campaign's evaluation tasks (which the campaign then leaves out of
+    training; a warning, not an error)."""
+    from pipelines.campaign_deployment import CampaignRequest
+    from tasks.corpus import load_seeds
+    from training.campaign_config import load_campaign_config
+
+    eval_ids = set(load_campaign_config(CampaignRequest().preset).eval_task_ids)
+    eval_hashes = [t.content_hash for t in load_seeds() if t.id in eval_ids]
     with open_snapshot(forge.store_path) as snap:
-        rows = snap.rows(
-            """WITH latest AS (SELECT pool, max(pool_version) v FROM pool_members GROUP BY pool)
-               SELECT a.task_hash FROM pool_members a JOIN latest la
-                 ON a.pool = la.pool AND a.pool_version = la.v
-               JOIN pool_members b ON a.task_hash = b.task_hash
-               JOIN latest lb ON b.pool = lb.pool AND b.pool_version = lb.v
-               WHERE a.pool = $t1 AND b.pool IN ($tmax, 'benchmark')""",
-            {"t1": T1, "tmax": TMAX},
+        latest = snap.rows(
+            "SELECT pool, task_hash FROM latest_pool_members WHERE pool IN ($t1, $tmax, $b)",
+            {"t1": T1, "tmax": TMAX, "b": Pool.BENCHMARK},
         )
-    return dg.AssetCheckResult(passed=not rows, metadata={"shared": len(rows)})
+        t1 = {r["task_hash"] for r in latest if r["pool"] == T1}
+        split = [r["task_hash"] for r in latest if r["pool"] != T1]
+        near_split = t1 & relatives(snap, split)
+        near_eval = t1 & relatives(snap, eval_hashes)
+    return dg.AssetCheckResult(
+        passed=not near_split and not near_eval,
+        severity=dg.AssetCheckSeverity.ERROR if near_split else dg.AssetCheckSeverity.WARN,
+        metadata={
+            "related_to_tmax_or_benchmark": len(near_split),
+            "related_to_campaign_eval_tasks": len(near_eval),
+            "note": "the campaign excludes tasks related to its evaluation tasks",
+        },
+    )
 
 
 @dg.asset_check(asset=rst_pool, blocking=True)
@@ -173,7 +201,7 @@ def rst_disjoint_from_benchmark(forge: ForgeConfig) -> dg.AssetCheckResult:
     from synthesis.decontam import BenchmarkIndex
 
     index = BenchmarkIndex.from_dir(forge.benchmark_dir)
-    tasks = recorded_tasks(forge.store_path, ("rst",))
+    tasks = recorded_tasks(forge.store_path, (Pool.RST,))
     threshold = forge.synth_config().decontam.threshold
     overlaps = [(t.id, index.overlap(t)) for t in tasks]
     hits = [(tid, o.nearest, o.score) for tid, o in overlaps if o.score >= threshold]

@@ -1,8 +1,9 @@
 """Evaluation results reported by a training campaign (an external asset) and what reacts.
 
 A Prefect campaign reports each evaluation into the graph with `pipelines.reporting` (the
-webserver's /report_asset_materialization endpoint, or the instance directly); the sensor
-below then materializes `evaluation_summary` from the warehouse.
+webserver's /report_asset_materialization endpoint, or the instance directly), with the pool,
+pool version and audit version it trained on; the sensor below (running by default) then
+materializes `evaluation_summary` from the warehouse.
 """
 
 import dagster as dg
@@ -15,7 +16,9 @@ EVALUATION_RESULTS = dg.AssetKey("evaluation_results")
 evaluation_results = dg.AssetSpec(
     EVALUATION_RESULTS,
     group_name="training",
-    description="Per-checkpoint benchmark evaluations, reported by the training campaign.",
+    description="Per-checkpoint held-out evaluations, reported by the training campaign with "
+    "the pool version it trains on (see the train_campaign job).",
+    deps=["t1_pool", "rst_pool", "tmax_pool", "seed_corpus"],
     kinds={"prefect"},
 )
 
@@ -47,7 +50,10 @@ evaluation_summary_job = dg.define_asset_job(
 
 
 @dg.asset_sensor(
-    asset_key=EVALUATION_RESULTS, job=evaluation_summary_job, minimum_interval_seconds=5
+    asset_key=EVALUATION_RESULTS,
+    job=evaluation_summary_job,
+    minimum_interval_seconds=5,
+    default_status=dg.DefaultSensorStatus.RUNNING,
 )
 def evaluation_reported(context: dg.SensorEvaluationContext, asset_event: dg.EventLogEntry):
     """When a campaign reports an evaluation, refresh the summary."""

@@ -1,50 +1,80 @@
-"""Resources switched by environment.
+"""The Dagster program's one config, `ForgeConfig` (the `forge` resource), switched by
+environment.
 
-`T1_ENV=local` (default): local sandbox, store under ./data/warehouse, no LLM.
-`T1_ENV=configured`: every setting from environment variables (T1_WAREHOUSE,
-T1_SANDBOX_BACKEND, T1_LLM_BASE_URL, T1_LLM_MODEL, T1_LLM_API_KEY, T1_TMAX_DIR,
-T1_BENCHMARK_DIR), read when a run starts.
+`T1_ENV=local` (default): local sandbox, store under ./data/warehouse, no LLM; the variables in
+`LOCAL_ENV` override single fields. `T1_ENV=configured`: every setting from environment
+variables (`CONFIGURED_ENV`), read when a run starts. Every field is documented once, here;
+the Launchpad shows them all and a run may override any. Stage defaults are not repeated:
+fields that keep a stage's default take it from that stage's config; the budget fields
+(rounds, per_round, preflight_n, audit_*) are the local profile's smaller budget, so one
+launch builds T1 in minutes, and say what they shrink.
 """
 
 import os
 from pathlib import Path
+from typing import Any
 
 import dagster as dg
+from pydantic import Field
 
 from audit.judge_exec import ExecConfig
 from audit.judge_llm import LlmConfig
+from audit.pools import T1_FULL_SIZE
 from audit.rubric import load_rubric
 from audit.selection import SelectionConfig
 from synthesis.rounds import SynthConfig
 from synthesis.validate import ValidationConfig
+from warehouse import Store
+from warehouse.store import DEFAULT_STORE
 
 
 class ForgeConfig(dg.ConfigurableResource):
-    """Where the store lives, which sandbox and LLM to use, and the pipeline budget."""
+    """Where the store lives, which sandbox and LLM to use, and the pipeline's budget."""
 
-    store: str = "data/warehouse"
-    sandbox_backend: str = "local"
-    llm_base_url: str = ""
-    llm_model: str = ""
-    llm_api_key: str = ""
-    tmax_dir: str = ""
-    benchmark_dir: str = ""
-    campaign: str = "rst"
-    rounds: int = 3
-    per_round: int = 6
-    seed_ids: str = ""  # comma-separated seed ids to restrict synthesis (small runs, tests)
-    t1_size: int = 15000
-    category_quota: float = 0.5  # largest share one category may take in T1
-    preflight_n: int = 10
-    preflight_threshold: float = 0.8
-    audit_pool: str = ""  # what to audit: "" = synthesis output, else the seeds
-    audit_mutants: int = 4
-    audit_reruns: int = 1
-    reports_dir: str = "artifacts/reports"
+    store: str = Field(str(DEFAULT_STORE), description="warehouse directory")
+    sandbox_backend: str = Field(
+        ExecConfig.model_fields["backend"].default, description="sandbox backend: local, docker"
+    )
+    llm_base_url: str = Field("", description="OpenAI-compatible endpoint ('' = no LLM)")
+    llm_model: str = Field("", description="model name at llm_base_url")
+    llm_api_key: str = Field("", description="API key for llm_base_url")
+    tmax_dir: str = Field("", description="corpus imported as the tmax pool ('' = none)")
+    benchmark_dir: str = Field("", description="held-out benchmark for decontamination")
+    campaign: str = Field(SynthConfig.campaign, description="synthesis campaign (resume key)")
+    rounds: int = Field(3, ge=1, description=f"synthesis rounds (full scale: {SynthConfig.rounds})")
+    per_round: int = Field(
+        6, ge=1, description=f"candidates per round (full scale: {SynthConfig.per_round})"
+    )
+    seed_ids: str = Field("", description="comma-separated seed ids to synthesize from ('' = all)")
+    t1_size: int = Field(T1_FULL_SIZE, ge=1, description="T1 target size")
+    category_quota: float = Field(0.5, gt=0, le=1, description="largest category share in T1")
+    preflight_n: int = Field(10, ge=1, description="T1 tasks sampled by the pre-flight check")
+    preflight_threshold: float = Field(
+        0.8, ge=0, le=1, description="share of usable per-assertion records T1 must reach"
+    )
+    audit_pool: str = Field(
+        "", description="what to audit: '' = synthesis output, else a pool name (e.g. seed)"
+    )
+    audit_mutants: int = Field(
+        4,
+        ge=0,
+        description="solution mutants per task "
+        f"(full scale: {ExecConfig.model_fields['max_mutants'].default})",
+    )
+    audit_reruns: int = Field(
+        1,
+        ge=0,
+        description=f"oracle reruns (full scale: {ExecConfig.model_fields['reruns'].default})",
+    )
+    reports_dir: str = Field("artifacts/reports", description="where pool reports are written")
 
     @property
     def store_path(self) -> Path:
         return Path(self.store)
+
+    def open_store(self) -> Store:
+        """The warehouse the assets write to (created on first use)."""
+        return Store.open(self.store_path, create=True)
 
     def selection_config(self) -> SelectionConfig:
         llm = None
@@ -74,28 +104,37 @@ class ForgeConfig(dg.ConfigurableResource):
         )
 
 
+# Environment variable -> field. Local: any of these that is set overrides the field's default.
+LOCAL_ENV = {
+    "T1_WAREHOUSE": "store",
+    "T1_TMAX_DIR": "tmax_dir",
+    "T1_BENCHMARK_DIR": "benchmark_dir",
+    "T1_DEMO_ROUNDS": "rounds",
+    "T1_DEMO_PER_ROUND": "per_round",
+    "T1_DEMO_SEED_IDS": "seed_ids",
+}
+# Configured: each of these must be set (read when a run starts).
+CONFIGURED_ENV = {
+    "T1_WAREHOUSE": "store",
+    "T1_SANDBOX_BACKEND": "sandbox_backend",
+    "T1_LLM_BASE_URL": "llm_base_url",
+    "T1_LLM_MODEL": "llm_model",
+    "T1_LLM_API_KEY": "llm_api_key",
+    "T1_TMAX_DIR": "tmax_dir",
+    "T1_BENCHMARK_DIR": "benchmark_dir",
+}
+
+
 def forge_config_from_env() -> ForgeConfig:
     env = os.environ.get("T1_ENV", "local")
+    overrides: dict[str, Any]  # strings the fields convert (or EnvVars read at run time)
     if env == "local":
-        return ForgeConfig(
-            store=os.environ.get("T1_WAREHOUSE", "data/warehouse"),
-            tmax_dir=os.environ.get("T1_TMAX_DIR", ""),
-            benchmark_dir=os.environ.get("T1_BENCHMARK_DIR", ""),
-            rounds=int(os.environ.get("T1_DEMO_ROUNDS", "3")),
-            per_round=int(os.environ.get("T1_DEMO_PER_ROUND", "6")),
-            seed_ids=os.environ.get("T1_DEMO_SEED_IDS", ""),
-        )
-    if env != "configured":
+        overrides = {f: os.environ[v] for v, f in LOCAL_ENV.items() if v in os.environ}
+    elif env == "configured":
+        overrides = {f: dg.EnvVar(v) for v, f in CONFIGURED_ENV.items()}
+    else:
         raise ValueError(f"T1_ENV must be 'local' or 'configured', got {env!r}")
-    return ForgeConfig(
-        store=dg.EnvVar("T1_WAREHOUSE"),
-        sandbox_backend=dg.EnvVar("T1_SANDBOX_BACKEND"),
-        llm_base_url=dg.EnvVar("T1_LLM_BASE_URL"),
-        llm_model=dg.EnvVar("T1_LLM_MODEL"),
-        llm_api_key=dg.EnvVar("T1_LLM_API_KEY"),
-        tmax_dir=dg.EnvVar("T1_TMAX_DIR"),
-        benchmark_dir=dg.EnvVar("T1_BENCHMARK_DIR"),
-    )
+    return ForgeConfig(**overrides)
 
 
 defs = dg.Definitions(resources={"forge": forge_config_from_env()})

@@ -1,13 +1,21 @@
-"""Scheduled re-audit: re-run the audit with the current audit version and re-select T1."""
+"""Scheduled re-audit: validation, the audit (current audit version), RST and T1, reports.
+
+The job selects the same assets as the pools stage of `build_pools`, so the blocking checks of
+validation (a passing oracle per accepted task) and of RST (decontamination) run before T1 is
+re-selected: a re-audit cannot put tasks into T1 that skipped them.
+"""
 
 import os
 
 import dagster as dg
 
+from pipelines.defs.jobs import POOLS
+
 reaudit_job = dg.define_asset_job(
     "reaudit_job",
-    selection=dg.AssetSelection.assets("audit_results", "t1_pool", "pool_reports"),
-    description="Re-audit (only new (task hash, audit version) pairs are scored) and re-select.",
+    selection=dg.AssetSelection.assets(*POOLS),
+    description="Re-validate, re-audit (only new (task hash, audit version) pairs are scored), "
+    "record rst and re-select t1, with their blocking checks; then the reports.",
 )
 
 reaudit_schedule = dg.ScheduleDefinition(

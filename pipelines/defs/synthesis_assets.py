@@ -1,45 +1,81 @@
-"""Recursive synthesis: one dynamic partition per round, and the validation trials."""
+"""Recursive synthesis: every round in order, in one asset, and the validation trials.
+
+Round r reads round r - 1 from the warehouse, so rounds cannot run side by side: one
+unpartitioned asset runs them in order (resuming after the last recorded round), whatever
+the user launches. `add_rounds` in its run config is how to add N more rounds.
+"""
+
+from dataclasses import replace
 
 import dagster as dg
+from pydantic import Field
 
 from pipelines.defs.resources import ForgeConfig
 from synthesis import ledger
-from synthesis.rounds import run_round_number
-from warehouse import Store
-
-synthesis_rounds_partitions = dg.DynamicPartitionsDefinition(name="synthesis_rounds")
+from synthesis.rounds import run_synthesis
+from warehouse.records import SynthRoundRecord
 
 
-@dg.asset(
-    group_name="synthesis",
-    partitions_def=synthesis_rounds_partitions,
-    deps=["seed_corpus"],
-    kinds={"bubblewrap"},
-)
-def synthesis_round(context: dg.AssetExecutionContext, forge: ForgeConfig) -> dg.MaterializeResult:
-    """One RST round (partition key = round number); reads earlier rounds from the warehouse."""
-    r = int(context.partition_key)
-    stats = run_round_number(forge.synth_config(), r, forge.store_path)
-    reasons = ", ".join(f"{k}={v}" for k, v in stats.discard_reasons.items()) or "none"
+class SynthesisRoundsConfig(dg.Config):
+    """Run config of `synthesis_rounds` (the Launchpad shows it)."""
+
+    add_rounds: int = Field(
+        0,
+        ge=0,
+        description="Run this many rounds after the last recorded one; 0 runs rounds "
+        "1..`rounds` of the forge resource (those already recorded are skipped).",
+    )
+
+
+def target_rounds(recorded: set[int], rounds: int, add_rounds: int) -> int:
+    """The last round this launch should reach."""
+    last = max(recorded, default=0)
+    return last + add_rounds if add_rounds else max(rounds, last)
+
+
+def rounds_markdown(rows: list[SynthRoundRecord]) -> str:
+    lines = ["| round | parents | candidates | accepted | discarded | wall s |", "|---" * 6 + "|"]
+    lines += [
+        f"| {r.round} | {r.parents} | {r.candidates} | {r.accepted} | {r.discarded} | "
+        f"{r.wall_s:.0f} |"
+        for r in rows
+    ]
+    return "\n".join(lines)
+
+
+@dg.asset(group_name="synthesis", deps=["seed_corpus"], kinds={"bubblewrap"})
+def synthesis_rounds(
+    context: dg.AssetExecutionContext, config: SynthesisRoundsConfig, forge: ForgeConfig
+) -> dg.MaterializeResult:
+    """Recursive synthesis rounds, run in order from the last recorded one (records `rst`)."""
+    store = forge.open_store()
+    cfg = forge.synth_config()
+    target = target_rounds(
+        set(ledger.round_rows(store, cfg.campaign)), cfg.rounds, config.add_rounds
+    )
+    context.log.info(f"campaign {cfg.campaign!r}: rounds up to {target}, {cfg.per_round} per round")
+
+    def progress(phase: str, done: int, total: int) -> None:
+        if done == total:
+            context.log.info(f"{phase}: {done}/{total}")
+
+    rows = run_synthesis(replace(cfg, rounds=target), store, progress=progress)
+    stopped = len(rows) < target
     return dg.MaterializeResult(
         metadata={
-            "round": r,
-            "parents": stats.parents,
-            "candidates": stats.candidates,
-            "accepted": stats.accepted,
-            "discarded": stats.discarded,
-            "discard_reasons": reasons,
-            "mean_solution_steps": stats.mean_solution_steps or 0.0,
-            "mean_assertions": stats.mean_assertions or 0.0,
-            "wall_s": stats.wall_s,
+            "rounds": len(rows),
+            "accepted": sum(r.accepted for r in rows),
+            "candidates": sum(r.candidates for r in rows),
+            "stopped_early": f"round {rows[-1].round} accepted nothing" if stopped else "no",
+            "by_round": dg.MetadataValue.md(rounds_markdown(rows)),
         }
     )
 
 
-@dg.asset(group_name="synthesis", deps=[synthesis_round], kinds={"parquet"})
+@dg.asset(group_name="synthesis", deps=[synthesis_rounds], kinds={"parquet"})
 def validation_trials(forge: ForgeConfig) -> dg.MaterializeResult:
     """The sandbox trials that validated the campaign's candidates, by agent and outcome."""
-    counts = ledger.validation_trial_counts(Store.open(forge.store_path), forge.campaign)
+    counts = ledger.validation_trial_counts(forge.open_store(), forge.campaign)
     lines = ["| agent | failure mode | trials |", "| --- | --- | --- |"]
     lines += [f"| {a} | {m} | {n} |" for a, modes in counts.items() for m, n in modes.items()]
     total = sum(n for modes in counts.values() for n in modes.values())
@@ -51,7 +87,7 @@ def validation_trials(forge: ForgeConfig) -> dg.MaterializeResult:
 @dg.asset_check(asset=validation_trials, blocking=True)
 def accepted_tasks_have_a_passing_oracle(forge: ForgeConfig) -> dg.AssetCheckResult:
     """Every accepted candidate has a recorded oracle trial that resolved."""
-    missing = ledger.accepted_without_passing_oracle(Store.open(forge.store_path), forge.campaign)
+    missing = ledger.accepted_without_passing_oracle(forge.open_store(), forge.campaign)
     return dg.AssetCheckResult(
         passed=not missing,
         metadata={"without_passing_oracle": len(missing), "first": ", ".join(missing[:5])},

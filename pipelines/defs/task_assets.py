@@ -6,6 +6,7 @@ import dagster as dg
 
 from pipelines.defs.resources import ForgeConfig
 from tasks.corpus import SEED_DIR, load_seeds
+from tasks.pools import Pool
 from warehouse import record_pool
 
 
@@ -18,7 +19,7 @@ def category_markdown(counts: Counter) -> str:
 def seed_corpus(context: dg.AssetExecutionContext, forge: ForgeConfig) -> dg.MaterializeResult:
     """The bundled seed tasks, recorded in the warehouse as pool 'seed'."""
     seeds = load_seeds()
-    pv = record_pool(forge.store_path, "seed", [t.content_hash for t in seeds], tasks=seeds)
+    pv = record_pool(forge.store_path, Pool.SEED, [t.content_hash for t in seeds], tasks=seeds)
     counts = Counter(t.category.value for t in seeds)
     return dg.MaterializeResult(
         metadata={

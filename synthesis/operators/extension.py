@@ -24,9 +24,10 @@ from typing import ClassVar
 
 from synthesis.profile import OutputFile, OutputKind, TaskProfile
 from tasks.model import Lineage, Task
+from tasks.pools import Pool
 
 VERIFIER_MODULE = "test_outputs.py"
-SOURCE_POOL = "rst"
+SOURCE_POOL = Pool.RST.value
 
 
 class RewriteError(ValueError):

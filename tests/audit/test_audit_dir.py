@@ -17,6 +17,8 @@ from tests.audit.planted import base_task, hidden_requirement_task
 from warehouse import open_snapshot
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+TB = sorted(p for p in (FIXTURES / "terminal-bench").iterdir() if p.is_dir())
+LOADED = 2 + len(TB)  # our two Harbor tasks and the Terminal-Bench fixtures
 runner = CliRunner()
 _register()
 
@@ -31,7 +33,7 @@ def corpus(tmp_path: Path) -> Path:
     root = tmp_path / "corpus"
     write_harbor(base_task("dir-clean"), root / "dir-clean")
     write_harbor(hidden_requirement_task(), root / "dir-hidden")
-    for d in (FIXTURES / "terminal-bench").iterdir():
+    for d in TB:
         shutil.copytree(d, root / d.name)
     shutil.copytree(FIXTURES / "malformed" / "bad-toml", root / "bad-toml")
     return root
@@ -42,8 +44,8 @@ def test_static_audit_of_a_directory_prints_the_funnel_and_records_the_source(co
     r = t1("audit", str(corpus), "--static", "--store", str(store), "--out", str(out))
     assert r.exit_code == 0, r.output
     text = " ".join(r.output.split())
-    assert "directories │ 5" in text and "loaded 4, malformed 1" in text
-    assert "precheck" in text and "4 per-assertion verifiers, 0 reward-only" in text
+    assert f"directories │ {LOADED + 1}" in text and f"loaded {LOADED}, malformed 1" in text
+    assert "precheck" in text and f"{LOADED} per-assertion verifiers, 0 reward-only" in text
     with open_snapshot(store) as snap:
         rows = snap.rows("SELECT task_id, source, binary_verifier FROM tasks")
     assert {r["source"] for r in rows} == {str(corpus.resolve())}
@@ -76,10 +78,10 @@ def test_bad_directory_is_a_one_line_error(tmp_path):
 def test_task_import_record_records_tasks_with_their_source(corpus, tmp_path):
     store = tmp_path / "store"
     r = t1("task", "import", str(corpus), "--record", "--store", str(store))
-    assert r.exit_code == 0 and "recorded 4 task(s)" in r.output, r.output
+    assert r.exit_code == 0 and f"recorded {LOADED} task(s)" in r.output, r.output
     with open_snapshot(store) as snap:
         rows = snap.rows("SELECT origin_pool, source FROM tasks")
-    assert len(rows) == 4 and {(r["origin_pool"], r["source"]) for r in rows} == {
+    assert len(rows) == LOADED and {(r["origin_pool"], r["source"]) for r in rows} == {
         ("import", str(corpus.resolve()))
     }
 

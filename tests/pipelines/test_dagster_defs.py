@@ -42,7 +42,8 @@ def test_tmax_pool_keeps_dense_verifiers_dense_and_is_empty_when_unset(tmp_path:
     assert empty.asset_materializations_for_node("tmax_pool")[0].metadata["tasks"].value == 0
     forge = ForgeConfig(store=str(tmp_path / "b"), tmax_dir=str(FIXTURES / "terminal-bench"))
     result = dg.materialize([tmax_pool], resources={"forge": forge})
-    assert result.asset_materializations_for_node("tmax_pool")[0].metadata["tasks"].value == 2
+    n = sum(1 for d in (FIXTURES / "terminal-bench").iterdir() if d.is_dir())
+    assert result.asset_materializations_for_node("tmax_pool")[0].metadata["tasks"].value == n
     with open_snapshot(forge.store_path) as snap:
         rows = snap.rows("SELECT binary_verifier, source FROM tasks")
     assert rows and not any(r["binary_verifier"] for r in rows)  # pytest -rA: per assertion
@@ -101,5 +102,125 @@ def test_reaudit_schedule_evaluates_to_a_run_of_the_audit_assets():
     selected = {
         k.to_user_string() for k in reaudit_job.selection.resolve(defs().resolve_asset_graph())
     }
-    assert selected == {"audit_results", "t1_pool", "pool_reports"}
+    # Regression: the re-audit refreshed T1 without RST's and validation's blocking checks.
+    assert selected == {
+        "validation_trials",
+        "audit_results",
+        "rst_pool",
+        "t1_pool",
+        "pool_reports",
+    }
+    graph = defs().resolve_asset_graph()
+    assert dg.AssetKey("rst_pool") in graph.get(dg.AssetKey("t1_pool")).parent_keys
     assert reaudit_schedule.cron_schedule == "0 3 * * *"
+
+
+def test_sensor_defaults_match_the_docs():
+    """The evaluation sensor refreshes the summary without being turned on (the docs said it
+    did while it was off); starting a campaign on each new T1 version is opt-in."""
+    from pipelines.defs.campaign import t1_pool_updated
+
+    assert evaluation_reported.default_status == dg.DefaultSensorStatus.RUNNING
+    assert t1_pool_updated.default_status == dg.DefaultSensorStatus.STOPPED
+
+
+def test_a_new_t1_version_requests_a_campaign_on_that_version():
+    from pipelines.defs.campaign import audit_version_of, t1_pool_updated
+
+    with dg.instance_for_test() as instance:
+        for v, audit in ((1, "a-1"), (2, "a-2")):
+            instance.report_runless_asset_event(
+                dg.AssetMaterialization(
+                    "t1_pool", metadata={"pool_version": v, "audit_version": audit}
+                )
+            )
+        ctx = dg.build_sensor_context(instance=instance, definitions=defs())
+        requests = [r for r in t1_pool_updated(ctx) or [] if isinstance(r, dg.RunRequest)]
+        assert audit_version_of(instance, "T1", 1) == "a-1"
+        assert audit_version_of(instance, "t1", 3) == ""
+    assert [r.run_key for r in requests] == ["t1-v2"]
+    config = requests[0].run_config["ops"]["campaign_flow_run"]["config"]
+    assert config == {"pool_version": 2}
+
+
+def test_train_campaign_without_a_prefect_server_fails_in_one_line(tmp_path):
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from pipelines.defs.campaign import train_campaign
+    from pipelines.services import free_port
+    from tasks.corpus import load_seeds
+    from warehouse import record_pool
+
+    seeds = load_seeds()[:2]
+    record_pool(tmp_path / "wh", "t1", seeds, tasks=seeds)
+    forge = ForgeConfig(store=str(tmp_path / "wh"))
+
+    def failure(config: dict) -> str:
+        result = train_campaign.execute_in_process(
+            run_config={"ops": {"campaign_flow_run": {"config": config}}},
+            resources={"forge": forge},
+            raise_on_error=False,
+        )
+        assert not result.success
+        (event,) = [e for e in result.all_events if e.is_step_failure]
+        return event.step_failure_data.error.message
+
+    # Settings, not the environment: Prefect reads its environment once per process.
+    dead = f"http://127.0.0.1:{free_port()}/api"
+    with temporary_settings(updates={PREFECT_API_URL: dead}):
+        assert "cannot reach Prefect at" in failure({})
+        assert "start `t1 ui`" in failure({})
+        assert "pool 't1' has no version 4" in failure({"pool_version": 4})
+        assert "unknown pool 'nope'" in failure({"pool": "nope"})
+
+
+def test_forge_config_has_one_source_per_default(monkeypatch):
+    """Regression: the per-round budget was set in five places with three values, and
+    `t1 demo` passed it through os.environ. Now a field's default is written once (or taken
+    from the stage's config), and the environment overrides single fields."""
+    from audit.pools import T1_FULL_SIZE
+    from pipelines.defs.resources import LOCAL_ENV, forge_config_from_env
+    from synthesis.rounds import SynthConfig
+
+    for var in LOCAL_ENV:
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.delenv("T1_ENV", raising=False)
+    default = forge_config_from_env()
+    assert default.model_dump() == ForgeConfig().model_dump()
+    assert (default.campaign, default.t1_size) == (SynthConfig.campaign, T1_FULL_SIZE)
+    monkeypatch.setenv("T1_DEMO_ROUNDS", "2")
+    monkeypatch.setenv("T1_WAREHOUSE", "/tmp/elsewhere")
+    env = forge_config_from_env()
+    assert (env.rounds, env.per_round, env.store) == (2, default.per_round, "/tmp/elsewhere")
+    monkeypatch.setenv("T1_ENV", "configured")
+    assert isinstance(forge_config_from_env().store, dg.EnvVar)
+    monkeypatch.setenv("T1_ENV", "cloud")
+    with pytest.raises(ValueError, match="T1_ENV must be 'local' or 'configured'"):
+        forge_config_from_env()
+
+
+@pytest.mark.torch  # reads the default campaign preset
+def test_held_out_check_follows_lineage(t1_store):
+    """Regression: three T1 tasks descended from the preset's held-out evaluation task and the
+    check passed, comparing exact hashes only. A relative of a campaign evaluation task is a
+    warning (the campaign leaves it out); of a TMax or benchmark task, an error."""
+    from pipelines.defs.audit_assets import no_task_in_two_held_out_splits
+    from tests.pipelines.campaign_store import child_of
+    from warehouse import record_pool
+
+    store, train, child = t1_store
+    forge = ForgeConfig(store=str(store))
+    warn = no_task_in_two_held_out_splits(forge=forge)
+    assert not warn.passed and warn.severity == dg.AssetCheckSeverity.WARN
+    assert warn.metadata["related_to_campaign_eval_tasks"].value == 1
+    grandchild = child_of(child)  # a benchmark task descended from a t1 task
+    record_pool(store, "benchmark", [grandchild], tasks=[grandchild])
+    error = no_task_in_two_held_out_splits(forge=forge)
+    assert not error.passed and error.severity == dg.AssetCheckSeverity.ERROR
+    assert error.metadata["related_to_tmax_or_benchmark"].value == 1
+    record_pool(store, "t1", train)  # t1 v2: only the unrelated tasks
+    record_pool(store, "benchmark", [train[0]])  # ... but one is itself held out
+    assert (
+        no_task_in_two_held_out_splits(forge=forge).metadata["related_to_tmax_or_benchmark"].value
+        == 1
+    )

@@ -1,11 +1,19 @@
-"""Browser test: headless Chromium (Debian's, driven by Playwright) opens the running Dagster
-UI started by `t1 ui`, finds the asset graph, launches a materialization of `seed_corpus`
-and sees it succeed. The screenshot is saved under artifacts/ as a test artifact."""
+"""Browser tests: headless Chromium (Debian's, driven by Playwright) against `t1 ui` on a fresh
+instance (temporary DAGSTER_HOME, PREFECT_HOME and store, a small synthesis budget).
+
+1. The build path: Jobs -> build_pools -> Materialize all. One launch builds t1 (regression:
+   a fresh instance offered no round partitions, rounds launched together failed, and T1
+   appeared only after three launches).
+2. The loop: Jobs -> train_campaign -> Launchpad -> Launch run. The job starts the Prefect
+   deployment `t1 ui` serves; the campaign trains on t1 and its evaluation arrives in
+   `evaluation_results` with the pool version, linked to both runs.
+
+Screenshots are saved under artifacts/ as test artifacts.
+"""
 
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -14,135 +22,244 @@ from pathlib import Path
 import httpx
 import pytest
 
+from pipelines.services import free_port
+
 pytestmark = [pytest.mark.browser, pytest.mark.orchestration, pytest.mark.slow]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
+SEEDS = "git-bisect-regression,sa-log-rotate-script,vc-gitignore-untrack,sa-dedupe-hardlinks"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+class UI:
+    def __init__(
+        self, dagster: str, prefect: str, store: Path, proc: subprocess.Popen, log: Path
+    ) -> None:
+        self.dagster, self.prefect, self.store = dagster, prefect, store
+        self.proc, self.log = proc, log
+
+    def graphql(self, query: str, variables: dict | None = None) -> dict:
+        body = {"query": query, "variables": variables or {}}
+        r = httpx.post(f"{self.dagster}/graphql", json=body, timeout=30).json()
+        assert "errors" not in r, r
+        return r["data"]
+
+    def runs(self, job: str) -> list[dict]:
+        query = """query($job: String!) { runsOrError(filter: {pipelineName: $job}) {
+            ... on Runs { results { runId status } } } }"""
+        return self.graphql(query, {"job": job})["runsOrError"]["results"]
+
+    def wait_for_run(self, job: str, timeout_s: float) -> dict:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            runs = self.runs(job)
+            if runs and runs[0]["status"] in ("SUCCESS", "FAILURE", "CANCELED"):
+                return runs[0]
+            time.sleep(3)
+        pytest.fail(f"no finished {job} run within {timeout_s:.0f} s: {self.runs(job)}")
+
+    def latest_metadata(self, asset: str) -> dict[str, str]:
+        query = """query($path: [String!]!) { assetOrError(assetKey: {path: $path}) {
+            ... on Asset { assetMaterializations(limit: 1) { metadataEntries { label
+              ... on TextMetadataEntry { text } ... on IntMetadataEntry { intValue }
+              ... on UrlMetadataEntry { url } } } } } }"""
+        mats = self.graphql(query, {"path": [asset]})["assetOrError"]["assetMaterializations"]
+        assert mats, f"{asset} was never materialized"
+        return {
+            e["label"]: str(e.get("text") or e.get("intValue") or e.get("url") or "")
+            for e in mats[0]["metadataEntries"]
+        }
+
+
+def wait_until_up(url: str, deadline: float, log: Path) -> None:
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(url, timeout=2).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(1)
+    pytest.fail(f"{url} did not come up:\n{log.read_text(errors='replace')[-3000:]}")
 
 
 @pytest.fixture(scope="module")
-def dagster_ui(tmp_path_factory: pytest.TempPathFactory):
+def ui(tmp_path_factory: pytest.TempPathFactory):
     if not os.path.exists(CHROMIUM):
         pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
-    tmp_path = tmp_path_factory.mktemp("ui")
+    tmp = tmp_path_factory.mktemp("ui")
     port, prefect_port = free_port(), free_port()
     env = {
         **os.environ,
-        "DAGSTER_HOME": str(tmp_path / "dh"),
-        "T1_WAREHOUSE": str(tmp_path / "wh"),
-        "PREFECT_HOME": str(tmp_path / "prefect"),
+        "DAGSTER_HOME": str(tmp / "dagster"),
+        "T1_WAREHOUSE": str(tmp / "wh"),
+        "T1_DEMO_ROUNDS": "2",
+        "T1_DEMO_PER_ROUND": "2",
+        "T1_DEMO_SEED_IDS": SEEDS,
     }
+    env.pop("PREFECT_API_URL", None)
     t1 = str(Path(sys.executable).parent / "t1")
+    argv = [t1, "ui", "--port", str(port), "--prefect-port", str(prefect_port)]
+    argv += ["--prefect-home", str(tmp / "prefect")]
     # Logs go to a file: an unread pipe fills up and blocks the servers (a past flake).
-    log = open(tmp_path / "ui.log", "wb")  # noqa: SIM115 - closed in the finally below
+    log_path = tmp / "ui.log"
+    log = open(log_path, "wb")  # noqa: SIM115 - closed in the finally below
     proc = subprocess.Popen(
-        [t1, "ui", "--port", str(port), "--prefect-port", str(prefect_port)],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
+        argv, cwd=tmp, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
     )
-    url = f"http://127.0.0.1:{port}"
+    dagster, prefect = f"http://127.0.0.1:{port}", f"http://127.0.0.1:{prefect_port}"
     try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{url}/server_info", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(1)
-        else:
-            tail = (tmp_path / "ui.log").read_text(errors="replace")[-2000:]
-            pytest.fail(f"the Dagster webserver did not come up within 120 s:\n{tail}")
-        prefect = f"http://127.0.0.1:{prefect_port}/api/health"
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(prefect, timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(1)
-        else:
-            pytest.fail("the Prefect server started by `t1 ui` did not come up")
-        yield url
+        deadline = time.monotonic() + 240
+        wait_until_up(f"{dagster}/server_info", deadline, log_path)
+        wait_until_up(f"{prefect}/api/deployments/name/ppo_campaign/t1", deadline, log_path)
+        yield UI(dagster, prefect, tmp / "wh", proc, log_path)
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
         try:
-            proc.wait(timeout=30)
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=40)
+        except ProcessLookupError:
+            pass  # the last test stopped it
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
         log.close()
+        ARTIFACTS.mkdir(exist_ok=True)
+        shutil.copy(log_path, ARTIFACTS / "t1-ui.log")
 
 
-def latest_run_status(url: str) -> str | None:
-    query = "{ runsOrError(limit: 1) { ... on Runs { results { status } } } }"
-    r = httpx.post(f"{url}/graphql", json={"query": query}, timeout=10).json()
-    runs = r["data"]["runsOrError"]["results"]
-    return runs[0]["status"] if runs else None
-
-
-def dismiss_welcome(page) -> None:
-    """Close the first-visit community dialog if it shows."""
-    page.wait_for_timeout(1500)
-    skip = page.get_by_role("button", name="Skip")
-    if skip.count():
-        skip.first.click()
-
-
-def test_materialize_from_the_ui(dagster_ui: str):
+@pytest.fixture
+def page():
     from playwright.sync_api import sync_playwright
 
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM,
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-        )
-        page = browser.new_page(viewport={"width": 1400, "height": 900})
-        page.goto(f"{dagster_ui}/asset-groups", timeout=120_000)
-        page.get_by_text("Global asset lineage").first.wait_for(timeout=120_000)
-        dismiss_welcome(page)
-        page.get_by_text("tasks").first.wait_for(timeout=60_000)  # the group in the graph
-        page.screenshot(path=str(ARTIFACTS / "dagster-asset-graph.png"))
-        page.goto(f"{dagster_ui}/assets/seed_corpus", timeout=60_000)
-        page.get_by_text("seed_corpus").first.wait_for(timeout=60_000)
-        dismiss_welcome(page)
-        page.locator("button", has_text="Materialize").first.click(timeout=60_000)
-        deadline = time.monotonic() + 240
-        status = None
-        while time.monotonic() < deadline:
-            status = latest_run_status(dagster_ui)
-            if status in ("SUCCESS", "FAILURE", "CANCELED"):
-                break
-            time.sleep(2)
-        page.goto(f"{dagster_ui}/assets/seed_corpus", timeout=60_000)
-        dismiss_welcome(page)
-        page.get_by_text("pool_version").first.wait_for(timeout=60_000)  # its metadata
-        page.screenshot(path=str(ARTIFACTS / "dagster-materialized.png"))
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield browser.new_page(viewport={"width": 1400, "height": 900})
         browser.close()
-    assert status == "SUCCESS"
 
 
-def test_campaign_reports_evaluation_over_http(dagster_ui: str):
-    from pipelines.reporting import report_evaluation
+def dismiss_welcome(page) -> None:
+    """Close the first-visit dialog if it shows (it may open a moment after a page loads)."""
+    page.wait_for_timeout(1500)
+    for _ in range(3):
+        skip = page.get_by_role("button", name="Skip")
+        if skip.count():
+            skip.first.click()
+        elif page.locator(".bp5-overlay-backdrop").count():
+            page.keyboard.press("Escape")
+        else:
+            return
+        page.wait_for_timeout(500)
 
-    report_evaluation({"checkpoint": "v7", "resolved_rate": 0.25}, webserver_url=dagster_ui)
-    query = """{ assetOrError(assetKey: {path: ["evaluation_results"]}) {
-        ... on Asset { assetMaterializations(limit: 1) { metadataEntries {
-            label ... on TextMetadataEntry { text } } } } } }"""
-    body = httpx.post(f"{dagster_ui}/graphql", json={"query": query}, timeout=10).json()
-    mats = body["data"]["assetOrError"]["assetMaterializations"]
-    assert mats, body
-    entries = {e["label"]: e.get("text") for e in mats[0]["metadataEntries"]}
-    assert entries.get("checkpoint") == "v7"
+
+def click(page, locator, timeout_ms: int = 60_000) -> None:
+    """Click `locator`, closing a dialog that opens over it first."""
+    for _ in range(3):
+        try:
+            locator.click(timeout=timeout_ms // 3)
+            return
+        except Exception:  # noqa: BLE001 - a dialog intercepted the click: close it, retry
+            dismiss_welcome(page)
+    locator.click(timeout=timeout_ms)
+
+
+@pytest.mark.sandbox
+def test_build_pools_in_one_launch(ui: UI, page):
+    page.goto(f"{ui.dagster}/jobs", timeout=120_000)
+    dismiss_welcome(page)
+    click(page, page.get_by_role("link", name="build_pools").first)
+    dismiss_welcome(page)
+    click(page, page.get_by_role("button", name="Materialize all").first)
+    run = ui.wait_for_run("build_pools", timeout_s=900)
+    assert run["status"] == "SUCCESS", run
+    assert len(ui.runs("build_pools")) == 1  # one launch
+    page.goto(f"{ui.dagster}/assets/t1_pool", timeout=60_000)
+    dismiss_welcome(page)
+    page.get_by_text("pool_version").first.wait_for(timeout=60_000)
+    page.screenshot(path=str(ARTIFACTS / "ui-build-pools-t1.png"))
+    md = ui.latest_metadata("t1_pool")
+    assert md["pool"] == "t1" and int(md["tasks"]) >= 1 and md["pool_version"] == "1"
+
+
+@pytest.mark.sandbox
+@pytest.mark.torch
+def test_start_a_campaign_on_t1_from_dagster(ui: UI, page):
+    if not any(r["status"] == "SUCCESS" for r in ui.runs("build_pools")):
+        pytest.skip("needs t1, built by test_build_pools_in_one_launch")
+    from training.warm_start import warm_started_policy
+
+    warm_started_policy(reuse_stale=True)  # built once (minutes on a clean clone), outside the run
+    page.goto(f"{ui.dagster}/jobs", timeout=120_000)
+    dismiss_welcome(page)
+    click(page, page.get_by_role("link", name="train_campaign").first)
+    dismiss_welcome(page)
+    click(page, page.get_by_role("tab", name="Launchpad").first)
+    click(page, page.get_by_role("button", name="Launch Run").first)
+    run = ui.wait_for_run("train_campaign", timeout_s=900)
+    assert run["status"] == "SUCCESS", run
+
+    md = ui.latest_metadata("evaluation_results")
+    assert (md["pool"], md["pool_version"]) == ("t1", "1")
+    assert md["audit_version"] not in ("", "unknown")
+    assert md["dagster_run_id"] == run["runId"]  # Prefect -> Dagster
+    flow_run_id = md["prefect_flow_run_id"]
+    assert md["prefect_flow_run_url"].endswith(f"/runs/flow-run/{flow_run_id}")
+    flow_run = httpx.get(f"{ui.prefect}/api/flow_runs/{flow_run_id}", timeout=10).json()
+    assert {"pool:t1", "pool_version:1"} <= set(flow_run["tags"])
+    assert flow_run["name"] == "tiny-cpu-t1-v1"
+    assert flow_run["state"]["type"] == "COMPLETED"
+    artifacts = httpx.post(
+        f"{ui.prefect}/api/artifacts/filter",
+        json={"artifacts": {"flow_run_id": {"any_": [flow_run_id]}}},
+        timeout=10,
+    ).json()
+    assert sorted(a["type"] for a in artifacts) == ["markdown", "table"]  # 1 evaluation, steps
+    (evaluation,) = [a for a in artifacts if a["type"] == "markdown"]
+    assert "t1 v1" in evaluation["data"] and run["runId"] in evaluation["data"]
+
+    page.goto(f"{ui.dagster}/assets/evaluation_results", timeout=60_000)
+    dismiss_welcome(page)
+    page.get_by_placeholder("Filter metadata keys").fill("pool")
+    page.get_by_text("pool_version").first.wait_for(timeout=60_000)
+    page.screenshot(path=str(ARTIFACTS / "ui-evaluation-with-pool-version.png"))
+    page.goto(f"{ui.dagster}/runs/{run['runId']}", timeout=60_000)  # Dagster -> Prefect
+    page.get_by_role("link", name=md["prefect_flow_run_url"]).first.wait_for(timeout=60_000)
+    page.screenshot(path=str(ARTIFACTS / "ui-campaign-run-links-prefect.png"))
+    page.goto(md["prefect_flow_run_url"], timeout=60_000)
+    page.get_by_text("pool_version:1").first.wait_for(timeout=60_000)
+    click(page, page.get_by_text("Artifacts", exact=True).first)
+    page.get_by_text("evaluation-").first.wait_for(timeout=60_000)
+    page.screenshot(path=str(ARTIFACTS / "ui-prefect-flow-run.png"))
+
+
+def pid_of(*argv: str) -> int:
+    """The pid of the one process whose command line contains `argv` in order."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        words = [w.decode(errors="replace") for w in cmdline]
+        if any(words[i : i + len(argv)] == list(argv) for i in range(len(words))):
+            found.append(int(entry.name))
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_ui_exits_1_when_a_server_stops(ui: UI):
+    """Regression: a server that failed took the others down and `t1 ui` exited 0. Runs
+    last: it stops this module's UI."""
+    port = ui.prefect.rsplit(":", 1)[1]
+    os.kill(pid_of("server", "start", "--host", "127.0.0.1", "--port", port), signal.SIGKILL)
+    assert ui.proc.wait(timeout=60) == 1
+    assert "error: prefect server stopped" in ui.log.read_text(errors="replace")
+    with pytest.raises(httpx.HTTPError):
+        httpx.get(f"{ui.dagster}/server_info", timeout=5)  # the others were stopped too

@@ -1,7 +1,13 @@
-"""The Prefect `ppo_campaign` flow: one real step under a throwaway Prefect server, its
-evaluation recorded in the warehouse and reported to Dagster's `evaluation_results` asset."""
+"""The Prefect `ppo_campaign` flow on a pool version, under a throwaway Prefect server:
+training stays off tasks related to the held-out ones by lineage; each run gets its own
+campaign id; evaluations reach Dagster's `evaluation_results` with the pool version; the run
+is named and tagged from its parameters, with one artifact per evaluation; and a Dagster that
+cannot be reached costs a warning, never the campaign."""
 
 from __future__ import annotations
+
+import time
+from pathlib import Path
 
 import pytest
 
@@ -9,38 +15,113 @@ pytest.importorskip("prefect")
 pytest.importorskip("torch")
 dg = pytest.importorskip("dagster")
 
-pytestmark = [pytest.mark.orchestration, pytest.mark.torch, pytest.mark.slow, pytest.mark.sandbox]
+from pipelines.campaign_plan import campaign_config, split_campaign_tasks  # noqa: E402
+from pipelines.services import free_port  # noqa: E402
+from tasks.pools import Pool  # noqa: E402
+from warehouse import open_snapshot  # noqa: E402
+
+pytestmark = [pytest.mark.orchestration, pytest.mark.torch]
+from tests.pipelines.campaign_store import HELD_OUT, TRAIN  # noqa: E402
 
 
-def test_ppo_campaign_flow_reports_its_evaluation(tmp_path, monkeypatch):
+def test_tasks_related_to_held_out_ones_never_train(t1_store):
+    """Regression: three t1 tasks descended from the preset's held-out task and trained,
+    because the split compared exact hashes, not lineage."""
+    store, train, child = t1_store
+    cfg = campaign_config(
+        "tiny-cpu",
+        steps=None,
+        eval_every=None,
+        pool="t1",
+        store=str(store),
+        policy_path=None,
+        run_dir=None,
+        run_id="test",
+    )
+    split = split_campaign_tasks(cfg, "T1", None)
+    assert (split.pool, split.pool_version) == ("t1", 1)
+    assert sorted(t.id for t in split.train) == sorted(TRAIN)
+    assert split.excluded == [child.id]
+    assert [t.id for t in split.held_out] == [HELD_OUT]
+    assert cfg.campaign == "tiny-cpu-test" and cfg.run_dir == Path("runs/tiny-cpu-test")
+    with pytest.raises(ValueError, match="pool 't1' has no version 7"):
+        split_campaign_tasks(cfg, "t1", 7)
+
+
+@pytest.mark.slow
+@pytest.mark.sandbox
+def test_flow_trains_on_t1_and_reports_with_the_pool_version(t1_store, tmp_path, monkeypatch):
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
     from prefect.testing.utilities import prefect_test_harness
 
-    from pipelines.flows import ppo_campaign
+    import pipelines.flows as flows
     from training.warm_start import warm_started_policy
-    from warehouse import open_snapshot
 
-    home = tmp_path / "dagster_home"
-    home.mkdir()
-    monkeypatch.setenv("DAGSTER_HOME", str(home))
-    policy = warm_started_policy(reuse_stale=True)
+    store, train, child = t1_store
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
+    (tmp_path / "dagster_home").mkdir()
+    policy = str(warm_started_policy(reuse_stale=True))
+    common = {"pool": Pool.T1, "steps": 1, "store": str(store), "policy_path": policy}
     with prefect_test_harness(server_startup_timeout=120):
-        history = ppo_campaign(
-            preset="tiny-cpu",
-            steps=1,
-            run_dir=str(tmp_path / "run"),
-            store=str(tmp_path / "wh"),
-            policy_path=str(policy),
+        state = flows.ppo_campaign(**common, run_dir=str(tmp_path / "run1"), return_state=True)
+        assert state.is_completed(), state.message
+        run_id = state.state_details.flow_run_id
+        # Dagster down: the report is retried, then logged; the campaign still completes.
+        monkeypatch.setattr(
+            flows, "evaluation_report", flows.evaluation_report.with_options(retry_delay_seconds=0)
         )
-    assert len(history) == 1 and history[0]["weights/version"] == 1.0
-    assert history[0]["losses/value"] == history[0]["losses/value"]  # not NaN
-    with open_snapshot(tmp_path / "wh") as snap:
-        evals = snap.rows("SELECT campaign, checkpoint, dense_score FROM evaluations")
-        trajectories = snap.rows("SELECT step FROM trajectories")
-    assert [(e["campaign"], e["checkpoint"]) for e in evals] == [("tiny-cpu", "v1")]
-    assert len(trajectories) == 2
+        dead = f"http://127.0.0.1:{free_port()}"
+        state2 = flows.ppo_campaign(
+            **common, run_dir=str(tmp_path / "run2"), dagster_url=dead, return_state=True
+        )
+        assert state2.is_completed(), state2.message
+        with get_client(sync_client=True) as client:
+            run = client.read_flow_run(run_id)
+            artifacts = client.read_artifacts()
+            only_run2 = LogFilter(
+                flow_run_id=LogFilterFlowRunId(any_=[state2.state_details.flow_run_id])
+            )
+            for _ in range(20):  # logs reach the server in batches
+                logs = [log.message for log in client.read_logs(only_run2)]
+                if any("not reported to Dagster" in m for m in logs):
+                    break
+                time.sleep(0.5)
+    assert run.name == "tiny-cpu-t1-vlatest-1steps"
+    assert {"pool:t1", "pool_version:1", f"campaign:tiny-cpu-{str(run_id)[:8]}"} <= set(run.tags)
+    kinds = sorted(a.type for a in artifacts if a.flow_run_id == run_id)
+    assert kinds == ["markdown", "table"]  # one evaluation, one table of steps
+    assert any("not reported to Dagster" in m for m in logs)
+
+    with open_snapshot(store) as snap:
+        trained = {r[0] for r in snap.sql("SELECT DISTINCT task_hash FROM trajectories").rows}
+        campaigns = snap.sql("SELECT DISTINCT campaign FROM evaluations ORDER BY 1").rows
+    assert trained == {t.content_hash for t in train}  # never the held-out task's child
+    assert len(campaigns) == 2  # a re-run is a new campaign: its evaluations are kept
+
     with dg.DagsterInstance.get() as instance:
-        event = instance.get_latest_materialization_event(dg.AssetKey("evaluation_results"))
-    assert event is not None, "the flow did not report its evaluation to Dagster"
-    meta = event.asset_materialization.metadata
-    assert meta["checkpoint"].value == "v1"
-    assert meta["validate/dense_score"].value == evals[0]["dense_score"]
+        events = instance.fetch_materializations(dg.AssetKey("evaluation_results"), limit=10)
+    assert len(events.records) == 1, "only the first run could report"
+    meta = events.records[0].asset_materialization.metadata
+    assert meta["pool"].value == "t1" and meta["pool_version"].value == 1
+    assert meta["campaign_run_id"].value == f"tiny-cpu-{str(run_id)[:8]}"
+    assert meta["prefect_flow_run_url"].value.endswith(f"/runs/flow-run/{run_id}")
+    assert isinstance(meta["prefect_flow_run_url"], dg.UrlMetadataValue)
+
+
+def test_the_seed_pool_falls_back_to_the_bundled_corpus(tmp_path):
+    """`t1 train --pool seed` on a fresh store trains on the preset's seed tasks."""
+    cfg = campaign_config(
+        "tiny-cpu",
+        steps=None,
+        eval_every=None,
+        pool="seed",
+        store=str(tmp_path / "fresh"),
+        policy_path=None,
+        run_dir=None,
+        run_id="x",
+    )
+    split = split_campaign_tasks(cfg, "seed", None)
+    assert (split.pool_version, sorted(t.id for t in split.train)) == (0, sorted(TRAIN))
+    with pytest.raises(ValueError, match="no warehouse"):
+        split_campaign_tasks(cfg, "seed", 2)

@@ -1,5 +1,6 @@
-"""Synthesis assets: a round partition materializes in process; validation trials and their
-blocking check read the same store."""
+"""Synthesis assets: rounds run in order in one asset, whatever the launch asks; `add_rounds`
+adds rounds after the last recorded one; validation trials and their blocking check read the
+same store."""
 
 import dagster as dg
 import pytest
@@ -7,37 +8,65 @@ import pytest
 from pipelines.defs.resources import ForgeConfig
 from pipelines.defs.synthesis_assets import (
     accepted_tasks_have_a_passing_oracle,
-    synthesis_round,
+    synthesis_rounds,
+    target_rounds,
     validation_trials,
 )
 from pipelines.defs.task_assets import seed_corpus
+from warehouse import open_snapshot
 
-pytestmark = [pytest.mark.orchestration, pytest.mark.sandbox]
+pytestmark = [pytest.mark.orchestration]
 
 
-def test_round_partition_then_validation_trials(tmp_path):
+def test_target_rounds_continues_after_the_last_recorded_round():
+    assert target_rounds(set(), 3, 0) == 3
+    assert target_rounds({1, 2, 3}, 3, 0) == 3  # nothing to do
+    assert target_rounds({1, 2, 3, 4}, 3, 0) == 4  # report every recorded round
+    assert target_rounds({1, 2}, 3, 2) == 4
+    assert target_rounds(set(), 3, 1) == 1
+
+
+@pytest.mark.sandbox
+def test_rounds_in_order_then_add_one_then_validation_trials(tmp_path):
+    """Regression: rounds as partitions ran side by side from the UI and rounds 2 and 3
+    failed ("round 2 needs round 1 recorded first"); one asset now runs them in order."""
     forge = ForgeConfig(
         store=str(tmp_path / "wh"),
+        rounds=2,
         per_round=2,
         seed_ids="git-bisect-regression,sa-log-rotate-script",
     )
     with dg.instance_for_test() as instance:
-        instance.add_dynamic_partitions("synthesis_rounds", ["1"])
         res = dg.materialize(
-            [seed_corpus, synthesis_round],
-            partition_key="1",
+            [seed_corpus, synthesis_rounds],
             resources={"forge": forge},
             instance=instance,
-            selection=[synthesis_round],
+            selection=[synthesis_rounds],
         )
         assert res.success
-        md = res.asset_materializations_for_node("synthesis_round")[0].metadata
-        assert md["round"].value == 1 and md["candidates"].value == 2
+        md = res.asset_materializations_for_node("synthesis_rounds")[0].metadata
+        assert md["rounds"].value == 2 and md["candidates"].value == 4
+        more = dg.materialize(
+            [synthesis_rounds],
+            resources={"forge": forge},
+            instance=instance,
+            run_config={"ops": {"synthesis_rounds": {"config": {"add_rounds": 1}}}},
+        )
+        with open_snapshot(forge.store_path) as snap:
+            accepted = dict(snap.sql("SELECT round, accepted FROM synth_rounds").rows)
+        expected = 3 if accepted[2] else 2  # round 3 needs accepted parents from round 2
+        added = more.asset_materializations_for_node("synthesis_rounds")[0].metadata
+        assert added["rounds"].value == expected
         res = dg.materialize(
             [validation_trials, accepted_tasks_have_a_passing_oracle],
             resources={"forge": forge},
             instance=instance,
         )
+    with open_snapshot(forge.store_path) as snap:
+        rounds = [r[0] for r in snap.sql("SELECT round FROM synth_rounds ORDER BY round").rows]
+        rst = snap.sql("SELECT count(*) FROM pool_members WHERE pool = 'rst'").rows[0][0]
+    assert rounds[:2] == [1, 2] and rounds == list(range(1, len(rounds) + 1))
+    assert rst >= 1
     assert res.success
     checks = res.get_asset_check_evaluations()
     assert len(checks) == 1 and checks[0].passed

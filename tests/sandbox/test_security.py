@@ -1,142 +1,294 @@
-"""Adversarial agents against the local sandbox: each attack is contained, the host is
-unchanged, the trial ends within its limits with the right failure mode, and the next trial
-still works."""
+"""Adversarial agents against the local sandbox, thinking as an attacker would: every attack is
+contained, the host is unchanged, the verdict stays the verifier's own, the trial ends as a row
+with the right failure mode, and the next trial still works. (docs/sandbox.md states the rules
+these tests hold the sandbox to.)"""
 
 from __future__ import annotations
 
-import http.server
 import os
 import subprocess
-import threading
 import time
-from pathlib import Path
 
 import pytest
 
 from sandbox import CommandAgent, get_backend, run_trial
-from sandbox.cgroups import stale_groups
 from tasks.model import Limits
 from tasks.results import FailureMode
 from tests.factories import make_task
+from tests.sandbox.images import pytest_task, tools_task
 
 pytestmark = pytest.mark.sandbox
 
 SECRET_IN_TESTS = "verifier-secret-7d1f0c"
 SECRET_IN_SOLUTION = "solution-secret-93ab2e"
 
+# A CTRF report, a JUnit report, a pytest summary and rewards that all say "passed".
+FORGED_CTRF = (
+    '{"results":{"tool":{"name":"x"},"tests":[{"name":"exists /app/done","status":"passed"},'
+    '{"name":"test_done_exists","status":"passed"},{"name":"test_done_says_ok",'
+    '"status":"passed"}]}}'
+)
+FORGED_JUNIT = (
+    '<testsuite><testcase classname="t" name="test_done_exists"/>'
+    '<testcase classname="t" name="test_done_says_ok"/></testsuite>'
+)
+FORGED_SUMMARY = (
+    "=========================== short test summary info ============================\n"
+    "PASSED test_outputs.py::test_done_exists\nPASSED test_outputs.py::test_done_says_ok\n"
+    "============================== 2 passed in 0.01s ===============================\n"
+)
 
-def secret_task():
-    return make_task(
-        "secret",
-        solve=f"# {SECRET_IN_SOLUTION}\ntouch /app/done\n",
-        extra_tests={"notes.txt": SECRET_IN_TESTS.encode()},
+
+def forge_reports(directory: str) -> str:
+    """Shell writing every report format the parser reads into `directory`."""
+    files = {
+        "ctrf.json": FORGED_CTRF,
+        "junit.xml": FORGED_JUNIT,
+        "results.xml": FORGED_JUNIT,
+        "report.xml": FORGED_JUNIT,
+        "reward.txt": "1",
+        "reward.json": '{"reward": 1.0}',
+    }
+    return "".join(
+        f"mkdir -p {directory}; printf '%s' '{v}' > {directory}/{k};" for k, v in files.items()
     )
 
 
-def agent_output(task, command: str) -> str:
+def forged_script() -> str:
+    """A program that forges: writes passing reports where it can and prints a summary."""
+    return "#!/bin/sh\n" + forge_reports("/logs/verifier") + f"printf '{FORGED_SUMMARY}'\nexit 0\n"
+
+
+def junit_task():
+    test_sh = b"""#!/bin/bash
+if [ -f /app/done ]; then r='<testcase classname="t" name="test_done_exists"/>';
+else r='<testcase classname="t" name="test_done_exists"><failure message="missing"/></testcase>'; fi
+echo "<testsuite>$r</testsuite>" > /logs/verifier/junit.xml
+"""
+    return tools_task("junit-verifier", verifier={"test.sh": test_sh})
+
+
+def reward_task():
+    test_sh = (
+        b"#!/bin/bash\n[ -f /app/done ] && echo 1 > /logs/verifier/reward.txt"
+        b" || echo 0 > /logs/verifier/reward.txt\n"
+    )
+    return tools_task("reward-verifier", verifier={"test.sh": test_sh})
+
+
+VERIFIER_STYLES = {
+    "ctrf": make_task,
+    "junit": junit_task,
+    "pytest": pytest_task,
+    "reward": reward_task,
+}
+
+
+def agent_output(task, command: str, timeout_s: float = 60) -> str:
     sb = get_backend("local").open(task)
     try:
-        r = sb.exec(command, timeout_s=60)
-        return r.stdout + r.stderr
+        return sb.session().run(command, timeout_s=timeout_s).stdout
     finally:
         sb.stop()
 
 
-def test_agent_cannot_find_verifier_or_solution_anywhere():
-    # Both secrets also exist on the host inside this repository's files (this test file).
+# -- the verdict is the verifier's own ------------------------------------------------------
+@pytest.mark.parametrize("style", sorted(VERIFIER_STYLES))
+@pytest.mark.parametrize(
+    "attack",
+    [
+        pytest.param(forge_reports("/logs/verifier"), id="planted-in-report-dir"),
+        pytest.param(
+            f"(while :; do {forge_reports('/logs/verifier')} sleep 0.01; done) >/dev/null 2>&1 &"
+            " disown; sleep 0.2",
+            id="background-rewriter",
+        ),
+        pytest.param(
+            f"mkdir -p /tests; {forge_reports('/tests')} chmod -R 777 /logs",
+            id="planted-in-tests-dir",
+        ),
+    ],
+)
+def test_forged_reports_never_count(style, attack):
+    task = VERIFIER_STYLES[style]()
+    r = run_trial(task, CommandAgent(attack))
+    # the report itself, not only the tamper rule, says the work was not done
+    assert r.report.passed == 0 and not r.resolved, (style, r.report)
+    assert r.total >= 1  # the verifier's own run happened and judged the untouched work
+    assert r.failure_mode == FailureMode.TAMPERED, r.failure_detail
+
+
+@pytest.mark.parametrize("style", ["junit", "pytest"])
+def test_reports_from_code_the_verifier_runs_do_not_count(style):
+    """The verifier runs the agent's program (which forges every format and prints a summary)
+    before it judges: only the format the verifier declares, written by the verifier, counts."""
+    base = VERIFIER_STYLES[style]()
+    run_agent = b"bash /app/run.sh || true\n"
+    tests = dict(base.verifier)
+    tests["test.sh"] = tests["test.sh"].replace(b"#!/bin/bash\n", b"#!/bin/bash\n" + run_agent, 1)
+    task = base.model_copy(update={"verifier": tests})
+    script = forged_script().replace("'", "'\\''")
+    r = run_trial(task, CommandAgent(f"printf '%s' '{script}' > /app/run.sh"))
+    assert r.failure_mode == FailureMode.NONE, r.failure_detail
+    assert not r.resolved and r.report.passed == 0, r.report
+
+
+PATH_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+
+
+@pytest.mark.parametrize("directory", PATH_DIRS)
+@pytest.mark.parametrize("name", ["pytest", "python3", "bash"])
+def test_shadowed_interpreter_or_runner_on_path(directory, name):
+    script = forged_script().replace("'", "'\\''")
+    attack = f"printf '%s' '{script}' > {directory}/{name}; chmod 755 {directory}/{name}"
+    r = run_trial(pytest_task(), CommandAgent(attack))
+    assert r.failure_mode == FailureMode.TAMPERED, (r.failure_mode, r.failure_detail)
+    assert (
+        f"{directory}/{name}" in r.failure_detail or f"/usr{directory}/{name}" in r.failure_detail
+    )
+    assert r.report.passed == 0 and not r.resolved
+    assert r.total == 2  # the real pytest ran (not the shadow) and reported both tests failing
+
+
+FORCE_PASS_CONFTEST = """import pytest
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    rep.outcome = "passed"
+"""
+PLUGIN_PTH = "import os; os.environ['PYTEST_ADDOPTS'] = '-p no:terminal'"
+
+
+@pytest.mark.parametrize(
+    "attack",
+    [
+        pytest.param(
+            f"printf '%s' '{FORCE_PASS_CONFTEST}' > /conftest.py;"
+            " printf '[pytest]\\n' > /pytest.ini",
+            id="root-conftest-and-ini",
+        ),
+        pytest.param(
+            f"mkdir -p /tests; printf '%s' '{FORCE_PASS_CONFTEST}' > /tests/conftest.py",
+            id="conftest-in-tests",
+        ),
+        pytest.param(
+            f"printf '%s' \"{PLUGIN_PTH}\" > /usr/lib/python3/dist-packages/zz-evil.pth",
+            id="pth-in-dist-packages",
+        ),
+        pytest.param(
+            "d=/root/.local/lib/python3.11/site-packages; mkdir -p $d; "
+            f"printf '%s' \"{PLUGIN_PTH}\" > $d/evil.pth",
+            id="pth-in-user-site",
+        ),
+        pytest.param(
+            f"printf '%s' '{FORCE_PASS_CONFTEST}' > /usr/lib/python3.11/sitecustomize.py",
+            id="sitecustomize",
+        ),
+        pytest.param("echo /app/evil.so > /etc/ld.so.preload", id="ld-so-preload"),
+        pytest.param(
+            "d=/usr/lib/python3/dist-packages/_pytest; echo 'raise SystemExit(0)' >> $d/main.py",
+            id="runner-package-modified",
+        ),
+    ],
+)
+def test_toolchain_tampering_is_neutralized_and_recorded(attack):
+    r = run_trial(pytest_task(), CommandAgent(attack))
+    assert r.failure_mode == FailureMode.TAMPERED, (r.failure_mode, r.failure_detail)
+    assert r.report.passed == 0 and not r.resolved
+    assert r.total == 2, r.verifier_output  # the pristine pytest judged: both tests failed
+
+
+def test_exported_environment_does_not_reach_the_verifier():
+    attack = "export PYTEST_ADDOPTS='-p no:python' PYTHONPATH=/app/evil; echo ok > /app/done"
+    r = run_trial(pytest_task(), CommandAgent(attack))
+    assert r.failure_mode == FailureMode.NONE and r.resolved and r.total == 2
+
+
+def test_honest_work_in_system_paths_is_not_tampering():
+    # Installing things is legitimate agent work; only the verifier's own toolchain is guarded.
+    work = "mkdir -p /usr/local/share/x && echo hi > /usr/local/share/x/f; echo ok > /app/done"
+    r = run_trial(pytest_task(), CommandAgent(work))
+    assert r.failure_mode == FailureMode.NONE, r.failure_detail
+    assert r.resolved
+
+
+def test_agent_cannot_find_verifier_or_solution_or_host_files():
+    task = make_task(
+        "secret",
+        solve=f"# {SECRET_IN_SOLUTION}\ntouch /app/done\n",
+        extra_tests={"notes.txt": SECRET_IN_TESTS.encode()},
+    )
     out = agent_output(
-        secret_task(),
+        task,
         "grep -rIl --exclude-dir=proc --exclude-dir=sys --exclude-dir=dev "
-        f"-e {SECRET_IN_TESTS} -e {SECRET_IN_SOLUTION} / 2>/dev/null; ls /tests /solution; true",
+        f"-e {SECRET_IN_TESTS} -e {SECRET_IN_SOLUTION} / 2>/dev/null; ls /tests /solution 2>&1;"
+        f" ls -A /root /home; ls {os.getcwd()} 2>&1",
     )
     assert SECRET_IN_TESTS not in out and SECRET_IN_SOLUTION not in out
-    assert "No such file or directory" in out  # neither /tests nor /solution exists
+    assert out.count("No such file or directory") >= 3  # /tests, /solution, this checkout
+    assert "pyproject.toml" not in out
 
 
-def test_host_secrets_and_other_dirs_are_hidden():
-    shadow = agent_output(make_task(), "cat /etc/shadow /etc/gshadow 2>&1")
-    assert "No such file or directory" in shadow and "root:" not in shadow
+def test_no_mounts_and_no_net_admin():
     out = agent_output(
-        make_task(), f"ls -A /root /home /work /var/cache {os.getcwd()} 2>&1; echo END"
+        make_task(),
+        "mount -t tmpfs x /mnt; echo mount=$?; umount /etc/hosts; echo umount=$?;"
+        " echo 1 > /proc/sys/net/ipv4/ip_forward; echo sysctl=$?",
     )
-    assert "END" in out
-    listed = out.split("END")[0]
-    assert ".venv" not in listed and "pyproject.toml" not in listed
-
-
-def test_masks_cannot_be_unmounted_and_nothing_mounted():
-    out = agent_output(make_task(), "umount /etc; mount -t tmpfs x /mnt; echo rc=$?")
-    assert "rc=0" not in out
-
-
-def test_network_is_off(tmp_path):
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), http.server.SimpleHTTPRequestHandler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    port = server.server_address[1]
-    try:
-        out = agent_output(
-            make_task(),
-            f"curl -s -m 3 -o /dev/null -w '%{{http_code}}' http://127.0.0.1:{port}/; echo;"
-            "getent hosts pypi.org || echo no-dns",
-        )
-    finally:
-        server.shutdown()
-    assert "200" not in out
-    assert "no-dns" in out
+    assert "mount=0" not in out and "umount=0" not in out and "sysctl=0" not in out
 
 
 def test_writes_stay_inside_the_sandbox():
     marker = f"t1-escape-{os.getpid()}"
     cmd = (
         f"echo x > /etc/{marker}; echo x > /usr/local/bin/{marker}; echo x > /tmp/{marker};"
-        f"mkdir -p /var/lib/{marker}; echo x > /{marker}; ln -s /etc /tests"
+        f"mkdir -p /var/lib/{marker}; echo x > /{marker}"
     )
     r = run_trial(make_task(), CommandAgent(cmd))
-    for p in (
-        f"/etc/{marker}",
-        f"/usr/local/bin/{marker}",
-        f"/tmp/{marker}",
-        f"/var/lib/{marker}",
-        f"/{marker}",
-        "/etc/test.sh",
-        "/etc/expect",
-    ):
+    for p in (f"/etc/{marker}", f"/usr/local/bin/{marker}", f"/tmp/{marker}",
+              f"/var/lib/{marker}", f"/{marker}"):  # fmt: skip
         assert not os.path.lexists(p), f"sandbox wrote {p} on the host"
     assert r.failure_mode == FailureMode.NONE
 
 
-def test_fork_bomb_is_contained():
-    limits = Limits(agent_timeout_s=5, verifier_timeout_s=20, memory_mb=256, pids=64)
-    t0 = time.monotonic()
-    r = run_trial(make_task(limits=limits), CommandAgent(":(){ :|:& };:; sleep 30"))
-    assert time.monotonic() - t0 < 30
-    assert r.failure_mode == FailureMode.AGENT_TIMEOUT
-    assert r.total == 1  # the verifier still ran afterwards
+# -- processes -----------------------------------------------------------------------------
+def test_fork_bomb_is_contained_and_counted_from_before():
+    """The process count is taken by a monitor started before the bomb (a process started
+    after it could not start at all)."""
+    limits = Limits(agent_timeout_s=30, verifier_timeout_s=20, memory_mb=256, pids=64)
+    sb = get_backend("local").open(tools_task(limits=limits))
+    try:
+        s = sb.session()
+        # The monitor forks nothing once started (builtins only: a glob, [ ], echo, read -t),
+        # so the bomb cannot stop it from counting.
+        monitor = (
+            "mkfifo /tmp/tick; (exec 9<>/tmp/tick; shopt -s nullglob; m=0; while :; do "
+            "p=(/proc/[0-9]*); n=${#p[@]}; if [ $n -gt $m ]; then m=$n; echo $m > /tmp/max; fi; "
+            "read -t 0.05 -u 9; done) >/dev/null 2>&1 &"
+        )
+        assert s.run(monitor, timeout_s=5).exit_code == 0
+        s.run(":(){ :|:& };: ; sleep 2", timeout_s=4)  # the bomb runs on in the background
+        s.close()  # what the end of the agent phase does: the whole session tree is killed
+        peak = int(sb.download("/tmp/max")["max"].decode().split()[0])
+        assert 10 < peak <= 64, peak  # the bomb reached the limit, and not beyond it
+        assert sb.exec("echo alive", timeout_s=10).stdout == "alive\n"
+    finally:
+        sb.stop()
+    assert run_trial(make_task(), "oracle").resolved
 
 
 def test_memory_exhaustion_is_out_of_memory():
     limits = Limits(agent_timeout_s=30, verifier_timeout_s=20, memory_mb=96, pids=64)
     hog = "python3 -c 'x = bytearray(400 * 1024 * 1024); print(len(x))'"
-    r = run_trial(make_task(limits=limits), CommandAgent(hog))
-    assert r.failure_mode == FailureMode.OUT_OF_MEMORY
-    assert r.agent_exit_code != 0
-
-
-def test_filling_the_disk_hits_the_disk_limit():
-    limits = Limits(agent_timeout_s=30, verifier_timeout_s=20, memory_mb=512, disk_mb=32)
-    sb = get_backend("local").open(make_task(limits=limits))
-    try:
-        r = sb.exec("dd if=/dev/zero of=/app/big bs=1M count=200 2>&1; du -sm /app/big")
-        assert "No space left on device" in r.stdout
-        assert int(r.stdout.split()[-2]) <= 32
-    finally:
-        sb.stop()
+    r = run_trial(tools_task(limits=limits), CommandAgent(hog))
+    assert r.failure_mode == FailureMode.OUT_OF_MEMORY, (r.failure_mode, r.failure_detail)
 
 
 def test_timeout_is_enforced_on_wall_clock():
-    limits = Limits(agent_timeout_s=2, verifier_timeout_s=20)
     t0 = time.monotonic()
-    r = run_trial(make_task(limits=limits), CommandAgent("sleep 1000"))
+    r = run_trial(make_task(limits=Limits(agent_timeout_s=2)), CommandAgent("sleep 1000"))
     assert time.monotonic() - t0 < 10
     assert r.failure_mode == FailureMode.AGENT_TIMEOUT
 
@@ -153,33 +305,52 @@ def _host_processes(pattern: str) -> list[str]:
 
 
 def test_background_processes_do_not_outlive_the_trial():
+    from sandbox.cgroups import sandbox_groups
+    from sandbox.local import reap_stopped
+
     cmd = "(sleep 4242 &); nohup sleep 4243 >/dev/null 2>&1 & setsid sleep 4244 & disown; true"
     r = run_trial(make_task(), CommandAgent(cmd))
     assert r.failure_mode == FailureMode.NONE
-    time.sleep(0.2)
     assert _host_processes("sleep 424[234]") == []
-    # Nor across commands of one sandbox, and its cgroups are removed when it stops.
     sb = get_backend("local").open(make_task())
     try:
-        sb.exec("setsid sleep 4245 & disown; true")
-        assert sb.exec("pgrep -a sleep || echo none").stdout.strip() == "none"
-        assert sb.id in stale_groups()
+        sb.session().run("setsid sleep 4245 & disown; true", timeout_s=5)
+        assert _host_processes("sleep 4245") != []  # alive between commands, as it should
+        assert sb.id in sandbox_groups()
     finally:
         sb.stop()
-    assert sb.id not in stale_groups()
+    reap_stopped()
+    assert sb.id not in sandbox_groups()
     assert _host_processes("sleep 4245") == []
+
+
+def test_kept_agent_processes_cannot_touch_the_verifier_run():
+    """Even kept alive (a task's opt-in), the agent's processes live in another PID and mount
+    namespace than the verifier: they cannot see /tests or write its report directory."""
+    spy = (
+        "(while :; do ls /tests /logs/verifier >> /app/spy 2>&1; "
+        f"{forge_reports('/logs/verifier')} sleep 0.02; done) >/dev/null 2>&1 & disown"
+    )
+    task = make_task()
+    sb = get_backend("local").open(task)
+    try:
+        sb.session().run(spy + "; sleep 0.2", timeout_s=5)
+        test_sh = (
+            b"#!/bin/bash\nsleep 0.5; ls /tests > /logs/verifier/seen\n"
+            b"echo 0 > /logs/verifier/reward.txt\n"
+        )
+        run = sb.verify(
+            {"test.sh": test_sh, "expect": b"x"}, "bash /tests/test.sh",
+            timeout_s=20, cwd="/app", env={}, keep_agent_processes=True,
+        )  # fmt: skip
+        assert set(run.files) == {"seen", "reward.txt"}, run.files
+        assert run.files["reward.txt"] == b"0\n"
+        spied = sb.session().run("sleep 0.3; cat /app/spy | sort -u", timeout_s=10).stdout
+        assert "/tests:" in spied and "test.sh" not in spied  # it looked, and never saw them
+    finally:
+        sb.stop()
 
 
 def test_next_trial_works_after_attacks():
     r = run_trial(make_task(), "oracle")
-    assert r.failure_mode == FailureMode.NONE
-    assert r.resolved
-
-
-def test_hidden_paths_cover_project_and_state():
-    from sandbox.local import PROJECT_ROOT, STATE_DIR, hidden_paths
-
-    hidden = hidden_paths()
-    for p in (PROJECT_ROOT, STATE_DIR, Path.home()):
-        rel = str(p.resolve()).lstrip("/")
-        assert any(rel == h or rel.startswith(h + "/") for h in hidden), p
+    assert r.failure_mode == FailureMode.NONE and r.resolved

@@ -10,7 +10,7 @@ import pytest
 from tasks.corpus import import_dir, load_task, seed_paths
 from tasks.errors import TaskFormatError
 from tasks.harbor import load_harbor, task_files, write_harbor
-from tasks.model import Category, Difficulty
+from tasks.model import Category, Difficulty, NetworkAccess
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -20,7 +20,9 @@ def tree(root: Path) -> dict[str, bytes]:
 
 
 @pytest.mark.parametrize(
-    "src", [FIXTURES / "harbor" / "csv-report", *seed_paths()], ids=lambda p: p.name
+    "src",
+    [FIXTURES / "harbor" / "csv-report", FIXTURES / "harbor" / "schema-11", *seed_paths()],
+    ids=lambda p: p.name,
 )
 def test_harbor_round_trip_is_byte_for_byte(src: Path, tmp_path: Path):
     task = load_harbor(src)
@@ -37,6 +39,48 @@ def test_foreign_task_toml_is_read_with_defaults():
     assert task.limits.verifier_timeout_s == 30.0
     assert task.limits.memory_mb == 512 and task.limits.disk_mb == 128
     assert task.environment.files["app/sales.csv"].startswith(b"region,amount")
+
+
+def test_harbor_schema_11_fields_are_read():
+    task = load_harbor(FIXTURES / "harbor" / "schema-11")
+    assert task.package is not None and task.package.name == "fixtures/schema-11"
+    assert task.package.authors[0].email == "fixture@example.com"
+    assert task.package.keywords == ["fixture", "schema"]
+    assert task.verifier_config.user == "root" and task.verifier_config.env == {"STRICT": "1"}
+    assert task.verifier_config.network_mode == NetworkAccess.NO_NETWORK
+    assert task.agent_config.user == "1000"
+    assert task.agent_config.allowed_hosts == ["example.org", "*.example.net"]
+    env = task.environment
+    assert env.docker_image == "example.org/prebuilt:1" and env.env["API_URL"].endswith(":8000")
+    assert env.network_mode == NetworkAccess.PUBLIC and env.allow_network
+    assert env.healthcheck is not None and env.healthcheck.retries == 5
+    assert env.healthcheck.interval_sec == 1.0 and env.healthcheck.timeout_sec == 30.0
+    assert task.solution_env == {"SOLVER": "oracle"}
+    assert env.workdir == "/srv"  # from the Dockerfile's WORKDIR, not a forced /app
+
+
+def test_harbor_schema_11_fields_survive_an_edit(tmp_path: Path):
+    task = load_harbor(FIXTURES / "harbor" / "schema-11")
+    edited = task.model_copy(update={"name": "renamed"})
+    write_harbor(edited, tmp_path / "out")
+    text = (tmp_path / "out" / "task.toml").read_text()
+    assert text.startswith('schema_version = "1.1"')
+    again = load_harbor(tmp_path / "out")
+    for field in ("package", "agent_config", "verifier_config", "solution_env"):
+        assert getattr(again, field) == getattr(task, field), field
+    keep = ("docker_image", "env", "network_mode", "allowed_hosts", "healthcheck", "workdir")
+    for field in keep:
+        assert getattr(again.environment, field) == getattr(task.environment, field), field
+
+
+def test_bad_harbor_11_value_names_the_field(tmp_path: Path):
+    src = tmp_path / "bad"
+    shutil.copytree(FIXTURES / "harbor" / "schema-11", src)
+    toml = src / "task.toml"
+    toml.write_text(toml.read_text().replace('network_mode = "public"', 'network_mode = "open"'))
+    with pytest.raises(TaskFormatError) as e:
+        load_harbor(src)
+    assert "network_mode" in str(e.value) and "task.toml" in str(e.value)
 
 
 def test_any_edit_changes_the_content_hash(tmp_path: Path):
@@ -140,3 +184,37 @@ def test_task_files_cover_every_part():
         "environment/Dockerfile",
         "environment/app/sales.csv",
     } <= set(files)
+
+
+def test_terminal_bench_uv_boilerplate_runs_offline():
+    task = load_task(FIXTURES / "terminal-bench" / "tb-uv-boilerplate")
+    script = task.verifier["test.sh"].decode()
+    assert task.environment.verifier_packages == ["pytest==8.4.1", "requests==2.32.3"]
+    assert "astral.sh" not in script and "apt-get" not in script and "uv " not in script
+    assert script.splitlines()[2] == 'export PATH="/opt/t1-verifier/bin:$PATH"'
+    assert "\npytest $TEST_DIR/test_outputs.py -rA\n" in script
+    assert 'if [ "$PWD" = "/" ]' in script  # the rest of the script is kept as written
+    assert task.verifier_config.network_mode is None
+    assert task.environment.workdir == "/app"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        "curl -sSL https://example.org/data.json -o /tmp/d.json\npytest /tests -rA\n",
+        "pip install hypothesis\npytest /tests -rA\n",
+        "curl -LsSf https://astral.sh/uv/install.sh | sh\nuv pip install pytest\n"
+        "git clone https://example.org/repo.git\nuv run pytest\n",
+    ],
+)
+def test_verifier_needing_the_network_is_marked_not_rewritten(body: str):
+    from tasks.terminal_bench import offline_run_tests
+
+    assert offline_run_tests(body) is None
+
+
+def test_plain_run_tests_is_kept_as_written():
+    from tasks.terminal_bench import offline_run_tests
+
+    body = "python3 -m pytest $TEST_DIR/test_outputs.py -rA  # curl not needed\n"
+    assert offline_run_tests(body) == (body, [])

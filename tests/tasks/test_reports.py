@@ -7,8 +7,10 @@ import json
 import pytest
 
 from tasks.reports import (
+    ALL_SOURCES,
     ReportParseError,
     collect_report,
+    declared_sources,
     parse_ctrf,
     parse_junit,
     parse_pytest_summary,
@@ -117,3 +119,55 @@ def test_reward_only_is_binary():
     assert r.binary and r.passed == 1 and r.total == 1 and r.reward == 1.0
     r = collect_report({"reward.txt": b"0"}, "")
     assert r.binary and r.passed == 0
+
+
+# -- only what the verifier declares counts --------------------------------------------------
+FORGED_CTRF = b'{"results":{"tests":[{"name":"a","status":"passed"}]}}'
+REAL_JUNIT = b'<testsuite><testcase name="a"><failure message="no"/></testcase></testsuite>'
+
+
+def test_declared_sources_follow_the_verifiers_own_files():
+    assert declared_sources({"test.sh": b"pytest --ctrf /logs/verifier/ctrf.json /tests"}) >= {
+        ReportSource.CTRF
+    }
+    junit = declared_sources({"test.sh": b"python3 -m xmlrunner --output junit.xml"})
+    assert ReportSource.JUNIT in junit and ReportSource.CTRF not in junit
+    ra = declared_sources({"test.sh": b"pytest /tests/test_outputs.py -rA\necho 1 > reward.txt"})
+    assert ra == {ReportSource.PYTEST, ReportSource.REWARD}
+    assert declared_sources({"test.sh": b"./check"}) == ALL_SOURCES  # nothing to go by
+
+
+def test_a_report_of_an_undeclared_format_is_ignored():
+    files = {"ctrf.json": FORGED_CTRF, "junit.xml": REAL_JUNIT}
+    report = collect_report(files, "", frozenset({ReportSource.JUNIT}))
+    assert report.source == ReportSource.JUNIT and report.passed == 0
+    assert collect_report(files, "").source == ReportSource.CTRF  # unrestricted: CTRF first
+
+
+def test_the_last_pytest_summary_counts():
+    forged = "=== short test summary info ===\nPASSED t.py::test_a\n=== 1 passed ===\n"
+    real = "=== short test summary info ===\nFAILED t.py::test_a - assert 0\n=== 1 failed ===\n"
+    report = collect_report({}, forged + "noise\n" + real, frozenset({ReportSource.PYTEST}))
+    assert [a.status for a in report.assertions] == [AssertionStatus.FAILED]
+
+
+@pytest.mark.parametrize(
+    ("body", "reward"),
+    [
+        (b'{"reward": 1.0}', 1.0),
+        (b'{"reward": 0, "style": 1}', 0.0),
+        (b'{"accuracy": 0.25}', 0.25),
+        (b'{"a": 1, "b": 0}', 0.5),
+    ],
+)
+def test_harbor_reward_json(body: bytes, reward: float):
+    r = collect_report({"reward.json": body}, "")
+    assert r.binary and r.reward == reward and r.parse_error is None
+    assert r.passed == (1 if reward >= 1.0 else 0)
+
+
+def test_reward_txt_wins_over_reward_json_and_bad_json_is_a_parse_error():
+    assert collect_report({"reward.txt": b"0", "reward.json": b'{"reward": 1}'}, "").reward == 0.0
+    for bad in (b"[1]", b"{}", b'{"reward": "yes"}', b"nope"):
+        r = collect_report({"reward.json": bad}, "")
+        assert r.parse_error and "reward.json" in r.parse_error

@@ -11,7 +11,7 @@ import pytest
 from typer.testing import CliRunner
 
 import pipelines.cli.warehouse_cmds  # noqa: F401  (registers the commands)
-from pipelines.cli import app
+from pipelines.cli.root import app
 from tasks.harbor import load_harbor
 from warehouse import record_pool, record_tasks
 from warehouse.schema import SCHEMA_VERSION

@@ -1,7 +1,7 @@
 """Many processes at once: one writer, several readers (one of them `t1 sql`), no lock errors
 and no torn reads; and a writer SIGKILLed mid-write leaves the store consistent.
 
-The writer commits, per batch i, K new tasks together with version i of pool `live` (one
+The writer commits, per batch i, K new tasks together with version i of pool `rst` (one
 commit spanning two tables), and compacts now and then. A reader that could see a commit half
 done, or one table's rows without the other's, would break an invariant below.
 """
@@ -36,7 +36,7 @@ WRITER = textwrap.dedent(
     for i in range(batches):
         tasks = [Task(id=f"w{i}-{j}", name="n", instruction=f"batch {i} task {j}",
                       verifier={"test.sh": b"exit 0"}) for j in range(k)]
-        record_pool(store, "live", tasks, version=i + 1, tasks=tasks)
+        record_pool(store, "rst", tasks, version=i + 1, tasks=tasks)
         if i % 5 == 4:
             store.compact()
     """
@@ -44,7 +44,7 @@ WRITER = textwrap.dedent(
 
 # One row; `ok` is false if any invariant fails. Used by the reader processes and `t1 sql`.
 INVARIANTS = f"""
-    WITH live AS (SELECT * FROM pool_members WHERE pool = 'live'),
+    WITH live AS (SELECT * FROM pool_members WHERE pool = 'rst'),
     stats AS (SELECT
         (SELECT count(*) FROM tasks) AS tasks,
         (SELECT count(*) FROM live) AS members,

@@ -68,6 +68,23 @@ def test_descendants_of_each_seed(snap, graph) -> None:
     assert _ids(graph, mid) == {"d": 1, "e": 1, "f": 2, "k": 2}
 
 
+def test_relatives_are_the_task_its_ancestors_and_its_descendants(snap, graph) -> None:
+    """What a held-out split keeps out of training: E's parents' lines and its child F."""
+    g = graph
+    names = {t.content_hash: t.id for t in g.tasks}
+    assert sorted(names[h] for h in lineage.relatives(snap, [g.E.content_hash])) == [
+        "a",
+        "c",
+        "e",
+        "f",
+        "s1",
+        "s2",
+    ]
+    got = lineage.relatives(snap, [g.G.content_hash, g.C.content_hash])
+    assert sorted(names[h] for h in got) == ["b", "c", "e", "f", "g", "s1", "s2"]
+    assert lineage.relatives(snap, []) == set()
+
+
 def test_lineage_depth(snap, graph) -> None:
     rows = snap.rows("SELECT content_hash, depth FROM lineage_depth")
     depth = {graph.id_of(r["content_hash"]): r["depth"] for r in rows}

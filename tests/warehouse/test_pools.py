@@ -9,7 +9,17 @@ import pyarrow.parquet as pq
 import pytest
 
 from tasks.harbor import load_harbor
-from warehouse import export_pool, load_pool, pool_tasks, record_pool, record_tasks
+from tasks.pools import Pool
+from warehouse import (
+    PoolMemberRecord,
+    export_pool,
+    load_pool,
+    open_snapshot,
+    pool_tasks,
+    record_pool,
+    record_rows,
+    record_tasks,
+)
 
 SEEDS = Path(__file__).resolve().parents[2] / "tasks" / "seeds"
 
@@ -37,10 +47,39 @@ def test_versions_are_numbered_immutable_and_need_recorded_tasks(store_path, tas
     old = load_pool(store_path, "t1", version=1, bundles=False)
     assert old.column("task_id").to_pylist() == ["b", "a"] and "bundle" not in old.column_names
     assert old.column("score").to_pylist() == [0.9, 0.5]
-    with pytest.raises(ValueError, match="no pool named 'nope'"):
+    with pytest.raises(ValueError, match="unknown pool 'nope'; pools are: seed, rst, t1"):
         load_pool(store_path, "nope")
+    with pytest.raises(ValueError, match="pool 'rst' has no recorded version"):
+        load_pool(store_path, "rst")
     with pytest.raises(ValueError, match="more than once"):
         record_pool(store_path, "t1", [a, a])
+
+
+def test_pool_names_are_one_lowercase_vocabulary_in_python_and_sql(store_path, task_factory):
+    """Pools were once written as T1/RST/TMax while the docs said t1: `WHERE pool = 't1'`
+    returned 0 rows with exit 0. Names are stored lowercase, and SQL compares them case-blind
+    (rows an older t1-forge wrote as 'T1' included)."""
+    a, b = task_factory("a"), task_factory("b")
+    pv = record_pool(store_path, "T1", [a], tasks=[a, b])
+    assert pv.pool is Pool.T1 and pv.version == 1
+    record_rows(
+        store_path, [PoolMemberRecord(pool="T1", pool_version=2, task_hash=b.content_hash, rank=1)]
+    )
+    with open_snapshot(store_path) as snap:
+        for literal in ("t1", "T1"):
+            rows = snap.sql(
+                f"SELECT pool, pool_version FROM pool_members WHERE pool = '{literal}' ORDER BY 2"
+            ).rows
+            assert rows == [("t1", 1), ("t1", 2)], literal
+        assert snap.sql("SELECT pool, tasks FROM pools ORDER BY pool_version").rows == [
+            ("t1", 1),
+            ("t1", 1),
+        ]
+        assert snap.sql("SELECT count(*) FROM tasks WHERE origin_pool = 'T1'").rows == [(2,)]
+    assert load_pool(store_path, Pool.T1).column("task_id").to_pylist() == ["b"]
+    assert record_pool(store_path, "t1", [a]).version == 3  # numbering continues across case
+    with pytest.raises(ValueError, match="unknown pool 'T2'"):
+        record_pool(store_path, "T2", [a])
 
 
 def test_export_round_trips_to_harbor_directories(store_path, task_factory, tmp_path) -> None:

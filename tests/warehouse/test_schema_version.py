@@ -28,7 +28,7 @@ def test_a_newer_store_is_refused_with_an_upgrade_message(store_path: Path, task
     with pytest.raises(SchemaVersionError, match="newer"):
         record_tasks(store_path, [task_factory("b")])
     with pytest.raises(SchemaVersionError, match="upgrade t1-forge"):
-        Store.open(store_path, migrate=True)
+        migrations.migrate(Store(store_path))
 
 
 def test_an_older_store_is_refused_until_migrated(
@@ -77,7 +77,7 @@ def test_a_missing_migration_step_says_so(
     record_tasks(store_path, [task_factory("a")])
     monkeypatch.setattr(schema, "SCHEMA_VERSION", v + 2)
     with pytest.raises(SchemaVersionError, match=f"no migration from warehouse schema version {v}"):
-        Store.open(store_path, migrate=True)
+        migrations.migrate(Store(store_path))
     assert json.loads((store_path / "_meta.json").read_text())["schema_version"] == v
 
 

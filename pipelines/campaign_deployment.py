@@ -1,0 +1,116 @@
+"""The campaign's Prefect deployment: what a user chooses, serving it, and starting runs of it.
+
+`CampaignRequest` is the one typed model of a campaign launch (pool, pool version, preset,
+steps, evaluation interval): the flow's parameters, the Dagster `train_campaign` config and
+`t1 train`'s options all take their defaults from it. `t1 ui` serves the deployment
+(`python -m pipelines.serve_campaign`) beside the Prefect server, so the Prefect UI lists it and
+Dagster starts runs of it with `start_campaign_run` (`run_deployment`, over HTTP).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+from uuid import UUID
+
+from pydantic import AfterValidator, BaseModel, Field
+
+from tasks.pools import Pool
+
+FLOW_NAME = "ppo_campaign"
+DEPLOYMENT_NAME = "t1"
+DEPLOYMENT = f"{FLOW_NAME}/{DEPLOYMENT_NAME}"
+# t1 ui tells its children where the Dagster webserver is (links and evaluation reports).
+DAGSTER_URL_ENV = "T1_DAGSTER_URL"
+
+PoolName = Annotated[str, AfterValidator(lambda v: Pool.parse(v).value)]
+
+
+class CampaignRequest(BaseModel):
+    """A campaign launch, as a user chooses it in the Prefect UI, Dagster or `t1 train`."""
+
+    pool: PoolName = Field(Pool.T1.value, description="pool to train on: t1, rst, tmax, seed")
+    pool_version: int | None = Field(
+        None, ge=1, description="pool version to train on; None: the latest recorded"
+    )
+    preset: str = Field("tiny-cpu", description="name under training/presets/ or a TOML path")
+    steps: int | None = Field(None, ge=1, description="PPO steps; None: the preset's")
+    eval_every: int | None = Field(
+        None, ge=1, description="evaluate every K steps (and after the last); None: the preset's"
+    )
+
+    def run_name(self) -> str:
+        """`<preset>-<pool>-v<version or latest>[-<steps>steps]`: the flow run's name."""
+        steps = f"-{self.steps}steps" if self.steps else ""
+        return f"{Path(self.preset).stem}-{self.pool}-v{self.pool_version or 'latest'}{steps}"
+
+
+def flow_run_url(flow_run_id: object) -> str:
+    """The Prefect UI page of a flow run (PREFECT_UI_URL, derived from the API URL)."""
+    from prefect.settings import PREFECT_UI_URL
+
+    base = PREFECT_UI_URL.value() or ""
+    return f"{base.rstrip('/')}/runs/flow-run/{flow_run_id}"
+
+
+class NoDeploymentError(RuntimeError):
+    """The Prefect server is unreachable or does not serve the campaign deployment."""
+
+
+def start_campaign_run(
+    request: CampaignRequest, *, extra: dict[str, Any] | None = None, tags: tuple[str, ...] = ()
+) -> Any:
+    """Create a flow run of the deployment (returns at once with the `FlowRun`)."""
+    import httpx
+    from prefect.deployments import run_deployment
+    from prefect.exceptions import ObjectNotFound
+    from prefect.settings import PREFECT_API_URL
+
+    params = {**request.model_dump(), **(extra or {})}
+    try:
+        return run_deployment(
+            DEPLOYMENT,
+            parameters=params,
+            timeout=0,
+            tags=list(tags),
+            flow_run_name=request.run_name(),
+        )
+    except ObjectNotFound as e:
+        where = PREFECT_API_URL.value() or "the temporary Prefect server (PREFECT_API_URL unset)"
+        raise NoDeploymentError(
+            f"{where} has no deployment {DEPLOYMENT!r}: start it with `t1 ui` (it serves the "
+            "campaign), or set PREFECT_API_URL to a server that does"
+        ) from e
+    except (httpx.HTTPError, OSError) as e:
+        raise NoDeploymentError(
+            f"cannot reach Prefect at {PREFECT_API_URL.value()!r} ({e}); start `t1 ui` or set "
+            "PREFECT_API_URL"
+        ) from e
+
+
+def wait_for_flow_run(
+    flow_run_id: UUID,
+    timeout_s: float,
+    on_state: Callable[[str], None] | None = None,
+    poll_s: float = 5.0,
+) -> Any:
+    """Poll a flow run until it is final; returns the FlowRun (TimeoutError after
+    `timeout_s`). `on_state` gets each new state name."""
+    from prefect.client.orchestration import get_client
+
+    deadline = time.monotonic() + timeout_s
+    seen = ""
+    with get_client(sync_client=True) as client:
+        while True:
+            run = client.read_flow_run(flow_run_id)
+            name = (run.state.name if run.state else None) or "unknown"
+            if name != seen and on_state is not None:
+                on_state(name)
+            seen = name
+            if run.state is not None and run.state.is_final():
+                return run
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"flow run {flow_run_id} not finished after {timeout_s:.0f} s")
+            time.sleep(poll_s)

@@ -1,0 +1,5 @@
+"""`python -m pipelines.cli` is `t1`."""
+
+from pipelines.cli import main
+
+main()

@@ -1,0 +1,206 @@
+"""What every `t1` command shares on the terminal: one-line errors, the exit codes, progress
+bars on stderr, and result tables as `table`, `csv`, `json` or `markdown`.
+
+Exit codes (documented in the README):
+  0  done;
+  1  the work ran and found a failure (an invalid task, a failed campaign, a failed query);
+  2  a user error: a bad option, path, preset, pool or store, said in one line on stderr;
+  130 interrupted (Ctrl-C); what was committed is kept.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import json
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import date, datetime, time
+from decimal import Decimal
+from enum import IntEnum, StrEnum
+from typing import Any, TextIO
+from uuid import UUID
+
+import typer
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+from rich.table import Table
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    FAILED = 1
+    USAGE = 2
+    INTERRUPTED = 130
+
+
+def user_error_types() -> tuple[type[Exception], ...]:
+    """Exceptions that name a user's mistake (a bad task file, store, pool, preset or
+    deployment): `t1` prints their message in one line and exits 2, never a traceback."""
+    from pipelines.campaign_deployment import NoDeploymentError
+    from tasks.errors import TaskFormatError
+    from warehouse import WarehouseError
+
+    return (TaskFormatError, WarehouseError, NoDeploymentError)
+
+
+def stderr() -> Console:
+    return Console(stderr=True, soft_wrap=False)
+
+
+def fail(message: str, code: ExitCode = ExitCode.USAGE) -> typer.Exit:
+    """Print `error: <message>` (its first line) on stderr; raise the returned Exit."""
+    from rich.markup import escape
+
+    first = escape(str(message).strip().splitlines()[0]) if str(message).strip() else "failed"
+    stderr().print(f"[red]error:[/red] {first}", highlight=False, markup=True, soft_wrap=True)
+    return typer.Exit(int(code))
+
+
+@contextmanager
+def progress(description: str, total: int | None, *, enabled: bool = True) -> Iterator[Callable]:
+    """A progress bar on stderr (so stdout stays machine-readable); yields `advance(n=1)`.
+    Disabled, or when stderr is not a terminal, it prints nothing."""
+    console = stderr()
+    if not enabled or not console.is_terminal:
+        yield lambda n=1: None
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, TimeElapsedColumn(), console=console, transient=True) as bars:
+        task = bars.add_task(description, total=total)
+        yield lambda n=1: bars.advance(task, n)
+
+
+@contextmanager
+def phase_progress(*, enabled: bool = True) -> Iterator[Callable[[str, int, int], None]]:
+    """Progress bars on stderr, one per phase; yields `update(phase, done, total)`, the
+    shape the stage packages' `progress` hooks take."""
+    console = stderr()
+    if not enabled or not console.is_terminal:
+        yield lambda phase, done, total: None
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
+    with Progress(*columns, TimeElapsedColumn(), console=console, transient=True) as bars:
+        ids: dict[str, TaskID] = {}
+
+        def update(phase: str, done: int, total: int) -> None:
+            if phase not in ids:
+                ids[phase] = bars.add_task(phase, total=total)
+            bars.update(ids[phase], completed=done, total=total)
+
+        yield update
+
+
+class TableFormat(StrEnum):
+    TABLE = "table"
+    CSV = "csv"
+    JSON = "json"
+    MARKDOWN = "markdown"
+
+
+def json_value(v: Any) -> Any:
+    """A JSON-ready value: bytes as base64, times as ISO 8601, maps as objects."""
+    if isinstance(v, bytes | bytearray | memoryview):
+        return base64.b64encode(bytes(v)).decode("ascii")
+    if isinstance(v, datetime | date | time):
+        return v.isoformat()
+    if isinstance(v, Decimal):
+        return float(v)
+    if isinstance(v, UUID):
+        return str(v)
+    if isinstance(v, dict):
+        return {str(k): json_value(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [json_value(x) for x in v]
+    return v
+
+
+def cell(v: Any) -> str:
+    """A short display form: blobs and bundles by size, not content."""
+    if v is None:
+        return "NULL"
+    if isinstance(v, bytes | bytearray | memoryview):
+        return f"<{len(bytes(v))} bytes>"
+    if isinstance(v, dict) and any(isinstance(x, bytes) for x in v.values()):
+        return f"<{len(v)} files, {sum(len(x or b'') for x in v.values())} bytes>"
+    if isinstance(v, datetime):
+        return v.isoformat(sep=" ", timespec="seconds")
+    if isinstance(v, float):
+        return f"{v:.6g}"
+    return str(v)
+
+
+def print_rows(
+    columns: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    fmt: TableFormat,
+    out: TextIO,
+    *,
+    max_rows: int = 200,
+    title: str | None = None,
+) -> None:
+    """Write rows as a terminal-wide table (cells cut with an ellipsis, at most `max_rows`
+    rows), CSV, a JSON array of objects, or a Markdown table."""
+    if fmt == TableFormat.JSON:
+        objs = [json_value(dict(zip(columns, r, strict=True))) for r in rows]
+        out.write(json.dumps(objs, ensure_ascii=False) + "\n")
+    elif fmt == TableFormat.CSV:
+        writer = csv.writer(out, lineterminator="\n")
+        writer.writerow(columns)
+        for r in rows:
+            writer.writerow(
+                [
+                    ""
+                    if v is None
+                    else json.dumps(json_value(v))
+                    if isinstance(v, dict | list)
+                    else json_value(v)
+                    for v in r
+                ]
+            )
+    elif fmt == TableFormat.MARKDOWN:
+
+        def md(v: Any) -> str:
+            return cell(v).replace("|", "\\|").replace("\n", " ")
+
+        out.write("| " + " | ".join(columns) + " |\n")
+        out.write("|" + "---|" * len(columns) + "\n")
+        for r in rows:
+            out.write("| " + " | ".join(md(v) for v in r) + " |\n")
+    else:
+        console = Console(file=out, soft_wrap=False, highlight=False)
+        shown = columns_that_fit(len(columns), console.width)
+        table = Table(title=title, highlight=False)
+        cells = [[cell(v) for v in r[:shown]] for r in rows[:max_rows]]
+        natural = [
+            max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns[:shown])
+        ]
+        fits = sum(w + 3 for w in natural) + 1 <= console.width
+        share = None if fits else max(MIN_COLUMN, (console.width - 1) // shown - 3)
+        for name in columns[:shown]:  # when cut, every column gets an equal share
+            table.add_column(name, overflow="ellipsis", no_wrap=True, max_width=share)
+        for r in cells:
+            table.add_row(*r)
+        console.print(table)
+        notes = []
+        if len(rows) > max_rows:
+            notes.append(f"{len(rows) - max_rows} more rows not shown")
+        if shown < len(columns):
+            notes.append(f"{len(columns) - shown} more columns ({', '.join(columns[shown:])})")
+        tail = f" ({'; '.join(notes)}: use --format csv, json or markdown)" if notes else ""
+        console.print(f"{len(rows)} row{'s' if len(rows) != 1 else ''}{tail}")
+
+
+MIN_COLUMN = 8
+
+
+def columns_that_fit(n: int, width: int) -> int:
+    """How many columns of at least MIN_COLUMN characters (plus borders) fit in `width`."""
+    return max(1, min(n, (width - 1) // (MIN_COLUMN + 3)))

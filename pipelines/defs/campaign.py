@@ -1,0 +1,133 @@
+"""Start the PPO campaign from Dagster: `train_campaign` (a job) and `t1_pool_updated` (an
+optional sensor that starts it on each new T1 version).
+
+The job starts a run of the Prefect deployment `ppo_campaign/t1` (served by `t1 ui`) with
+`run_deployment`, links the Dagster run to the Prefect flow run (a clickable output), and by
+default waits for it. The campaign reports its evaluations back as `evaluation_results`,
+with the pool version, the audit version and a link back to this run.
+"""
+
+import os
+from collections.abc import Iterator
+
+import dagster as dg
+from pydantic import Field
+
+from pipelines.campaign_deployment import (
+    DAGSTER_URL_ENV,
+    CampaignRequest,
+    NoDeploymentError,
+    flow_run_url,
+    start_campaign_run,
+    wait_for_flow_run,
+)
+from pipelines.defs.evaluation import EVALUATION_RESULTS
+from pipelines.defs.resources import ForgeConfig
+from tasks.pools import Pool
+from warehouse import pool_version
+
+POOL_ASSETS = {Pool.T1: "t1_pool", Pool.RST: "rst_pool", Pool.TMAX: "tmax_pool"}
+
+
+class TrainCampaignConfig(dg.Config, CampaignRequest):
+    """What to train on (the campaign's typed parameters) and whether to wait for it."""
+
+    wait: bool = Field(True, description="keep this run open until the campaign finishes")
+    timeout_minutes: float = Field(240.0, gt=0, description="how long to wait")
+
+
+def audit_version_of(instance: dg.DagsterInstance, pool: str, version: int) -> str:
+    """The audit version the pool asset recorded for `version` ('' when unknown)."""
+    key = POOL_ASSETS.get(Pool.parse(pool))
+    if key is None:
+        return ""
+    records = instance.fetch_materializations(dg.AssetKey(key), limit=50).records
+    for record in records:
+        mat = record.asset_materialization
+        md = mat.metadata if mat else {}
+        found = md.get("pool_version")
+        if found is not None and found.value == version and "audit_version" in md:
+            return str(md["audit_version"].value)
+    return ""
+
+
+@dg.op(out=dg.Out(dict))
+def campaign_flow_run(
+    context: dg.OpExecutionContext, config: TrainCampaignConfig, forge: ForgeConfig
+) -> Iterator[dg.AssetObservation | dg.Output]:
+    """Start the campaign on the chosen pool version as a Prefect flow run (and follow it)."""
+    try:
+        version = pool_version(forge.store_path, config.pool, config.pool_version)
+    except ValueError as e:  # no such pool version (or no store): say so in one line
+        raise dg.Failure(description=str(e)) from None
+    request = CampaignRequest(**{**config.model_dump(), "pool_version": version})
+    dagster_url = os.environ.get(DAGSTER_URL_ENV)
+    try:
+        run = start_campaign_run(
+            request,
+            extra={
+                "audit_version": audit_version_of(context.instance, request.pool, version),
+                "store": str(forge.store_path.resolve()),
+                "dagster_url": dagster_url,
+                "dagster_run_id": context.run_id,
+            },
+            tags=("campaign", f"pool:{request.pool}", f"pool_version:{version}"),
+        )
+    except NoDeploymentError as e:
+        raise dg.Failure(description=str(e)) from e
+    url = flow_run_url(run.id)
+    context.log.info(f"started Prefect flow run {run.name}: {url}")
+    # Shown at once in this run's events and on evaluation_results: the link to Prefect.
+    yield dg.AssetObservation(
+        asset_key=EVALUATION_RESULTS,
+        description=f"campaign started on {request.pool} v{version}",
+        metadata={
+            "prefect_flow_run": dg.MetadataValue.url(url),
+            "flow_run_name": run.name,
+            "pool": request.pool,
+            "pool_version": version,
+        },
+    )
+    state = "Scheduled"
+    if config.wait:
+        final = wait_for_flow_run(
+            run.id, config.timeout_minutes * 60, lambda s: context.log.info(f"flow run: {s}")
+        )
+        state = final.state.name
+        if not final.state.is_completed():
+            raise dg.Failure(
+                description=f"the campaign's flow run ended {state}: {url}",
+                metadata={"prefect_flow_run": dg.MetadataValue.url(url)},
+            )
+    yield dg.Output(
+        {"flow_run_id": str(run.id), "url": url, "state": state},
+        metadata={"prefect_flow_run": dg.MetadataValue.url(url), "state": state},
+    )
+
+
+@dg.job(
+    tags={"kind": "campaign"},
+    description="Train the PPO campaign on a pool version (default: the latest t1) through the "
+    "Prefect deployment ppo_campaign/t1 that `t1 ui` serves.",
+)
+def train_campaign() -> None:
+    campaign_flow_run()
+
+
+@dg.asset_sensor(
+    asset_key=dg.AssetKey("t1_pool"),
+    job=train_campaign,
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.STOPPED,
+)
+def t1_pool_updated(context: dg.SensorEvaluationContext, asset_event: dg.EventLogEntry):
+    """Start the campaign on each new T1 version (off until turned on in the UI)."""
+    mat = asset_event.asset_materialization
+    version = mat.metadata.get("pool_version") if mat else None
+    if version is None:
+        return
+    yield dg.RunRequest(
+        run_key=f"t1-v{version.value}",
+        run_config={"ops": {"campaign_flow_run": {"config": {"pool_version": version.value}}}},
+        tags={"pool": "t1", "pool_version": str(version.value)},
+    )

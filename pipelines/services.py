@@ -1,0 +1,166 @@
+"""The long-running servers `t1 ui` (and the demo's loop) start: Dagster webserver and daemon,
+the Prefect server, and the process serving the campaign deployment.
+
+`Services` starts them in order (each waits for the previous one's health URL), watches them
+and stops them all; `ServiceError` says which one failed and why, in one line, so the
+command can exit non-zero instead of running on with a server missing.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+import httpx
+
+DAGSTER_PORT, PREFECT_PORT = 3000, 4200  # the UIs' default ports (`t1 ui`)
+
+
+class ServiceError(RuntimeError):
+    """A server could not start, or stopped."""
+
+
+@dataclass(frozen=True)
+class Service:
+    name: str
+    argv: list[str]
+    health_url: str | None = None  # GET returns 200 once it serves
+    start_timeout_s: float = 180.0
+
+
+def venv_bin(name: str) -> str:
+    """A console script installed beside this Python."""
+    return str(Path(sys.executable).parent / name)
+
+
+def port_in_use(host: str, port: int) -> bool:
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+def prefect_env(host: str, port: int, home: Path) -> dict[str, str]:
+    """Settings that point every Prefect client and the Prefect UI at one server."""
+    api = f"http://{host}:{port}/api"
+    return {
+        "PREFECT_HOME": str(home),
+        "PREFECT_API_URL": api,
+        "PREFECT_UI_API_URL": api,
+        "PREFECT_UI_URL": f"http://{host}:{port}",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_SERVER_API_HOST": host,
+        "PREFECT_SERVER_API_PORT": str(port),
+    }
+
+
+def dagster_services(host: str, port: int) -> list[Service]:
+    module = ["-m", "pipelines.definitions"]
+    return [
+        Service(
+            "dagster webserver",
+            [venv_bin("dagster-webserver"), *module, "-h", host, "-p", str(port)],
+            f"http://{host}:{port}/server_info",
+        ),
+        Service("dagster daemon", [venv_bin("dagster-daemon"), "run", *module]),
+    ]
+
+
+def prefect_services(host: str, port: int) -> list[Service]:
+    return [
+        Service(
+            "prefect server",
+            [venv_bin("prefect"), "server", "start", "--host", host, "--port", str(port)],
+            f"http://{host}:{port}/api/health",
+        ),
+        Service(
+            "campaign deployment",
+            [sys.executable, "-m", "pipelines.serve_campaign"],
+            f"http://{host}:{port}/api/deployments/name/ppo_campaign/t1",
+        ),
+    ]
+
+
+@dataclass
+class Services:
+    """Started servers; use as a context manager (everything stops on exit)."""
+
+    env: Mapping[str, str]
+    log: IO[bytes] | None = None  # None: the servers write to this terminal
+    procs: dict[str, subprocess.Popen] = field(default_factory=dict)
+    services: dict[str, Service] = field(default_factory=dict)
+
+    def start(self, service: Service, *, wait: bool = True) -> None:
+        """Start `service`; with `wait`, return once its health URL answers."""
+        proc = subprocess.Popen(
+            service.argv,
+            env={**os.environ, **self.env},
+            stdout=self.log,
+            stderr=subprocess.STDOUT if self.log else None,
+            start_new_session=True,
+        )
+        self.procs[service.name] = proc
+        self.services[service.name] = service
+        if wait:
+            self.wait_healthy(service.name)
+
+    def wait_healthy(self, name: str) -> None:
+        """Return once the started service `name` answers its health URL (ServiceError if it
+        exits or does not answer in time)."""
+        service, proc = self.services[name], self.procs[name]
+        if not service.health_url:
+            return
+        deadline = time.monotonic() + service.start_timeout_s
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise ServiceError(f"{service.name} exited with code {proc.returncode}")
+            try:
+                if httpx.get(service.health_url, timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        raise ServiceError(
+            f"{service.name} did not answer {service.health_url} in {service.start_timeout_s:.0f} s"
+        )
+
+    def check(self) -> None:
+        """ServiceError if any server has stopped."""
+        for name, proc in self.procs.items():
+            if proc.poll() is not None:
+                raise ServiceError(f"{name} stopped (exit code {proc.returncode})")
+
+    def stop(self, grace_s: float = 15.0) -> None:
+        for proc in self.procs.values():
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+    def __enter__(self) -> Services:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -1,0 +1,222 @@
+"""An image's merged file tree, read straight from its layer directories (no mount).
+
+Layers are overlayfs directories, bottom first: a character device 0/0 is a whiteout (the
+name is deleted), a directory with the `trusted.overlay.opaque` xattr hides everything below
+it. `ImageView` answers what the builder needs without mounting anything: does a path exist,
+where does it resolve (symlinks followed inside the image, never on the host), what are its
+owner and mode, and who is `app` in /etc/passwd. `flatten` merges layers into one, keeping
+whiteouts for what the merged layers delete from the layers beneath them.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import shutil
+import stat
+from collections.abc import Sequence
+from pathlib import Path
+
+OPAQUE = "trusted.overlay.opaque"
+MAX_SYMLINKS = 40
+
+
+def is_whiteout(st: os.stat_result) -> bool:
+    return stat.S_ISCHR(st.st_mode) and st.st_rdev == 0
+
+
+def is_opaque(path: Path) -> bool:
+    try:
+        return os.getxattr(path, OPAQUE, follow_symlinks=False) == b"y"
+    except OSError:
+        return False
+
+
+class ImageView:
+    """Read-only view of layers (bottom first)."""
+
+    def __init__(self, layers: Sequence[Path]) -> None:
+        self.layers = list(layers)
+
+    def entry(self, path: str) -> Path | None:
+        """The host path of the topmost layer's entry for `path` (no symlink following)."""
+        parts = [p for p in path.split("/") if p]
+        if not parts:
+            return self.layers[-1]
+        for layer in reversed(self.layers):
+            cur = layer
+            below_hidden = False  # an opaque directory on the way hides the layers below
+            for depth, part in enumerate(parts):
+                cur = cur / part
+                try:
+                    st = os.lstat(cur)
+                except OSError:
+                    break
+                if is_whiteout(st):
+                    return None
+                if depth == len(parts) - 1:
+                    return cur
+                if not stat.S_ISDIR(st.st_mode):
+                    return None  # a file here shadows the directories of lower layers
+                below_hidden = below_hidden or is_opaque(cur)
+            if below_hidden:
+                return None
+        return None
+
+    def resolve(self, path: str) -> str:
+        """`path` with every symlink resolved inside the image (like chroot + realpath)."""
+        parts = [p for p in path.split("/") if p]
+        done = "/"
+        hops = 0
+        while parts:
+            part = parts.pop(0)
+            if part == ".":
+                continue
+            if part == "..":
+                done = posixpath.dirname(done.rstrip("/")) or "/"
+                continue
+            candidate = posixpath.join(done, part)
+            host = self.entry(candidate)
+            if host is not None and host.is_symlink():
+                hops += 1
+                if hops > MAX_SYMLINKS:
+                    raise OSError(f"too many symlinks resolving {path}")
+                target = os.readlink(host)
+                if target.startswith("/"):
+                    done = "/"
+                parts = [p for p in target.split("/") if p] + parts
+                continue
+            done = candidate
+        return done
+
+    def lstat(self, path: str) -> os.stat_result | None:
+        host = self.entry(path)
+        return os.lstat(host) if host is not None else None
+
+    def is_dir(self, path: str) -> bool:
+        host = self.entry(self.resolve(path))
+        return host is not None and host.is_dir()
+
+    def read_text(self, path: str) -> str:
+        host = self.entry(self.resolve(path))
+        if host is None or not host.is_file():
+            return ""
+        return host.read_text(errors="replace")
+
+    def listdir(self, path: str) -> list[str]:
+        """Names in a directory of the merged tree."""
+        names: set[str] = set()
+        gone: set[str] = set()
+        parts = [p for p in self.resolve(path).split("/") if p]
+        for layer in reversed(self.layers):
+            d = layer.joinpath(*parts)
+            if not d.is_dir() or d.is_symlink():
+                if os.path.lexists(d):
+                    break
+                continue
+            for e in os.scandir(d):
+                st = e.stat(follow_symlinks=False)
+                if e.name in gone or e.name in names:
+                    continue
+                (gone if is_whiteout(st) else names).add(e.name)
+            if is_opaque(d):
+                break
+        return sorted(names)
+
+    def ids(self, user: str) -> tuple[int, int]:
+        """`user[:group]` (names or numbers) -> (uid, gid) from the image's passwd/group."""
+        name, _, group = user.partition(":")
+        uid = _lookup(self.read_text("/etc/passwd"), name, 2)
+        if group:
+            gid = _lookup(self.read_text("/etc/group"), group, 2)
+        elif name.isdigit():
+            gid = uid
+        else:
+            gid = _lookup(self.read_text("/etc/passwd"), name, 3)
+        return uid, gid
+
+    def home(self, user: str) -> str:
+        name = user.partition(":")[0] or "root"
+        for line in self.read_text("/etc/passwd").splitlines():
+            fields = line.split(":")
+            if len(fields) >= 6 and (fields[0] == name or fields[2] == name):
+                return fields[5]
+        return "/root" if name in ("root", "0") else "/"
+
+
+def _lookup(table: str, key: str, column: int) -> int:
+    if key.isdigit():
+        return int(key)
+    for line in table.splitlines():
+        fields = line.split(":")
+        if len(fields) > column and fields[0] == key:
+            return int(fields[column])
+    raise KeyError(key)
+
+
+def copy_meta(src: os.stat_result, dst: Path) -> None:
+    os.chown(dst, src.st_uid, src.st_gid, follow_symlinks=False)
+    if not stat.S_ISLNK(src.st_mode):
+        os.chmod(dst, stat.S_IMODE(src.st_mode))
+    os.utime(dst, ns=(src.st_atime_ns, src.st_mtime_ns), follow_symlinks=False)
+
+
+def flatten(layers: Sequence[Path], dest: Path) -> None:
+    """Merge `layers` (bottom first) into the empty directory `dest`, overlay semantics kept."""
+    for layer in layers:
+        _apply(layer, dest)
+
+
+def _apply(src: Path, dst: Path) -> None:
+    for e in os.scandir(src):
+        s = Path(e.path)
+        d = dst / e.name
+        st = e.stat(follow_symlinks=False)
+        if stat.S_ISDIR(st.st_mode):
+            opaque = is_opaque(s)
+            if os.path.lexists(d) and (opaque or not d.is_dir() or d.is_symlink()):
+                _remove(d)
+            if not os.path.lexists(d):
+                d.mkdir()
+            copy_meta(st, d)
+            if opaque:
+                os.setxattr(d, OPAQUE, b"y")
+            _apply(s, d)
+            continue
+        if os.path.lexists(d):
+            _remove(d)
+        if is_whiteout(st):
+            os.mknod(d, stat.S_IFCHR | 0o000, os.makedev(0, 0))
+        elif stat.S_ISLNK(st.st_mode):
+            os.symlink(os.readlink(s), d)
+            copy_meta(st, d)
+        elif stat.S_ISREG(st.st_mode):
+            shutil.copyfile(s, d, follow_symlinks=False)
+            copy_meta(st, d)
+        else:
+            os.mknod(d, st.st_mode, st.st_rdev)
+            copy_meta(st, d)
+
+
+def _remove(p: Path) -> None:
+    if p.is_dir() and not p.is_symlink():
+        shutil.rmtree(p)
+    else:
+        p.unlink()
+
+
+def ensure_dirs(view: ImageView, up: Path, path: str) -> None:
+    """Create `path` (already resolved) in the layer `up`, its existing parents keeping the
+    owner and mode they have in the image (an upper directory's attributes win in overlay)."""
+    cur = "/"
+    for part in [p for p in path.split("/") if p]:
+        cur = cur.rstrip("/") + "/" + part
+        target = up / cur.lstrip("/")
+        if target.is_dir():
+            continue
+        st = view.lstat(cur)
+        target.mkdir()
+        if st is not None:
+            copy_meta(st, target)
+        else:
+            target.chmod(0o755)

@@ -1,0 +1,149 @@
+"""Network for a sandbox's own network namespace (created by its holder, loopback up).
+
+`none` stays loopback only. The other modes attach a user-mode NAT (slirp4netns) running in
+the host's namespace; the sandbox reaches the world through it, never the host itself: the
+host's loopback is refused by slirp4netns (`--disable-host-loopback`, which also covers its
+10.0.2.2 alias) and every address of the host's own interfaces is a blackhole route inside
+the namespace, which the sandbox cannot change (it has no CAP_NET_ADMIN). `allowlist` and
+`build` drop the default route and route only the addresses of the allowed hosts.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import shutil
+import socket
+import subprocess
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from sandbox.base import NetworkMode, NetworkPolicy, SandboxError
+
+# What `build` (Dockerfile RUN steps) may reach: the package registries, nothing else.
+REGISTRY_HOSTS: tuple[str, ...] = (
+    "deb.debian.org",
+    "security.debian.org",
+    "pypi.org",
+    "files.pythonhosted.org",
+    "registry.npmjs.org",
+)
+GATEWAY = "10.0.2.2"  # slirp4netns' router inside the namespace
+DNS = "10.0.2.3"
+
+
+@dataclass
+class Attachment:
+    """The NAT process serving one sandbox; it exits when its holder does."""
+
+    process: subprocess.Popen[bytes] | None
+
+    def close(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+        self.process = None
+
+
+def network_problem() -> str | None:
+    if shutil.which("slirp4netns") is None:
+        return "'slirp4netns' not found: apt-get install slirp4netns"
+    if shutil.which("ip") is None:
+        return "'ip' not found: apt-get install iproute2"
+    return None
+
+
+def host_addresses() -> list[str]:
+    """Every IPv4 address of the host's own interfaces (loopback excluded)."""
+    out = subprocess.run(
+        ["ip", "-o", "-4", "addr", "show"], capture_output=True, text=True, check=False
+    ).stdout
+    addrs = []
+    for line in out.splitlines():
+        parts = line.split()
+        if "inet" in parts:
+            addr = parts[parts.index("inet") + 1].split("/")[0]
+            if not ipaddress.ip_address(addr).is_loopback:
+                addrs.append(addr)
+    return sorted(set(addrs))
+
+
+def resolve(hosts: Iterable[str]) -> list[str]:
+    """IPv4 addresses of `hosts` (names or literal addresses/CIDRs), resolved on the host."""
+    out: set[str] = set()
+    for host in hosts:
+        try:
+            out.add(str(ipaddress.ip_network(host, strict=False)))
+            continue
+        except ValueError:
+            pass
+        try:
+            infos = socket.getaddrinfo(host, None, family=socket.AF_INET)
+        except OSError:
+            continue  # an unknown name is simply not reachable
+        out.update(f"{info[4][0]}/32" for info in infos)
+    return sorted(out)
+
+
+def route_commands(policy: NetworkPolicy, host_addrs: list[str], allowed: list[str]) -> list[str]:
+    """`ip -batch` lines applied inside the namespace after the NAT is up (pure)."""
+    lines = [f"route add blackhole {a}/32" for a in host_addrs if a != GATEWAY]
+    if policy.mode in (NetworkMode.ALLOWLIST, NetworkMode.BUILD):
+        lines.append("route del default")
+        lines += [f"route add {net} via {GATEWAY} dev tap0" for net in allowed]
+    return lines
+
+
+def allowed_hosts(policy: NetworkPolicy) -> tuple[str, ...]:
+    if policy.mode == NetworkMode.BUILD:
+        return (*REGISTRY_HOSTS, *policy.allowed_hosts)
+    return policy.allowed_hosts
+
+
+def attach(holder_pid: int, policy: NetworkPolicy) -> Attachment:
+    """Give the holder's namespace the policy's network; `none` needs nothing."""
+    if policy.mode == NetworkMode.NONE:
+        return Attachment(None)
+    problem = network_problem()
+    if problem:
+        raise SandboxError(problem)
+    exit_r, exit_w = os.pipe()
+    ready_r, ready_w = os.pipe()
+    try:
+        proc = subprocess.Popen(
+            ["slirp4netns", "--configure", "--mtu=65520", "--disable-host-loopback",
+             f"--exit-fd={exit_r}", f"--ready-fd={ready_w}", str(holder_pid), "tap0"],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            pass_fds=(exit_r, ready_w), start_new_session=True,
+        )  # fmt: skip
+    finally:
+        os.close(exit_r)
+        os.close(ready_w)
+    # The NAT exits when exit_w closes: we hand it to the attachment's lifetime below.
+    att = _Owned(proc, exit_w)
+    with os.fdopen(ready_r, "rb") as ready:
+        if ready.read(1) != b"1":
+            err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
+            att.close()
+            raise SandboxError(f"slirp4netns failed to start: {err.strip()[-300:]}")
+    lines = route_commands(policy, host_addresses(), resolve(allowed_hosts(policy)))
+    r = subprocess.run(
+        ["nsenter", f"--net=/proc/{holder_pid}/ns/net", "ip", "-batch", "-"],
+        input="\n".join(lines) + "\n", capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if r.returncode != 0:
+        att.close()
+        raise SandboxError(f"network policy could not be applied: {r.stderr.strip()[-300:]}")
+    return att
+
+
+class _Owned(Attachment):
+    def __init__(self, process: subprocess.Popen[bytes], exit_w: int) -> None:
+        super().__init__(process)
+        self._exit_w: int | None = exit_w
+
+    def close(self) -> None:
+        if self._exit_w is not None:
+            os.close(self._exit_w)
+            self._exit_w = None
+        super().close()

@@ -1,0 +1,16 @@
+"""Fixtures for the orchestration tests."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.pipelines.campaign_store import t1_store_at
+
+
+@pytest.fixture
+def t1_store(tmp_path: Path):
+    """A store whose t1 v1 holds the tiny-cpu preset's two training seeds and a child of its
+    held-out task: (store path, training tasks, the child)."""
+    return t1_store_at(tmp_path / "wh")

@@ -1,0 +1,82 @@
+"""Pure parts of the docker backend: reading FROM lines, adding the build-time CA to a
+Dockerfile, the egress routes for each network policy, and the no-engine path."""
+
+from __future__ import annotations
+
+import re
+
+from sandbox.base import NetworkMode, NetworkPolicy
+from sandbox.docker_build import _instructions, dockerfile_bases, with_build_ca
+from sandbox.egress import route_commands
+
+MOUNT = "--mount=type=secret,id=t1-ca,target=/run/secrets/t1-ca.crt,mode=0444"
+
+
+def test_bases_follow_global_args_skip_stages_and_scratch():
+    text = (
+        "# syntax comment\nARG BASE=ubuntu:24.04\nARG PY\n"
+        "FROM ${BASE} AS build\nRUN make\n"
+        "from build\n"
+        "FROM scratch\n"
+        "FROM --platform=linux/amd64 python:3.11-slim as py\n"
+        "FROM \\\n  debian:12\n"
+        "FROM $BASE\n"
+    )
+    assert dockerfile_bases(text) == ["ubuntu:24.04", "python:3.11-slim", "debian:12"]
+
+
+def test_build_ca_mounts_on_every_run_and_args_after_every_from():
+    text = (
+        "FROM debian:bookworm-slim AS a\n"
+        "# RUN in a comment\n"
+        "RUN apt-get update && \\\n"
+        "    run-parts /etc/x\n"
+        'run ["echo", "exec form"]\n'
+        "RUN --mount=type=cache,target=/root/.cache pip install x\n"
+        "FROM \\\n  a\n"
+        "ENV RUN=1\n"
+        "COPY run.sh /run.sh\n"
+        "RUN true\n"
+    )
+    out = with_build_ca(text)
+    lines = out.split("\n")
+    runs = [line for line in lines if re.match(r"(?i)\s*run\s", line)]
+    assert len(runs) == 4 and all(MOUNT in r for r in runs)
+    assert "    run-parts /etc/x" in lines and "# RUN in a comment" in lines
+    assert "ENV RUN=1" in lines and "COPY run.sh /run.sh" in lines
+    assert "run --mount" in out and '["echo", "exec form"]' in out
+    assert out.count("ARG SSL_CERT_FILE=/run/secrets/t1-ca.crt") == 2
+    # ARGs come right after each (possibly continued) FROM
+    assert lines[lines.index("  a") + 1].startswith("ARG ")
+    assert len(_instructions(out)) == len(_instructions(text)) + 2 * 6
+
+
+def test_routes_per_policy():
+    host = ["192.0.2.2", "172.17.0.1"]
+    assert route_commands(NetworkPolicy(), host, []) == []
+    internet = route_commands(NetworkPolicy(NetworkMode.INTERNET), host, [])
+    assert internet == [
+        ["ip", "route", "add", "prohibit", "192.0.2.2/32"],
+        ["ip", "route", "add", "prohibit", "172.17.0.1/32"],
+    ]
+    allow = route_commands(
+        NetworkPolicy(NetworkMode.ALLOWLIST, ("a.example",)), host, ["203.0.113.5", "192.0.2.2"]
+    )
+    assert allow[:2] == internet
+    assert allow[2:4] == [
+        ["ip", "route", "del", "default"],
+        ["ip", "route", "add", "prohibit", "default"],
+    ]
+    assert allow[4:] == [["ip", "route", "add", "203.0.113.5/32", "via", "10.0.2.2", "dev", "tap0"]]
+
+
+def test_no_engine_is_a_sandbox_error_not_a_crash(monkeypatch, tmp_path):
+    from sandbox import run_trial
+    from tasks.results import FailureMode
+    from tests.factories import make_task
+
+    monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/nothing.sock")
+    r = run_trial(make_task(), "oracle", backend="docker")
+    assert r.failure_mode == FailureMode.SANDBOX_ERROR
+    assert "no Docker daemon answers" in r.failure_detail
+    assert not r.rewardable
