@@ -16,9 +16,12 @@ download) before or after it; what it observed stays on the agent object as type
 
 from __future__ import annotations
 
+import os
 import posixpath
 import re
 import shlex
+import shutil
+import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -47,6 +50,40 @@ FAKETIME_LIBS = (
     "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
 )
 SHIPPED_FAKETIME = ".t1-faketime/libfaketime.so.1"
+
+
+SHIPPED_LOCALES = ".t1-locale"
+
+
+def host_locale(name: str) -> dict[str, bytes] | None:
+    """The compiled locale `name` (e.g. de_DE.UTF-8) as {relative path: bytes}, to ship
+    with a wrapped verifier (`LOCPATH`) for images that lack it: compiled once with the
+    host's localedef into ~/.cache/t1-forge/locale. None when the host cannot compile it."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "t1-forge" / "locale"
+    target = cache / name
+    if not (target / "LC_CTYPE").is_file():
+        if shutil.which("localedef") is None:
+            return None
+        lang, _, charmap = name.partition(".")
+        tmp = cache / f".{name}.{os.getpid()}"
+        cache.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            ["localedef", "-i", lang, "-f", charmap or "UTF-8", str(tmp)],
+            capture_output=True,
+            timeout=300,
+        )
+        if not (tmp / "LC_CTYPE").is_file():
+            shutil.rmtree(tmp, ignore_errors=True)
+            return None
+        try:
+            tmp.rename(target)
+        except OSError:  # another process compiled it first
+            shutil.rmtree(tmp, ignore_errors=True)
+    return {
+        f"{name}/{p.relative_to(target).as_posix()}": p.read_bytes()
+        for p in sorted(target.rglob("*"))
+        if p.is_file()
+    }
 
 
 def host_faketime() -> bytes | None:
@@ -279,10 +316,7 @@ class ConditionAgent:
         if c.clock:
             self.applied, self.detail = _prepare_faketime(sandbox)
         if c.locale:
-            have = sandbox.exec("locale -a 2>/dev/null", timeout_s=10).stdout.lower()
-            want = self.locale.lower().replace("utf-8", "utf8")
-            self.applied = want in have.split()
-            self.detail = self.locale if self.applied else f"{self.locale} not installed"
+            self.applied, self.detail = _prepare_locale(sandbox, self.locale)
         if c.shuffle_dirs:
             sandbox.exec(shuffle_command(c.shuffle_dirs), timeout_s=60, cwd="/")
             self.detail = f"entries of {c.shuffle_dirs[:3]} re-created in another order"
@@ -293,6 +327,28 @@ class ConditionAgent:
                 f"files of {c.age_paths[:2]} aged by {c.age_s} s" if r.ok else r.stderr[-200:]
             )
         return outcome
+
+
+def _prepare_locale(sandbox: Sandbox, name: str) -> tuple[bool, str]:
+    """Does `name` work here? The image's, else the host's compiled copy (the one the
+    wrapped verifier ships, `LOCPATH`), tried from a scratch directory removed at once."""
+    have = sandbox.exec("locale -a 2>/dev/null", timeout_s=10).stdout.lower().split()
+    if name.lower().replace("utf-8", "utf8") in have:
+        return True, f"the image's {name}"
+    files = host_locale(name)
+    if files is None:
+        return False, f"{name} is neither in the image nor compilable on the host"
+    scratch = "/tmp/.t1-probe/locale"
+    for rel, data in files.items():
+        sandbox.upload({posixpath.basename(rel): data}, f"{scratch}/{posixpath.dirname(rel)}")
+    out = sandbox.exec(
+        f"LOCPATH={scratch} LC_ALL={name} bash -c 'printf %.1f 1' 2>/dev/null; "
+        "rm -rf /tmp/.t1-probe",
+        timeout_s=10,
+    ).stdout
+    if out.strip() != "1,0":  # the German decimal comma
+        return False, f"the shipped {name} did not load (printf gave {out.strip()!r})"
+    return True, f"the shipped {name}"
 
 
 def _prepare_faketime(sandbox: Sandbox) -> tuple[bool, str]:

@@ -14,7 +14,14 @@ from __future__ import annotations
 
 import shlex
 
-from audit.trials import FAKETIME_LIBS, SHIPPED_FAKETIME, Condition, host_faketime
+from audit.trials import (
+    FAKETIME_LIBS,
+    SHIPPED_FAKETIME,
+    SHIPPED_LOCALES,
+    Condition,
+    host_faketime,
+    host_locale,
+)
 from audit.verdict import Code, Finding, Source
 from tasks.results import TrialResult
 
@@ -44,6 +51,9 @@ def wrapper(name: str) -> str:
     env = CONDITIONS[name]
     lines = ["#!/bin/bash", f"# t1 audit: rerun of the verifier under condition {name!r}"]
     lines += [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
+    if name == "locale":  # the shipped copy, for images without it
+        lines.append(f'[ -d "$(dirname "$0")/{SHIPPED_LOCALES}" ] && '
+                     f'export LOCPATH="$(dirname "$0")/{SHIPPED_LOCALES}"')  # fmt: skip
     if name == "clock":
         libs = " ".join([*FAKETIME_LIBS, f'"$(dirname "$0")/{SHIPPED_FAKETIME}"'])
         lines.append(
@@ -62,6 +72,8 @@ def wrapped_verifier(verifier: dict[str, bytes], name: str) -> dict[str, bytes]:
     files[ENTRY] = wrapper(name).encode()
     if name == "clock" and (lib := host_faketime()) is not None:
         files[SHIPPED_FAKETIME] = lib
+    if name == "locale" and (loc := host_locale(OTHER_LOCALE)) is not None:
+        files |= {f"{SHIPPED_LOCALES}/{rel}": data for rel, data in loc.items()}
     return files
 
 
