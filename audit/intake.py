@@ -11,6 +11,7 @@ writes ctrf.json or JUnit XML). Only a verifier with none of them that writes re
 from __future__ import annotations
 
 import posixpath
+import random
 import re
 from dataclasses import dataclass
 from enum import StrEnum
@@ -19,7 +20,6 @@ from pathlib import Path
 from tasks.corpus import Reject, detect_format, import_dir, load_task
 from tasks.errors import TaskFormatError
 from tasks.model import Task
-from warehouse.permutation import epoch_permutation
 
 IMPORT_ORIGIN = "import"  # not a pool: tasks recorded without being audited or pooled
 
@@ -74,8 +74,8 @@ class Intake:
 
 def read_corpus(root: Path | str, sample: int | None = None, seed: int = 0) -> Intake:
     """Every task under `root` (or `root` itself, when it is one task), optionally a seeded
-    sample of `sample` directories drawn by `warehouse.permutation` before loading, with each
-    verifier's reporting decided. Malformed tasks are rejects, never exceptions; a `root`
+    sample of `sample` directories drawn before loading, with each verifier's reporting
+    decided. Malformed tasks are rejects, never exceptions; a `root`
     that is not a directory raises TaskFormatError (one line, naming it)."""
     root = Path(root)
     if not root.is_dir():
@@ -86,7 +86,9 @@ def read_corpus(root: Path | str, sample: int | None = None, seed: int = 0) -> I
         dirs = sorted(p for p in root.iterdir() if p.is_dir() and not p.name.startswith((".", "_")))
     found = len(dirs)
     if sample is not None and sample < len(dirs):
-        dirs = sorted(dirs[i] for i in epoch_permutation(len(dirs), seed, 0)[:sample])
+        # random.Random(seed).sample of the sorted directories: the draw benchmarks/real_corpus.py
+        # makes when every directory imports, so the two share built environments
+        dirs = random.Random(seed).sample(dirs, sample)
     if len(dirs) == found and dirs != [root]:
         tasks, rejects = import_dir(root)
     else:

@@ -133,6 +133,19 @@ class _Resolver:
         return out
 
 
+def _owner(node: ast.AST) -> str:
+    """The name a method is called on: `re` in `re.match(...)` and in
+    `__import__("re").match(...)` alike."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+        fn = node.func
+        name = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
+        if name in ("__import__", "import_module"):
+            return str(node.args[0].value)
+    return ""
+
+
 def _parents(tree: ast.AST) -> dict[int, ast.AST]:
     out: dict[int, ast.AST] = {}
     for node in ast.walk(tree):
@@ -388,7 +401,7 @@ class _PythonReader:
     def call(self, node: ast.Call) -> None:
         fn = node.func
         name = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
-        owner = getattr(fn.value, "id", "") if isinstance(fn, ast.Attribute) else ""
+        owner = _owner(fn.value) if isinstance(fn, ast.Attribute) else ""
         if name.startswith("assert") and owner == "self":  # unittest
             ctx = _Ctx(True, name.startswith("assertNot"), None)
             if ctx.negated:

@@ -397,3 +397,10 @@ def test_d():
 """
     found = lits({"t.py": src})
     assert "/home/a/packed" in found and "/home/a/one" not in found and "/home/a/two" not in found
+
+
+def test_modules_imported_inline_are_recognized():
+    src = """
+CHECKS = [("banner", lambda: __import__("re").match(r"^# report v\\d+", open("/app/r").read()))]
+"""
+    assert lits({"verify.py": src})[r"^# report v\d+"].kind == K.FORMAT
