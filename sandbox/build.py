@@ -35,7 +35,7 @@ from typing import Protocol
 from sandbox.base import EnvironmentBuildError, ExecResult, NetworkMode, NetworkPolicy
 from sandbox.bases import Base, ensure_base, lookup, state_dir
 from sandbox.context import ContextError, copy_into_layer, digest_sources
-from sandbox.image import Image
+from sandbox.image import Image, ImageConfig
 from sandbox.layerfs import ImageView, ensure_dirs, flatten
 from sandbox.stages import Config, Copy, Run, Stage, resolve
 from tasks.dockerfile import DockerfileError
@@ -150,7 +150,11 @@ def build_image(
     t0 = time.monotonic()
     stats = stats if stats is not None else BuildStats()
     try:
-        stages = resolve(dockerfile_of(task), path=f"{task.id}/environment/Dockerfile")
+        stages = resolve(
+            dockerfile_of(task),
+            path=f"{task.id}/environment/Dockerfile",
+            base_config=lambda name: _base_config(name, log),
+        )
     except DockerfileError as e:
         raise ImageBuildError(
             BuildFailure.DOCKERFILE, e.message, line=e.line, instruction=e.instruction
@@ -166,8 +170,24 @@ def build_image(
     return image
 
 
+def _base_config(name: str, log: Log | None) -> ImageConfig:
+    """The config a FROM image starts with; Docker's defaults when it cannot be had (the
+    stage's own build then reports why, with its line)."""
+    try:
+        return base_image(name, log=log).config
+    except ImageBuildError:
+        return ImageConfig()
+
+
 def base_image(name: str, *, log: Log | None = None) -> Image:
-    """The image a FROM name starts from (its base built on first use)."""
+    """The image a FROM name starts from: the real image where an engine has it or can pull
+    it (sandbox.pull), else its offline recipe (built on first use)."""
+    from sandbox.pull import pulled_base
+
+    pulled = pulled_base(name, state_dir())
+    if pulled is not None:
+        root, config, image_id = pulled
+        return Image((root,), config, "pulled-" + image_id)
     try:
         base: Base = lookup(name)
     except EnvironmentBuildError as e:

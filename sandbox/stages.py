@@ -18,6 +18,7 @@ Semantics kept from Docker (see docs/images.md for the full table):
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -90,16 +91,31 @@ class Stage:
 
 
 def resolve(
-    text: str, path: str = "Dockerfile", build_args: dict[str, str] | None = None
+    text: str,
+    path: str = "Dockerfile",
+    build_args: dict[str, str] | None = None,
+    base_config: Callable[[str], ImageConfig] | None = None,
 ) -> list[Stage]:
-    """The stages the last stage depends on (itself last). Raises DockerfileError."""
+    """The stages the last stage depends on (itself last). Raises DockerfileError.
+
+    `base_config(name)` is the config a FROM image starts with (its ENV, WORKDIR, USER...);
+    without it, Docker's defaults.
+    """
     dockerfile = parse(text, path)
-    return _Resolver(path, dockerfile.escape, build_args or {}).run(dockerfile.instructions)
+    resolver = _Resolver(path, dockerfile.escape, build_args or {}, base_config)
+    return resolver.run(dockerfile.instructions)
 
 
 class _Resolver:
-    def __init__(self, path: str, escape: str, build_args: dict[str, str]) -> None:
+    def __init__(
+        self,
+        path: str,
+        escape: str,
+        build_args: dict[str, str],
+        base_config: Callable[[str], ImageConfig] | None,
+    ) -> None:
         self.path, self.escape, self.build_args = path, escape, build_args
+        self.base_config = base_config or (lambda _name: ImageConfig())
         self.global_args: dict[str, str] = {}
         self.stages: list[Stage] = []
 
@@ -129,9 +145,11 @@ class _Resolver:
                 continue
             if ins.keyword == "FROM":
                 stage = self.from_(ins)
-                config, args = ImageConfig(), {}
+                args = {}
                 if stage.base_stage is not None:
                     config = self.final_config(self.stages[stage.base_stage])
+                else:
+                    config = self.base_config(stage.base)
                 self.stages.append(stage)
                 continue
             if stage is None:
@@ -325,7 +343,7 @@ class _Resolver:
                 return step.config
         if stage.base_stage is not None:
             return self.final_config(self.stages[stage.base_stage])
-        return ImageConfig()
+        return self.base_config(stage.base)
 
     def needed(self) -> list[Stage]:
         want = {len(self.stages) - 1}
