@@ -16,10 +16,14 @@ import re
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tasks.corpus import Reject, detect_format, import_dir, load_task
 from tasks.errors import TaskFormatError
 from tasks.model import Task
+
+if TYPE_CHECKING:
+    from warehouse.recording import StoreRef
 
 IMPORT_ORIGIN = "import"  # not a pool: tasks recorded without being audited or pooled
 
@@ -106,13 +110,12 @@ def source_label(root: Path | str) -> str:
     return posixpath.normpath(str(Path(root).resolve()))
 
 
-def record_import(tasks: list[Task], root: Path | str, store: object = None) -> str:
+def record_import(tasks: list[Task], root: Path | str, store: StoreRef = None) -> str:
     """Record imported tasks in the warehouse (origin `import`, source `root`), each with its
     verifier's reporting decided; returns the store's path."""
-    from warehouse import resolve_store_path
     from warehouse.recording import record_tasks, writable_store
 
-    st = writable_store(resolve_store_path(store))  # type: ignore[arg-type]
+    st = writable_store(store)
     record_tasks(
         st, [with_reporting(t) for t in tasks], pool=IMPORT_ORIGIN, source=source_label(root)
     )

@@ -27,7 +27,7 @@ import re
 import time
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -36,6 +36,9 @@ from audit.static_checks import decode, verifier_texts
 from audit.verdict import Code, Finding, Source, Verdict
 from tasks.model import Task
 from warehouse.records import AuditRecord
+
+if TYPE_CHECKING:
+    from warehouse.recording import StoreRef
 
 PROMPT_VERSION = "v2"
 LLM_JUDGE_PREFIX = "llm/"
@@ -180,7 +183,7 @@ class LlmJudgement(BaseModel):
             task_hash=self.task_hash,
             judge=f"{LLM_JUDGE_PREFIX}{self.dimension.value}",
             audit_version=version,
-            scores={"score": float(self.score)} if self.ok else {},
+            scores={"score": float(self.score)} if self.score is not None else {},
             verdict=Verdict.PASS.value if self.ok else Verdict.ERROR.value,
             reasons=[self.rationale] if self.ok else list(self.errors),
             findings=[f.row() for f in self.findings()],
@@ -301,8 +304,8 @@ class DirCache:
 class WarehouseCache:
     """Judgements as `audits` rows (judge `llm/<dimension>`, version `<prompt>@<model>`)."""
 
-    def __init__(self, store: Any) -> None:
-        self.store = store
+    def __init__(self, store: StoreRef) -> None:
+        self.store: StoreRef = store
         self._rows: dict[tuple[str, str, str], AuditRecord] | None = None
 
     def _load(self) -> dict[tuple[str, str, str], AuditRecord]:
@@ -310,8 +313,8 @@ class WarehouseCache:
             from warehouse.recording import writable_store
             from warehouse.snapshot import Snapshot
 
-            self.store = writable_store(self.store)
-            with Snapshot.open(self.store, with_lineage=False) as snap:
+            st = self.store = writable_store(self.store)
+            with Snapshot.open(st, with_lineage=False) as snap:
                 rows = snap.rows(
                     "SELECT * FROM audits WHERE starts_with(judge, $p)", {"p": LLM_JUDGE_PREFIX}
                 )

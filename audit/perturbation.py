@@ -181,7 +181,7 @@ def computed_tokens(
     shifted, lines dropped, letters rotated): computed from the inputs. Deleting the inputs
     does not count: an output that merely needs its inputs to exist (a copy, a build) is
     not computed. A computed output with no vanishing value keeps an empty set."""
-    out = {p: set() for p in computed_outputs(texts, perturbed_texts)}
+    out: dict[str, set[str]] = {p: set() for p in computed_outputs(texts, perturbed_texts)}
     for p, text in texts.items():
         mine = tokens(text)
         gone: set[str] = set()

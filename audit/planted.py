@@ -766,7 +766,7 @@ def generate(seed: int, defect: Defect | None = None, variant: str | None = None
 def suite(draws: int = 1, seed: int = 0) -> list[Planted]:
     """Every variant of every class `draws` times (distinct random draws), each with its
     clean twin (the same draw without the defect)."""
-    out = []
+    out: list[Planted] = []
     for defect, variants in VARIANTS.items():
         for v in variants:
             for _ in range(draws):

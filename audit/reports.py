@@ -85,7 +85,7 @@ def write_funnel(rows: list[FunnelRow], out: Path, selected: int | None = None) 
         lines.append(f"| **T1 selected** | {selected} | |")
     (out / "funnel.md").write_text("\n".join(lines) + "\n")
     plt = _plt()
-    colors = {Verdict.PASS: "#4c9a5b", Verdict.ACCEPTED: "#4c9a5b",
+    colors: dict[str, str] = {Verdict.PASS: "#4c9a5b", Verdict.ACCEPTED: "#4c9a5b",
               Verdict.BORDERLINE: "#e0a030", Verdict.REJECTED: "#c0504d",
               Verdict.REPAIRED: "#4a7ebb", Verdict.UNREPAIRED: "#999999",
               Verdict.ERROR: "#7f7f7f"}  # fmt: skip
@@ -153,8 +153,8 @@ def write_scores(finals: list[FinalRow], out: Path) -> list[Path]:
     plt = _plt()
     fig, axes = plt.subplots(2, 4, figsize=(12, 5))
     for ax, c in zip(axes.flat, cols, strict=False):
-        vals = [r.scores[c] for r in finals if c in r.scores]
-        ax.hist(vals, bins=[i / 10 for i in range(11)], color="#3b6ea5", edgecolor="white")
+        got = [r.scores[c] for r in finals if c in r.scores]
+        ax.hist(got, bins=[i / 10 for i in range(11)], color="#3b6ea5", edgecolor="white")
         ax.set_title(c.replace("_", " "), fontsize=10)
         ax.set_xlim(0, 1)
     for ax in list(axes.flat)[len(cols) :]:

@@ -47,7 +47,7 @@ from audit.rubric import Decision, Dimension, Rubric, blend, decide, repairable
 from audit.verdict import FAILURE_CODES, Code, Finding, Source, Verdict
 from tasks.model import Task
 from tasks.results import TrialResult
-from warehouse.recording import record_audits, record_tasks, writable_store
+from warehouse.recording import StoreRef, record_audits, record_tasks, writable_store
 from warehouse.records import AuditRecord
 from warehouse.snapshot import Snapshot
 from warehouse.store import Store
@@ -268,7 +268,7 @@ def _llm(task: Task, cfg: SelectionConfig, store: Store, client: Any):
 
 
 def run_selection(
-    store: Store | str | Any,
+    store: StoreRef,
     tasks: Iterable[Task],
     cfg: SelectionConfig,
     *,
@@ -468,9 +468,7 @@ class FinalRow(BaseModel):
     findings: list[Finding] = Field(default_factory=list)
 
 
-def stage_rows(
-    store: Store | str | Any, version: str, only: set[str] | None = None
-) -> list[AuditRecord]:
+def stage_rows(store: StoreRef, version: str, only: set[str] | None = None) -> list[AuditRecord]:
     """Every stage row of one audit version (of the tasks in `only`, when given)."""
     with Snapshot.open(writable_store(store), with_lineage=False) as snap:
         rows = snap.rows(
@@ -481,9 +479,7 @@ def stage_rows(
     return [r for r in recs if only is None or r.task_hash in only]
 
 
-def final_decisions(
-    store: Store | str | Any, version: str, only: set[str] | None = None
-) -> list[FinalRow]:
+def final_decisions(store: StoreRef, version: str, only: set[str] | None = None) -> list[FinalRow]:
     """Final verdicts of one audit version, joined with the tasks' ids and categories.
 
     `only` restricts them to one run's tasks (original and repaired hashes, see

@@ -358,7 +358,7 @@ def _prepare_faketime(sandbox: Sandbox) -> tuple[bool, str]:
     have = " ".join(f"[ -f {lib} ] && echo {lib};" for lib in FAKETIME_LIBS)
     found = sandbox.exec(have + " true", timeout_s=10).stdout.split()
     lib, scratch = (found[0], None) if found else (None, "/tmp/.t1-probe")
-    if lib is None:
+    if scratch is not None:
         data = host_faketime()
         if data is None:
             return False, "libfaketime is neither in the image nor on the host"

@@ -340,8 +340,8 @@ def _one(lit: Literal, src: _Sources) -> CoverageVerdict:
         hit = (where, "number") if where else None
     elif HOLE in v:  # an f-string: its constant parts must be stated
         parts = [p.strip() for p in v.split(HOLE) if len(re.sub(r"\W", "", p)) >= 2]
-        found = [_text_covered(p, src, lit.ignore_case) for p in parts]
-        hit = (found[0][0] if found else "format", "fragments") if all(found) else None
+        hits = [h for p in parts if (h := _text_covered(p, src, lit.ignore_case))]
+        hit = (hits[0][0] if hits else "format", "fragments") if len(hits) == len(parts) else None
     else:
         hit = _text_covered(v, src, lit.ignore_case)
     if hit:

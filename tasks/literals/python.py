@@ -524,7 +524,7 @@ class _PythonReader:
             node, parent = parent, self.parents.get(id(parent))
         if not isinstance(parent, ast.List | ast.Tuple | ast.Set) or len(parent.elts) < 2:
             return None
-        fn = parent
+        fn: ast.AST | None = parent
         while fn is not None and not isinstance(fn, ast.FunctionDef | ast.Module):
             fn = self.parents.get(id(fn))
         if fn is None:
