@@ -253,9 +253,9 @@ def _corrupt_line(line: str) -> str:
 
 def mutate_output(data: bytes, op: str) -> bytes:
     """One output mutant (pure): `empty`; `truncate` (the first half of its lines, or of
-    its bytes when it has one line); `corrupt` (every line's values changed, see
-    `_corrupt_line`; binary data has its middle third inverted). `delete` is done in the
-    sandbox."""
+    its bytes, at least one fewer, when it has one line; trailing whitespace not counted);
+    `corrupt` (every line's values changed, see `_corrupt_line`; binary data has its middle
+    third inverted). `delete` is done in the sandbox."""
     if op not in OUTPUT_OPS or op == "delete":
         raise ValueError(f"unknown output mutation {op!r} (choose from {OUTPUT_OPS[1:]})")
     if op == "empty":
@@ -264,12 +264,13 @@ def mutate_output(data: bytes, op: str) -> bytes:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
         text = None
-    if op == "truncate":
+    if op == "truncate":  # trailing whitespace is not content: "6\n" cut to "6" is no mutant
+        body = data.rstrip()
         if text is not None:
-            lines = text.splitlines(keepends=True)
+            lines = text.rstrip().splitlines(keepends=True)
             if len(lines) >= 2:
                 return "".join(lines[: (len(lines) + 1) // 2]).encode()
-        return data[: len(data) // 2]
+        return body[: min((len(body) + 1) // 2, len(body) - 1)]
     if text is None or "\0" in text:
         a, b = len(data) // 3, max(len(data) // 3 + 1, 2 * len(data) // 3)
         return data[:a] + bytes(x ^ 0xFF for x in data[a:b]) + data[b:]

@@ -202,6 +202,9 @@ def _context(node: ast.AST, parents: dict[int, ast.AST]) -> _Ctx:
     return _Ctx(True, negated, alternatives)
 
 
+_OUTPUT_FLAGS = ("-o", "--output", "--out", "--outfile")
+
+
 def _own_paths_and_strings(tree: ast.AST, res: _Resolver) -> tuple[set[str], set[str]]:
     """Paths the verifier writes itself, and strings it writes (it may read them back)."""
     paths: set[str] = set()
@@ -238,6 +241,16 @@ def _own_paths_and_strings(tree: ast.AST, res: _Resolver) -> tuple[set[str], set
             s = res.string(n.args[0])
             if s:
                 strings.add(s)
+    for n in ast.walk(tree):  # a program's output the verifier names: `cc -o /tmp/t ...`
+        if isinstance(n, ast.List | ast.Tuple):
+            argv = [res.string(e) or "" for e in n.elts]
+        elif isinstance(n, ast.Constant) and isinstance(n.value, str):
+            argv = n.value.split()
+        else:
+            continue
+        for flag, arg in zip(argv, argv[1:], strict=False):
+            if flag in _OUTPUT_FLAGS and arg.startswith("/"):
+                paths.add(clean_path(arg))
     return paths, strings
 
 

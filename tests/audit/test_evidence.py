@@ -23,6 +23,8 @@ def test_output_mutants_change_every_value_and_keep_structure():
     assert '"total": 523' in bad and '"status": "bx"' in bad  # keys kept, values changed
     assert mutate_output(b"alpha\nbeta\ngamma\ndelta\n", "truncate") == b"alpha\nbeta\n"
     assert mutate_output(b"300\n", "truncate") == b"30"
+    assert mutate_output(b"6\n", "truncate") == b""  # not "6": a shell $(cat) reads that as 6
+    assert mutate_output(b"alpha\nbeta\n\n\n", "truncate") == b"alpha\n"
     assert mutate_output(b"ERROR disk full\n", "corrupt") == b"REEBE qvfx shyy\n"
     assert mutate_output(b"anything", "empty") == b""
     blob = bytes(range(30))

@@ -404,3 +404,18 @@ def test_modules_imported_inline_are_recognized():
 CHECKS = [("banner", lambda: __import__("re").match(r"^# report v\\d+", open("/app/r").read()))]
 """
     assert lits({"verify.py": src})[r"^# report v\d+"].kind == K.FORMAT
+
+
+def test_a_program_output_the_verifier_names_is_its_own():
+    src = """
+import subprocess
+from pathlib import Path
+
+def test_builds():
+    r = subprocess.run(["go", "build", "-o", "/tmp/t1bin/sub", "/app/sub.go"])
+    assert r.returncode == 0 and Path("/tmp/t1bin/sub").exists()
+    assert Path("/app/out/report.txt").exists()
+"""
+    found = lits({"test_outputs.py": src})
+    assert "/tmp/t1bin/sub" not in found
+    assert "/app/out/report.txt" in found and "/app/sub.go" in found
