@@ -329,6 +329,17 @@ def _text_covered(text: str, src: _Sources, ignore_case: bool = False) -> tuple[
     return None
 
 
+def _filled_covered(v: str, src: _Sources, ignore_case: bool) -> tuple[str, str] | None:
+    """An f-string stated with its fields filled: `…_auc` by `setosa_auc`, `row …: ok` by
+    `row 3: ok` (a field is a run of word characters, dots and dashes)."""
+    rx = r"[\w.-]+".join(re.escape(p) for p in v.split(HOLE))
+    rx = ("" if v.startswith(HOLE) else r"(?<!\w)") + rx + ("" if v.endswith(HOLE) else r"(?!\w)")
+    for t in src.texts:
+        if re.search(rx, t.flat, re.IGNORECASE if ignore_case else 0):
+            return t.where, "filled"
+    return None
+
+
 def _one(lit: Literal, src: _Sources) -> CoverageVerdict:
     v = lit.value
     if lit.kind == LiteralKind.PATH:
@@ -338,6 +349,8 @@ def _one(lit: Literal, src: _Sources) -> CoverageVerdict:
     elif lit.kind == LiteralKind.NUMBER:
         where = _number_covered(v, src)
         hit = (where, "number") if where else None
+    elif HOLE in v and (hit := _filled_covered(v, src, lit.ignore_case)):
+        pass
     elif HOLE in v:  # an f-string: its constant parts must be stated
         parts = [p.strip() for p in v.split(HOLE) if len(re.sub(r"\W", "", p)) >= 2]
         hits = [h for p in parts if (h := _text_covered(p, src, lit.ignore_case))]

@@ -419,3 +419,13 @@ def test_builds():
     found = lits({"test_outputs.py": src})
     assert "/tmp/t1bin/sub" not in found
     assert "/app/out/report.txt" in found and "/app/sub.go" in found
+
+
+def test_a_field_filled_in_covers_a_key_with_a_computed_part():
+    key = Literal("\u2026_auc", K.KEY, "t.py", 9)  # a key built from a loop variable
+
+    def covered(instruction: str) -> bool:
+        return literal_coverage([key], instruction, {}, "/app")[0].covered
+
+    assert covered("Write /app/m.json with the keys setosa_auc and macro_avg_auc.")
+    assert not covered("Write /app/m.json with one AUC per class (`auc`) and their mean.")
