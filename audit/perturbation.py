@@ -51,13 +51,17 @@ def tokens(text: str) -> set[str]:
 def unchanged_outputs(
     baseline: Mapping[str, str | None], perturbed: Mapping[str, Mapping[str, str | None]]
 ) -> list[str]:
-    """Outputs whose hash is the same after every perturbation (and that exist)."""
+    """Outputs that exist and are the same after every perturbation that left them, with at
+    least one content perturbation among those. A missing output is no change: a solution
+    that stopped early (its inputs deleted, `set -e`) never wrote a constant it echoes last."""
     if not perturbed:
         return []
     return [
         p
         for p, h in sorted(baseline.items())
-        if h is not None and all(run.get(p) == h for run in perturbed.values())
+        if h is not None
+        and all(run.get(p) in (h, None) for run in perturbed.values())
+        and any(perturbed.get(m, {}).get(p) == h for m in CONTENT_PERTURBATIONS)
     ]
 
 
@@ -102,7 +106,7 @@ def shortcut_findings(
             and (reads_inputs or any(_bounded(t, a) for a in asserted))
         )
         head = f"{p} is byte-identical whether the declared inputs {names} are kept or "
-        head += f"perturbed ({modes})"
+        head += f"perturbed ({modes}; a run that did not write it is no change)"
         if spelled:
             how = "expects them to follow the inputs" if reads_inputs else "asserts them"
             why = head + f"; solve.sh spells out {spelled[:5]}, which the instruction never "

@@ -65,6 +65,15 @@ def test_shortcut_needs_unchanged_outputs_spelled_values_and_a_check_on_them():
         base, perturbed, texts, args[0], "Write 317.", inputs, ["317"], False
     )
     assert all(f.code == Code.INPUTS_PERTURBED for f in stated)
+    # the solution stopped before writing it when its inputs were deleted: still the same
+    early = {**perturbed, "delete": {"/app/o/count.txt": None, "/app/o/list.txt": None}}
+    found = shortcut_findings(base, early, texts, *args, ["317"], False)
+    assert {f.item: f.code for f in found}["/app/o/count.txt"] == Code.SOLUTION_SHORTCUT
+    # missing under every content perturbation too: nothing shows it is a constant
+    gone = {m: {"/app/o/count.txt": None} for m in ("delete", "shift-digits")}
+    assert Code.SOLUTION_SHORTCUT not in {
+        f.code for f in shortcut_findings(base, gone, texts, *args, ["317"], False)
+    }
 
 
 def test_computed_values_count_only_under_content_perturbations():
