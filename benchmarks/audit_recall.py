@@ -1,7 +1,7 @@
 """Recall and false rejects of the audit on planted defects it was not written against.
 
     python benchmarks/audit_recall.py [--draws 2] [--seed 0] [--no-seeds] [--static]
-                                      [--workers 2] [--json out.json]
+                                      [--workers 2] [--json out.json] [--defect CLASS]
 
 Every variant of every hard-reject class (`audit.planted.VARIANTS`) is drawn `--draws` times
 with randomized surface forms, each with its clean twin (the same draw without the defect);
@@ -48,11 +48,17 @@ def main() -> int:
     ap.add_argument("--static", action="store_true", help="static evidence only (no trials)")
     ap.add_argument("--workers", type=int, default=2, help="tasks measured at once")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument(
+        "--defect", choices=[d.value for d in Defect], help="one class (with its twins) only"
+    )
     args = ap.parse_args()
 
     rubric = load_rubric("t1")
     cfg = ExecConfig(static_only=args.static, workers=2)
     planted = suite(args.draws, args.seed)
+    if args.defect:  # a twin has the id of its defective draw with the class left out
+        ids = {p.task.id.rsplit("-", 1)[1] for p in planted if p.defect == Defect(args.defect)}
+        planted = [p for p in planted if p.task.id.rsplit("-", 1)[1] in ids]
     items = [("planted", p.defect, p.variant, p.task, p) for p in planted]
     if not args.no_seeds:
         items += [("seed", None, "seed", t, None) for t in load_seeds()]
