@@ -156,8 +156,14 @@ def test_weak_verifier_is_caught_by_output_and_step_mutants(planted_evidence):
 def test_shortcut_is_measured_by_perturbing_the_declared_input(planted_evidence):
     trial = [f for f in planted_evidence["solution_shortcut"].findings if f.source == "trial"]
     assert any(f.code == Code.SOLUTION_SHORTCUT and "300" in f.evidence for f in trial)
-    clean = [f for f in planted_evidence["clean"].findings if f.code == Code.INPUTS_PERTURBED]
-    assert clean and all("changes when" in f.evidence for f in clean)
+    # the clean outputs survive the log's content perturbations (its ERROR lines are kept),
+    # and only deleting the log changed them, which is no evidence either way: both are
+    # measured, neither is a shortcut, for the solution spells none of their values
+    clean = planted_evidence["clean"].findings
+    perturbed = {f.item: f.evidence for f in clean if f.code == Code.INPUTS_PERTURBED}
+    assert set(perturbed) == {"/app/report/errors.txt", "/app/report/messages.txt"}
+    assert all("spells" in why or "changes when" in why for why in perturbed.values())
+    assert not any(f.code == Code.SOLUTION_SHORTCUT for f in clean)
 
 
 @pytest.mark.sandbox
