@@ -33,6 +33,7 @@ from tasks.literals import (
     task_literal_coverage,
 )
 from tasks.literals.coverage import image_paths, regex_requirements
+from tasks.literals.python import parse_python
 from tasks.model import Task
 
 RUNNER_NAME = "run_checks.py"
@@ -150,7 +151,7 @@ _FETCHES = frozenset({"get", "post", "put", "delete", "head", "patch", "request"
 
 def _python_risks(name: str, text: str, facts: VerifierFacts) -> None:
     try:
-        tree = ast.parse(text)
+        tree = parse_python(text)
     except SyntaxError:
         return
     seeded = any(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import posixpath
 import re
+import threading
 from dataclasses import dataclass
 
 from tasks.literals.model import (
@@ -131,6 +132,16 @@ class _Resolver:
             else:
                 return None
         return out
+
+
+_PARSE = threading.Lock()
+
+
+def parse_python(text: str) -> ast.Module:
+    """`ast.parse`, one thread at a time: CPython 3.11.7 parsing in two threads at once can
+    raise SystemError ("AST constructor recursion depth mismatch", fixed in 3.11.8)."""
+    with _PARSE:
+        return ast.parse(text)
 
 
 def _owner(node: ast.AST) -> str:
@@ -316,7 +327,7 @@ def _own_keys(tree: ast.AST) -> set[str]:
 class _PythonReader:
     def __init__(self, name: str, text: str, out: Collector) -> None:
         self.name, self.out = name, out
-        self.tree = ast.parse(text)
+        self.tree = parse_python(text)
         self.res = _Resolver(self.tree)
         self.parents = _parents(self.tree)
         self.own_paths, self.own_strings = _own_paths_and_strings(self.tree, self.res)
