@@ -97,9 +97,12 @@ def shortcut_findings(
             )
             continue
         data = "\n".join(inputs.values())
+        text = texts.get(p, "")
+        # a verifier that follows the inputs makes even a one-digit constant an answer
+        small = {t for t in _TOKEN.findall(text) if t.isdigit()} if reads_inputs else set()
         spelled = sorted(
             t
-            for t in tokens(texts.get(p, ""))
+            for t in tokens(text) | small
             if _bounded(t, solution)
             and not _bounded(t, instruction)
             and (t[:1].isdigit() or t[:1] == "-" or _bounded(t, data))

@@ -60,6 +60,15 @@ def test_shortcut_needs_unchanged_outputs_spelled_values_and_a_check_on_them():
     # a verifier whose expectation follows the inputs makes the constant matter
     reads = shortcut_findings(base, perturbed, texts, *args, [], True)
     assert Code.SOLUTION_SHORTCUT in {f.code for f in reads}
+    # one digit counts only when the verifier's expectation follows the inputs
+    one = {"/app/o/count.txt": "7\n", "/app/o/list.txt": "amber\n"}
+    args7 = ("echo 7 > /app/o/count.txt", "Count the records.", inputs)
+    assert Code.SOLUTION_SHORTCUT in {
+        f.code for f in shortcut_findings(base, perturbed, one, *args7, [], True)
+    }
+    assert Code.SOLUTION_SHORTCUT not in {
+        f.code for f in shortcut_findings(base, perturbed, one, *args7, ["7"], False)
+    }
     # stated in the instruction: not a hard-coded answer
     stated = shortcut_findings(
         base, perturbed, texts, args[0], "Write 317.", inputs, ["317"], False
