@@ -5,9 +5,10 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-stamp
 # Debian packages: the sandbox (bubblewrap, util-linux), offline base images (mmdebstrap) and
 # the tools seed tasks require.
+# faketime, locales: the audit's flakiness reruns ship libfaketime and a compiled de_DE.UTF-8.
 APT_PACKAGES := bubblewrap util-linux git make gcc g++ python3 python3-venv jq sqlite3 xz-utils \
 	zip unzip bc file patch openssl perl cmake tmux strace procps passwd mmdebstrap \
-	e2fsprogs iproute2 slirp4netns
+	e2fsprogs iproute2 slirp4netns faketime locales
 # The docker backend's engine in tests (a private Podman service).
 APT_PACKAGES += podman runc conmon catatonit uidmap containernetworking-plugins
 # Optional: the browser test skips (saying why) without it.

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pyarrow.parquet as pq
 from pydantic import BaseModel, Field
@@ -27,8 +26,9 @@ from audit.reports import (
     write_scores,
 )
 from audit.selection import SelectionConfig, final_decisions, run_selection, stage_rows
+from audit.verdict import Verdict
 from warehouse.pools import load_pool, pool_tasks
-from warehouse.recording import writable_store
+from warehouse.recording import StoreRef, writable_store
 
 
 class RunSummary(BaseModel):
@@ -44,7 +44,7 @@ class RunSummary(BaseModel):
     files: list[str] = Field(default_factory=list)
 
 
-def write_t1_file(store: Any, out: Path) -> Path | None:
+def write_t1_file(store: StoreRef, out: Path) -> Path | None:
     """t1_pool.parquet: the latest T1 version's members (rank order), bundles left out."""
     try:
         table = load_pool(writable_store(store), T1, bundles=False)
@@ -56,7 +56,7 @@ def write_t1_file(store: Any, out: Path) -> Path | None:
 
 
 def write_reports(
-    store: Any, version: str, out: Path, selected: int | None, only: set[str] | None = None
+    store: StoreRef, version: str, out: Path, selected: int | None, only: set[str] | None = None
 ) -> list[Path]:
     """Funnel, score distributions and T1 composition (falls back to all accepted tasks);
     `only` restricts the funnel and scores to one run's task hashes."""
@@ -67,7 +67,7 @@ def write_reports(
         t1 = load_pool(writable_store(store), T1, bundles=False)
         cats, title = t1.column("category").to_pylist(), f"T1 composition ({t1.num_rows} tasks)"
     except ValueError:
-        cats = [f.category for f in finals if f.verdict == "accepted"]
+        cats = [f.category for f in finals if f.verdict == Verdict.ACCEPTED]
         title = f"Accepted tasks by category ({len(cats)})"
     if cats:
         files += write_composition(composition(cats), out, title)
@@ -75,7 +75,7 @@ def write_reports(
 
 
 def run_all(
-    store: Any,
+    store: StoreRef,
     out: Path,
     cfg: SelectionConfig,
     *,
@@ -104,7 +104,7 @@ def run_all(
         report = run_preflight(t1_tasks, preflight_n, pool=T1, workers=cfg.exec.workers, store=st)
         files += write_preflight(report, out)
     finals = final_decisions(st, result.version, result.hashes())
-    accepted = sum(f.verdict == "accepted" for f in finals)
+    accepted = sum(f.verdict == Verdict.ACCEPTED for f in finals)
     summary = RunSummary(
         source=source,
         version=result.version,

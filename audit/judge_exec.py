@@ -1,77 +1,74 @@
 """The executable judge: measured evidence per audit dimension, always on and offline.
 
-For one task it runs, in fresh sandboxes: the oracle once with instrumentation (a probe of
-the pre-solution environment for statically suspected hidden requirements, and the
-filesystem effects of the solution, found by listing every file newer than a marker after
-solve.sh), a nop trial, `reruns` more oracle trials (verdict stability), and up to
-`max_mutants` solution mutants (mutation testing). Static findings come from
-`audit.static_checks`. The result, `ExecEvidence`, holds named measurements and findings;
-`score_dimensions` turns it into the six rubric scores (pure).
+For one task it reads the bundle (`audit.static_checks`), then runs, in fresh sandboxes:
 
-Evidence is stored as one `audits` row (judge `exec`, version `exec-<EXEC_VERSION>`):
-measurements in `scores`, findings in `reasons`. It depends on the task bundle only, not on
-the rubric, so a new rubric re-scores tasks without re-running a sandbox.
+1. the oracle once, instrumented (`audit.trials.EffectsOracleAgent`): a probe of the initial
+   environment for hidden-requirement candidates, the solution's filesystem effects and its
+   small outputs;
+2. a nop trial; plain oracle reruns and reruns under a shifted clock, another timezone,
+   locale, hash seed and directory order (`audit.variants`: flaky verifier);
+3. the oracle after its declared inputs are deleted, digit-shifted and thinned
+   (`audit.perturbation`: shortcut, and computed values visible to the agent: leakage);
+4. output mutants (delete, empty, truncate, corrupt each output the verifier names) and step
+   mutants of solve.sh (`audit.mutation`: weak verifier).
+
+A trial that says nothing about the task (`rewardable` is False: sandbox, environment build,
+verifier never ran) is never evidence: the base oracle's makes the whole evidence undecided
+(an `infrastructure` finding; not stored, so the next run retries), a later trial's is
+recorded and left out. `score_dimensions` turns evidence into the six rubric scores (pure).
+
+Evidence is one `audits` row (judge `exec`, version `exec-<EXEC_VERSION>`): measurements in
+`scores`, typed findings in `findings`. It depends on the task bundle only, so a new rubric
+re-scores tasks without running a sandbox.
 """
 
 from __future__ import annotations
 
 import posixpath
 import re
-import shlex
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from audit.mutation import make_mutants, run_mutants, solution_steps
+from audit.mutation import OUTPUT_OPS, make_mutants, run_mutants, solution_steps
+from audit.perturbation import (
+    CONTENT_PERTURBATIONS,
+    answer_leaks,
+    computed_tokens,
+    shortcut_findings,
+)
 from audit.rubric import Dimension
 from audit.static_checks import (
-    Code,
-    Context,
-    Finding,
     VerifierFacts,
     alignment_share,
-    answer_like,
+    declared_inputs,
+    decode,
+    solution_text,
     static_findings,
+    visible_texts,
 )
+from audit.trials import (
+    PERTURBATIONS,
+    ConditionAgent,
+    EffectsOracleAgent,
+    OutputMutantAgent,
+    PerturbedOracleAgent,
+)
+from audit.variants import conditions, flaky_findings, wrapped_verifier
+from audit.verdict import FAILURE_CODES, Code, Finding, Source, Verdict
 from sandbox.base import Sandbox
-from sandbox.trial import SOLUTION_DIR, AgentOutcome, run_trial
+from sandbox.trial import AgentOutcome, run_trial
+from tasks.literals import LiteralKind
+from tasks.literals.coverage import image_paths
 from tasks.model import Task
-from tasks.results import FailureMode, TrialResult
+from tasks.results import TrialResult
 from warehouse.records import AuditRecord
 
-EXEC_VERSION = "2"
+EXEC_VERSION = "3"
 EXEC_JUDGE = "exec"
-MARK = "/.t1-audit-mark"
-# Not searched for effects: kernel and trial plumbing, and the large system trees a task's
-# solution has no business writing (listing them costs seconds per trial on a cold cache).
-PRUNE = (
-    "/proc",
-    "/sys",
-    "/dev",
-    "/logs",
-    "/solution",
-    "/tests",
-    MARK,
-    "/usr/lib",
-    "/usr/share",
-    "/usr/include",
-    "/usr/libexec",
-    "/usr/src",
-    "/lib",
-    "/lib32",
-    "/lib64",
-    "/var/lib/dpkg",
-    "/var/cache",
-)
-# Effects that are side products of running anything, not what the task asks for.
-_NOISE = re.compile(
-    r"(/__pycache__/|\.pyc$|^/root/\.(cache|bash_history|python_history|lesshst|wget-hsts)|"
-    r"^/var/(cache|lib/apt|log|tmp)/|^/tmp/|^/run/|/\.git/(index\.lock|FETCH_HEAD|ORIG_HEAD)$)"
-)
-_TOKEN = re.compile(r"(?<![\w.])(\d+\.\d+|\d{3,}|[0-9a-f]{7,40})(?![\w.])")
 
 Runner = Callable[..., TrialResult]
 
@@ -81,20 +78,31 @@ def exec_version() -> str:
 
 
 class ExecConfig(BaseModel):
-    """How hard the executable judge looks. Defaults keep one task under ~10 trials."""
+    """How hard the executable judge looks. Defaults keep one task under ~35 short trials."""
 
     model_config = ConfigDict(extra="forbid")
 
     backend: str = "local"
+    """Sandbox backend: local (bubblewrap) or docker."""
+    static_only: bool = False
+    """Read the bundle only; run no trial (corpora whose environments cannot be built here)."""
     reruns: int = Field(2, ge=0)
-    """Oracle re-runs after the first (verdict stability)."""
+    """Plain oracle reruns after the first (verdict stability)."""
+    conditions: bool = True
+    """Also rerun under a shifted clock, another timezone, locale, hash seed and dir order."""
+    perturb: bool = True
+    """Run the oracle on perturbed declared inputs (shortcut and computed-value leakage)."""
     max_mutants: int = Field(6, ge=0)
+    """Step mutants of solve.sh."""
+    max_output_mutants: int = Field(4, ge=0)
+    """Outputs mutated (each deleted, emptied, truncated and corrupted)."""
     workers: int = Field(2, ge=1)
     """Trials of one task run concurrently."""
     nop_weak_share: float = Field(0.5, ge=0, le=1)
-    """A nop run passing more than this share of assertions (most) marks the verifier weak."""
+    """A nop run passing more than this share of assertions is `low_coverage` (free reward;
+    a score, not a reject: guards like "the inputs are unchanged" hold before any work)."""
     min_kill_rate: float = Field(0.5, ge=0, le=1)
-    """A mutation kill rate below this (over >= 2 mutants) marks the verifier weak."""
+    """A step-mutation kill rate below this (over >= 1 mutant) marks the verifier weak."""
     min_coverage: float = Field(0.5, ge=0, le=1)
     """Effect coverage below this is reported as `low_coverage` (a score, not a reject)."""
     mutant_timeout_factor: float = Field(5.0, gt=0)
@@ -103,135 +111,50 @@ class ExecConfig(BaseModel):
     """... but at least this long (and never more than the task's agent timeout)."""
     max_effect_bytes: int = Field(65536, ge=0)
     max_effect_files: int = Field(40, ge=0)
+    max_output_bytes: int = Field(1_000_000, ge=0)
+    """Outputs larger than this are not mutated."""
 
 
 class ExecEvidence(BaseModel):
-    """Measurements (name -> number) and findings for one task."""
+    """Measurements (name -> number) and typed findings for one task."""
 
     task_hash: str
     measures: dict[str, float] = Field(default_factory=dict)
     findings: list[Finding] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list)
 
-    def codes(self) -> list[str]:
+    def codes(self) -> list[Code]:
         return [f.code for f in self.findings]
 
+    def defects(self) -> list[Finding]:
+        return [f for f in self.findings if f.defect]
+
+    @property
+    def decided(self) -> bool:
+        """False when the judge could not measure the task (retried by the next run)."""
+        return not any(f.code in FAILURE_CODES for f in self.findings)
+
     def to_record(self) -> AuditRecord:
-        codes = sorted(set(self.codes()))
+        defects = self.defects()
         return AuditRecord(
             task_hash=self.task_hash,
             judge=EXEC_JUDGE,
             audit_version=exec_version(),
             scores=dict(self.measures),
-            verdict="problems" if codes else "clean",
-            reasons=[f.reason() for f in self.findings] + [f"note: {n}" for n in self.notes],
+            verdict=Verdict.REJECTED.value if defects else Verdict.PASS.value,
+            reasons=[f.text() for f in defects],
+            findings=[f.row() for f in self.findings],
         )
 
     @classmethod
     def from_record(cls, rec: AuditRecord) -> ExecEvidence:
-        findings, notes = [], []
-        for r in rec.reasons:
-            f = Finding.from_reason(r)
-            if f is not None:
-                findings.append(f)
-            else:
-                notes.append(r.removeprefix("note: "))
         return cls(
-            task_hash=rec.task_hash, measures=dict(rec.scores), findings=findings, notes=notes
+            task_hash=rec.task_hash,
+            measures=dict(rec.scores),
+            findings=[Finding.from_row(r) for r in rec.findings],
         )
 
 
-# ---- the instrumented oracle --------------------------------------------------------------
-
-
-class EffectsOracleAgent:
-    """The oracle, plus a probe before it and a listing of its filesystem effects after it.
-
-    `probe_paths` / `probe_literals` are looked for in the environment before solve.sh runs
-    (a requirement present there is discoverable, not hidden). After solve.sh, every regular
-    file or symlink newer (mtime or ctime) than a marker is an effect, as is every path of the
-    working directory that disappeared.
-    """
-
-    name = "oracle"
-
-    def __init__(
-        self,
-        probe_paths: list[str],
-        probe_literals: list[str],
-        search_dirs: list[str],
-        max_bytes: int = 65536,
-        max_files: int = 40,
-    ) -> None:
-        self.probe_paths = probe_paths
-        self.probe_literals = probe_literals
-        self.search_dirs = search_dirs
-        self.max_bytes = max_bytes
-        self.max_files = max_files
-        self.found: set[str] = set()
-        self.created: list[str] = []
-        self.deleted: list[str] = []
-        self.outputs: dict[str, str] = {}
-
-    def _probe(self, sandbox: Sandbox, wd: str) -> None:
-        lines = []
-        for i, p in enumerate(self.probe_paths):
-            lines.append(f"[ -e {shlex.quote(p)} ] && echo p{i}")
-        dirs = " ".join(shlex.quote(d) for d in self.search_dirs)
-        for i, lit in enumerate(self.probe_literals):
-            lines.append(f"grep -rqsF -- {shlex.quote(lit)} {dirs} 2>/dev/null && echo l{i}")
-        if not lines:
-            return
-        r = sandbox.exec("\n".join(lines) + "\ntrue", timeout_s=30, cwd=wd)
-        for tok in r.stdout.split():
-            kind, idx = tok[0], int(tok[1:]) if tok[1:].isdigit() else -1
-            pool = self.probe_paths if kind == "p" else self.probe_literals
-            if 0 <= idx < len(pool):
-                self.found.add(pool[idx])
-
-    def run(self, sandbox: Sandbox, task: Task, deadline: float) -> AgentOutcome:
-        if task.solution is None:
-            return AgentOutcome(exit_code=None, detail="task has no reference solution")
-        wd = task.environment.workdir
-        self._probe(sandbox, wd)
-        q = shlex.quote(wd)
-        before = sandbox.exec(f"find {q} -xdev 2>/dev/null | head -n 20000", timeout_s=30).stdout
-        sandbox.upload(task.solution, SOLUTION_DIR)
-        sandbox.exec(f"touch {MARK} && sleep 0.05", timeout_s=10, cwd="/")
-        r = sandbox.exec(
-            f"bash {SOLUTION_DIR}/solve.sh",
-            timeout_s=max(0.1, deadline - time.monotonic()),
-            cwd=wd,
-        )
-        prune = " -o ".join(f"-path {p}" for p in PRUNE)
-        listing = sandbox.exec(
-            f"find / -xdev \\( {prune} \\) -prune -o \\( -newer {MARK} -o -cnewer {MARK} \\) "
-            f"\\( -type f -o -type l \\) -printf '%s\\t%p\\n' 2>/dev/null | head -n 20000; "
-            f"rm -f {MARK}; echo '=== after'; find {q} -xdev 2>/dev/null | head -n 20000",
-            timeout_s=60,
-            cwd="/",
-        ).stdout
-        changed, _, after = listing.partition("=== after\n")
-        sizes = {}
-        for line in changed.splitlines():
-            size, _, path = line.partition("\t")
-            if path and not _NOISE.search(path):
-                sizes[path] = int(size) if size.isdigit() else 0
-        self.created = sorted(sizes)
-        self.deleted = sorted(
-            set(before.splitlines()) - set(after.splitlines()) - {wd}, key=str.encode
-        )
-        small = [p for p in self.created if sizes[p] <= self.max_bytes][: self.max_files]
-        for p in small:
-            data = sandbox.download(p).get(posixpath.basename(p), b"")
-            try:
-                self.outputs[p] = data.decode("utf-8")
-            except UnicodeDecodeError:
-                continue
-        return AgentOutcome.from_exec(r)
-
-
-# ---- pure pieces: coverage, shortcut tokens, stability -------------------------------------
+# ---- pure pieces: effects and coverage -------------------------------------------------------
 
 
 def effect_units(created: list[str], deleted: list[str], limit: int = 10) -> list[str]:
@@ -243,9 +166,8 @@ def effect_units(created: list[str], deleted: list[str], limit: int = 10) -> lis
         if "/.git/" in p:
             p = p[: p.index("/.git/") + 5]
         paths.append(p)
-    paths = sorted(set(paths))
     by_dir: dict[str, list[str]] = {}
-    for p in paths:
+    for p in sorted(set(paths)):
         by_dir.setdefault(posixpath.dirname(p), []).append(p)
     out = []
     for d, ps in sorted(by_dir.items()):
@@ -257,21 +179,20 @@ def covered(unit: str, facts: VerifierFacts, workdir: str) -> bool:
     """An effect is covered when the verifier names it, a directory containing it (below the
     top level and other than the working directory), or its file name."""
     path = unit.rstrip("/")
-    if path in facts.paths:
+    paths = facts.paths
+    if path in paths:
         return True
     broad = {"/", workdir.rstrip("/") or "/"}
-    for p in facts.paths:
+    for p in paths:
         if p not in broad and p.count("/") >= 2 and path.startswith(p + "/"):
             return True
-    for p in facts.paths:  # the unit is a directory of checked files
         if unit.endswith("/") and p.startswith(path + "/"):
             return True
     base = posixpath.basename(path)
     if len(base) >= 3 and re.search(rf"(?<![\w-]){re.escape(base)}(?![\w-])", facts.text):
         return True
     if path.startswith(workdir.rstrip("/") + "/"):
-        rel = path[len(workdir.rstrip("/")) + 1 :]
-        return rel in facts.text
+        return path[len(workdir.rstrip("/")) + 1 :] in facts.text
     return False
 
 
@@ -283,45 +204,57 @@ def coverage_share(units: list[str], facts: VerifierFacts, workdir: str) -> tupl
     return 1.0 - len(missed) / len(units), missed
 
 
-def shortcut_tokens(outputs: dict[str, str], script: str, ctx: Context) -> list[str]:
-    """Computed-looking tokens of the oracle's outputs (long numbers, decimals, hex digests)
-    that solve.sh spells out literally although neither the instruction nor the environment
-    gives them: the solution knew the answer instead of computing it."""
-    found = set()
-    script_lines = {ln.strip() for ln in script.splitlines() if ln.strip()}
-    for text in outputs.values():
-        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-        if lines and sum(ln in script_lines for ln in lines) >= len(lines) / 2:
-            continue  # a file the solution writes out verbatim (a script, a config): authored
-        for tok in set(_TOKEN.findall(text)):
-            if not (answer_like(tok) or "." in tok):
-                continue
-            if tok in ctx.instruction or tok in ctx.environment:
-                continue
-            if re.search(rf"(?<![\w.]){re.escape(tok)}(?![\w.])", script):
-                found.add(tok)
-    return sorted(found)
+_CODE = (".py", ".sh", ".bash", ".c", ".h", ".cc", ".cpp", ".js", ".ts", ".go", ".rs", ".java",
+         ".rb", ".pl", ".php", ".mk", "Makefile", "Dockerfile")  # fmt: skip
+_MKTEMP = re.compile(r"/tmp[._]?[A-Za-z0-9_]{6,}(/|$)")
 
 
-def verdict_vector(r: TrialResult) -> tuple:
-    """What a rerun must reproduce: the failure mode and each assertion's outcome."""
-    return (r.failure_mode.value, tuple((a.name, a.ok) for a in r.assertions))
+def is_data(name: str) -> bool:
+    """A data input (a log, a table, a config), not a program: perturbing a program the
+    verifier also runs breaks the run, which says nothing about the solution."""
+    return not name.endswith(_CODE)
+
+
+def _scratch(path: str) -> bool:
+    """A path under a mktemp-style directory: its name changes from run to run."""
+    return _MKTEMP.search(path) is not None
+
+
+def produced_outputs(
+    agent: EffectsOracleAgent, facts: VerifierFacts, given: set[str], max_bytes: int
+) -> list[str]:
+    """The outputs to mutate: new text files (not in the environment as given) that the
+    verifier names by their path. A given file the solution edits is left to the step
+    mutants: its old content is the task's, and an optional change (appending to a log the
+    task lets it append to) would look like a weak check. Binary outputs (objects,
+    archives) are left out too: a verifier that rebuilds them never reads the agent's copy."""
+    return [
+        p
+        for p in agent.created
+        if p in facts.paths
+        and p not in given
+        and not _scratch(p)
+        and p in agent.outputs  # UTF-8 text, small enough to keep
+        and agent.sizes.get(p, 0) <= max_bytes
+    ]
 
 
 # ---- the judge ------------------------------------------------------------------------------
 
 
-def _probe_targets(hidden: list[Finding]) -> tuple[list[str], list[str]]:
-    paths, lits = [], []
-    for f in hidden:
-        m = re.match(r"path (\S+) is checked", f.detail)
-        if m:
-            paths.append(m.group(1))
-            continue
-        m = re.match(r"(?:value|key|format token) '(.*)' is", f.detail)
-        if m:
-            lits.append(m.group(1))
-    return paths, lits
+class _Bounded:
+    """An agent whose agent phase is cut to `seconds` (a mutant may loop forever)."""
+
+    def __init__(self, agent, seconds: float) -> None:
+        self.agent, self.seconds, self.name = agent, seconds, agent.name
+
+    def run(self, sandbox: Sandbox, task: Task, deadline: float) -> AgentOutcome:
+        return self.agent.run(sandbox, task, min(deadline, time.monotonic() + self.seconds))
+
+
+def _infra(r: TrialResult, what: str) -> Finding:
+    why = f"{what}: {r.failure_mode.value}: {r.failure_detail[:300]}"
+    return Finding(code=Code.INFRASTRUCTURE, source=Source.INFRA, item=what, evidence=why)
 
 
 def run_exec_judge(
@@ -330,156 +263,289 @@ def run_exec_judge(
     """Measure one task. Never raises for the task's own failures: they are findings."""
     cfg = config or ExecConfig()
     run = runner or partial(run_trial, backend=cfg.backend)
-    facts, findings = static_findings(task)
+    st = static_findings(task)
+    facts, findings = st.facts, list(st.findings)
     ev = ExecEvidence(task_hash=task.content_hash)
     m = ev.measures
-    m["checked_items"] = float(facts.checked_items)
-    if task.solution is None:
+    m["literals"] = float(facts.checked_items)
+    m["alignment_share"] = alignment_share(findings)
+    if cfg.static_only:
         ev.findings = findings
-        m["alignment_share"] = alignment_share(task, facts, _hidden(findings))
         return ev
-    hidden = _hidden(findings)
+    if task.solution is None:
+        nop = run(task, "nop")
+        if not nop.rewardable:
+            findings.append(_infra(nop, "nop"))
+        else:
+            _nop_findings(nop, cfg, m, findings)
+        ev.findings = findings
+        return ev
+
     wd = task.environment.workdir
     dirs = sorted({wd} | {posixpath.dirname(p) for p in facts.paths if p.count("/") >= 2})
-    probe_paths, probe_lits = _probe_targets(hidden)
+    probe_paths = [lit.value for lit in st.hidden if lit.kind == LiteralKind.PATH]
+    skip = (LiteralKind.PATH, LiteralKind.FORMAT)
+    probe_lits = [lit.value for lit in st.hidden if lit.kind not in skip]  # fmt: skip
     agent = EffectsOracleAgent(
         probe_paths, probe_lits, dirs, cfg.max_effect_bytes, cfg.max_effect_files
     )
     oracle = run(task, agent)
-    if agent.found:
-        kept = []
-        for f in findings:
-            item = _item(f)
-            if f.code == Code.HIDDEN_REQUIREMENT and item in agent.found:
-                ev.notes.append(f"{item!r} is not stated but exists in the environment")
-            else:
-                kept.append(f)
-        findings = kept
-    hidden = _hidden(findings)
-    m["alignment_share"] = alignment_share(task, facts, hidden)
+    if not oracle.rewardable:
+        ev.findings = [*findings, _infra(oracle, "oracle")]
+        return ev
+    findings = _discoverable(findings, agent.found)
+    m["alignment_share"] = alignment_share(findings)
     m["oracle_s"] = oracle.agent_s
     m["assertions"] = float(oracle.total)
     m["oracle_passed"] = float(oracle.passed)
     m["oracle_pass_share"] = oracle.passed / oracle.total if oracle.total else 0.0
     m["per_assertion"] = 1.0 if oracle.total and not oracle.report.binary else 0.0
-    if oracle.failure_mode != FailureMode.NONE or not oracle.resolved:
+    if not oracle.resolved:
         failing = [a.name for a in oracle.assertions if not a.ok]
         why = oracle.failure_detail[:300] or f"fails {failing[:5]}"
-        findings.append(Finding(Code.ORACLE_FAILS, f"{oracle.failure_mode.value}: {why}", "trial"))
+        findings.append(
+            Finding(
+                code=Code.ORACLE_FAILS,
+                source=Source.TRIAL,
+                item=oracle.failure_mode.value,
+                evidence=why,
+            )
+        )
     if oracle.report.binary:
-        findings.append(Finding(Code.BINARY_VERIFIER, "verifier wrote only reward.txt", "trial"))
-    if oracle.failure_mode == FailureMode.NONE and oracle.total == 0:
-        findings.append(Finding(Code.NO_ASSERTIONS, "verifier reported no assertions", "trial"))
+        findings.append(
+            Finding(
+                code=Code.BINARY_VERIFIER,
+                source=Source.TRIAL,
+                evidence="the verifier wrote only reward.txt",
+            )
+        )
+    if oracle.total == 0 and not oracle.report.binary:
+        findings.append(
+            Finding(
+                code=Code.NO_ASSERTIONS,
+                source=Source.TRIAL,
+                evidence="the verifier reported no assertions",
+            )
+        )
     if oracle.agent_s > 0.5 * task.limits.agent_timeout_s:
         findings.append(
-            Finding(Code.SLOW_SOLUTION, f"oracle took {oracle.agent_s:.0f}s of the budget", "trial")
+            Finding(
+                code=Code.SLOW_SOLUTION,
+                source=Source.TRIAL,
+                evidence=f"the oracle took {oracle.agent_s:.0f}s of the budget",
+            )
         )
-    if any(f.code == Code.ORACLE_FAILS for f in findings):
-        ev.findings = findings
-        return ev  # nothing else is meaningful when the reference solution fails
+    if not oracle.resolved:
+        # Nothing else is meaningful when the reference solution fails, except whether it
+        # always fails: a verdict that changes between plain reruns is a flaky verifier.
+        with ThreadPoolExecutor(max_workers=cfg.workers) as pool:
+            again = list(pool.map(lambda _: run(task, "oracle"), range(max(cfg.reruns, 3))))
+        runs = [(f"rerun-{i + 1}", r, True, "") for i, r in enumerate(again)]
+        flaky = [f for f in flaky_findings(oracle, runs) if f.code == Code.FLAKY_VERIFIER]
+        if any(r.resolved for r in again):
+            findings = [f for f in findings if f.code != Code.ORACLE_FAILS]
+        ev.findings = [*findings, *flaky]
+        return ev
 
+    # effects, outputs, inputs
     units = effect_units(agent.created, agent.deleted)
     share, missed = coverage_share(units, facts, wd)
     m["effects"] = float(len(units))
     m["effect_coverage"] = share
     if units and share < cfg.min_coverage:
-        findings.append(
-            Finding(
-                Code.LOW_COVERAGE,
-                f"{len(missed)}/{len(units)} solution effects unchecked, e.g. {missed[:4]}",
-                "trial",
-            )
-        )
-    script = (task.solution.get("solve.sh", b"")).decode("utf-8", "replace")
-    for tok in shortcut_tokens(agent.outputs, script, Context.of(task)):
-        findings.append(
-            Finding(
-                Code.SOLUTION_SHORTCUT,
-                f"solve.sh spells out {tok!r}, which its output "
-                "holds and nothing given to the agent does",
-                "trial",
-            )
-        )
+        why = f"{len(missed)}/{len(units)} solution effects unchecked, e.g. {missed[:4]}"
+        findings.append(Finding(code=Code.LOW_COVERAGE, source=Source.TRIAL, evidence=why))
+    env_image = image_paths(task.environment.files, wd)
+    inputs = {n: env_image[n] for n in declared_inputs(task) if n in env_image and is_data(n)}
+    input_bytes = {p: task.environment.files[n] for n, p in inputs.items()}
+    text_inputs = {p: t for p, b in input_bytes.items() if (t := decode(b)) is not None}
+    given = set(env_image.values()) | agent.before  # what existed before the solution ran
+    checked = [p for p in agent.created if covered(p, facts, wd) and "/.git/" not in p]
+    new_outputs = [p for p in checked if p not in given and not _scratch(p)][:20]
+    named = produced_outputs(agent, facts, given, cfg.max_output_bytes)
+    named = named[: cfg.max_output_mutants]
 
+    script = solution_text(task)
     mutants = make_mutants(script, cfg.max_mutants)
+    budget = min(
+        task.limits.agent_timeout_s,
+        max(cfg.mutant_timeout_floor_s, cfg.mutant_timeout_factor * oracle.agent_s),
+    )
+    shuffle = sorted({wd} | {posixpath.dirname(p) for p in named})
     with ThreadPoolExecutor(max_workers=cfg.workers) as pool:
         nop_f = pool.submit(run, task, "nop")
         rerun_fs = [pool.submit(run, task, "oracle") for _ in range(cfg.reruns)]
+        cond_fs: list[tuple[ConditionAgent, Future]] = []
+        if cfg.conditions:
+            touched = sorted({wd} | {p for p in agent.created if not p.startswith(wd + "/")})
+            for c in conditions(shuffle, touched[:200]):
+                variant = task.model_copy(
+                    update={"verifier": wrapped_verifier(task.verifier, c.name)}
+                )
+                ca = ConditionAgent(c)
+                cond_fs.append((ca, pool.submit(run, variant, _Bounded(ca, budget))))
+        pert: list[tuple[PerturbedOracleAgent, Future]] = []
+        if cfg.perturb and text_inputs and new_outputs:
+            for mode in PERTURBATIONS:
+                given_inputs = {p: input_bytes[p] for p in text_inputs}
+                pa = PerturbedOracleAgent(mode, given_inputs, new_outputs)
+                pert.append((pa, pool.submit(run, task, _Bounded(pa, budget))))
+        outs: list[tuple[OutputMutantAgent, Future]] = []
+        for p in named:
+            for op in OUTPUT_OPS:
+                oa = OutputMutantAgent(p, op)
+                outs.append((oa, pool.submit(run, task, _Bounded(oa, budget))))
         nop = nop_f.result()
         reruns = [f.result() for f in rerun_fs]
-    budget = max(cfg.mutant_timeout_floor_s, cfg.mutant_timeout_factor * oracle.agent_s)
-    mut = run_mutants(task, mutants, run, cfg.workers, budget)
+        conds = [(ca, f.result()) for ca, f in cond_fs]
+        perts = [(pa, f.result()) for pa, f in pert]
+        out_results = [(oa, f.result()) for oa, f in outs]
+    watched = {p: agent.hashes.get(p) for p in agent.created[:200]}
+    watched |= {p: None for p in agent.deleted[:100]}
+    mut = run_mutants(task, mutants, run, cfg.workers, budget, watched)
 
-    m["nop_pass_share"] = nop.passed / nop.total if nop.total else 0.0
-    if nop.total and nop.passed == nop.total:
-        findings.append(Finding(Code.NOP_PASSES, "a nop run passes every assertion", "trial"))
-    if nop.total and m["nop_pass_share"] > cfg.nop_weak_share:
-        findings.append(
-            Finding(Code.WEAK_VERIFIER, f"nop passes {nop.passed}/{nop.total} assertions", "trial")
-        )
-    base = verdict_vector(oracle)
-    unstable = [
-        r
-        for r in reruns
-        if r.failure_mode != FailureMode.SANDBOX_ERROR and verdict_vector(r) != base
-    ]
-    m["reruns"] = float(len(reruns))
-    m["rerun_stable"] = 0.0 if unstable else 1.0
-    if unstable:
-        diff = [a.name for a in unstable[0].assertions if not a.ok]
+    # nop and weak verifier
+    if nop.rewardable:
+        _nop_findings(nop, cfg, m, findings)
+    else:
         findings.append(
             Finding(
-                Code.FLAKY_VERIFIER,
-                f"{len(unstable)}/{len(reruns)} oracle reruns disagree "
-                f"with the first (failing on rerun: {diff[:4]})",
-                "trial",
+                code=Code.RERUN_SKIPPED,
+                source=Source.INFRA,
+                item="nop",
+                evidence=f"{nop.failure_mode.value}: {nop.failure_detail[:200]}",
             )
         )
-    m["mutants"] = float(mut.total)
-    if mut.kill_rate is not None:
-        m["mutation_kill_rate"] = mut.kill_rate
-        if mut.total >= 2 and mut.kill_rate < cfg.min_kill_rate:
+    killed = survived = 0
+    for oa, r in out_results:
+        item = f"{oa.op} {oa.path}"
+        if not r.rewardable:
             findings.append(
                 Finding(
-                    Code.WEAK_VERIFIER,
-                    f"only {mut.killed}/{mut.total} solution mutants "
-                    f"fail the verifier; survivors: {mut.survivors[:3]}",
-                    "trial",
+                    code=Code.RERUN_SKIPPED,
+                    source=Source.INFRA,
+                    item=item,
+                    evidence=f"{r.failure_mode.value}: {r.failure_detail[:200]}",
                 )
             )
-    ev.notes += [f"mutant error: {e}" for e in mut.errors]
+        elif not oa.applied:
+            continue
+        elif r.resolved:
+            survived += 1
+            why = f"every assertion passes after {oa.op} of {oa.path}, an output it names"
+            findings.append(
+                Finding(code=Code.WEAK_VERIFIER, source=Source.TRIAL, item=item, evidence=why)
+            )
+        else:
+            killed += 1
+            failing = [a.name for a in r.assertions if not a.ok][:3]
+            findings.append(
+                Finding(
+                    code=Code.MUTANT_KILLED,
+                    source=Source.TRIAL,
+                    item=item,
+                    evidence=f"fails {failing or [r.failure_mode.value]}",
+                )
+            )
+    if killed + survived:
+        m["output_mutants"] = float(killed + survived)
+        m["output_kill_rate"] = killed / (killed + survived)
+    m["mutants"] = float(mut.total)
+    m["equivalent_mutants"] = float(mut.equivalent)
+    if mut.kill_rate is not None:
+        m["mutation_kill_rate"] = mut.kill_rate
+        if mut.kill_rate < cfg.min_kill_rate:
+            why = f"only {mut.killed}/{mut.total} solution step mutants fail the verifier"
+            findings.append(
+                Finding(
+                    code=Code.WEAK_VERIFIER,
+                    source=Source.TRIAL,
+                    item="steps",
+                    evidence=f"{why}; survivors: {mut.survivors[:3]}",
+                )
+            )
+    for e in mut.errors:
+        findings.append(
+            Finding(code=Code.RERUN_SKIPPED, source=Source.INFRA, item="step mutant", evidence=e)
+        )
+
+    # flaky verifier
+    runs = [(f"rerun-{i + 1}", r, True, "") for i, r in enumerate(reruns)]
+    runs += [(ca.condition.name, r, ca.applied, ca.detail) for ca, r in conds]
+    flaky = flaky_findings(oracle, runs)
+    findings += flaky
+    m["reruns"] = float(sum(f.code != Code.RERUN_SKIPPED for f in flaky))
+    m["rerun_stable"] = 0.0 if any(f.code == Code.FLAKY_VERIFIER for f in flaky) else 1.0
+
+    # shortcut and computed values visible to the agent
+    usable = [(pa, r) for pa, r in perts if r.rewardable]
+    if usable:
+        baseline = {p: agent.hashes.get(p) for p in new_outputs}
+        perturbed = {pa.mode: pa.hashes for pa, _ in usable}
+        texts = {p: agent.outputs[p] for p in new_outputs if p in agent.outputs}
+        asserted = [lit.value for lit in facts.literals]
+        tracks = any(not r.resolved for pa, r in usable if pa.mode in CONTENT_PERTURBATIONS)
+        findings += shortcut_findings(
+            baseline, perturbed, texts, script, task.instruction, text_inputs, asserted, tracks
+        )
+        computed = computed_tokens(texts, {pa.mode: pa.texts for pa, _ in usable})
+        visible = visible_texts(task)
+        input_where = {f"environment/{n}" for n in inputs}
+        findings += answer_leaks(computed, texts, visible, input_where)
     m["solution_steps"] = float(len(solution_steps(script)[0]))
-    ev.findings = findings
+    ev.findings = _dedupe(findings)
     return ev
 
 
-def _hidden(findings: list[Finding]) -> list[Finding]:
-    return [f for f in findings if f.code == Code.HIDDEN_REQUIREMENT]
+def _nop_findings(nop: TrialResult, cfg: ExecConfig, m: dict, findings: list[Finding]) -> None:
+    m["nop_pass_share"] = nop.passed / nop.total if nop.total else 0.0
+    if nop.total and nop.passed == nop.total:
+        findings.append(
+            Finding(
+                code=Code.NOP_PASSES,
+                source=Source.TRIAL,
+                evidence="a nop run passes every assertion",
+            )
+        )
+    if nop.total and m["nop_pass_share"] > cfg.nop_weak_share:
+        why = f"a nop run passes {nop.passed}/{nop.total} assertions (free reward)"
+        findings.append(
+            Finding(code=Code.LOW_COVERAGE, source=Source.TRIAL, item="nop", evidence=why)
+        )
 
 
-def _item(f: Finding) -> str | None:
-    m = re.match(r"path (\S+) is checked", f.detail)
-    if m:
-        return m.group(1)
-    m = re.match(r"(?:value|key|format token) '(.*)' is", f.detail)
-    return m.group(1) if m else None
+def _discoverable(findings: list[Finding], found: set[str]) -> list[Finding]:
+    """Hidden requirements the probe found in the initial environment are discoverable."""
+    out = []
+    for f in findings:
+        if f.code == Code.HIDDEN_REQUIREMENT and f.item in found:
+            why = "not stated, but present in the initial environment (found by a probe)"
+            out.append(
+                Finding(code=Code.DISCOVERABLE, source=Source.TRIAL, item=f.item, evidence=why)
+            )
+        else:
+            out.append(f)
+    return out
+
+
+def _dedupe(findings: list[Finding]) -> list[Finding]:
+    return list(dict.fromkeys(findings))
 
 
 def reaudit_evidence(parent: ExecEvidence, task: Task) -> ExecEvidence:
     """Evidence for an instruction-only repair of `parent`'s task: the trial measurements carry
     over (environment, solution and verifier are unchanged); every static, instruction-
     dependent finding is recomputed on the new instruction."""
-    facts, static = static_findings(task)
-    kept_trial = [f for f in parent.findings if f.source != "static"]
-    resolved = {n.split("'")[1] for n in parent.notes if n.count("'") >= 2}
-    static = [f for f in static if not (f.code == Code.HIDDEN_REQUIREMENT and _item(f) in resolved)]
+    st = static_findings(task)
+    found = {f.item for f in parent.findings if f.code == Code.DISCOVERABLE}
+    static = _discoverable(st.findings, found)
+    kept = [f for f in parent.findings if f.source != Source.STATIC and f.code != Code.DISCOVERABLE]
     ev = ExecEvidence(
         task_hash=task.content_hash,
         measures=dict(parent.measures),
-        findings=[*static, *kept_trial],
-        notes=[*parent.notes, f"trial evidence carried from {parent.task_hash}"],
+        findings=_dedupe([*static, *kept]),
     )
-    ev.measures["alignment_share"] = alignment_share(task, facts, _hidden(static))
+    ev.measures["alignment_share"] = alignment_share(ev.findings)
     return ev
 
 
@@ -497,7 +563,8 @@ def score_dimensions(ev: ExecEvidence, agent_timeout_s: float = 600.0) -> dict[D
         fairness = 0.0
     elif Code.WALL_CLOCK in codes:
         fairness = 0.8
-    parts = [v for k in ("effect_coverage", "mutation_kill_rate") if (v := m.get(k)) is not None]
+    keys = ("effect_coverage", "mutation_kill_rate", "output_kill_rate")
+    parts = [v for k in keys if (v := m.get(k)) is not None]
     coverage = sum(parts) / len(parts) if parts else 0.5
     reasonable = 1.0
     reasonable -= 0.5 * (Code.SOLUTION_READS_TESTS in codes)

@@ -1,10 +1,14 @@
-"""Mutation testing of a verifier: remove or alter each step of the reference solution, run the
-mutant as the agent, and report the share of mutants the verifier kills.
+"""Mutation testing of a verifier, two ways:
 
-A step is a top-level command of solve.sh: a line with its backslash continuations, a heredoc
-with its body, or a whole compound block (if/for/while/case/function). Mutants are pure text
-(`make_mutants`); `run_mutants` runs them in sandboxes, bounded (`cap`) and in parallel. A
-verifier that lets most mutants pass does not validate what the solution does.
+- the solution's *steps*: remove each top-level command of solve.sh (a line with its
+  continuations, a heredoc with its body, a whole compound block) or a heredoc body line,
+  run the mutant as the agent, and count the mutants the verifier kills;
+- the solution's *outputs*: after the reference solution ran, delete, empty, truncate or
+  corrupt one output the verifier names (`mutate_output`), whatever the solution's length.
+
+Mutants are pure text/bytes; the sandbox runs are `run_mutants` and the judge's output-mutant
+trials (`audit.trials.OutputMutantAgent`). A verifier that accepts a corrupted output, or
+lets most step mutants pass, does not validate what the solution does.
 """
 
 from __future__ import annotations
@@ -15,19 +19,23 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from sandbox.base import Sandbox
-from sandbox.trial import SOLUTION_DIR, AgentOutcome
+from sandbox.trial import AgentOutcome, run_solution
 from tasks.model import Task
-from tasks.results import FailureMode, TrialResult
+from tasks.results import TrialResult
 
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)([A-Za-z_][A-Za-z0-9_]*)\1")
 _OPENERS = re.compile(r"(?<![\w-])(then|do)(?![\w-])|\bcase\b.*\bin\b|\{\s*$")
 _CLOSERS = re.compile(r"(?<![\w-])(fi|done|esac|elif)(?![\w-])|^\s*\}")
-_INERT = re.compile(r"^\s*(set\s+[-+]|#|$|shopt\s|trap\s|export\s+\w+=\S*$)")
+# Lines whose deletion changes nothing a verifier could see (equivalent mutants), including
+# a bare `cd`: later steps that depend on it fail loudly, and the working directory is
+# usually where the solution starts anyway.
+_INERT = re.compile(r"^\s*(set\s+[-+]|#|$|shopt\s|trap\s|export\s+\w+=\S*$|cd\s+\S+\s*$)")
 # Self-checks and guards at the end of a solution: deleting them gives an equivalent mutant.
 _SELF_CHECK = re.compile(
     r"^\s*(\./\S*(check|test)\S*|make\s+(-\S+\s+)*(test|check)\b|"
     r"python3?\s+(-m\s+unittest|\S*(validate|check|run_tests)\S*)|sha256sum\s+-c|test\s|\[\s)"
 )
+_PIPE_CHECK = re.compile(r"\|\s*(diff|cmp)\s")  # `... | diff - expected`: a self-check too
 
 
 @dataclass(frozen=True)
@@ -100,7 +108,7 @@ def solution_steps(script: str) -> tuple[list[Step], list[Step]]:
             if i >= len(lines) or (depth <= 0 and not cont and not quoted):
                 break
         text = "\n".join(lines[start:i])
-        if not _SELF_CHECK.match(text):
+        if not (_SELF_CHECK.match(text) or _PIPE_CHECK.search(text)):
             steps.append(Step(start, i, text))
     return steps, heredoc
 
@@ -141,32 +149,38 @@ def make_mutants(script: str, cap: int = 6) -> list[Mutant]:
 
 
 class MutantAgent:
-    """Runs a mutated solve.sh (with the solution's other files) exactly as the oracle would."""
+    """Runs a mutated solve.sh (with the solution's other files) exactly as the oracle would,
+    then hashes the `watch` paths (the oracle's effects), so an equivalent mutant (one that
+    leaves every effect as the oracle did) can be told from a survivor."""
 
-    def __init__(self, mutant: Mutant, timeout_s: float | None = None) -> None:
+    def __init__(
+        self, mutant: Mutant, timeout_s: float | None = None, watch: list[str] | None = None
+    ) -> None:
         self.mutant = mutant
         self.timeout_s = timeout_s
+        self.watch = watch or []
         self.name = f"mutant-{mutant.index}"
+        self.hashes: dict[str, str | None] = {}
 
     def run(self, sandbox: Sandbox, task: Task, deadline: float) -> AgentOutcome:
         import time
 
+        from audit.trials import hash_files
+
         if self.timeout_s is not None:  # a mutant may loop forever (a deleted `k += 1`)
             deadline = min(deadline, time.monotonic() + self.timeout_s)
         files = dict(task.solution or {}) | {"solve.sh": self.mutant.script.encode()}
-        sandbox.upload(files, SOLUTION_DIR)
-        r = sandbox.exec(
-            f"bash {SOLUTION_DIR}/solve.sh",
-            timeout_s=max(0.1, deadline - time.monotonic()),
-            cwd=task.environment.workdir,
-        )
-        return AgentOutcome.from_exec(r)
+        outcome = run_solution(sandbox, task, files, deadline)
+        self.hashes = hash_files(sandbox, self.watch)
+        return outcome
 
 
 @dataclass
 class MutationReport:
     total: int = 0
     killed: int = 0
+    equivalent: int = 0
+    """Survivors whose effects equal the oracle's: no verifier could tell them apart."""
     survivors: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
@@ -177,8 +191,6 @@ class MutationReport:
 
 Runner = Callable[..., TrialResult]
 
-_NOT_COUNTED = (FailureMode.SANDBOX_ERROR, FailureMode.ENVIRONMENT_ERROR)
-
 
 def run_mutants(
     task: Task,
@@ -186,18 +198,27 @@ def run_mutants(
     runner: Runner,
     workers: int = 2,
     timeout_s: float | None = None,
+    baseline: dict[str, str | None] | None = None,
 ) -> MutationReport:
     """Run each mutant as the agent; a mutant is killed when the verifier does not resolve it.
 
     `timeout_s` bounds each mutant's agent phase (a timed-out mutant is verified as it is).
-    Trials that fail for the sandbox's own reasons are reported as errors and not counted.
+    `baseline` (path -> hash of the oracle's effects): a surviving mutant that leaves every
+    one of them as the oracle did is equivalent (deleting a log line, a scratch copy) and is
+    not counted. Trials that say nothing about the task (infrastructure failures: sandbox,
+    environment, verifier never ran) are reported as errors and not counted.
     """
+    watch = sorted(baseline or {})
+    agents = [MutantAgent(m, timeout_s, watch) for m in mutants]
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
-        results = list(pool.map(lambda m: runner(task, MutantAgent(m, timeout_s)), mutants))
+        results = list(pool.map(lambda a: runner(task, a), agents))
     rep = MutationReport()
-    for m, r in zip(mutants, results, strict=True):
-        if r.failure_mode in _NOT_COUNTED:
+    for m, a, r in zip(mutants, agents, results, strict=True):
+        if not r.rewardable:
             rep.errors.append(f"{m.description}: {r.failure_mode.value}: {r.failure_detail[:200]}")
+            continue
+        if r.resolved and baseline is not None and a.hashes == baseline:
+            rep.equivalent += 1
             continue
         rep.total += 1
         if r.resolved:
@@ -205,3 +226,55 @@ def run_mutants(
         else:
             rep.killed += 1
     return rep
+
+
+# ---- output mutants ----------------------------------------------------------------------
+
+OUTPUT_OPS = ("delete", "empty", "truncate", "corrupt")
+_ROT13 = str.maketrans(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
+    "NOPQRSTUVWXYZABCDEFGHIJKLMnopqrstuvwxyzabcdefghijklm",
+)
+_DIGITS = str.maketrans("0123456789", "1234567890")
+_SEPARATOR = re.compile(r"[:=,\t|]")
+
+
+def _corrupt_line(line: str) -> str:
+    """Every value of a line changed, its structure kept: digits rotated; a line without
+    digits has its letters after the first separator (`key: value`, `a,b`) rotated, or all
+    of them when there is no separator."""
+    if any(c.isdigit() for c in line):
+        return line.translate(_DIGITS)
+    m = _SEPARATOR.search(line)
+    if m is None:
+        return line.translate(_ROT13)
+    return line[: m.end()] + line[m.end() :].translate(_ROT13)
+
+
+def mutate_output(data: bytes, op: str) -> bytes:
+    """One output mutant (pure): `empty`; `truncate` (the first half of its lines, or of
+    its bytes, at least one fewer, when it has one line; trailing whitespace not counted);
+    `corrupt` (every line's values changed, see `_corrupt_line`; binary data has its middle
+    third inverted). `delete` is done in the sandbox."""
+    if op not in OUTPUT_OPS or op == "delete":
+        raise ValueError(f"unknown output mutation {op!r} (choose from {OUTPUT_OPS[1:]})")
+    if op == "empty":
+        return b""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if op == "truncate":  # trailing whitespace is not content: "6\n" cut to "6" is no mutant
+        body = data.rstrip()
+        if text is not None:
+            lines = text.rstrip().splitlines(keepends=True)
+            if len(lines) >= 2:
+                return "".join(lines[: (len(lines) + 1) // 2]).encode()
+        return body[: min((len(body) + 1) // 2, len(body) - 1)]
+    if text is None or "\0" in text:
+        a, b = len(data) // 3, max(len(data) // 3 + 1, 2 * len(data) // 3)
+        return data[:a] + bytes(x ^ 0xFF for x in data[a:b]) + data[b:]
+    return "".join(
+        _corrupt_line(ln[:-1]) + "\n" if ln.endswith("\n") else _corrupt_line(ln)
+        for ln in text.splitlines(keepends=True)
+    ).encode()

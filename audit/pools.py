@@ -4,23 +4,24 @@
 - T1: the audit's final accepted tasks, best composite first, up to a target size (15,000
   at full scale): materialized in quality-rank order, so training must read it through
   `warehouse.permutation`;
-- TMax: an imported public corpus (Harbor or Terminal-Bench layout) whose verifiers are
-  binary; imported tasks are marked `binary_verifier`, malformed ones are reported as rejects.
+- TMax: an imported public corpus (Harbor or Terminal-Bench layout), as read by
+  `audit.intake`: a verifier that reports per assertion stays dense, one that reports reward
+  only is marked `binary_verifier`; malformed tasks are reported as rejects.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
-from audit.rubric import Verdict
+from audit.intake import read_corpus, source_label
 from audit.selection import FinalRow, final_decisions
+from audit.verdict import Verdict
 from tasks.corpus import SEED_DIR, Reject, import_dir
 from tasks.model import Task
 from tasks.pools import Pool
 from warehouse.bundles import task_from_bundle
 from warehouse.pools import PoolVersion, load_pool, pool_tasks, record_pool, rst_members
-from warehouse.recording import record_tasks, writable_store
+from warehouse.recording import StoreRef, record_tasks, writable_store
 from warehouse.snapshot import Snapshot
 
 RST, T1, TMAX = Pool.RST, Pool.T1, Pool.TMAX
@@ -29,7 +30,7 @@ SEED_ORIGIN = Pool.SEED.value
 T1_FULL_SIZE = 15_000
 
 
-def recorded_tasks(store: Any, origin_pools: tuple[str, ...]) -> list[Task]:
+def recorded_tasks(store: StoreRef, origin_pools: tuple[str, ...]) -> list[Task]:
     """Tasks recorded with one of `origin_pools` as their origin, by round then id."""
     with Snapshot.open(writable_store(store), with_lineage=False) as snap:
         rows = snap.rows(
@@ -40,14 +41,14 @@ def recorded_tasks(store: Any, origin_pools: tuple[str, ...]) -> list[Task]:
     return [task_from_bundle(dict(r["bundle"]), expected_hash=r["content_hash"]) for r in rows]
 
 
-def seed_tasks(store: Any) -> tuple[list[Task], list[Reject]]:
+def seed_tasks(store: StoreRef) -> tuple[list[Task], list[Reject]]:
     """The bundled seeds, recorded with origin `seed` (malformed seeds are rejects)."""
     tasks, rejects = import_dir(SEED_DIR)
     record_tasks(writable_store(store), tasks, pool=SEED_ORIGIN)
     return tasks, rejects
 
 
-def audit_candidates(store: Any, pool: str | None = None) -> tuple[list[Task], str]:
+def audit_candidates(store: StoreRef, pool: str | None = None) -> tuple[list[Task], str]:
     """What to audit: a recorded pool's members, else synthesis output, else the seeds.
 
     Returns the tasks and a word naming their source.
@@ -61,7 +62,7 @@ def audit_candidates(store: Any, pool: str | None = None) -> tuple[list[Task], s
     return seed_tasks(store)[0], "seeds"
 
 
-def record_rst(store: Any, tasks: list[Task]) -> PoolVersion | None:
+def record_rst(store: StoreRef, tasks: list[Task]) -> PoolVersion | None:
     """RST: all accepted synthesis output, in the order of `warehouse.pools.rst_members`
     (the order synthesis records it in; tasks it does not list go last, by round and id);
     None when there is none."""
@@ -85,13 +86,13 @@ def t1_members(finals: list[FinalRow], size: int) -> list[FinalRow]:
     """The T1 selection (pure): accepted tasks, best composite first (ties by hash), <= size."""
     if size < 0:
         raise ValueError(f"size must be >= 0, got {size!r}")
-    accepted = [f for f in finals if f.verdict == Verdict.ACCEPTED.value]
+    accepted = [f for f in finals if f.verdict == Verdict.ACCEPTED]
     accepted.sort(key=lambda f: (-(f.composite or 0.0), f.task_hash))
     return accepted[:size]
 
 
 def record_t1(
-    store: Any, version: str, size: int = T1_FULL_SIZE, only: set[str] | None = None
+    store: StoreRef, version: str, size: int = T1_FULL_SIZE, only: set[str] | None = None
 ) -> tuple[PoolVersion | None, list[FinalRow]]:
     """Record T1 from the final decisions of one audit version (restricted to the task hashes
     in `only`, when given); (None, []) when none pass."""
@@ -102,11 +103,13 @@ def record_t1(
     return pv, members
 
 
-def import_tmax(store: Any, root: Path | str) -> tuple[PoolVersion | None, list[Reject]]:
-    """Import a corpus directory as TMax: binary verifiers, import order, rejects reported."""
-    tasks, rejects = import_dir(root)
-    binary = [t.model_copy(update={"binary_verifier": True}) for t in tasks]
-    if not binary:
-        return None, rejects
-    pv = record_pool(writable_store(store), TMAX, binary, tasks=binary)
-    return pv, rejects
+def import_tmax(store: StoreRef, root: Path | str) -> tuple[PoolVersion | None, list[Reject]]:
+    """Import a corpus directory as TMax (import order, rejects reported, the source
+    directory recorded); dense verifiers stay dense."""
+    intake = read_corpus(root)
+    if not intake.tasks:
+        return None, intake.rejects
+    st = writable_store(store)
+    record_tasks(st, intake.tasks, pool=TMAX, source=source_label(root))
+    pv = record_pool(st, TMAX, intake.tasks, tasks=intake.tasks)
+    return pv, intake.rejects

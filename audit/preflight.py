@@ -12,7 +12,7 @@ from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
@@ -20,6 +20,9 @@ from sandbox.trial import run_trial
 from tasks.model import Task
 from tasks.results import FailureMode, TrialResult
 from warehouse.permutation import epoch_permutation
+
+if TYPE_CHECKING:
+    from warehouse.recording import StoreRef
 
 USABLE = "usable"
 
@@ -76,7 +79,7 @@ def run_preflight(
     workers: int = 2,
     backend: str = "local",
     runner: Callable[..., TrialResult] | None = None,
-    store: Any = None,
+    store: StoreRef = None,
 ) -> PreflightReport:
     """Run the oracle on a sample of `tasks`; the report lists every sampled task."""
     run = runner or partial(run_trial, backend=backend)

@@ -17,7 +17,8 @@ from pydantic import BaseModel
 
 from audit.preflight import PreflightReport
 from audit.rubric import Dimension
-from audit.selection import PASS, REPAIRED, STAGE_JUDGE, FinalRow, Stage
+from audit.selection import STAGE_JUDGE, FinalRow, Stage
+from audit.verdict import EVIDENCE_CODES, Code, Verdict
 from tasks.model import PAPER_CATEGORIES, Category
 from warehouse.records import AuditRecord
 
@@ -26,14 +27,29 @@ class FunnelRow(BaseModel):
     stage: Stage
     entered: int
     outcomes: dict[str, int]
+    reasons: dict[str, int] = {}
+    """Rejected tasks per finding code (a task counts once per code)."""
 
 
 def funnel_counts(rows: list[AuditRecord]) -> list[FunnelRow]:
-    """Per stage: how many tasks it decided and each verdict's count (pure)."""
+    """Per stage: how many tasks it decided, each verdict's count, and the finding codes of
+    its rejects (pure)."""
     out = []
     for stage in Stage:
-        verdicts = Counter(r.verdict for r in rows if r.judge == STAGE_JUDGE[stage])
-        out.append(FunnelRow(stage=stage, entered=sum(verdicts.values()), outcomes=dict(verdicts)))
+        mine = [r for r in rows if r.judge == STAGE_JUDGE[stage]]
+        verdicts = Counter(r.verdict for r in mine)
+        reasons: Counter[str] = Counter()
+        for r in mine:
+            if r.verdict in (Verdict.REJECTED, Verdict.ERROR):
+                reasons.update({f.code for f in r.findings if Code(f.code) not in EVIDENCE_CODES})
+        out.append(
+            FunnelRow(
+                stage=stage,
+                entered=len(mine),
+                outcomes=dict(verdicts),
+                reasons=dict(reasons.most_common()),
+            )
+        )
     return out
 
 
@@ -60,16 +76,19 @@ def write_funnel(rows: list[FunnelRow], out: Path, selected: int | None = None) 
     out.mkdir(parents=True, exist_ok=True)
     doc = {"stages": [r.model_dump(mode="json") for r in rows], "selected": selected}
     (out / "funnel.json").write_text(json.dumps(doc, indent=1))
-    lines = ["| stage | entered | outcomes |", "|---|---:|---|"]
+    lines = ["| stage | entered | outcomes | reject reasons |", "|---|---:|---|---|"]
     for r in rows:
         outcomes = ", ".join(f"{k} {v}" for k, v in sorted(r.outcomes.items()))
-        lines.append(f"| {r.stage.value} | {r.entered} | {outcomes} |")
+        reasons = ", ".join(f"{k} {v}" for k, v in r.reasons.items())
+        lines.append(f"| {r.stage.value} | {r.entered} | {outcomes} | {reasons} |")
     if selected is not None:
         lines.append(f"| **T1 selected** | {selected} | |")
     (out / "funnel.md").write_text("\n".join(lines) + "\n")
     plt = _plt()
-    colors = {PASS: "#4c9a5b", "accepted": "#4c9a5b", "borderline": "#e0a030",
-              "rejected": "#c0504d", REPAIRED: "#4a7ebb", "unrepaired": "#999999"}  # fmt: skip
+    colors: dict[str, str] = {Verdict.PASS: "#4c9a5b", Verdict.ACCEPTED: "#4c9a5b",
+              Verdict.BORDERLINE: "#e0a030", Verdict.REJECTED: "#c0504d",
+              Verdict.REPAIRED: "#4a7ebb", Verdict.UNREPAIRED: "#999999",
+              Verdict.ERROR: "#7f7f7f"}  # fmt: skip
     fig, ax = plt.subplots(figsize=(8, 3.6))
     for i, r in enumerate(rows):
         left = 0
@@ -134,8 +153,8 @@ def write_scores(finals: list[FinalRow], out: Path) -> list[Path]:
     plt = _plt()
     fig, axes = plt.subplots(2, 4, figsize=(12, 5))
     for ax, c in zip(axes.flat, cols, strict=False):
-        vals = [r.scores[c] for r in finals if c in r.scores]
-        ax.hist(vals, bins=[i / 10 for i in range(11)], color="#3b6ea5", edgecolor="white")
+        got = [r.scores[c] for r in finals if c in r.scores]
+        ax.hist(got, bins=[i / 10 for i in range(11)], color="#3b6ea5", edgecolor="white")
         ax.set_title(c.replace("_", " "), fontsize=10)
         ax.set_xlim(0, 1)
     for ax in list(axes.flat)[len(cols) :]:

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from audit.verdict import Verdict
+
 PRESET_DIR = Path(__file__).resolve().parent / "presets"
 
 
@@ -30,12 +32,6 @@ class Dimension(StrEnum):
 
 
 EXEMPT = frozenset({Dimension.TRAINING_VALUE})
-
-
-class Verdict(StrEnum):
-    ACCEPTED = "accepted"
-    BORDERLINE = "borderline"
-    REJECTED = "rejected"
 
 
 class Thresholds(BaseModel):
@@ -68,7 +64,7 @@ class Rubric(BaseModel):
     """Minimum score per dimension (training value may not have one)."""
     thresholds: Thresholds
     hard_reject: list[str] = Field(default_factory=list)
-    """Finding codes that reject a task outright (see `audit.static_checks.Code`)."""
+    """Finding codes that reject a task outright (see `audit.verdict.Code`)."""
     repairable: list[str] = Field(default_factory=list)
     """Hard-reject codes an instruction-only repair can fix (stage 4)."""
     llm_weight: float = Field(0.5, ge=0, le=1)
@@ -125,11 +121,20 @@ def composite(scores: dict[Dimension, float], rubric: Rubric) -> float:
     return sum(rubric.weights[d] * min(1.0, max(0.0, scores[d])) for d in Dimension)
 
 
-def blend(exec_score: float, llm_score: float | None, llm_weight: float) -> float:
-    """A dimension score from the executable judge and (when present) the LLM judge."""
+def blend(
+    exec_score: float, llm_score: float | None, llm_weight: float, minimum: float | None = None
+) -> float:
+    """A dimension score from the executable judge and (when present) the LLM judge.
+
+    Blending never lifts a dimension over its critical `minimum`: when either judge's own
+    score is below it, the blend is at most the lower of the two (a judge scoring alignment
+    0 cannot be averaged up to an accept)."""
     if llm_score is None:
         return exec_score
-    return (1.0 - llm_weight) * exec_score + llm_weight * llm_score
+    mixed = (1.0 - llm_weight) * exec_score + llm_weight * llm_score
+    if minimum is not None and min(exec_score, llm_score) < minimum:
+        return min(mixed, exec_score, llm_score)
+    return mixed
 
 
 @dataclass(frozen=True)

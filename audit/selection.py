@@ -1,20 +1,25 @@
 """The five-stage selection (paper Section 3.2), every decision stored as an `audits` row.
 
-1. aggregate  - dedupe by content hash, record the tasks with their lineage, reject tasks
-                that cannot carry dense reward (no reference solution, binary verifier);
-2. precheck   - static checks plus executable validation (`audit.judge_exec`): the oracle
-                must pass every assertion with per-assertion records, a nop run must fail one;
+1. aggregate  - dedupe by content hash, record the tasks with their lineage (and the source
+                directory of imported tasks), reject verifiers that report only pass/fail;
+2. precheck   - static checks plus executable validation (`audit.judge_exec`): a reference
+                solution must exist and pass every assertion with per-assertion records, a
+                nop run must fail one;
 3. semantic   - rubric scoring (executable judge, blended with the LLM judge when
-                configured): accepted / borderline / rejected;
+                configured; either judge may hard-reject): accepted / borderline / rejected;
 4. repair     - instruction-only repair of borderline tasks and of tasks rejected only for
                 repairable reasons (hidden requirements): a new task version, lineage intact;
 5. reaudit    - the repaired versions scored again (trial evidence carried over, static and
                 LLM evidence recomputed on the new instruction).
 
-Rows: judge `stage<k>-<name>`, version `audit_version(rubric, llm)`. Executable evidence is
-its own row (judge `exec`, version `exec-<n>`), independent of the rubric, so a new rubric
-version re-scores every task without a sandbox, and an unchanged (hash, audit version) pair
-is never scored twice: its stored rows are reused.
+Rows: judge `stage<k>-<name>`, version `audit_version(rubric, llm)`, a verdict from
+`audit.verdict.Verdict` and typed findings. Executable evidence is its own row (judge `exec`,
+version `exec-<n>`), independent of the rubric, so a new rubric version re-scores every task
+without a sandbox, and an unchanged (hash, audit version) pair is never scored twice.
+
+A decision that could not be made (an infrastructure failure, a crashed judge, an unreachable
+LLM endpoint) has the verdict `error`: its row is stored under an error version, which no
+re-audit reads as decided, so the next run tries that task again.
 """
 
 from __future__ import annotations
@@ -36,12 +41,13 @@ from audit.judge_exec import (
     run_exec_judge,
     score_dimensions,
 )
+from audit.judge_llm import error_version
 from audit.repair import repair_instruction
-from audit.rubric import Decision, Dimension, Rubric, Verdict, blend, decide, repairable
-from audit.static_checks import Code, Finding
+from audit.rubric import Decision, Dimension, Rubric, blend, decide, repairable
+from audit.verdict import FAILURE_CODES, Code, Finding, Source, Verdict
 from tasks.model import Task
 from tasks.results import TrialResult
-from warehouse.recording import record_audits, record_tasks, writable_store
+from warehouse.recording import StoreRef, record_audits, record_tasks, writable_store
 from warehouse.records import AuditRecord
 from warehouse.snapshot import Snapshot
 from warehouse.store import Store
@@ -57,14 +63,10 @@ class Stage(StrEnum):
 
 STAGES = list(Stage)
 STAGE_JUDGE = {s: f"stage{i}-{s.value}" for i, s in enumerate(STAGES, 1)}
-PASS, REPAIRED, UNREPAIRED = "pass", "repaired", "unrepaired"
-PRECHECK_GATES = (
-    Code.ORACLE_FAILS,
-    Code.NO_ASSERTIONS,
-    Code.BINARY_VERIFIER,
-    Code.NOP_PASSES,
-    Code.JUDGE_ERROR,
-)
+PRECHECK_GATES = frozenset(
+    {Code.NO_SOLUTION, Code.ORACLE_FAILS, Code.NO_ASSERTIONS, Code.BINARY_VERIFIER,
+     Code.NOP_PASSES}
+)  # fmt: skip
 
 
 def audit_version(rubric: Rubric, llm: Any = None) -> str:
@@ -84,25 +86,44 @@ class SelectionConfig(BaseModel):
     """Tasks measured concurrently (each also runs `exec.workers` trials at once)."""
     until: Stage = Stage.REAUDIT
     """The last stage to run."""
+    source: str | None = None
+    """Where the tasks were read from (an imported directory), recorded with them."""
 
 
 class StageOutcome(BaseModel):
     task_hash: str
     task_id: str
     stage: Stage
-    verdict: str
+    verdict: Verdict
     reasons: list[str] = Field(default_factory=list)
+    findings: list[Finding] = Field(default_factory=list)
     scores: dict[str, float] = Field(default_factory=dict)
 
     def to_record(self, version: str) -> AuditRecord:
         return AuditRecord(
             task_hash=self.task_hash,
             judge=STAGE_JUDGE[self.stage],
-            audit_version=version,
+            audit_version=version if self.verdict != Verdict.ERROR else error_version(version),
             scores=self.scores,
-            verdict=self.verdict,
+            verdict=self.verdict.value,
             reasons=self.reasons,
+            findings=[f.row() for f in self.findings],
         )
+
+    @classmethod
+    def from_record(cls, rec: AuditRecord, task: Task, stage: Stage) -> StageOutcome:
+        return cls(
+            task_hash=rec.task_hash,
+            task_id=task.id,
+            stage=stage,
+            verdict=Verdict(rec.verdict),
+            reasons=list(rec.reasons),
+            findings=[Finding.from_row(r) for r in rec.findings],
+            scores=dict(rec.scores),
+        )
+
+    def hard_codes(self) -> list[Code]:
+        return [f.code for f in self.findings if f.defect]
 
 
 class SelectionResult(BaseModel):
@@ -149,50 +170,50 @@ def _recorded_hashes(store: Store, hashes: list[str]) -> set[str]:
     return {r[0] for r in rows}
 
 
-def _outcome(rec: AuditRecord, task: Task, stage: Stage) -> StageOutcome:
-    return StageOutcome(
-        task_hash=rec.task_hash,
-        task_id=task.id,
-        stage=stage,
-        verdict=rec.verdict,
-        reasons=list(rec.reasons),
-        scores=dict(rec.scores),
-    )
-
-
-def aggregate(task: Task) -> StageOutcome:
+def aggregate(task: Task, source: str | None = None) -> StageOutcome:
     """Stage 1 decision for one task (pure)."""
-    reasons, verdict = [], PASS
-    if task.solution is None:
-        verdict, reasons = Verdict.REJECTED.value, [f"{Code.NO_SOLUTION}: no reference solution"]
-    elif task.binary_verifier:
-        verdict = Verdict.REJECTED.value
-        reasons = [f"{Code.BINARY_VERIFIER}: verifier reports only pass/fail (no dense reward)"]
     lin = task.lineage
-    reasons.append(
-        f"lineage: pool={lin.source_pool} round={lin.round} parents={len(lin.parents)}"
-        + (f" operator={lin.operator}" if lin.operator else "")
-    )
+    lineage = f"pool={lin.source_pool} round={lin.round} parents={len(lin.parents)}"
+    lineage += f" operator={lin.operator}" if lin.operator else ""
+    findings = [Finding(code=Code.LINEAGE, item=lin.source_pool, evidence=lineage)]
+    if source:
+        findings.append(
+            Finding(code=Code.IMPORTED_FROM, item=source, evidence=f"read from {source}")
+        )
+    verdict = Verdict.PASS
+    if task.binary_verifier:
+        verdict = Verdict.REJECTED
+        why = "the verifier reports only pass/fail (no dense reward)"
+        findings.append(Finding(code=Code.BINARY_VERIFIER, evidence=why))
     return StageOutcome(
         task_hash=task.content_hash,
         task_id=task.id,
         stage=Stage.AGGREGATE,
         verdict=verdict,
-        reasons=reasons,
+        reasons=[f.text() for f in findings if f.defect],
+        findings=findings,
         scores={"round": float(lin.round), "parents": float(len(lin.parents))},
     )
 
 
-def precheck(task: Task, ev: ExecEvidence) -> StageOutcome:
-    """Stage 2 decision from executable evidence (pure): the validity gates."""
-    gates = [f for f in ev.findings if f.code in PRECHECK_GATES]
-    others = [f.reason() for f in ev.findings if f.code not in PRECHECK_GATES]
+def precheck(task: Task, ev: ExecEvidence, also: Iterable[str] = ()) -> StageOutcome:
+    """Stage 2 decision from executable evidence (pure): the validity gates (and the codes in
+    `also`: a static-only audit, which cannot score, rejects its hard rejects here). Evidence
+    the judge could not gather (infrastructure) is an `error`, never a rejection."""
+    gate_codes = PRECHECK_GATES | set(also)
+    gates = [f for f in ev.findings if f.code in gate_codes]
+    if not ev.decided:
+        verdict = Verdict.ERROR
+    else:
+        verdict = Verdict.REJECTED if gates else Verdict.PASS
+    failures = [f for f in ev.findings if f.code in FAILURE_CODES]
     return StageOutcome(
         task_hash=task.content_hash,
         task_id=task.id,
         stage=Stage.PRECHECK,
-        verdict=Verdict.REJECTED.value if gates else PASS,
-        reasons=[f.reason() for f in gates] + [f"evidence: {r}" for r in others],
+        verdict=verdict,
+        reasons=[f.text() for f in [*failures, *gates]],
+        findings=[f for f in ev.findings if f.defect or f.code in FAILURE_CODES],
         scores=dict(ev.measures),
     )
 
@@ -201,44 +222,53 @@ def semantic(
     task: Task,
     ev: ExecEvidence,
     rubric: Rubric,
+    llm: list[Finding] | None = None,
     llm_scores: dict[Dimension, float] | None = None,
     stage: Stage = Stage.SEMANTIC,
-    llm_notes: Iterable[str] = (),
 ) -> tuple[StageOutcome, Decision]:
-    """Stage 3 (or 5) decision (pure): rubric verdict over blended dimension scores."""
+    """Stage 3 (or 5) decision (pure): rubric verdict over blended dimension scores; the
+    LLM judge's findings (scores' rationales, quoted hard rejects, failures) join the
+    executable judge's. A failed LLM judgement makes the decision an `error`."""
     exec_scores = score_dimensions(ev, task.limits.agent_timeout_s)
     llm_scores = llm_scores or {}
-    scores = {d: blend(s, llm_scores.get(d), rubric.llm_weight) for d, s in exec_scores.items()}
-    decision = decide(scores, ev.codes(), rubric)
-    findings = [f.reason() for f in ev.findings]
+    llm = llm or []
+    scores = {
+        d: blend(s, llm_scores.get(d), rubric.llm_weight, rubric.critical_min.get(d))
+        for d, s in exec_scores.items()
+    }
+    findings = [*ev.findings, *llm]
+    decision = decide(scores, [f.code for f in findings], rubric)
     row = {d.value: s for d, s in scores.items()} | {"composite": decision.composite}
     row |= {f"exec/{d.value}": s for d, s in exec_scores.items()}
     row |= {f"llm/{d.value}": s for d, s in llm_scores.items()}
+    failed = [f for f in findings if f.code in FAILURE_CODES]
     out = StageOutcome(
         task_hash=task.content_hash,
         task_id=task.id,
         stage=stage,
-        verdict=decision.verdict.value,
-        reasons=decision.reasons + [f"finding: {r}" for r in findings] + list(llm_notes),
+        verdict=Verdict.ERROR if failed else decision.verdict,
+        reasons=[f.text() for f in failed] + decision.reasons,
+        findings=[f for f in findings if f.defect or f.code in FAILURE_CODES]
+        + [f for f in llm if f.code == Code.LLM_SCORE],
         scores=row,
     )
     return out, decision
 
 
-def _llm_scores(task: Task, cfg: SelectionConfig, store: Store, client: Any) -> tuple[dict, list]:
+def _llm(task: Task, cfg: SelectionConfig, store: Store, client: Any):
+    """The LLM judge's findings and scores for one task ({} and [] when not configured)."""
     if cfg.llm is None:
-        return {}, []
+        return [], {}
     from audit.judge_llm import WarehouseCache, judge_task
 
     judged = judge_task(task, cfg.llm, client=client, cache=WarehouseCache(store))
+    findings = [f for j in judged.values() for f in j.findings()]
     scores = {d: j.score for d, j in judged.items() if j.score is not None}
-    notes = [f"llm {d.value}: {j.rationale}" for d, j in judged.items() if j.ok]
-    notes += [f"{Code.LLM_ERROR}: {d.value}: {j.errors[-1]}" for d, j in judged.items() if not j.ok]
-    return scores, notes
+    return findings, scores
 
 
 def run_selection(
-    store: Store | str | Any,
+    store: StoreRef,
     tasks: Iterable[Task],
     cfg: SelectionConfig,
     *,
@@ -250,26 +280,32 @@ def run_selection(
     `progress(stage, done, total)` is called as the slow stages (trials, LLM) advance."""
     st = writable_store(store)
     version = audit_version(cfg.rubric, cfg.llm)
+    upto = STAGES.index(cfg.until)
+    if cfg.exec.static_only:  # nothing ran: the pre-check decides, under its own version
+        upto = min(upto, STAGES.index(Stage.PRECHECK))
+        version = f"{version}+static"
     unique = list({t.content_hash: t for t in tasks}.values())
     result = SelectionResult(version=version)
     stored = _stored(st, version)
-    upto = STAGES.index(cfg.until)
 
     def fresh(h: str, stage: Stage) -> AuditRecord | None:
         return stored.get((h, STAGE_JUDGE[stage]))
 
+    def keep(out: StageOutcome, rows: list[AuditRecord], rec: AuditRecord | None) -> None:
+        result.outcomes.append(out)
+        if rec is None:
+            rows.append(out.to_record(version))
+
     # 1. aggregation with lineage
     known = _recorded_hashes(st, [t.content_hash for t in unique])
-    record_tasks(st, [t for t in unique if t.content_hash not in known])
+    record_tasks(st, [t for t in unique if t.content_hash not in known], source=cfg.source)
     rows: list[AuditRecord] = []
     passing: list[Task] = []
     for t in unique:
         rec = fresh(t.content_hash, Stage.AGGREGATE)
-        out = _outcome(rec, t, Stage.AGGREGATE) if rec else aggregate(t)
-        if rec is None:
-            rows.append(out.to_record(version))
-        result.outcomes.append(out)
-        if out.verdict == PASS:
+        out = StageOutcome.from_record(rec, t, Stage.AGGREGATE) if rec else aggregate(t, cfg.source)
+        keep(out, rows, rec)
+        if out.verdict == Verdict.PASS:
             passing.append(t)
     record_audits(st, rows)
     if upto < 1:
@@ -280,26 +316,25 @@ def run_selection(
     to_measure = []
     for t in passing:
         rec = stored.get((t.content_hash, EXEC_JUDGE))
-        if rec is not None:
+        if rec is not None and not cfg.exec.static_only:
             evidence[t.content_hash] = ExecEvidence.from_record(rec)
         else:
             to_measure.append(t)
 
     def measure(t: Task) -> ExecEvidence:
-        """Measure and store at once (a long run resumes where it stopped); a crash of the
-        judge itself is a `judge_error` finding, not stored, so the next run retries it."""
+        """Measure and store at once (a long run resumes where it stopped); evidence the
+        judge could not gather, or only read statically, is not stored."""
         try:
             ev = run_exec_judge(t, cfg.exec, runner)
         except Exception as e:  # noqa: BLE001 - one task's judge failure is that task's row
-            detail = f"{type(e).__name__}: {str(e)[:300]}"
-            return ExecEvidence(
-                task_hash=t.content_hash, findings=[Finding(Code.JUDGE_ERROR, detail, "trial")]
-            )
-        record_audits(st, [ev.to_record()])
+            why = f"{type(e).__name__}: {str(e)[:300]}"
+            fail = Finding(code=Code.JUDGE_ERROR, source=Source.INFRA, item="exec", evidence=why)
+            return ExecEvidence(task_hash=t.content_hash, findings=[fail])
+        if ev.decided and not cfg.exec.static_only:
+            record_audits(st, [ev.to_record()])
         return ev
 
-    done = [0]
-    lock = threading.Lock()
+    done, lock = [0], threading.Lock()
 
     def measured_one(t: Task) -> ExecEvidence:
         ev = measure(t)
@@ -313,17 +348,17 @@ def run_selection(
         measured = list(pool.map(measured_one, to_measure))
     for t, ev in zip(to_measure, measured, strict=True):
         evidence[t.content_hash] = ev
-        result.measured.append(t.content_hash)
+        if not cfg.exec.static_only:
+            result.measured.append(t.content_hash)
     rows = []
     valid: list[Task] = []
     for t in passing:
         rec = fresh(t.content_hash, Stage.PRECHECK)
         ev = evidence[t.content_hash]
-        out = _outcome(rec, t, Stage.PRECHECK) if rec else precheck(t, ev)
-        if rec is None and Code.JUDGE_ERROR not in ev.codes():  # retried next run
-            rows.append(out.to_record(version))
-        result.outcomes.append(out)
-        if out.verdict == PASS:
+        also = cfg.rubric.hard_reject if cfg.exec.static_only else ()
+        out = StageOutcome.from_record(rec, t, Stage.PRECHECK) if rec else precheck(t, ev, also)
+        keep(out, rows, rec)
+        if out.verdict == Verdict.PASS:
             valid.append(t)
     record_audits(st, rows)
     if upto < 2:
@@ -331,55 +366,60 @@ def run_selection(
 
     # 3. semantic pass
     rows = []
-    candidates: list[tuple[Task, Decision, list[str]]] = []
+    candidates: list[tuple[Task, Decision, list[Finding]]] = []
     for i, t in enumerate(valid, 1):
         if progress is not None:
             progress("semantic pass", i, len(valid))
         ev = evidence[t.content_hash]
         rec = fresh(t.content_hash, Stage.SEMANTIC)
-        llm_scores, notes = _llm_scores(t, cfg, st, llm_client)  # cached per (hash, version)
-        out, decision = semantic(t, ev, cfg.rubric, llm_scores, llm_notes=notes)
-        if rec is None:
-            rows.append(out.to_record(version))
-            result.scored.append(t.content_hash)
+        if rec is not None:
+            out = StageOutcome.from_record(rec, t, Stage.SEMANTIC)
+            llm = [f for f in out.findings if f.source == Source.LLM]
+            _, decision = semantic(t, ev, cfg.rubric, llm, _llm_scores_of(out))
         else:
-            out = _outcome(rec, t, Stage.SEMANTIC)
-        result.outcomes.append(out)
-        if decision.verdict != Verdict.ACCEPTED and repairable(decision, cfg.rubric):
-            low = [n for n in notes if n.startswith(f"llm {Dimension.ALIGNMENT.value}:")]
-            candidates.append((t, decision, low))
+            llm, llm_scores = _llm(t, cfg, st, llm_client)  # cached per (hash, version)
+            out, decision = semantic(t, ev, cfg.rubric, llm, llm_scores)
+            if out.verdict != Verdict.ERROR:
+                result.scored.append(t.content_hash)
+        keep(out, rows, rec)
+        if out.verdict in (Verdict.BORDERLINE, Verdict.REJECTED) and repairable(
+            decision, cfg.rubric
+        ):
+            notes = [f for f in llm if f.code == Code.LLM_SCORE and f.item == Dimension.ALIGNMENT]
+            candidates.append((t, decision, notes))
     record_audits(st, rows)
     if upto < 3:
         return result
 
     # 4. instruction-only repair
     rows, repaired = [], []
-    for t, _decision, llm_notes in candidates:
+    for t, _decision, notes in candidates:
         ev = evidence[t.content_hash]
-        new = repair_instruction(t, ev.findings, llm=cfg.llm, client=llm_client, notes=llm_notes)
+        new = repair_instruction(t, ev.findings, llm=cfg.llm, client=llm_client, notes=notes)
         if new is None:
             out = StageOutcome(
                 task_hash=t.content_hash,
                 task_id=t.id,
                 stage=Stage.REPAIR,
-                verdict=UNREPAIRED,
+                verdict=Verdict.UNREPAIRED,
                 reasons=["no instruction-level defect to repair"],
             )
         else:
+            link = Finding(code=Code.REPAIRED_AS, item=new.content_hash,
+                           evidence="instruction-only repair (a new task version)")  # fmt: skip
             out = StageOutcome(
                 task_hash=t.content_hash,
                 task_id=t.id,
                 stage=Stage.REPAIR,
-                verdict=REPAIRED,
+                verdict=Verdict.REPAIRED,
                 reasons=[f"repaired as {new.content_hash}"],
+                findings=[link],
             )
             repaired.append((t, new))
             result.repaired[t.content_hash] = new.content_hash
-        if fresh(t.content_hash, Stage.REPAIR) is None:
-            rows.append(out.to_record(version))
-        result.outcomes.append(out)
+        keep(out, rows, fresh(t.content_hash, Stage.REPAIR))
     known = _recorded_hashes(st, [n.content_hash for _, n in repaired])
-    record_tasks(st, [n for _, n in repaired if n.content_hash not in known])
+    record_tasks(st, [n for _, n in repaired if n.content_hash not in known], source=cfg.source)
     record_audits(st, rows)
     if upto < 4:
         return result
@@ -389,26 +429,27 @@ def run_selection(
     for t, new in repaired:
         h = new.content_hash
         rec_ev = stored.get((h, EXEC_JUDGE))
-        ev = (
-            ExecEvidence.from_record(rec_ev)
-            if rec_ev
-            else reaudit_evidence(evidence[t.content_hash], new)
-        )
-        if rec_ev is None:
+        if rec_ev is not None:
+            ev = ExecEvidence.from_record(rec_ev)
+        else:
+            ev = reaudit_evidence(evidence[t.content_hash], new)
             rows.append(ev.to_record())
         rec = fresh(h, Stage.REAUDIT)
         if rec is not None:
-            result.outcomes.append(_outcome(rec, new, Stage.REAUDIT))
+            result.outcomes.append(StageOutcome.from_record(rec, new, Stage.REAUDIT))
             continue
-        llm_scores, notes = _llm_scores(new, cfg, st, llm_client)
-        out, _ = semantic(
-            new, ev, cfg.rubric, llm_scores, Stage.REAUDIT, [f"parent: {t.content_hash}", *notes]
-        )
-        rows.append(out.to_record(version))
-        result.scored.append(h)
-        result.outcomes.append(out)
+        llm, llm_scores = _llm(new, cfg, st, llm_client)
+        parent = Finding(code=Code.LINEAGE, item=t.content_hash, evidence="repaired from")
+        out, _ = semantic(new, ev, cfg.rubric, [parent, *llm], llm_scores, Stage.REAUDIT)
+        keep(out, rows, None)
+        if out.verdict != Verdict.ERROR:
+            result.scored.append(h)
     record_audits(st, rows)
     return result
+
+
+def _llm_scores_of(out: StageOutcome) -> dict[Dimension, float]:
+    return {d: out.scores[f"llm/{d.value}"] for d in Dimension if f"llm/{d.value}" in out.scores}
 
 
 # ---- reading decisions back --------------------------------------------------------------------
@@ -420,15 +461,14 @@ class FinalRow(BaseModel):
     task_hash: str
     task_id: str
     category: str
-    verdict: str
+    verdict: Verdict
     composite: float | None
     stage: Stage
     scores: dict[str, float] = Field(default_factory=dict)
+    findings: list[Finding] = Field(default_factory=list)
 
 
-def stage_rows(
-    store: Store | str | Any, version: str, only: set[str] | None = None
-) -> list[AuditRecord]:
+def stage_rows(store: StoreRef, version: str, only: set[str] | None = None) -> list[AuditRecord]:
     """Every stage row of one audit version (of the tasks in `only`, when given)."""
     with Snapshot.open(writable_store(store), with_lineage=False) as snap:
         rows = snap.rows(
@@ -439,9 +479,7 @@ def stage_rows(
     return [r for r in recs if only is None or r.task_hash in only]
 
 
-def final_decisions(
-    store: Store | str | Any, version: str, only: set[str] | None = None
-) -> list[FinalRow]:
+def final_decisions(store: StoreRef, version: str, only: set[str] | None = None) -> list[FinalRow]:
     """Final verdicts of one audit version, joined with the tasks' ids and categories.
 
     `only` restricts them to one run's tasks (original and repaired hashes, see
@@ -449,11 +487,12 @@ def final_decisions(
     """
     recs = stage_rows(store, version, only)
     by = {(r.task_hash, r.judge): r for r in recs}
-    repaired = {
-        r.task_hash: r.reasons[0].split()[-1]
-        for r in recs
-        if r.judge == STAGE_JUDGE[Stage.REPAIR] and r.verdict == REPAIRED
-    }
+    repaired = {}
+    for r in recs:
+        if r.judge == STAGE_JUDGE[Stage.REPAIR] and r.verdict == Verdict.REPAIRED:
+            links = [f.item for f in r.findings if f.code == Code.REPAIRED_AS.value]
+            if links:
+                repaired[r.task_hash] = links[0]
     finals: list[tuple[AuditRecord, Stage]] = []
     for r in recs:
         if r.judge != STAGE_JUDGE[Stage.SEMANTIC]:
@@ -479,10 +518,11 @@ def final_decisions(
                 task_hash=r.task_hash,
                 task_id=task_id,
                 category=category,
-                verdict=r.verdict,
+                verdict=Verdict(r.verdict),
                 composite=r.scores.get("composite"),
                 stage=stage,
                 scores=dict(r.scores),
+                findings=[Finding.from_row(f) for f in r.findings],
             )
         )
     return out

@@ -51,11 +51,13 @@ def record_tasks(
     *,
     pool: str | None = None,
     assertion_counts: Mapping[str, int] | None = None,
+    source: str | None = None,
 ) -> WriteResult:
     """Record task versions (one row per content hash, with lineage and the bundle).
 
     `pool` names the pool of origin (default: each task's lineage.source_pool);
-    `assertion_counts` maps content hash -> number of verifier assertions, where known.
+    `assertion_counts` maps content hash -> number of verifier assertions, where known;
+    `source` where the tasks were read from (an imported directory).
     """
     counts = assertion_counts or {}
     rows: list[Record] = []
@@ -64,7 +66,7 @@ def record_tasks(
             rows.append(t)
         elif isinstance(t, Task):
             h = t.content_hash
-            rows.append(task_record(t, pool=pool, assertion_count=counts.get(h)))
+            rows.append(task_record(t, pool=pool, assertion_count=counts.get(h), source=source))
         else:
             raise ValueError(f"expected Task or TaskRecord, got {type(t).__name__}: {t!r}")
     return record_rows(store, rows)

@@ -109,6 +109,7 @@ class TaskRecord(Record):
     bundle: dict[str, bytes]
     bundle_bytes: int = Field(ge=0)
     recorded_at: datetime = Field(default_factory=_now)
+    source: str | None = None
 
     @field_validator("content_hash")
     @classmethod
@@ -139,6 +140,7 @@ def task_record(
     pool: str | None = None,
     assertion_count: int | None = None,
     recorded_at: datetime | None = None,
+    source: str | None = None,
 ) -> TaskRecord:
     """The `tasks` row of `task`: lineage from its [t1.lineage], the bundle as written."""
     files = task_files(task)
@@ -168,6 +170,7 @@ def task_record(
         bundle=files,
         bundle_bytes=sum(len(b) for b in files.values()),
         recorded_at=recorded_at or _now(),
+        source=source,
     )
 
 
@@ -258,6 +261,17 @@ def trial_records(
     return trial, assertions
 
 
+class AuditFinding(BaseModel):
+    """One typed finding of an audit row (the audit package gives the codes meaning)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    code: str
+    source: str
+    item: str = ""
+    evidence: str = ""
+
+
 class AuditRecord(Record):
     """One judge's audit of one task at one audit version (re-audits get a new version)."""
 
@@ -272,11 +286,17 @@ class AuditRecord(Record):
     reasons: list[str] = Field(default_factory=list)
     audited_at: datetime = Field(default_factory=_now)
     recorded_at: datetime = Field(default_factory=_now)
+    findings: list[AuditFinding] = Field(default_factory=list)
 
     @field_validator("task_hash")
     @classmethod
     def _check_hash(cls, v: str) -> str:
         return check_hash(v)
+
+    @field_validator("findings", mode="before")
+    @classmethod
+    def _null_findings(cls, v: Any) -> Any:
+        return [] if v is None else v  # rows written before schema 2
 
 
 class PoolMemberRecord(Record):

@@ -17,6 +17,15 @@ import pyarrow as pa
 SCHEMA_VERSION = 2
 
 TIMESTAMP = pa.timestamp("us", tz="UTC")
+# One audit finding (see audit.verdict.Finding).
+FINDING = pa.struct(
+    [
+        pa.field("code", pa.string(), nullable=False),
+        pa.field("source", pa.string(), nullable=False),
+        pa.field("item", pa.string(), nullable=False),
+        pa.field("evidence", pa.string(), nullable=False),
+    ]
+)
 
 
 @dataclass(frozen=True)
@@ -75,6 +84,8 @@ TASKS = TableSpec(
         ("bundle", pa.map_(pa.string(), pa.binary()), False),
         ("bundle_bytes", pa.int64(), False),
         ("recorded_at", TIMESTAMP, False),
+        # Schema 2 (audit v2): where an imported task was read from (a directory), if known.
+        ("source", pa.string(), True),
     ),
 )
 
@@ -138,6 +149,9 @@ AUDITS = TableSpec(
         ("reasons", pa.list_(pa.string()), False),
         ("audited_at", TIMESTAMP, False),
         ("recorded_at", TIMESTAMP, False),
+        # Schema 2 (audit v2): typed findings (code, source, item, evidence); `reasons` stays
+        # human-readable text and is never parsed.
+        ("findings", pa.list_(FINDING), True),
     ),
 )
 

@@ -1,37 +1,71 @@
 """`t1 audit`, `t1 select`, `t1 preflight`: the audit and T1 selection from the command line.
 
-`t1 audit run-all` is the one-command path: from synthesis output in the warehouse (or the
-seeds when there is none) it writes the funnel, score distributions, composition chart,
-a T1 pool file and a pre-flight figure. See docs/audit.md.
+`t1 audit DIR` audits any Harbor / Terminal-Bench directory (a directory of tasks, or one
+task) and prints its funnel; `t1 audit run-all` is the one-command path from synthesis
+output in the warehouse (or the seeds when there is none) to the funnel, score
+distributions, composition chart, a T1 pool file and a pre-flight figure. See docs/audit.md.
+Errors are one line naming the file or option.
 """
 
 from __future__ import annotations
 
 import json
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
+import click
 import typer
 from rich.console import Console
 from rich.table import Table
+from typer.core import TyperGroup
 
 from audit.artifacts import run_all, write_reports
+from audit.intake import read_corpus, source_label
 from audit.judge_exec import ExecConfig
 from audit.judge_llm import LlmConfig
 from audit.pools import T1, audit_candidates, import_tmax, record_t1
 from audit.preflight import run_preflight
-from audit.reports import write_preflight
+from audit.reports import funnel_counts, write_preflight
 from audit.rubric import load_rubric
-from audit.selection import STAGES, SelectionConfig, Stage, audit_version, run_selection
+from audit.selection import (
+    STAGES,
+    SelectionConfig,
+    SelectionResult,
+    Stage,
+    audit_version,
+    run_selection,
+)
+from audit.verdict import Verdict
 from pipelines.cli.output import phase_progress
 from pipelines.cli.root import app
+from tasks.errors import TaskFormatError
 from tasks.pools import Pool
 from warehouse import load_pool, pool_tasks, resolve_store_path
 from warehouse.recording import writable_store
 
 console = Console()
+
+
+class Backend(StrEnum):
+    LOCAL = "local"
+    DOCKER = "docker"
+
+
+class _AuditGroup(TyperGroup):
+    """`t1 audit DIR ...` runs the `dir` command when DIR is not one of the subcommands."""
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        if args and args[0] not in self.commands and not args[0].startswith("-"):
+            return "dir", self.commands["dir"], args
+        return super().resolve_command(ctx, args)
+
+
 audit_app = typer.Typer(
-    help="Audit tasks: five-stage selection with executable (and optional LLM) judges.",
+    cls=_AuditGroup,
+    help="Audit tasks: `t1 audit DIR` for a Harbor/Terminal-Bench directory, or a recorded "
+    "pool (default: synthesis output, else the seeds), with executable (and optional LLM) "
+    "judges.",
     invoke_without_command=True,
 )
 app.add_typer(audit_app, name="audit")
@@ -47,18 +81,88 @@ OutOpt = Annotated[Path, typer.Option("--out", help="Directory for report files.
 DEFAULT_OUT = Path("artifacts/audit")
 
 
-def _config(rubric: str, workers: int, reruns: int, mutants: int, until: Stage) -> SelectionConfig:
+BackendOpt = Annotated[
+    Backend, typer.Option("--backend", help="Sandbox backend for the audit's trials.")
+]
+StaticOpt = Annotated[
+    bool,
+    typer.Option("--static", help="Read the bundles only; run no sandbox trial."),
+]
+
+
+def _config(
+    rubric: str,
+    workers: int,
+    reruns: int,
+    mutants: int,
+    until: Stage,
+    backend: Backend = Backend.LOCAL,
+    static: bool = False,
+    source: str | None = None,
+    task_workers: int = 1,
+) -> SelectionConfig:
     try:
         r = load_rubric(rubric)
     except ValueError as e:
-        console.print(f"[red]error:[/red] {e}")
+        _error(e)
         raise typer.Exit(2) from e
     return SelectionConfig(
         rubric=r,
-        exec=ExecConfig(reruns=reruns, max_mutants=mutants, workers=workers),
+        exec=ExecConfig(
+            backend=backend.value,
+            static_only=static,
+            reruns=reruns,
+            max_mutants=mutants,
+            workers=workers,
+        ),
         llm=LlmConfig.from_env(),
         until=until,
+        source=source,
+        task_workers=task_workers,
     )
+
+
+def _print_funnel(result: SelectionResult, until: Stage, before: list[tuple[str, int, str]]):
+    """The funnel: intake rows first, then every stage run, with its rejects' finding codes."""
+    table = Table(title=f"audit funnel ({result.version})")
+    table.add_column("stage")
+    table.add_column("entered", justify="right")
+    table.add_column("outcomes")
+    table.add_column("reject / error reasons (tasks per code)")
+    for name, n, text in before:
+        table.add_row(name, str(n), text, "")
+    rows = [o.to_record(result.version) for o in result.outcomes]
+    for f in funnel_counts(rows)[: STAGES.index(until) + 1]:
+        outcomes = ", ".join(f"{k} {v}" for k, v in sorted(f.outcomes.items()))
+        reasons = ", ".join(f"{k} {v}" for k, v in f.reasons.items())
+        table.add_row(f.stage.value, str(f.entered), outcomes, reasons)
+    console.print(table)
+
+
+def _write_rejects(result: SelectionResult, out: Path) -> Path:
+    """rejects.jsonl: one line per rejected (or undecided) task and stage, with its typed
+    defect findings, for reading the rejects."""
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "rejects.jsonl"
+    with open(path, "w") as f:
+        for o in result.outcomes:
+            if o.verdict not in (Verdict.REJECTED, Verdict.ERROR):
+                continue
+            doc = {
+                "task_id": o.task_id,
+                "task_hash": o.task_hash,
+                "stage": o.stage.value,
+                "verdict": o.verdict.value,
+                "findings": [x.model_dump(mode="json") for x in o.findings],
+                "reasons": o.reasons,
+            }
+            f.write(json.dumps(doc) + "\n")
+    return path
+
+
+def _error(e: object) -> None:
+    """A one-line error (never wrapped at the terminal's width)."""
+    console.print(f"[red]error:[/red] {e}", soft_wrap=True, highlight=False)
 
 
 def _store(store: Path | None):
@@ -83,37 +187,89 @@ def audit(
     mutants: Annotated[int, typer.Option(help="Solution mutants per task.")] = 6,
     limit: Annotated[int | None, typer.Option(help="Audit at most N candidates.")] = None,
     out: OutOpt = DEFAULT_OUT,
+    backend: BackendOpt = Backend.LOCAL,
+    static: StaticOpt = False,
 ) -> None:
-    """Audit a pool (default: synthesis output, else the seeds) up to stage S."""
+    """Audit a pool (default: synthesis output, else the seeds) up to stage S; `t1 audit DIR`
+    audits a directory (see `t1 audit dir --help`)."""
     if ctx.invoked_subcommand is not None:
         return
     st = _store(store)
-    cfg = _config(rubric, workers, reruns, mutants, stage)
+    cfg = _config(rubric, workers, reruns, mutants, stage, backend, static)
     tasks, source = audit_candidates(st, pool)
     tasks = tasks[:limit] if limit is not None else tasks
     llm = "with the LLM judge" if cfg.llm else "executable judge only"
     console.print(f"auditing {len(tasks)} tasks from {source} ({llm}) -> {st.root}")
     with phase_progress() as update:
         result = run_selection(st, tasks, cfg, progress=update)
-    table = Table(title=f"audit {result.version}")
-    table.add_column("stage")
-    table.add_column("decided", justify="right")
-    table.add_column("outcomes")
-    for s in STAGES[: STAGES.index(stage) + 1]:
-        rows = result.by_stage(s)
-        counts: dict[str, int] = {}
-        for o in rows:
-            counts[o.verdict] = counts.get(o.verdict, 0) + 1
-        table.add_row(s.value, str(len(rows)), ", ".join(f"{k} {v}" for k, v in counts.items()))
-    console.print(table)
+    _print_funnel(result, stage, [])
     console.print(f"measured {len(result.measured)} tasks, scored {len(result.scored)}")
     files = write_reports(st, result.version, out, None, result.hashes())
+    files.append(_write_rejects(result, out))
+    console.print(f"reports: {', '.join(str(f) for f in files)}")
+
+
+@audit_app.command("dir")
+def audit_dir(
+    directory: Annotated[
+        Path, typer.Argument(help="A Harbor/Terminal-Bench task directory, or a directory of them.")
+    ],  # fmt: skip
+    store: StoreOpt = None,
+    backend: BackendOpt = Backend.LOCAL,
+    static: StaticOpt = False,
+    sample: Annotated[
+        int | None, typer.Option(help="Audit a seeded sample of N task directories.")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the sample.")] = 0,
+    stage: Annotated[Stage, typer.Option(help="Run stages 1..S.")] = Stage.REAUDIT,
+    rubric: RubricOpt = "t1",
+    workers: Annotated[int, typer.Option(help="Trials run concurrently per task.")] = 2,
+    task_workers: Annotated[int, typer.Option(help="Tasks measured concurrently.")] = 1,
+    reruns: Annotated[int, typer.Option(help="Plain oracle reruns (verdict stability).")] = 2,
+    mutants: Annotated[int, typer.Option(help="Solution step mutants per task.")] = 6,
+    out: OutOpt = DEFAULT_OUT,
+) -> None:
+    """Audit every task of DIR (Harbor or Terminal-Bench): dense verifiers stay dense, the
+    source directory is recorded with each task, and the funnel is printed; rejects are
+    written to OUT/rejects.jsonl with their typed findings."""
+    try:
+        intake = read_corpus(directory, sample, seed)
+    except TaskFormatError as e:
+        _error(e)
+        raise typer.Exit(2) from e
+    st = _store(store)
+    source = source_label(directory)
+    cfg = _config(rubric, workers, reruns, mutants, stage, backend, static, source, task_workers)
+    judges = "static evidence only" if static else f"sandbox backend {backend.value}"
+    judges += ", with the LLM judge" if cfg.llm else ""
+    console.print(f"auditing {len(intake.tasks)} tasks from {source} ({judges}) -> {st.root}")
+    result = run_selection(st, intake.tasks, cfg)
+    picked = len(intake.tasks) + len(intake.rejects)
+    malformed: dict[str, int] = {}
+    for r in intake.rejects:
+        key = r.reason.split(": ", 1)[-1][:50]
+        malformed[key] = malformed.get(key, 0) + 1
+    before = [("directories", intake.found, f"sampled {picked}" if sample else "")]
+    before.append(
+        ("import", picked, f"loaded {len(intake.tasks)}, malformed {len(intake.rejects)}")
+    )
+    _print_funnel(result, stage, before)
+    for r in intake.rejects[:20]:
+        console.print(f"[yellow]malformed[/yellow] {r.path}: {r.reason}")
+    binary = sum(t.binary_verifier for t in intake.tasks)
+    console.print(
+        f"{len(intake.tasks) - binary} per-assertion verifiers, {binary} reward-only; "
+        f"measured {len(result.measured)} tasks, scored {len(result.scored)}"
+    )
+    files = write_reports(st, result.version, out, None, result.hashes())
+    files.append(_write_rejects(result, out))
     console.print(f"reports: {', '.join(str(f) for f in files)}")
 
 
 @audit_app.command("run-all")
 def run_all_cmd(
     store: StoreOpt = None,
+    backend: BackendOpt = Backend.LOCAL,
     out: OutOpt = DEFAULT_OUT,
     pool: Annotated[
         Pool | None,
@@ -129,7 +285,7 @@ def run_all_cmd(
 ) -> None:
     """Audit, select T1, pre-flight it, and write every report file under --out."""
     st = _store(store)
-    cfg = _config(rubric, workers, reruns, mutants, Stage.REAUDIT)
+    cfg = _config(rubric, workers, reruns, mutants, Stage.REAUDIT, backend)
     with phase_progress() as update:
         summary = run_all(
             st, out, cfg, pool=pool, size=size, preflight_n=preflight_n, limit=limit,
@@ -143,8 +299,12 @@ def import_tmax_cmd(
     root: Annotated[Path, typer.Argument(help="Directory of Harbor or Terminal-Bench tasks.")],
     store: StoreOpt = None,
 ) -> None:
-    """Import a public corpus as the TMax pool (binary verifiers)."""
-    pv, rejects = import_tmax(_store(store), root)
+    """Import a public corpus as the TMax pool (dense verifiers stay dense)."""
+    try:
+        pv, rejects = import_tmax(_store(store), root)
+    except TaskFormatError as e:
+        _error(e)
+        raise typer.Exit(2) from e
     for r in rejects:
         console.print(f"[yellow]rejected[/yellow] {r.path}: {r.reason}")
     if pv is None:
@@ -165,7 +325,7 @@ def select(
 ) -> None:
     """Record T1: the audit's accepted tasks, best composite first, up to --size."""
     if pool != T1:
-        console.print(f"[red]error:[/red] only {T1} is selected by the audit (got {pool.value!r})")
+        _error(f"only {T1} is selected by the audit (got {pool.value!r})")
         raise typer.Exit(2)
     st = _store(store)
     version = audit_version(load_rubric(rubric), LlmConfig.from_env())
@@ -191,7 +351,7 @@ def preflight(
     try:
         tasks = pool_tasks(load_pool(st, pool))
     except ValueError as e:
-        console.print(f"[red]error:[/red] {e}")
+        _error(e)
         raise typer.Exit(2) from e
     report = run_preflight(tasks, n, pool=pool, seed=seed, workers=workers, store=st)
     files = write_preflight(report, out)

@@ -162,6 +162,10 @@ def import_(
     out: Path = typer.Option(None, help="write the imported tasks here in Harbor layout"),
     rejects_file: Path = typer.Option(None, "--rejects", help="write rejects as JSON lines"),
     build: bool = typer.Option(False, "--build", help="also build each environment"),
+    record: bool = typer.Option(
+        False, "--record", help="record the tasks (and their source) in the warehouse"
+    ),
+    store: Path = typer.Option(None, "--store", help="warehouse for --record"),
 ) -> None:
     """Import a directory of tasks; malformed ones are recorded as rejects, the rest go on."""
     try:
@@ -175,6 +179,11 @@ def import_(
         by_id = {t.id: directory / t.id for t in tasks}
         rejects += [Reject(str(by_id.get(i, i)), _row_reason(r)) for i, r in failed.items()]
         tasks = [t for t in tasks if t.id not in failed]
+    if record:
+        from audit.intake import record_import
+
+        where = record_import(tasks, directory, store)
+        console.print(f"recorded {len(tasks)} task(s) from {directory} in {where}")
     if out is not None:
         for t in tasks:
             write_harbor(t, out / t.id)

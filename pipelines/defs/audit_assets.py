@@ -89,7 +89,7 @@ def t1_pool(forge: ForgeConfig) -> dg.MaterializeResult:
 
 @dg.asset(group_name="pools", kinds={"parquet"})
 def tmax_pool(forge: ForgeConfig) -> dg.MaterializeResult:
-    """TMax: an imported corpus with binary verifiers (empty when T1_TMAX_DIR is unset)."""
+    """TMax: an imported corpus, dense verifiers kept dense (empty when T1_TMAX_DIR is unset)."""
     if not forge.tmax_dir:
         return dg.MaterializeResult(metadata={"tasks": 0, "source": "none configured"})
     from audit.pools import import_tmax

@@ -66,6 +66,7 @@ __all__ = [
     "Literal",
     "LiteralKind",
     "asserted_literals",
+    "expected_output_files",
     "literal_coverage",
     "task_literal_coverage",
 ]
@@ -80,17 +81,44 @@ def _is_code(name: str, text: str) -> bool:
     return name.endswith(CODE_SUFFIXES) or text.startswith("#!")
 
 
-def asserted_literals(verifier: Mapping[str, bytes]) -> list[Literal]:
-    """Every literal the verifier's files assert on (see the module docstring), in file
-    order. A Python file that does not parse contributes its paths only."""
-    out = Collector()
-    texts = {
+def _texts(verifier: Mapping[str, bytes]) -> dict[str, str]:
+    return {
         n: t
         for n, b in sorted(verifier.items())
         if posixpath.basename(n) != RUNNER and (t := decode(b)) is not None
     }
-    compared: set[str] = set()
+
+
+def _expected(texts: dict[str, str], compared: set[str]) -> list[str]:
     code = "\n".join(t for n, t in texts.items() if _is_code(n, t))
+    out = []
+    for name, text in texts.items():
+        base = posixpath.basename(name)
+        if _is_code(name, text) or base == "test.sh":
+            continue
+        referenced = base in compared or re.search(rf"(?<![\w-]){re.escape(base)}\b", code)
+        expected = base in compared or EXPECTED_NAME.search(base)
+        if referenced and expected and (name.endswith(DATA_SUFFIXES) or "." not in base):
+            out.append(name)
+    return out
+
+
+def expected_output_files(verifier: Mapping[str, bytes]) -> list[str]:
+    """The data files of tests/ that hold what an output must be (see EXPECTED_NAME)."""
+    texts = _texts(verifier)
+    compared: set[str] = set()
+    for name, text in texts.items():
+        if not name.endswith(".py") and _is_code(name, text):
+            compared |= shell_literals(name, text, Collector())
+    return _expected(texts, compared)
+
+
+def asserted_literals(verifier: Mapping[str, bytes]) -> list[Literal]:
+    """Every literal the verifier's files assert on (see the module docstring), in file
+    order. A Python file that does not parse contributes its paths only."""
+    out = Collector()
+    texts = _texts(verifier)
+    compared: set[str] = set()
     for name, text in texts.items():
         if name.endswith(".py"):
             try:
@@ -99,14 +127,8 @@ def asserted_literals(verifier: Mapping[str, bytes]) -> list[Literal]:
                 shell_literals(name, "\n".join(SHELL_PATH_RE.findall(text)), out)
         elif _is_code(name, text):
             compared |= shell_literals(name, text, out)
-    for name, text in texts.items():
-        base = posixpath.basename(name)
-        if _is_code(name, text) or base in ("test.sh",):
-            continue
-        referenced = base in compared or re.search(rf"(?<![\w-]){re.escape(base)}\b", code)
-        expected = base in compared or EXPECTED_NAME.search(base)
-        if referenced and expected and (name.endswith(DATA_SUFFIXES) or "." not in base):
-            expected_file_literals(name, text, out)
+    for name in _expected(texts, compared):
+        expected_file_literals(name, texts[name], out)
     return list(out.items.values())
 
 

@@ -56,17 +56,11 @@ class _Sources:
     def __init__(self, instruction: str, environment: Mapping[str, bytes], workdir: str) -> None:
         self.workdir = workdir.rstrip("/") or "/"
         self.texts: list[_Text] = [_Text("instruction.md", instruction, _squash(instruction))]
-        self.image_paths: set[str] = set()
-        docker = ""
+        self.image_paths = set(image_paths(environment, workdir).values())
         for name, data in sorted(environment.items()):
             text = decode(data) if len(data) <= 5_000_000 else None
             if text is not None:
                 self.texts.append(_Text(f"environment/{name}", text, _squash(text)))
-            if posixpath.basename(name) == "Dockerfile":
-                docker = text or ""
-            if name.startswith("app/"):
-                self.image_paths.add(posixpath.join(self.workdir, name[4:]))
-        self.image_paths |= _dockerfile_paths(docker, environment)
         self.numbers = [(t.where, _numbers_in(t.flat)) for t in self.texts]
 
     @property
@@ -109,31 +103,37 @@ def _numbers_in(text: str) -> set[float]:
     return out
 
 
-def _dockerfile_paths(docker: str, env: Mapping[str, bytes]) -> set[str]:
-    """Image paths of the build context's files, from COPY/ADD lines and WORKDIR."""
-    out: set[str] = set()
-    workdir = "/"
+def image_paths(environment: Mapping[str, bytes], workdir: str = "/app") -> dict[str, str]:
+    """Where each build-context file lands in the image: `app/*` under the working
+    directory (the seeds' convention), else by the Dockerfile's COPY/ADD lines (after its
+    WORKDIR; a file copied twice keeps its first place). Files no line copies are left out.
+    Also maps `WORKDIR` dirs to themselves."""
+    wd = workdir.rstrip("/") or "/"
+    out = {n: posixpath.join(wd, n[4:]) for n in environment if n.startswith("app/")}
+    docker = decode(environment.get("Dockerfile", b"")) or ""
+    cur = "/"
     for raw in docker.replace("\\\n", " ").splitlines():
         parts = raw.strip().split()
         if not parts:
             continue
         op = parts[0].upper()
         if op == "WORKDIR" and len(parts) > 1:
-            workdir = posixpath.join(workdir, parts[1])
-            out.add(workdir)
+            cur = posixpath.join(cur, parts[1])
+            out.setdefault(cur, cur)
         if op not in ("COPY", "ADD") or len(parts) < 3:
             continue
         args = [p for p in parts[1:] if not p.startswith("--")]
         *srcs, dest = args
         dest_dir = dest.endswith("/") or len(srcs) > 1
-        dest = posixpath.join(workdir, dest)
+        dest = posixpath.join(cur, dest)
         for src in srcs:
             src = "" if src in (".", "./") else src.strip("/").removeprefix("./")
-            for n in env:
+            for n in environment:  # the first place a file lands is where the agent sees it
                 if src and n == src:
-                    out.add(posixpath.join(dest, posixpath.basename(n)) if dest_dir else dest)
+                    where = posixpath.join(dest, posixpath.basename(n)) if dest_dir else dest
+                    out.setdefault(n, where)
                 elif not src or n.startswith(src + "/"):
-                    out.add(posixpath.join(dest, n[len(src) :].lstrip("/")))
+                    out.setdefault(n, posixpath.join(dest, n[len(src) :].lstrip("/")))
     return out
 
 
@@ -163,15 +163,22 @@ def _path_covered(path: str, src: _Sources) -> tuple[str, str] | None:
 
 
 def _template_regex(lit: str) -> str | None:
-    """`total: 300` as a pattern matching `total: N` / `total: <count>` / `total: 12`."""
+    """`total: 300` as a pattern matching `total: N` / `total: <count>` / `total: 12`, and
+    `query_4` as one matching `query_1` (digits inside a word stand for digits only)."""
     pieces = NUM_TOKEN.split(lit)
-    if len(pieces) < 2 or sum(len(re.sub(r"\W", "", p)) for p in pieces) < 2:
+    if sum(len(re.sub(r"\W", "", p)) for p in pieces) < 2:
         return None
-    esc = [re.escape(re.sub(r"\s+", " ", p)).replace(r"\ ", r"\s*") for p in pieces]
+    inner = re.compile(r"\d+")
+    esc = []
+    for p in pieces:
+        words = [re.escape(w) for w in inner.split(re.sub(r"\s+", " ", p))]
+        esc.append(r"\d+".join(words).replace(r"\ ", r"\s*"))
+    if len(pieces) < 2 and not inner.search(lit):
+        return None
     return _PLACEHOLDER.join(esc)
 
 
-def _regex_requirements(pattern: str) -> list[list[str]] | None:
+def regex_requirements(pattern: str) -> list[list[str]] | None:
     """The literal runs a regular expression demands: each requirement is a list of
     alternatives (a branch of pure literals), runs of >= 2 word characters only. None when
     the pattern does not compile."""
@@ -270,7 +277,7 @@ def _format_covered(lit: Literal, src: _Sources) -> tuple[str, str] | None:
         for t in src.texts:
             if len(t.raw) <= 200_000 and rx.search(t.raw):
                 return t.where, "example"
-    reqs = _regex_requirements(lit.value)
+    reqs = regex_requirements(lit.value)
     if reqs:
         found = []
         for alts in reqs:
@@ -322,6 +329,17 @@ def _text_covered(text: str, src: _Sources, ignore_case: bool = False) -> tuple[
     return None
 
 
+def _filled_covered(v: str, src: _Sources, ignore_case: bool) -> tuple[str, str] | None:
+    """An f-string stated with its fields filled: `…_auc` by `setosa_auc`, `row …: ok` by
+    `row 3: ok` (a field is a run of word characters, dots and dashes)."""
+    rx = r"[\w.-]+".join(re.escape(p) for p in v.split(HOLE))
+    rx = ("" if v.startswith(HOLE) else r"(?<!\w)") + rx + ("" if v.endswith(HOLE) else r"(?!\w)")
+    for t in src.texts:
+        if re.search(rx, t.flat, re.IGNORECASE if ignore_case else 0):
+            return t.where, "filled"
+    return None
+
+
 def _one(lit: Literal, src: _Sources) -> CoverageVerdict:
     v = lit.value
     if lit.kind == LiteralKind.PATH:
@@ -331,10 +349,12 @@ def _one(lit: Literal, src: _Sources) -> CoverageVerdict:
     elif lit.kind == LiteralKind.NUMBER:
         where = _number_covered(v, src)
         hit = (where, "number") if where else None
+    elif HOLE in v and (hit := _filled_covered(v, src, lit.ignore_case)):
+        pass
     elif HOLE in v:  # an f-string: its constant parts must be stated
         parts = [p.strip() for p in v.split(HOLE) if len(re.sub(r"\W", "", p)) >= 2]
-        found = [_text_covered(p, src, lit.ignore_case) for p in parts]
-        hit = (found[0][0] if found else "format", "fragments") if all(found) else None
+        hits = [h for p in parts if (h := _text_covered(p, src, lit.ignore_case))]
+        hit = (hits[0][0] if hits else "format", "fragments") if len(hits) == len(parts) else None
     else:
         hit = _text_covered(v, src, lit.ignore_case)
     if hit:

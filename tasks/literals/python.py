@@ -6,6 +6,7 @@ from __future__ import annotations
 import ast
 import posixpath
 import re
+import threading
 from dataclasses import dataclass
 
 from tasks.literals.model import (
@@ -22,6 +23,8 @@ from tasks.literals.model import (
 )
 
 FAIL_CALLS = frozenset({"fail", "exit", "_exit", "abort", "skip"})
+# `requests.get(url)` is a request, not a dict lookup.
+_HTTP_CLIENTS = frozenset({"requests", "httpx", "session", "client", "s", "http", "urllib3"})
 
 
 class _Resolver:
@@ -131,6 +134,29 @@ class _Resolver:
         return out
 
 
+_PARSE = threading.Lock()
+
+
+def parse_python(text: str) -> ast.Module:
+    """`ast.parse`, one thread at a time: CPython 3.11.7 parsing in two threads at once can
+    raise SystemError ("AST constructor recursion depth mismatch", fixed in 3.11.8)."""
+    with _PARSE:
+        return ast.parse(text)
+
+
+def _owner(node: ast.AST) -> str:
+    """The name a method is called on: `re` in `re.match(...)` and in
+    `__import__("re").match(...)` alike."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+        fn = node.func
+        name = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
+        if name in ("__import__", "import_module"):
+            return str(node.args[0].value)
+    return ""
+
+
 def _parents(tree: ast.AST) -> dict[int, ast.AST]:
     out: dict[int, ast.AST] = {}
     for node in ast.walk(tree):
@@ -187,6 +213,9 @@ def _context(node: ast.AST, parents: dict[int, ast.AST]) -> _Ctx:
     return _Ctx(True, negated, alternatives)
 
 
+_OUTPUT_FLAGS = ("-o", "--output", "--out", "--outfile")
+
+
 def _own_paths_and_strings(tree: ast.AST, res: _Resolver) -> tuple[set[str], set[str]]:
     """Paths the verifier writes itself, and strings it writes (it may read them back)."""
     paths: set[str] = set()
@@ -223,6 +252,16 @@ def _own_paths_and_strings(tree: ast.AST, res: _Resolver) -> tuple[set[str], set
             s = res.string(n.args[0])
             if s:
                 strings.add(s)
+    for n in ast.walk(tree):  # a program's output the verifier names: `cc -o /tmp/t ...`
+        if isinstance(n, ast.List | ast.Tuple):
+            argv = [res.string(e) or "" for e in n.elts]
+        elif isinstance(n, ast.Constant) and isinstance(n.value, str):
+            argv = n.value.split()
+        else:
+            continue
+        for flag, arg in zip(argv, argv[1:], strict=False):
+            if flag in _OUTPUT_FLAGS and arg.startswith("/"):
+                paths.add(clean_path(arg))
     return paths, strings
 
 
@@ -288,7 +327,7 @@ def _own_keys(tree: ast.AST) -> set[str]:
 class _PythonReader:
     def __init__(self, name: str, text: str, out: Collector) -> None:
         self.name, self.out = name, out
-        self.tree = ast.parse(text)
+        self.tree = parse_python(text)
         self.res = _Resolver(self.tree)
         self.parents = _parents(self.tree)
         self.own_paths, self.own_strings = _own_paths_and_strings(self.tree, self.res)
@@ -386,7 +425,7 @@ class _PythonReader:
     def call(self, node: ast.Call) -> None:
         fn = node.func
         name = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
-        owner = getattr(fn.value, "id", "") if isinstance(fn, ast.Attribute) else ""
+        owner = _owner(fn.value) if isinstance(fn, ast.Attribute) else ""
         if name.startswith("assert") and owner == "self":  # unittest
             ctx = _Ctx(True, name.startswith("assertNot"), None)
             if ctx.negated:
@@ -426,12 +465,12 @@ class _PythonReader:
             self.regex(node.args[0], node.lineno, self._group(ctx), flags)
             return
         if name == "get" and isinstance(fn, ast.Attribute) and node.args:
-            if "environ" in ast.unparse(fn.value):
+            if "environ" in ast.unparse(fn.value) or owner in _HTTP_CLIENTS:
                 return
             ctx = _context(node, self.parents)
             k = self.res.string(node.args[0])
             if ctx.asserted and not ctx.negated and k is not None and k not in self.own_keys:
-                if not is_path(k):
+                if not is_path(k) and "://" not in k:
                     self.out.add(Literal(k, LiteralKind.KEY, self.name, node.lineno))
 
     def regex(self, node: ast.AST, line: int, group: int | None, flags: int) -> None:
@@ -478,6 +517,13 @@ class _PythonReader:
                 parts |= {id(n) for n in ast.walk(node.msg)}  # a message, not a check
             elif isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
                 parts.add(id(node.value))  # a docstring
+        loaded = {n.id for n in ast.walk(self.tree) if isinstance(n, ast.Name)
+                  and isinstance(n.ctx, ast.Load)}  # fmt: skip
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.Assign) and all(
+                isinstance(t, ast.Name) and t.id not in loaded for t in node.targets
+            ):
+                parts |= {id(n) for n in ast.walk(node.value)}  # bound, never used: dead
         for node in ast.walk(self.tree):
             if not isinstance(node, ast.expr) or id(node) in parts:
                 continue
@@ -492,7 +538,27 @@ class _PythonReader:
             p = clean_path(first)
             if p.count("/") >= 2 and not is_system(p) and p not in self.own_paths:
                 line = getattr(node, "lineno", 0)
-                self.out.add(Literal(p, LiteralKind.PATH, self.name, line))
+                self.out.add(Literal(p, LiteralKind.PATH, self.name, line, self._candidates(node)))
+
+    def _candidates(self, node: ast.AST) -> int | None:
+        """A group id when `node` is one of several candidate paths: an element of a list
+        the verifier searches (`any(...)` over it, or a loop over it that stops at a hit)."""
+        parent = self.parents.get(id(node))
+        if isinstance(parent, ast.Call) and getattr(parent.func, "id", "") in ("Path", "str"):
+            node, parent = parent, self.parents.get(id(parent))
+        if not isinstance(parent, ast.List | ast.Tuple | ast.Set) or len(parent.elts) < 2:
+            return None
+        fn: ast.AST | None = parent
+        while fn is not None and not isinstance(fn, ast.FunctionDef | ast.Module):
+            fn = self.parents.get(id(fn))
+        if fn is None:
+            return None
+        searched = any(
+            (isinstance(n, ast.Call) and getattr(n.func, "id", "") in ("any", "next"))
+            or (isinstance(n, ast.For) and any(isinstance(b, ast.Break) for b in ast.walk(n)))
+            for n in ast.walk(fn)
+        )
+        return self.groups.setdefault(id(parent), self.out.group()) if searched else None
 
 
 def read_python(name: str, text: str, out: Collector) -> None:

@@ -40,27 +40,71 @@ def _is_regex(p: str) -> bool:
     )
 
 
+# A quoted argument that is itself a check (`check "name" '[ -f x ]'`, `run_test "grep -q
+# ok f"`): helpers that eval their arguments are read like the lines they run.
+_NESTED = re.compile(
+    r"(^|[|&;]\s*|^\s*!\s*)(\[\[?\s|test\s|grep\s|egrep\s|fgrep\s|diff\s|cmp\s|jq\s)"
+)
+
+
+def _balanced(line: str) -> bool:
+    try:
+        shlex.split(line, comments=True)
+    except ValueError:
+        return False
+    return True
+
+
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    """(first line number, text) of each command: a quote left open on one line (a
+    multi-line expected value) continues on the next ones."""
+    out: list[tuple[int, str]] = []
+    pending: tuple[int, list[str]] | None = None
+    for i, raw in enumerate(text.splitlines(), 1):
+        if pending is not None:
+            pending[1].append(raw)
+            joined = "\n".join(pending[1])
+            if _balanced(joined) or len(pending[1]) > 200:
+                out.append((pending[0], joined.strip()))
+                pending = None
+            continue
+        if _balanced(raw):
+            out.append((i, raw.strip()))
+        else:
+            pending = (i, [raw])
+    if pending is not None:
+        out.extend((pending[0] + k, ln.strip()) for k, ln in enumerate(pending[1]))
+    return out
+
+
 def shell_literals(name: str, text: str, out: Collector) -> set[str]:
     """Literals of a shell verifier; returns the basenames of files it compares against."""
     compared: set[str] = set()
-    for i, raw in enumerate(text.splitlines(), 1):
-        line = raw.strip()
+    for i, line in _logical_lines(text):
         if not line or line.startswith("#"):
             continue
-        toks = _shell_tokens(line)
-        segments: list[list[str]] = [[]]
-        for t in toks:
-            if t in _SHELL_OPS:
-                segments.append([])
-            else:
-                segments[-1].append(t)
-        for seg in segments:
-            _shell_segment(name, i, seg, out, compared)
+        _shell_line(name, i, line, out, compared, 0)
         for m in SHELL_PATH_RE.finditer(line.split(" #", 1)[0]):
             p = clean_path(m.group(1))
             if p.count("/") >= 2 and not is_system(p) and is_path(p):
                 out.add(Literal(p, LiteralKind.PATH, name, i))
     return compared
+
+
+def _shell_line(name: str, i: int, line: str, out: Collector, compared: set, depth: int) -> None:
+    toks = _shell_tokens(line)
+    segments: list[list[str]] = [[]]
+    for t in toks:
+        if t in _SHELL_OPS:
+            segments.append([])
+        else:
+            segments[-1].append(t)
+    for seg in segments:
+        _shell_segment(name, i, seg, out, compared)
+        if depth < 2:
+            for t in seg[1:]:
+                if " " in t and _NESTED.search(t):
+                    _shell_line(name, i, t, out, compared, depth + 1)
 
 
 def _shell_segment(name: str, i: int, seg: list[str], out: Collector, compared: set) -> None:
@@ -85,6 +129,11 @@ def _shell_segment(name: str, i: int, seg: list[str], out: Collector, compared: 
             neg = t in ("!=", "-ne")
             if (pos and not negated) or (neg and negated):
                 for side in (body[k - 1] if k else "", body[k + 1] if k + 1 < len(body) else ""):
+                    if side and "\n" in side.strip() and not re.search(r"[$`]", side):
+                        for ln in side.strip().splitlines():  # a whole expected content
+                            kind = LiteralKind.NUMBER if NUM_TOKEN.fullmatch(ln) else None
+                            out.add(Literal(ln.strip(), kind or LiteralKind.LINE, name, i))
+                        continue
                     if side and not re.search(r"[$`()]", side):
                         kind = LiteralKind.NUMBER if t in ("-eq", "-ne") else string_kind(side)
                         if kind == LiteralKind.NUMBER:

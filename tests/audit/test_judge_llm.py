@@ -124,14 +124,129 @@ def test_selection_blends_llm_scores_and_versions_by_model(llm, tmp_path):
     record_audits(store, [ExecEvidence(task_hash=task.content_hash, measures=measures).to_record()])
     sel = SelectionConfig(rubric=load_rubric("t1"), llm=cfg, until=Stage.SEMANTIC)
     result = run_selection(store, [task], sel)
-    assert result.measured == [] and result.version.endswith("+llm-v1@judge-test")
+    assert result.measured == [] and result.version.endswith("+llm-v2@judge-test")
     row = result.by_stage(Stage.SEMANTIC)[0]
     assert row.scores["llm/alignment"] == 0.2 and row.scores["exec/alignment"] == 1.0
-    assert row.scores["alignment"] == pytest.approx(0.6)  # llm_weight 0.5
-    # correctness blends to 0.6, under its 0.99 critical minimum: the LLM's doubt rejects
+    # 0.2 is under alignment's 0.5 minimum: the blend (0.6) may not lift it over
+    assert row.scores["alignment"] == pytest.approx(0.2)
+    assert row.scores["training_value"] == pytest.approx(
+        0.5 * 0.2 + 0.5 * row.scores["exec/training_value"]
+    )
     assert row.verdict == "rejected"
-    assert any(r.startswith("correctness 0.60 < critical minimum") for r in row.reasons)
-    assert any("never mentioned" in r for r in row.reasons)
+    assert any(r.startswith("correctness 0.20 < critical minimum") for r in row.reasons)
+    rationale = [f for f in row.findings if f.code == "llm_score" and f.item == "alignment"]
+    assert rationale and "never mentioned" in rationale[0].evidence
     assert len(fake.requests) == 6
     run_selection(store, [task], sel)
     assert len(fake.requests) == 6  # cached by (task hash, prompt version, model)
+
+
+MEASURES = {"alignment_share": 1.0, "oracle_pass_share": 1.0, "assertions": 6.0,
+            "nop_pass_share": 0.0, "effect_coverage": 1.0, "mutation_kill_rate": 1.0,
+            "solution_steps": 6.0, "rerun_stable": 1.0}  # fmt: skip
+
+
+def _stored_evidence(store, task):
+    from audit.judge_exec import ExecEvidence
+    from warehouse.recording import record_audits
+
+    record_audits(store, [ExecEvidence(task_hash=task.content_hash, measures=MEASURES).to_record()])
+
+
+def _semantic(store, task, cfg):
+    from audit.rubric import load_rubric
+    from audit.selection import SelectionConfig, Stage, run_selection
+
+    sel = SelectionConfig(rubric=load_rubric("t1"), llm=cfg, until=Stage.SEMANTIC)
+    return run_selection(store, [task], sel).by_stage(Stage.SEMANTIC)[0]
+
+
+def test_llm_zero_on_a_critical_dimension_rejects_whatever_the_blend(llm, tmp_path):
+    """Regression: alignment 0 from the LLM blended with 1.0 at weight 0.5 gave exactly the
+    0.5 minimum, and the strict `<` accepted the task."""
+    fake, cfg = llm
+    fake.script = ['{"score": 0.0, "rationale": "hidden output path"}'] + [
+        '{"score": 1.0, "rationale": "fine"}'
+    ]
+    store = tmp_path / "store"
+    task = base_task()
+    _stored_evidence(store, task)
+    row = _semantic(store, task, cfg)
+    assert row.scores["exec/alignment"] == 1.0 and row.scores["alignment"] == 0.0
+    assert row.verdict == "rejected"
+
+
+def test_llm_hard_reject_with_a_quoted_span(llm, tmp_path):
+    fake, cfg = llm
+    quote = "Write the number of `ERROR` lines"
+    fake.script = [
+        '{"score": 0.1, "rationale": "x", "hard_reject": {"code": "test_leakage", '
+        '"quote": "never appears anywhere"}}',
+        '{"score": 0.1, "rationale": "the answer is given", "hard_reject": {"code": '
+        f'"solution_shortcut", "quote": "{quote}"}}}}',
+        '{"score": 1.0, "rationale": "fine"}',
+    ]
+    store = tmp_path / "store"
+    task = base_task()
+    _stored_evidence(store, task)
+    row = _semantic(store, task, cfg)
+    hard = [f for f in row.findings if f.source == "llm" and f.code == "solution_shortcut"]
+    assert row.verdict == "rejected" and hard and quote in hard[0].evidence
+    assert len(fake.requests) == 7  # the unquotable hard reject was refused and asked again
+
+
+def test_a_quote_found_nowhere_is_a_rejected_response():
+    material = "Write `status: ok` to /app/s.txt"
+    ok = '{"score": 0, "rationale": "r", "hard_reject": {"code": "hidden_requirement", ' + (
+        '"quote": "status:   ok"}}'
+    )
+    assert parse_score(ok, material).hard_reject.quote == "status:   ok"
+    bad = ok.replace("status:   ok", "status: done")
+    with pytest.raises(LlmResponseError, match="occurs nowhere"):
+        parse_score(bad, material)
+    unknown = ok.replace("hidden_requirement", "low_coverage")
+    with pytest.raises(LlmResponseError, match="not a hard-reject code"):
+        parse_score(unknown, material)
+
+
+def test_the_judge_sees_bounded_environment_contents(llm):
+    from audit.judge_llm import MAX_ENV_CHARS, task_prompt
+
+    task = base_task()
+    files = dict(task.environment.files) | {"app/big.txt": b"x" * 50_000, "app/b.bin": b"\0\1"}
+    task = task.model_copy(
+        update={"environment": task.environment.model_copy(update={"files": files})}
+    )
+    text = task_prompt(task, Dimension.ALIGNMENT)[1]["content"]
+    assert "ERROR disk" in text or "INFO disk" in text  # the log's contents, not only its name
+    assert "### environment/app/b.bin (binary, 2 bytes)" in text
+    assert text.count("x" * 100) <= MAX_ENV_CHARS // 100
+
+
+def test_endpoint_failure_is_recorded_not_versioned_and_retried(llm, tmp_path):
+    from audit.selection import final_decisions
+    from warehouse.snapshot import Snapshot
+
+    fake, cfg = llm
+    fake.status = 500
+    store = tmp_path / "store"
+    task = base_task()
+    _stored_evidence(store, task)
+    row = _semantic(store, task, cfg)
+    assert row.verdict == "error" and any(f.code == "llm_error" for f in row.findings)
+    with Snapshot.open(store, with_lineage=False) as snap:
+        versions = [
+            r[0]
+            for r in snap.sql(
+                "SELECT audit_version FROM audits WHERE judge LIKE 'stage3%'"
+            ).fetchall()
+        ]
+        llm_rows = snap.sql("SELECT verdict FROM audits WHERE judge LIKE 'llm/%'").fetchall()
+    assert versions and all("#error@" in v for v in versions)  # recorded, never as scored
+    assert llm_rows and {v for (v,) in llm_rows} == {"error"}
+    version = versions[0].split("#error@")[0]
+    assert final_decisions(store, version) == []
+    fake.status = 200
+    again = _semantic(store, task, cfg)  # the next re-audit retries it
+    assert again.verdict in ("accepted", "borderline", "rejected")
+    assert [f.task_hash for f in final_decisions(store, version)] == [task.content_hash]

@@ -1,5 +1,8 @@
-"""The planted-defect suite: each planted defect is caught with the right reason, and clean
-tasks (the planted base and a sample of seeds) are not hard-rejected."""
+"""Planted defects: the hand-written set (static checks, regressions) and, in the sandbox, one
+generated draw per hard-reject class with its clean twin (`audit.planted`). The full recall
+measurement is `benchmarks/audit_recall.py` (docs/audit.md); these tests pin that each class's
+evidence works end to end on material with varied surface forms, and that clean twins pass.
+"""
 
 from __future__ import annotations
 
@@ -8,13 +11,25 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from audit.judge_exec import ExecConfig, ExecEvidence, run_exec_judge, score_dimensions
-from audit.rubric import Verdict, decide, load_rubric
-from audit.static_checks import Code, static_findings
+from audit.planted import VARIANTS, Defect, generate
+from audit.rubric import decide, load_rubric
+from audit.static_checks import static_findings
+from audit.verdict import Code, Verdict
+from sandbox.trial import run_trial
 from tasks.corpus import SEED_DIR, import_dir
 from tests.audit.planted import PLANTED, base_task
 
 RUBRIC = load_rubric("t1")
 CLEAN_SEEDS = ("ds-sensor-summary-stats", "vc-reflog-recover", "sa-log-rotate-script")
+# (class, variant, seed): one draw per class, chosen to cover the three verifier styles and
+# solutions from one line to a long script (the seed decides those; see the ids below).
+DRAWS = [
+    (Defect.HIDDEN, "case-mismatch", 2),
+    (Defect.LEAKAGE, "answer-file", 16),
+    (Defect.SHORTCUT, "word-answer", 7),
+    (Defect.WEAK, "first-line", 5),
+    (Defect.FLAKY, "timezone", 11),
+]
 
 
 def seeds():
@@ -31,25 +46,26 @@ def _decision(ev: ExecEvidence):
 
 @pytest.mark.parametrize("code", ["hidden_requirement", "test_leakage", "solution_shortcut"])
 def test_static_checks_name_the_planted_defect(code: str):
-    _, findings = static_findings(PLANTED[code]())
+    findings = static_findings(PLANTED[code]()).findings
     assert code in {f.code for f in findings}, findings
 
 
 def test_flaky_verifier_is_flagged_statically():
-    _, findings = static_findings(PLANTED["flaky_verifier"]())
+    findings = static_findings(PLANTED["flaky_verifier"]()).findings
     flaky = [f for f in findings if f.code == Code.FLAKY_VERIFIER]
-    assert flaky and "RANDOM" in flaky[0].detail
+    assert flaky and "RANDOM" in flaky[0].evidence
 
 
 def test_hidden_requirement_names_the_path_and_value():
-    _, findings = static_findings(PLANTED["hidden_requirement"]())
-    details = " ".join(f.detail for f in findings if f.code == Code.HIDDEN_REQUIREMENT)
-    assert "/app/report/summary.txt" in details and "status: complete" in details
+    findings = static_findings(PLANTED["hidden_requirement"]()).findings
+    items = {f.item for f in findings if f.code == Code.HIDDEN_REQUIREMENT}
+    assert items == {"/app/report/summary.txt", "status: complete"}
 
 
 def test_clean_base_has_no_static_findings():
-    _, findings = static_findings(base_task())
-    assert findings == []
+    findings = static_findings(base_task()).findings
+    assert [f for f in findings if f.defect] == []
+    assert {f.code for f in findings} == {Code.LITERAL_STATED}
 
 
 def test_seed_verifiers_have_no_hard_static_findings():
@@ -57,12 +73,54 @@ def test_seed_verifiers_have_no_hard_static_findings():
     shared input copies in seeds as hidden requirements / leakage."""
     hard = {"test_leakage", "solution_shortcut", "flaky_verifier"}
     for task in seeds():
-        _, findings = static_findings(task)
-        bad = [f.reason() for f in findings if f.code in hard]
+        findings = static_findings(task).findings
+        bad = [f.text() for f in findings if f.code in hard]
         assert not bad, (task.id, bad)
 
 
+def test_the_generator_varies_surface_forms_and_plants_every_variant():
+    combos = [(d, v) for d, vs in VARIANTS.items() for v in vs]
+    drawn = [generate(100 + k, d, v) for k, (d, v) in enumerate(combos)]
+    assert len(VARIANTS) == 5 and all(len(vs) >= 5 for vs in VARIANTS.values())
+    assert {p.style for p in drawn} == {"pytest", "shell", "junit"}
+    assert {p.solution_form for p in drawn} == {"oneliner", "steps", "python", "long"}
+    assert {p.fmt for p in drawn} == {"log", "csv", "jsonl"}
+    twin, bad = generate(3), generate(3, Defect.HIDDEN, "extra-file")
+    assert twin.task.environment == bad.task.environment and twin.task.id != bad.task.id
+    with pytest.raises(ValueError, match="unknown variant"):
+        generate(0, Defect.WEAK, "coin")
+
+
 # ---- executable: sandbox ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def generated() -> dict[str, tuple[ExecEvidence, ExecEvidence]]:
+    cfg = ExecConfig(workers=2)
+    pairs = [(generate(s, d, v).task, generate(s).task) for d, v, s in DRAWS]
+    flat = [t for pair in pairs for t in pair]
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        evs = list(pool.map(lambda t: run_exec_judge(t, cfg), flat))
+    return {d.value: (evs[2 * i], evs[2 * i + 1]) for i, (d, _, _) in enumerate(DRAWS)}
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize("defect", [d.value for d, _, _ in DRAWS])
+def test_a_generated_defect_is_rejected_for_its_class_and_its_twin_is_not(generated, defect):
+    bad, twin = generated[defect]
+    decision = _decision(bad)
+    assert decision.verdict == Verdict.REJECTED and defect in decision.hard, [
+        f.text() for f in bad.defects()
+    ]
+    assert _decision(twin).verdict != Verdict.REJECTED, [f.text() for f in twin.defects()]
+
+
+@pytest.mark.sandbox
+def test_generated_clean_twins_pass_their_own_oracle():
+    for d, v, s in DRAWS:
+        for p in (generate(s, d, v), generate(s)):
+            r = run_trial(p.task, "oracle")
+            assert r.resolved, (p.task.id, r.failure_mode, r.verifier_output[-400:])
 
 
 @pytest.fixture(scope="module")
@@ -79,29 +137,41 @@ def planted_evidence() -> dict[str, ExecEvidence]:
 def test_planted_defect_is_rejected_with_its_reason(planted_evidence, code: str):
     ev = planted_evidence[code]
     decision = _decision(ev)
-    assert code in ev.codes(), [f.reason() for f in ev.findings]
+    assert code in ev.codes(), [f.text() for f in ev.findings]
     assert decision.verdict == Verdict.REJECTED
     assert code in decision.hard, decision.reasons
 
 
 @pytest.mark.sandbox
-def test_weak_verifier_is_measured_by_mutation(planted_evidence):
+def test_weak_verifier_is_caught_by_output_and_step_mutants(planted_evidence):
     ev = planted_evidence["weak_verifier"]
-    assert ev.measures["mutants"] >= 4
-    assert ev.measures["mutation_kill_rate"] < 0.5
-    assert planted_evidence["clean"].measures["mutation_kill_rate"] == 1.0
+    weak = {f.item for f in ev.findings if f.code == Code.WEAK_VERIFIER}
+    assert {"empty /app/report/errors.txt", "corrupt /app/report/errors.txt"} <= weak
+    assert ev.measures["output_kill_rate"] < 0.5
+    clean = planted_evidence["clean"]
+    assert clean.measures["output_kill_rate"] == 1.0 and clean.measures["mutation_kill_rate"] == 1.0
 
 
 @pytest.mark.sandbox
-def test_shortcut_is_also_measured_from_the_oracle_output(planted_evidence):
+def test_shortcut_is_measured_by_perturbing_the_declared_input(planted_evidence):
     trial = [f for f in planted_evidence["solution_shortcut"].findings if f.source == "trial"]
-    assert any(f.code == Code.SOLUTION_SHORTCUT and "300" in f.detail for f in trial)
+    assert any(f.code == Code.SOLUTION_SHORTCUT and "300" in f.evidence for f in trial)
+    # the clean outputs survive the log's content perturbations (its ERROR lines are kept),
+    # and only deleting the log changed them, which is no evidence either way: both are
+    # measured, neither is a shortcut, for the solution spells none of their values
+    clean = planted_evidence["clean"].findings
+    perturbed = {f.item: f.evidence for f in clean if f.code == Code.INPUTS_PERTURBED}
+    assert set(perturbed) == {"/app/report/errors.txt", "/app/report/messages.txt"}
+    assert all("spells" in why or "changes when" in why for why in perturbed.values())
+    assert not any(f.code == Code.SOLUTION_SHORTCUT for f in clean)
 
 
 @pytest.mark.sandbox
-def test_clean_base_is_accepted_with_full_coverage(planted_evidence):
+def test_clean_base_is_accepted_with_every_rerun_condition_stable(planted_evidence):
     ev = planted_evidence["clean"]
-    assert ev.codes() == []
+    assert ev.defects() == []
+    stable = {f.item for f in ev.findings if f.code == Code.RERUN_STABLE}
+    assert {"rerun-1", "rerun-2", "timezone", "locale", "order"} <= stable
     assert ev.measures["effect_coverage"] == 1.0 and ev.measures["rerun_stable"] == 1.0
     assert _decision(ev).verdict == Verdict.ACCEPTED
 
@@ -118,7 +188,7 @@ def test_sample_of_clean_seeds_is_not_hard_rejected():
         assert not decision.hard and decision.verdict != Verdict.REJECTED, (
             task.id,
             decision.reasons,
-            [f.reason() for f in ev.findings],
+            [f.text() for f in ev.defects()],
         )
 
 
@@ -138,8 +208,9 @@ def test_looping_mutant_is_cut_off_and_killed():
         "open('/app/report/messages.txt', 'w').write(''.join(m + '\\n' for m in msgs))\nPY\n"
     )
     task = base_task("audit-loop", solution={"solve.sh": solve.encode()})
-    cfg = ExecConfig(reruns=0, max_mutants=6, mutant_timeout_floor_s=3, mutant_timeout_factor=1)
+    cfg = ExecConfig(reruns=0, conditions=False, perturb=False, max_output_mutants=0,
+                     max_mutants=6, mutant_timeout_floor_s=3, mutant_timeout_factor=1)  # fmt: skip
     t0 = time.monotonic()
     ev = run_exec_judge(task, cfg)
-    assert time.monotonic() - t0 < 25  # the task's agent timeout alone is 30 s
+    assert time.monotonic() - t0 < 40  # the task's agent timeout alone is 30 s per mutant
     assert ev.measures["mutation_kill_rate"] >= 0.5, ev.findings

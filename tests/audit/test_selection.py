@@ -9,7 +9,6 @@ from audit.pools import T1, import_tmax, record_t1, t1_members
 from audit.repair import SECTION, repair_instruction
 from audit.rubric import load_rubric
 from audit.selection import (
-    REPAIRED,
     SelectionConfig,
     Stage,
     audit_version,
@@ -17,6 +16,7 @@ from audit.selection import (
     run_selection,
 )
 from audit.static_checks import static_findings
+from audit.verdict import Code, Verdict
 from tests.audit.planted import base_task, hidden_requirement_task, leakage_task, weak_verifier_task
 from warehouse import load_pool
 from warehouse.recording import writable_store
@@ -26,11 +26,11 @@ FAST = ExecConfig(reruns=1, max_mutants=4, workers=2)
 
 def test_programmatic_repair_states_the_hidden_requirement():
     task = hidden_requirement_task()
-    _, findings = static_findings(task)
+    findings = static_findings(task).findings
     new = repair_instruction(task, findings)
     assert new is not None and SECTION in new.instruction
     assert "/app/report/summary.txt" in new.instruction and "status: complete" in new.instruction
-    assert static_findings(new)[1] == []
+    assert [f for f in static_findings(new).findings if f.defect] == []
     assert new.lineage.parents == [task.content_hash]
     assert new.verifier == task.verifier and new.solution == task.solution
     assert repair_instruction(base_task(), []) is None
@@ -53,19 +53,22 @@ def _verdicts(result, stage):
 @pytest.mark.sandbox
 def test_each_stage_decides_and_stores_its_reason(funnel):
     store, tasks, cfg, result = funnel
-    assert _verdicts(result, Stage.AGGREGATE) == {
+    assert set(_verdicts(result, Stage.AGGREGATE).values()) == {"pass"}
+    assert _verdicts(result, Stage.PRECHECK) == {
         "audit-clean": "pass", "audit-hidden": "pass", "audit-leakage": "pass",
         "audit-weak": "pass", "audit-nosolution": "rejected",
     }  # fmt: skip
-    assert set(_verdicts(result, Stage.PRECHECK).values()) == {"pass"}
+    nosol = next(o for o in result.by_stage(Stage.PRECHECK) if o.task_id == "audit-nosolution")
+    assert Code.NO_SOLUTION in nosol.hard_codes()
     assert _verdicts(result, Stage.SEMANTIC) == {
         "audit-clean": "accepted", "audit-hidden": "rejected",
         "audit-leakage": "rejected", "audit-weak": "rejected",
     }  # fmt: skip
-    assert _verdicts(result, Stage.REPAIR) == {"audit-hidden": REPAIRED}
+    assert _verdicts(result, Stage.REPAIR) == {"audit-hidden": Verdict.REPAIRED}
     assert _verdicts(result, Stage.REAUDIT) == {"audit-hidden": "accepted"}
     leak = next(o for o in result.by_stage(Stage.SEMANTIC) if o.task_id == "audit-leakage")
-    assert any("test_leakage" in r for r in leak.reasons)
+    assert Code.TEST_LEAKAGE in leak.hard_codes()
+    assert any(r.startswith("hard reject: test_leakage") for r in leak.reasons)
     finals = {f.task_id: f for f in final_decisions(store, result.version)}
     assert finals["audit-hidden"].stage == Stage.REAUDIT
     assert finals["audit-hidden"].task_hash == result.repaired[tasks[1].content_hash]
@@ -77,7 +80,7 @@ def test_each_stage_decides_and_stores_its_reason(funnel):
 @pytest.mark.sandbox
 def test_reaudit_rescores_only_new_hash_version_pairs(funnel):
     store, tasks, cfg, first = funnel
-    assert len(first.measured) == 4
+    assert len(first.measured) == 5
     again = run_selection(store, tasks, cfg)
     assert again.measured == [] and again.scored == []
     assert _verdicts(again, Stage.SEMANTIC) == _verdicts(first, Stage.SEMANTIC)
@@ -105,15 +108,18 @@ def test_t1_pool_is_quality_ranked_and_capped(funnel):
 
 def test_audit_version_names_rubric_and_judges():
     r = load_rubric("t1")
-    assert audit_version(r) == "t1-1+exec-2"
+    assert audit_version(r) == "t1-1+exec-3"
     assert audit_version(r.model_copy(update={"version": "2"})) != audit_version(r)
 
 
-def test_tmax_import_marks_binary_verifiers(tmp_path):
+def test_tmax_import_keeps_dense_verifiers_dense(tmp_path):
+    """Regression: TMax import marked every task `binary_verifier`, so stage 1 rejected all
+    of a corpus whose pytest verifiers report every assertion (`-rA`)."""
     from pathlib import Path
 
     corpus = Path(__file__).resolve().parents[1] / "fixtures" / "terminal-bench"
     pv, rejects = import_tmax(tmp_path / "store", corpus)
     assert pv is not None and pv.tasks >= 1
     table = load_pool(tmp_path / "store", "TMax", bundles=False)
-    assert all(table.column("binary_verifier").to_pylist())
+    assert not any(table.column("binary_verifier").to_pylist())
+    assert set(table.column("source").to_pylist()) == {str(corpus.resolve())}

@@ -37,7 +37,7 @@ def test_seed_corpus_materializes_into_the_store(tmp_path: Path):
     assert n == len(seed_paths())
 
 
-def test_tmax_pool_imports_binary_tasks_and_is_empty_when_unset(tmp_path: Path):
+def test_tmax_pool_keeps_dense_verifiers_dense_and_is_empty_when_unset(tmp_path: Path):
     empty = dg.materialize([tmax_pool], resources={"forge": ForgeConfig(store=str(tmp_path / "a"))})
     assert empty.asset_materializations_for_node("tmax_pool")[0].metadata["tasks"].value == 0
     forge = ForgeConfig(store=str(tmp_path / "b"), tmax_dir=str(FIXTURES / "terminal-bench"))
@@ -45,8 +45,9 @@ def test_tmax_pool_imports_binary_tasks_and_is_empty_when_unset(tmp_path: Path):
     n = sum(1 for d in (FIXTURES / "terminal-bench").iterdir() if d.is_dir())
     assert result.asset_materializations_for_node("tmax_pool")[0].metadata["tasks"].value == n
     with open_snapshot(forge.store_path) as snap:
-        rows = snap.rows("SELECT binary_verifier FROM tasks")
-    assert rows and all(r["binary_verifier"] for r in rows)
+        rows = snap.rows("SELECT binary_verifier, source FROM tasks")
+    assert rows and not any(r["binary_verifier"] for r in rows)  # pytest -rA: per assertion
+    assert {r["source"] for r in rows} == {str((FIXTURES / "terminal-bench").resolve())}
 
 
 def test_evaluation_report_triggers_the_sensor_and_summary(tmp_path: Path):

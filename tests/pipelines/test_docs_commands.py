@@ -86,13 +86,18 @@ COMMANDS = documented_commands()
 
 
 def resolve(args: list[str]):
-    """The click command `args` names, and the arguments left for it."""
+    """The click command `args` names, and the arguments left for it, resolved by each group
+    itself (`t1 audit DIR` is the audit group's `dir` command)."""
     import typer.main
 
     _register()
     cmd = typer.main.get_command(app)
-    while args and hasattr(cmd, "commands") and args[0] in cmd.commands:
-        cmd, args = cmd.commands[args[0]], args[1:]
+    while args and hasattr(cmd, "commands") and not args[0].lstrip("[").startswith("-"):
+        _, sub, args = cmd.resolve_command(
+            cmd.make_context(cmd.name, [], resilient_parsing=True), args
+        )
+        assert sub is not None, f"no command {args[0]!r} in {cmd.name}"
+        cmd = sub
     return cmd, args
 
 

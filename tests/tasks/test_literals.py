@@ -326,3 +326,106 @@ def test_every_literal_gets_exactly_one_verdict(value: str):
     verdicts = literal_coverage(found, "nothing here", {})
     assert [v.literal for v in verdicts] == found
     assert {v.literal.value: v.covered for v in verdicts}[value] is False
+
+
+def test_candidate_paths_searched_with_any_are_alternatives():
+    src = """
+from pathlib import Path
+def test_u():
+    possible = [Path("/home/a/x.unpacked"), Path("/home/a/x_out")]
+    assert any(p.exists() for p in possible)
+def test_all():
+    for p in ["/app/r/a.txt", "/app/r/b.txt"]:
+        assert Path(p).exists()
+"""
+    found = lits({"t.py": src})
+    assert found["/home/a/x.unpacked"].group == found["/home/a/x_out"].group is not None
+    assert found["/app/r/a.txt"].group is None and found["/app/r/b.txt"].group is None
+
+
+def test_http_requests_are_not_dict_keys():
+    src = """
+import requests
+def test_h():
+    r = requests.get("http://localhost:5000/health")
+    assert r.json().get("status") == "up"
+"""
+    found = lits({"t.py": src})
+    assert "http://localhost:5000/health" not in found
+    assert found["status"].kind == K.KEY and "up" in found
+
+
+def test_numbered_names_match_a_stated_pattern():
+    tests = 'def test_q():\n    d = load()\n    assert d["query_4"] == "x"\n'
+    v = cover({"t.py": tests}, "Keys are `query_1`, `query_2`, etc. Values like x.")
+    assert v["query_4"].covered and v["query_4"].how == "template"
+    assert not cover({"t.py": tests}, "Keys are named after the queries. x")["query_4"].covered
+
+
+def test_checks_passed_to_eval_helpers_are_read_too():
+    sh = """#!/bin/bash
+check() { if eval "$2"; then echo "PASSED $1"; else echo "FAILED $1"; fi; }
+check title '[ "$(cat /app/out/t.txt)" = "BASIL REPORT" ]'
+check meta 'grep -q generated_by /app/out/m.json'
+check banner 'head -n1 /app/out/r.txt | grep -Eq "^# report v[0-9]+"'
+"""
+    found = lits({"test.sh": sh})
+    assert found["BASIL REPORT"].kind == K.STRING
+    assert found["generated_by"].kind == K.NAME
+    assert found["^# report v[0-9]+"].kind == K.FORMAT
+
+
+def test_multi_line_expected_values_in_shell_become_lines():
+    sh = """#!/bin/bash
+check totals '[ "$(cat /app/out/t.csv)" = '"'"'region,total
+amber,1204
+kelp,77'"'"' ]'
+[ "$(cat /app/out/u.txt)" = "first line
+second line" ] || exit 1
+"""
+    found = lits({"test.sh": sh})
+    assert found["amber,1204"].kind == K.LINE and found["second line"].kind == K.LINE
+
+
+def test_a_path_bound_to_a_name_nobody_reads_is_not_asserted():
+    src = """
+from pathlib import Path
+def test_d():
+    candidates = [Path("/home/a/one"), Path("/home/a/two")]
+    original = Path("/home/a/packed")
+    assert original.exists()
+"""
+    found = lits({"t.py": src})
+    assert "/home/a/packed" in found and "/home/a/one" not in found and "/home/a/two" not in found
+
+
+def test_modules_imported_inline_are_recognized():
+    src = """
+CHECKS = [("banner", lambda: __import__("re").match(r"^# report v\\d+", open("/app/r").read()))]
+"""
+    assert lits({"verify.py": src})[r"^# report v\d+"].kind == K.FORMAT
+
+
+def test_a_program_output_the_verifier_names_is_its_own():
+    src = """
+import subprocess
+from pathlib import Path
+
+def test_builds():
+    r = subprocess.run(["go", "build", "-o", "/tmp/t1bin/sub", "/app/sub.go"])
+    assert r.returncode == 0 and Path("/tmp/t1bin/sub").exists()
+    assert Path("/app/out/report.txt").exists()
+"""
+    found = lits({"test_outputs.py": src})
+    assert "/tmp/t1bin/sub" not in found
+    assert "/app/out/report.txt" in found and "/app/sub.go" in found
+
+
+def test_a_field_filled_in_covers_a_key_with_a_computed_part():
+    key = Literal("\u2026_auc", K.KEY, "t.py", 9)  # a key built from a loop variable
+
+    def covered(instruction: str) -> bool:
+        return literal_coverage([key], instruction, {}, "/app")[0].covered
+
+    assert covered("Write /app/m.json with the keys setosa_auc and macro_avg_auc.")
+    assert not covered("Write /app/m.json with one AUC per class (`auc`) and their mean.")

@@ -102,3 +102,31 @@ def test_v1_trajectories_read_the_v2_training_columns_as_null(store_path: Path) 
         (0, None, None),
         (1, "admitted", 1),
     ]
+
+
+def test_a_version_1_store_migrates_to_audit_findings_and_reads_them_as_empty(
+    store_path: Path, task_factory
+) -> None:
+    """Schema 2 added nullable columns only (audits.findings, tasks.source): a v1 store
+    migrates without rewriting a part, and its old audit rows read back with no findings."""
+    from warehouse import record_audits
+    from warehouse.records import AuditFinding, AuditRecord
+
+    task = task_factory("a")
+    record_tasks(store_path, [task])
+    old = AuditRecord(task_hash=task.content_hash, judge="exec", audit_version="x", verdict="ok")
+    record_audits(store_path, [old])
+    _set_version(store_path, 1)
+    assert migrations.migrate(Store(store_path)) == (1, schema.SCHEMA_VERSION)
+    new = AuditRecord(
+        task_hash=task.content_hash,
+        judge="exec",
+        audit_version="y",
+        verdict="ok",
+        findings=[AuditFinding(code="c", source="static", item="i", evidence="e")],
+    )
+    record_audits(store_path, [new])
+    with open_snapshot(store_path) as snap:
+        rows = {r["audit_version"]: r for r in snap.rows("SELECT * FROM audits")}
+    assert AuditRecord.from_row(rows["y"]).findings == new.findings
+    assert AuditRecord.from_row(rows["x"]).findings == []

@@ -1,0 +1,250 @@
+"""Does the reference solution compute its answer? Perturb the inputs the instruction names
+(delete them, shift their digits, drop lines, rotate the letters of their values) and
+compare the solution's outputs.
+
+The trials are `audit.trials.PerturbedOracleAgent`; everything here is pure:
+
+- `shortcut_findings`: a new output the verifier checks that stays byte-identical under every
+  perturbation (the solution never read its inputs for it) and holds values the solution
+  spells out and the instruction never gives (a number, or a word of the input data), which
+  the verifier checks (it asserts them, or it rejects the unchanged output once the inputs'
+  content changed):
+  the reference solution hard-codes its answer. An authored file (a script, a unit file)
+  whose constants no check depends on is not a shortcut;
+- `computed_tokens`: the values of the outputs that do change (they are computed from the
+  inputs); `answer_leaks` looks for them where the agent can read them, in context: a file
+  named like an answer, a labelled line, a file that holds the value and nothing else, or a
+  whole computed output copied into a file.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from collections.abc import Mapping
+
+from audit.static_checks import labelled_line
+from audit.verdict import Code, Finding, Source
+
+_TOKEN = re.compile(r"(?<![\w.])(-?\d+(?:\.\d+)?|[A-Za-z_][A-Za-z0-9_.@-]*[A-Za-z0-9_])(?![\w])")
+_ANSWERISH_FILE = re.compile(r"expect|answer|solution|golden|correct|hint|cheat|oracle", re.I)
+
+
+def _bounded(value: str, text: str) -> bool:
+    pre = r"(?<![\w.])" if value[:1].isalnum() or value[:1] == "-" else ""
+    post = r"(?![\w]|\.\d)" if value[-1:].isalnum() else ""
+    return re.search(pre + re.escape(value) + post, text) is not None
+
+
+def _answer_token(tok: str) -> bool:
+    """A value, not a word of prose: a number of >= 2 digits or a decimal; a word of >= 3."""
+    if tok[:1].isdigit() or tok[:1] == "-":
+        return len(tok.lstrip("-").replace(".", "")) >= 2 or "." in tok
+    return len(tok) >= 3
+
+
+def tokens(text: str) -> set[str]:
+    return {t for t in _TOKEN.findall(text) if _answer_token(t)}
+
+
+def unchanged_outputs(
+    baseline: Mapping[str, str | None], perturbed: Mapping[str, Mapping[str, str | None]]
+) -> list[str]:
+    """Outputs that exist and are the same after every perturbation that left them, with at
+    least one content perturbation among those. A missing output is no change: a solution
+    that stopped early (its inputs deleted, `set -e`) never wrote a constant it echoes last."""
+    if not perturbed:
+        return []
+    return [
+        p
+        for p, h in sorted(baseline.items())
+        if h is not None
+        and all(run.get(p) in (h, None) for run in perturbed.values())
+        and any(perturbed.get(m, {}).get(p) == h for m in CONTENT_PERTURBATIONS)
+    ]
+
+
+def shortcut_findings(
+    baseline: Mapping[str, str | None],
+    perturbed: Mapping[str, Mapping[str, str | None]],
+    texts: Mapping[str, str],
+    solution: str,
+    instruction: str,
+    inputs: Mapping[str, str],
+    asserted: list[str],
+    verifier_tracks_inputs: bool,
+) -> list[Finding]:
+    """Shortcut findings (and per-output evidence) from the perturbation trials.
+
+    `baseline`: hash of each checked new output after the plain oracle run; `perturbed`:
+    the same after each perturbation; `texts`: the baseline outputs' text; `inputs`: the
+    declared inputs' text by image path; `asserted`: the verifier's asserted literal values;
+    `verifier_tracks_inputs`: the verifier rejected the (unchanged) outputs once the inputs'
+    content changed: its expectation follows the inputs the solution ignored."""
+    reads_inputs = verifier_tracks_inputs
+    out: list[Finding] = []
+    modes = ", ".join(sorted(perturbed))
+    names = sorted(inputs)[:4]
+    same = unchanged_outputs(baseline, perturbed)
+    for p in sorted(baseline):
+        if baseline[p] is None:
+            continue
+        if p not in same:
+            why = f"{p} changes when the declared inputs {names} are perturbed ({modes})"
+            out.append(
+                Finding(code=Code.INPUTS_PERTURBED, source=Source.TRIAL, item=p, evidence=why)
+            )
+            continue
+        data = "\n".join(inputs.values())
+        text = texts.get(p, "")
+        # a verifier that follows the inputs makes even a one-digit constant an answer
+        small = {t for t in _TOKEN.findall(text) if t.isdigit()} if reads_inputs else set()
+        spelled = sorted(
+            t
+            for t in tokens(text) | small
+            if _bounded(t, solution)
+            and not _bounded(t, instruction)
+            and (t[:1].isdigit() or t[:1] == "-" or _bounded(t, data))
+            and (reads_inputs or any(_bounded(t, a) for a in asserted))
+        )
+        head = f"{p} is byte-identical whether the declared inputs {names} are kept or "
+        head += f"perturbed ({modes}; a run that did not write it is no change)"
+        if spelled:
+            how = "expects them to follow the inputs" if reads_inputs else "asserts them"
+            why = head + f"; solve.sh spells out {spelled[:5]}, which the instruction never "
+            why += f"gives and the verifier {how}"
+            out.append(
+                Finding(code=Code.SOLUTION_SHORTCUT, source=Source.TRIAL, item=p, evidence=why)
+            )
+        else:
+            why = (
+                head + "; it holds nothing checked that the solution spells beyond the instruction"
+            )
+            out.append(
+                Finding(code=Code.INPUTS_PERTURBED, source=Source.TRIAL, item=p, evidence=why)
+            )
+    return out
+
+
+CONTENT_PERTURBATIONS = ("shift-digits", "drop-lines", "rot13-words")
+_ROT13 = str.maketrans(
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
+    "NOPQRSTUVWXYZABCDEFGHIJKLMnopqrstuvwxyzabcdefghijklm",
+)
+
+
+def _rot(value: object) -> object:
+    if isinstance(value, str):
+        return value.translate(_ROT13)
+    if isinstance(value, list):
+        return [_rot(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _rot(v) for k, v in value.items()}
+    return value
+
+
+def rot13_words(data: bytes) -> bytes:
+    """The input with the letters of its *values* rotated (pure): JSON string values (keys
+    kept), CSV rows after the header, every line of other text. Binary data is unchanged."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return data
+    try:
+        return (json.dumps(_rot(json.loads(text)), indent=1) + "\n").encode()
+    except json.JSONDecodeError:
+        pass
+    lines = text.splitlines(keepends=True)
+    if lines and all(ln.lstrip().startswith("{") for ln in lines if ln.strip()):
+        try:
+            return "".join(
+                json.dumps(_rot(json.loads(ln))) + "\n" if ln.strip() else ln for ln in lines
+            ).encode()
+        except json.JSONDecodeError:
+            pass
+    header = (
+        lines[:1] if lines and "," in lines[0] and not any(c.isdigit() for c in lines[0]) else []
+    )
+    return ("".join(header) + "".join(ln.translate(_ROT13) for ln in lines[len(header) :])).encode()
+
+
+def computed_outputs(
+    texts: Mapping[str, str], perturbed_texts: Mapping[str, Mapping[str, str]]
+) -> set[str]:
+    """Outputs whose content changes when the inputs' content changes (computed)."""
+    return {
+        p
+        for p, text in texts.items()
+        for mode, run in perturbed_texts.items()
+        if mode in CONTENT_PERTURBATIONS and run.get(p) != text
+    }
+
+
+def computed_tokens(
+    texts: Mapping[str, str], perturbed_texts: Mapping[str, Mapping[str, str]]
+) -> dict[str, set[str]]:
+    """Per output: its values that vanish when the inputs' *content* changes (digits
+    shifted, lines dropped, letters rotated): computed from the inputs. Deleting the inputs
+    does not count: an output that merely needs its inputs to exist (a copy, a build) is
+    not computed. A computed output with no vanishing value keeps an empty set."""
+    out: dict[str, set[str]] = {p: set() for p in computed_outputs(texts, perturbed_texts)}
+    for p, text in texts.items():
+        mine = tokens(text)
+        gone: set[str] = set()
+        for mode, run in perturbed_texts.items():
+            if mode not in CONTENT_PERTURBATIONS:
+                continue
+            other = run.get(p)
+            gone |= mine - (tokens(other) if other is not None else set())
+        if gone:
+            out[p] = gone
+    return out
+
+
+def answer_leaks(
+    computed: Mapping[str, set[str]],
+    texts: Mapping[str, str],
+    visible: Mapping[str, str],
+    inputs: set[str],
+) -> list[Finding]:
+    """Computed output values (or whole computed outputs) visible to the agent, in context.
+
+    `visible`: {where: text} for the instruction and environment files; `inputs`: the
+    `where` names of the declared inputs (data the agent must read: values in them are
+    not leaks unless a line labels them as the answer)."""
+    out: list[Finding] = []
+    seen: set[tuple[str, str]] = set()
+    for p, values in sorted(computed.items()):
+        whole = texts.get(p, "").strip()
+        for where, text in visible.items():
+            base = posixpath.basename(where)
+            found: list[tuple[str, str]] = []
+            multiline = len(whole.splitlines()) >= 2 and len(whole) >= 20
+            if multiline and where not in inputs and whole in text:
+                found.append((whole[:60], f"{where} holds the whole computed output {p}"))
+            content = text.strip()
+            lines = {ln.strip() for ln in whole.splitlines() if tokens(ln) & values}
+            if content in lines and where not in inputs and where != "instruction.md":
+                found.append(
+                    (content[:60], f"{where} holds a computed line of {p} and nothing else")
+                )
+            for v in sorted(values):
+                if not _bounded(v, text):
+                    continue
+                label = labelled_line(v, text)
+                if _ANSWERISH_FILE.search(base) and where != "instruction.md":
+                    found.append((v, f"{where} (named like an answer) holds {v!r}"))
+                elif text.strip() == v and where not in inputs:
+                    found.append((v, f"{where} holds {v!r} and nothing else"))
+                elif label is not None:
+                    found.append((v, f"{where} labels it: {label[:100]!r}"))
+            for v, why in found:
+                if (v, where) in seen:
+                    continue
+                seen.add((v, where))
+                why += f"; {v!r} is computed (it changes in {p} when the inputs change)"
+                out.append(
+                    Finding(code=Code.TEST_LEAKAGE, source=Source.TRIAL, item=v, evidence=why)
+                )
+    return out

@@ -1,0 +1,417 @@
+"""The instrumented agents the executable judge runs in sandbox trials.
+
+Each is an ordinary agent (`run(sandbox, task, deadline) -> AgentOutcome`) that runs the
+reference solution in the agent's session, plus harness steps (`sandbox.exec`, upload,
+download) before or after it; what it observed stays on the agent object as typed fields:
+
+- `EffectsOracleAgent`: probes the initial environment for hidden-requirement candidates,
+  runs the solution, lists its filesystem effects and keeps the small text outputs;
+- `PerturbedOracleAgent`: perturbs the declared inputs first (delete, shift digits, drop
+  lines), then runs the solution and hashes the given outputs (shortcut evidence);
+- `OutputMutantAgent`: runs the solution, then deletes, empties, truncates or corrupts one
+  output (weak-verifier evidence; the transforms are `audit.mutation.mutate_output`);
+- `ConditionAgent`: runs the solution, then prepares a rerun condition (the clock library,
+  a locale, shuffled directory entries) for a verifier wrapped by `audit.variants`.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sandbox.base import Sandbox
+from sandbox.trial import AgentOutcome, run_solution
+from tasks.model import Task
+
+MARK = "/.t1-audit-mark"
+# Not searched for effects: kernel and trial plumbing, and the large system trees a task's
+# solution has no business writing (listing them costs seconds per trial on a cold cache).
+PRUNE = (
+    "/proc", "/sys", "/dev", "/logs", "/solution", "/tests", MARK, "/usr/lib", "/usr/share",
+    "/usr/include", "/usr/libexec", "/usr/src", "/lib", "/lib32", "/lib64", "/var/lib/dpkg",
+    "/var/cache", "/var/lib/containers", "/var/lib/docker", "/var/lib/t1-forge",
+    "/tmp/.t1-probe",
+)  # fmt: skip
+# Effects that are side products of running anything, not what the task asks for.
+_NOISE = re.compile(
+    r"(/__pycache__/|\.pyc$|^/root/\.(cache|bash_history|python_history|lesshst|wget-hsts)|"
+    r"^/var/(cache|lib/apt|log|tmp)/|^/tmp/\.t1|^/run/|/\.git/(index\.lock|FETCH_HEAD|ORIG_HEAD)$)"
+)
+# libfaketime where Debian/Ubuntu install it; the clock condition ships the host's copy with
+# the wrapped verifier (tests/.t1-faketime/) for images without one.
+FAKETIME_LIBS = (
+    "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
+    "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
+)
+SHIPPED_FAKETIME = ".t1-faketime/libfaketime.so.1"
+
+
+SHIPPED_LOCALES = ".t1-locale"
+
+
+def host_locale(name: str) -> dict[str, bytes] | None:
+    """The compiled locale `name` (e.g. de_DE.UTF-8) as {relative path: bytes}, to ship
+    with a wrapped verifier (`LOCPATH`) for images that lack it: compiled once with the
+    host's localedef into ~/.cache/t1-forge/locale. None when the host cannot compile it."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "t1-forge" / "locale"
+    target = cache / name
+    if not (target / "LC_CTYPE").is_file():
+        if shutil.which("localedef") is None:
+            return None
+        lang, _, charmap = name.partition(".")
+        tmp = cache / f".{name}.{os.getpid()}"
+        cache.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            ["localedef", "-i", lang, "-f", charmap or "UTF-8", str(tmp)],
+            capture_output=True,
+            timeout=300,
+        )
+        if not (tmp / "LC_CTYPE").is_file():
+            shutil.rmtree(tmp, ignore_errors=True)
+            return None
+        try:
+            tmp.rename(target)
+        except OSError:  # another process compiled it first
+            shutil.rmtree(tmp, ignore_errors=True)
+    return {
+        f"{name}/{p.relative_to(target).as_posix()}": p.read_bytes()
+        for p in sorted(target.rglob("*"))
+        if p.is_file()
+    }
+
+
+def host_faketime() -> bytes | None:
+    """The host's libfaketime, to ship with a wrapped verifier (None when not installed)."""
+    lib = next((Path(p) for p in FAKETIME_LIBS if Path(p).is_file()), None)
+    return lib.read_bytes() if lib is not None else None
+
+
+def _solve(sandbox: Sandbox, task: Task, deadline: float) -> AgentOutcome:
+    if task.solution is None:
+        return AgentOutcome(exit_code=None, detail="task has no reference solution")
+    return run_solution(sandbox, task, task.solution, deadline)
+
+
+def hash_files(sandbox: Sandbox, paths: list[str]) -> dict[str, str | None]:
+    """sha256 of each path in the sandbox (None: absent or not a regular file)."""
+    if not paths:
+        return {}
+    script = "\n".join(
+        f"if [ -f {shlex.quote(p)} ]; then sha256sum < {shlex.quote(p)} | cut -c1-64; "
+        "else echo -; fi"
+        for p in paths
+    )
+    out = sandbox.exec(script, timeout_s=60, cwd="/").stdout.split()
+    got: dict[str, str | None] = {}
+    for i, p in enumerate(paths):
+        h = out[i] if i < len(out) else "-"
+        got[p] = None if h == "-" else h
+    return got
+
+
+class EffectsOracleAgent:
+    """The oracle, plus a probe before it and a listing of its filesystem effects after it.
+
+    `probe_paths` / `probe_literals` are looked for before solve.sh runs (a requirement
+    present there is discoverable, not hidden). After solve.sh, every regular file or symlink
+    newer (mtime or ctime) than a marker is an effect, as is every path of the working
+    directory that disappeared. Small text outputs are kept (`outputs`) with every effect's
+    hash (`hashes`).
+    """
+
+    name = "oracle"
+
+    def __init__(
+        self,
+        probe_paths: list[str],
+        probe_literals: list[str],
+        search_dirs: list[str],
+        max_bytes: int = 65536,
+        max_files: int = 40,
+    ) -> None:
+        self.probe_paths = probe_paths
+        self.probe_literals = probe_literals
+        self.search_dirs = search_dirs
+        self.max_bytes = max_bytes
+        self.max_files = max_files
+        self.found: set[str] = set()
+        self.created: list[str] = []
+        self.deleted: list[str] = []
+        self.sizes: dict[str, int] = {}
+        self.outputs: dict[str, str] = {}
+        self.hashes: dict[str, str | None] = {}
+        self.before: set[str] = set()  # the working directory's paths before the solution
+
+    def _probe(self, sandbox: Sandbox, wd: str) -> None:
+        lines = []
+        for i, p in enumerate(self.probe_paths):
+            lines.append(f"[ -e {shlex.quote(p)} ] && echo p{i}")
+        dirs = " ".join(shlex.quote(d) for d in self.search_dirs)
+        for i, lit in enumerate(self.probe_literals):
+            lines.append(f"grep -rqsF -- {shlex.quote(lit)} {dirs} 2>/dev/null && echo l{i}")
+        if not lines:
+            return
+        r = sandbox.exec("\n".join(lines) + "\ntrue", timeout_s=30, cwd=wd)
+        for tok in r.stdout.split():
+            kind, idx = tok[0], int(tok[1:]) if tok[1:].isdigit() else -1
+            pool = self.probe_paths if kind == "p" else self.probe_literals
+            if 0 <= idx < len(pool):
+                self.found.add(pool[idx])
+
+    def run(self, sandbox: Sandbox, task: Task, deadline: float) -> AgentOutcome:
+        if task.solution is None:
+            return _solve(sandbox, task, deadline)
+        wd = task.environment.workdir
+        self._probe(sandbox, wd)
+        q = shlex.quote(wd)
+        before = sandbox.exec(f"find {q} -xdev 2>/dev/null | head -n 20000", timeout_s=30).stdout
+        sandbox.exec(f"touch {MARK} && sleep 0.05", timeout_s=10, cwd="/")
+        outcome = _solve(sandbox, task, deadline)
+        prune = " -o ".join(f"-path {p}" for p in PRUNE)
+        listing = sandbox.exec(
+            f"find / -xdev \\( {prune} \\) -prune -o \\( -newer {MARK} -o -cnewer {MARK} \\) "
+            f"\\( -type f -o -type l \\) -printf '%s\\t%p\\n' 2>/dev/null | head -n 20000; "
+            f"rm -f {MARK}; echo '=== after'; find {q} -xdev 2>/dev/null | head -n 20000",
+            timeout_s=60,
+            cwd="/",
+        ).stdout
+        changed, _, after = listing.partition("=== after\n")
+        for line in changed.splitlines():
+            size, _, path = line.partition("\t")
+            if path and not _NOISE.search(path):
+                self.sizes[path] = int(size) if size.isdigit() else 0
+        self.created = sorted(self.sizes)
+        self.before = set(before.splitlines())
+        self.deleted = sorted(self.before - set(after.splitlines()) - {wd}, key=str.encode)
+        small = [p for p in self.created if self.sizes[p] <= self.max_bytes][: self.max_files]
+        for p in small:
+            data = sandbox.download(p).get(posixpath.basename(p), b"")
+            try:
+                self.outputs[p] = data.decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+        self.hashes = hash_files(sandbox, self.created[:200])
+        return outcome
+
+
+PERTURBATIONS = ("delete", "shift-digits", "drop-lines", "rot13-words")
+
+
+def perturb_command(mode: str, paths: list[str]) -> str:
+    """Shell that perturbs the declared input files in place (POSIX sed/awk only); the
+    word perturbation is written from the harness instead (`perturbation.rot13_words`)."""
+    if mode not in PERTURBATIONS or mode == "rot13-words":
+        raise ValueError(f"unknown perturbation {mode!r} (choose from {PERTURBATIONS})")
+    out = []
+    for p in paths:
+        q = shlex.quote(p)
+        if mode == "delete":
+            out.append(f"rm -rf -- {q}")
+        elif mode == "shift-digits":
+            out.append(f"[ -f {q} ] && sed -i 'y/0123456789/1234567890/' {q}")
+        else:  # keep the first line (a header), drop every third line after it
+            out.append(
+                f"[ -f {q} ] && awk 'NR==1 || NR%3!=0' {q} > {q}.t1p && cat {q}.t1p > {q} "
+                f"&& rm -f {q}.t1p"
+            )
+    return "\n".join(out) + "\ntrue"
+
+
+class PerturbedOracleAgent:
+    """Perturbs the declared inputs, runs the reference solution, hashes `outputs`."""
+
+    def __init__(self, mode: str, inputs: dict[str, bytes], outputs: list[str]) -> None:
+        self.mode = mode
+        self.inputs = inputs  # image path -> the bytes the environment gives
+        self.outputs = outputs
+        self.name = f"perturbed-{mode}"
+        self.hashes: dict[str, str | None] = {}
+        self.texts: dict[str, str] = {}
+
+    def run(self, sandbox: Sandbox, task: Task, deadline: float) -> AgentOutcome:
+        if self.mode == "rot13-words":
+            from audit.perturbation import rot13_words
+
+            for path, data in self.inputs.items():
+                parent, base = posixpath.split(path)
+                mode = sandbox.exec(f"stat -c %a {shlex.quote(path)}", timeout_s=10).stdout
+                sandbox.upload({base: rot13_words(data)}, parent)
+                sandbox.exec(f"chmod {shlex.quote(mode.strip() or '644')} {shlex.quote(path)}")
+        else:
+            sandbox.exec(perturb_command(self.mode, sorted(self.inputs)), timeout_s=60, cwd="/")
+        outcome = _solve(sandbox, task, deadline)
+        self.hashes = hash_files(sandbox, self.outputs)
+        for p, h in self.hashes.items():
+            if h is not None:
+                data = sandbox.download(p).get(posixpath.basename(p), b"")
+                if len(data) <= 65536:
+                    self.texts[p] = data.decode("utf-8", "replace")
+        return outcome
+
+
+class OutputMutantAgent:
+    """Runs the reference solution, then mutates one of its outputs (see
+    `audit.mutation.mutate_output`); `applied` is False when there was nothing to mutate."""
+
+    def __init__(self, path: str, op: str) -> None:
+        self.path = path
+        self.op = op
+        self.name = f"output-{op}"
+        self.applied = False
+
+    def run(self, sandbox: Sandbox, task: Task, deadline: float) -> AgentOutcome:
+        from audit.mutation import mutate_output
+
+        outcome = _solve(sandbox, task, deadline)
+        q = shlex.quote(self.path)
+        if self.op == "delete":
+            self.applied = sandbox.exec(f"[ -e {q} ] && rm -rf -- {q}", timeout_s=30).ok
+            return outcome
+        files = sandbox.download(self.path)
+        data = files.get(posixpath.basename(self.path))
+        if data is None:
+            return outcome
+        mode = sandbox.exec(f"stat -c %a {q}", timeout_s=10).stdout.strip() or "644"
+        new = mutate_output(data, self.op)
+        if new != data:
+            parent, base = posixpath.split(self.path)
+            sandbox.upload({base: new}, parent)
+            sandbox.exec(f"chmod {shlex.quote(mode)} {q}", timeout_s=10)
+            self.applied = True
+        return outcome
+
+
+@dataclass
+class Condition:
+    """A rerun condition prepared after the solution (see `audit.variants`)."""
+
+    name: str
+    clock: bool = False
+    locale: bool = False
+    shuffle_dirs: list[str] = field(default_factory=list)
+    age_paths: list[str] = field(default_factory=list)
+    age_s: int = 0
+
+
+class ConditionAgent:
+    """Runs the reference solution, then prepares `condition`; `applied` says whether the
+    sandbox offers it (a clock library, the locale), `detail` what was used."""
+
+    def __init__(self, condition: Condition, locale: str = "de_DE.UTF-8") -> None:
+        self.condition = condition
+        self.locale = locale
+        self.name = f"rerun-{condition.name}"
+        self.applied = True
+        self.detail = ""
+
+    def run(self, sandbox: Sandbox, task: Task, deadline: float) -> AgentOutcome:
+        outcome = _solve(sandbox, task, deadline)
+        c = self.condition
+        if c.clock:
+            self.applied, self.detail = _prepare_faketime(sandbox)
+        if c.locale:
+            self.applied, self.detail = _prepare_locale(sandbox, self.locale)
+        if c.shuffle_dirs:
+            sandbox.exec(shuffle_command(c.shuffle_dirs), timeout_s=60, cwd="/")
+            self.detail = f"entries of {c.shuffle_dirs[:3]} re-created in another order"
+        if c.age_paths:
+            r = sandbox.exec(age_command(c.age_paths, c.age_s), timeout_s=120, cwd="/")
+            self.applied = r.ok
+            self.detail = (
+                f"files of {c.age_paths[:2]} aged by {c.age_s} s" if r.ok else r.stderr[-200:]
+            )
+        return outcome
+
+
+def _prepare_locale(sandbox: Sandbox, name: str) -> tuple[bool, str]:
+    """Does `name` work here? The image's, else the host's compiled copy (the one the
+    wrapped verifier ships, `LOCPATH`), tried from a scratch directory removed at once."""
+    have = sandbox.exec("locale -a 2>/dev/null", timeout_s=10).stdout.lower().split()
+    if name.lower().replace("utf-8", "utf8") in have:
+        return True, f"the image's {name}"
+    files = host_locale(name)
+    if files is None:
+        return False, f"{name} is neither in the image nor compilable on the host"
+    scratch = "/tmp/.t1-probe/locale"
+    for rel, data in files.items():
+        sandbox.upload({posixpath.basename(rel): data}, f"{scratch}/{posixpath.dirname(rel)}")
+    out = sandbox.exec(
+        f"LOCPATH={scratch} LC_ALL={name} bash -c 'printf %.1f 1' 2>/dev/null; "
+        "rm -rf /tmp/.t1-probe",
+        timeout_s=10,
+    ).stdout
+    if out.strip() != "1,0":  # the German decimal comma
+        return False, f"the shipped {name} did not load (printf gave {out.strip()!r})"
+    return True, f"the shipped {name}"
+
+
+def _prepare_faketime(sandbox: Sandbox) -> tuple[bool, str]:
+    """Can the clock be shifted here? The image's libfaketime, else the host's (the copy the
+    wrapped verifier ships), tried from a scratch directory removed again at once so the
+    verifier's run depends on nothing the agent phase left. (False, why) when it cannot."""
+    have = " ".join(f"[ -f {lib} ] && echo {lib};" for lib in FAKETIME_LIBS)
+    found = sandbox.exec(have + " true", timeout_s=10).stdout.split()
+    lib, scratch = (found[0], None) if found else (None, "/tmp/.t1-probe")
+    if scratch is not None:
+        data = host_faketime()
+        if data is None:
+            return False, "libfaketime is neither in the image nor on the host"
+        sandbox.upload({"libfaketime.so.1": data}, scratch)
+        lib = f"{scratch}/libfaketime.so.1"
+    probe = sandbox.exec(
+        f"date +%s; LD_PRELOAD={lib} FAKETIME=-86400 date +%s"
+        + (f"; rm -rf {scratch}" if scratch else ""),
+        timeout_s=10,
+    ).stdout.split()
+    try:
+        shift = int(probe[1]) - int(probe[0])
+    except (IndexError, ValueError):
+        return False, f"{lib} did not load"
+    if abs(shift + 86400) > 60:
+        return False, f"{lib} did not shift the clock"
+    return True, "the image's libfaketime" if scratch is None else "the shipped libfaketime"
+
+
+def age_command(paths: list[str], seconds: int) -> str:
+    """Shell that moves the modification time of every file and directory under `paths`
+    back by `seconds`, keeping their order: the verifier then runs as if it ran that much
+    later than the agent, with the kernel's and the verifier's clocks still agreeing."""
+    q = " ".join(shlex.quote(p) for p in paths)
+    return (
+        f"find {q} -xdev -not -path '*/.git/*' 2>/dev/null | head -n 20000 | "
+        'while IFS= read -r p; do m=$(stat -c %Y -- "$p") && '
+        f'touch -h -m -d "@$((m - {int(seconds)}))" -- "$p"; done; true'
+    )
+
+
+def shuffle_command(dirs: list[str]) -> str:
+    """Shell that changes the order readdir() lists each directory's entries in (the
+    directories and their subdirectories, two levels): entries are re-created in reverse
+    listing order, and once more in listing order when the filesystem lists newest first,
+    so the order differs either way. Only single-link files and symlinks move: renaming a
+    directory or a hard link on an overlay copies it up and would break what the verifier
+    checks (links, inodes)."""
+    q = " ".join(shlex.quote(d) for d in dirs)
+    return (
+        "reorder() {\n"
+        '  d=$1; list=$(ls -U -A -- "$d" 2>/dev/null) || return 0\n'
+        "  for pass in rev fwd; do\n"
+        '    if [ $pass = rev ]; then order=$(printf "%s\\n" "$list" | tac); else order=$list; fi\n'
+        '    printf "%s\\n" "$order" | while IFS= read -r e; do\n'
+        '      [ -n "$e" ] || continue; p="$d/$e"\n'
+        '      if [ -L "$p" ] || { [ -f "$p" ] && [ "$(stat -c %h -- "$p")" = 1 ]; }; then\n'
+        '        mv -- "$p" "$p.t1o" && mv -- "$p.t1o" "$p"\n'
+        "      fi\n"
+        "    done\n"
+        '    [ "$(ls -U -A -- "$d")" != "$list" ] && return 0\n'
+        "  done\n"
+        "}\n"
+        f"find {q} -maxdepth 2 -type d -not -path '*/.git*' 2>/dev/null | head -n 200 | "
+        'while IFS= read -r d; do reorder "$d"; done; true'
+    )

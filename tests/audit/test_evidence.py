@@ -1,0 +1,182 @@
+"""The pure pieces of the audit's evidence: output mutants, perturbation comparisons, rerun
+conditions, the verifier-reporting decision, the blend, and typed findings round trips.
+No sandbox here; the trials that feed these are in test_planted_defects.py."""
+
+from __future__ import annotations
+
+import pytest
+
+from audit.intake import Reporting, verifier_reporting, with_reporting
+from audit.mutation import make_mutants, mutate_output
+from audit.perturbation import answer_leaks, computed_tokens, shortcut_findings
+from audit.rubric import blend
+from audit.static_checks import labelled_line
+from audit.variants import ORIGINAL_ENTRY, flaky_findings, wrapped_verifier
+from audit.verdict import Code, Finding, Source
+from tasks.results import AssertionResult, AssertionStatus, FailureMode, TrialResult
+from tests.audit.planted import base_task
+
+
+def test_output_mutants_change_every_value_and_keep_structure():
+    text = b'{\n  "total": 412,\n  "status": "ok"\n}\n'
+    bad = mutate_output(text, "corrupt").decode()
+    assert '"total": 523' in bad and '"status": "bx"' in bad  # keys kept, values changed
+    assert mutate_output(b"alpha\nbeta\ngamma\ndelta\n", "truncate") == b"alpha\nbeta\n"
+    assert mutate_output(b"300\n", "truncate") == b"30"
+    assert mutate_output(b"6\n", "truncate") == b""  # not "6": a shell $(cat) reads that as 6
+    assert mutate_output(b"alpha\nbeta\n\n\n", "truncate") == b"alpha\n"
+    assert mutate_output(b"ERROR disk full\n", "corrupt") == b"REEBE qvfx shyy\n"
+    assert mutate_output(b"anything", "empty") == b""
+    blob = bytes(range(30))
+    assert mutate_output(blob, "corrupt") != blob and len(mutate_output(blob, "corrupt")) == 30
+    with pytest.raises(ValueError, match="unknown output mutation"):
+        mutate_output(b"x", "delete")
+
+
+def test_a_one_step_solution_still_gets_a_mutant():
+    """Regression: mutation testing needed two mutants, so a one-line solution escaped."""
+    mutants = make_mutants("#!/bin/bash\necho 300 > /app/out.txt\n")
+    assert len(mutants) == 1 and mutants[0].operator == "delete-step"
+
+
+def test_shortcut_needs_unchanged_outputs_spelled_values_and_a_check_on_them():
+    base = {"/app/o/count.txt": "h1", "/app/o/list.txt": "h2"}
+    perturbed = {
+        "delete": {"/app/o/count.txt": "h1", "/app/o/list.txt": None},
+        "shift-digits": {"/app/o/count.txt": "h1", "/app/o/list.txt": "h3"},
+    }
+    texts = {"/app/o/count.txt": "317\n", "/app/o/list.txt": "amber\n"}
+    inputs = {"/app/data/in.log": "x 1\ny 2\n"}
+    args = ("echo 317 > /app/o/count.txt", "Count the records.", inputs)
+    found = shortcut_findings(base, perturbed, texts, *args, ["317"], False)
+    codes = {f.item: f.code for f in found}
+    assert codes == {
+        "/app/o/count.txt": Code.SOLUTION_SHORTCUT,
+        "/app/o/list.txt": Code.INPUTS_PERTURBED,
+    }
+    # the same output, but no check asserts 317 and the verifier ignores the inputs' content
+    quiet = shortcut_findings(base, perturbed, texts, *args, ["other"], False)
+    assert all(f.code == Code.INPUTS_PERTURBED for f in quiet)
+    # a verifier whose expectation follows the inputs makes the constant matter
+    reads = shortcut_findings(base, perturbed, texts, *args, [], True)
+    assert Code.SOLUTION_SHORTCUT in {f.code for f in reads}
+    # one digit counts only when the verifier's expectation follows the inputs
+    one = {"/app/o/count.txt": "7\n", "/app/o/list.txt": "amber\n"}
+    args7 = ("echo 7 > /app/o/count.txt", "Count the records.", inputs)
+    assert Code.SOLUTION_SHORTCUT in {
+        f.code for f in shortcut_findings(base, perturbed, one, *args7, [], True)
+    }
+    assert Code.SOLUTION_SHORTCUT not in {
+        f.code for f in shortcut_findings(base, perturbed, one, *args7, ["7"], False)
+    }
+    # stated in the instruction: not a hard-coded answer
+    stated = shortcut_findings(
+        base, perturbed, texts, args[0], "Write 317.", inputs, ["317"], False
+    )
+    assert all(f.code == Code.INPUTS_PERTURBED for f in stated)
+    # the solution stopped before writing it when its inputs were deleted: still the same
+    early = {**perturbed, "delete": {"/app/o/count.txt": None, "/app/o/list.txt": None}}
+    found = shortcut_findings(base, early, texts, *args, ["317"], False)
+    assert {f.item: f.code for f in found}["/app/o/count.txt"] == Code.SOLUTION_SHORTCUT
+    # missing under every content perturbation too: nothing shows it is a constant
+    gone = {m: {"/app/o/count.txt": None} for m in ("delete", "shift-digits")}
+    assert Code.SOLUTION_SHORTCUT not in {
+        f.code for f in shortcut_findings(base, gone, texts, *args, ["317"], False)
+    }
+
+
+def test_computed_values_count_only_under_content_perturbations():
+    texts = {"/o": "total: 4129\nowner: root\n"}
+    runs = {"delete": {}, "shift-digits": {"/o": "total: 5230\nowner: root\n"}}
+    assert computed_tokens(texts, runs) == {"/o": {"4129"}}
+    assert computed_tokens(texts, {"delete": {}}) == {}  # absent inputs do not make it computed
+
+
+def test_answer_leaks_are_judged_in_context():
+    computed = {"/app/o.txt": {"4129"}}
+    texts = {"/app/o.txt": "4129\n"}
+    visible = {
+        "instruction.md": "Count them (there are many, e.g. 4129 in step 2 of the manual).",
+        "environment/app/data.log": "4129 records were rotated\n",
+        "environment/app/notes.md": "release notes\nexpected total: 4129\n",
+        "environment/app/.state": "4129\n",
+    }
+    found = {f.evidence.split(" ", 1)[0] for f in answer_leaks(computed, texts, visible, set())}
+    assert found == {"environment/app/notes.md", "environment/app/.state"}
+    assert labelled_line("tests passed", 'diff a tests/expected.txt && echo "tests passed"') is None
+    assert labelled_line("300", "# expected: 300") == "# expected: 300"
+
+
+def _trial(ok: list[bool], mode: FailureMode = FailureMode.NONE) -> TrialResult:
+    status = {True: AssertionStatus.PASSED, False: AssertionStatus.FAILED}
+    asserts = [AssertionResult(name=f"t{i}", status=status[o]) for i, o in enumerate(ok)]
+    r = TrialResult(trial_id="x", task_id="t", task_hash="h", agent="a", backend="local",
+                    failure_mode=mode)  # fmt: skip
+    r.report.assertions = asserts
+    return r
+
+
+def test_flaky_findings_compare_every_rerun_with_the_base_run():
+    base = _trial([True, True, True])
+    runs = [
+        ("rerun-1", _trial([True, True, True]), True, ""),
+        ("clock", _trial([True, False, True]), True, "shifted"),
+        ("locale", _trial([True, True, True]), False, "de_DE.UTF-8 not installed"),
+        ("order", _trial([], FailureMode.SANDBOX_ERROR), True, ""),
+    ]
+    out = {f.item: f for f in flaky_findings(base, runs)}
+    assert out["rerun-1"].code == Code.RERUN_STABLE
+    assert out["clock"].code == Code.FLAKY_VERIFIER and "t1" in out["clock"].evidence
+    assert out["locale"].code == Code.RERUN_SKIPPED  # not applied: no verdict
+    assert out["order"].code == Code.RERUN_SKIPPED and out["order"].source == Source.INFRA
+
+
+def test_rerun_conditions_wrap_the_verifier_entry():
+    verifier = {"test.sh": b"#!/bin/bash\npytest -rA\n", "test_x.py": b"def test_a(): pass\n"}
+    wrapped = wrapped_verifier(verifier, "timezone")
+    assert (
+        wrapped[ORIGINAL_ENTRY] == verifier["test.sh"]
+        and wrapped["test_x.py"] == verifier["test_x.py"]
+    )
+    assert (
+        b"export TZ=T1-14" in wrapped["test.sh"] and ORIGINAL_ENTRY.encode() in wrapped["test.sh"]
+    )
+    with pytest.raises(ValueError, match="no test.sh"):
+        wrapped_verifier({"run.sh": b""}, "clock")
+
+
+@pytest.mark.parametrize(
+    "test_sh, want",
+    [
+        (
+            "pytest /tests/test_outputs.py -rA\necho 1 > /logs/verifier/reward.txt",
+            Reporting.PER_ASSERTION,
+        ),
+        ("uv run pytest --ctrf /logs/verifier/ctrf.json /tests", Reporting.PER_ASSERTION),
+        ("python3 /tests/run_checks.py /tests/test_outputs.py", Reporting.PER_ASSERTION),
+        (
+            "pytest /tests -q && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/reward.txt",
+            Reporting.REWARD_ONLY,
+        ),
+        ("./check && echo 1 > /logs/verifier/reward.txt", Reporting.REWARD_ONLY),
+        ("make test", Reporting.UNKNOWN),
+    ],
+)
+def test_only_a_reward_only_verifier_is_binary(test_sh: str, want: Reporting):
+    task = base_task().model_copy(update={"verifier": {"test.sh": test_sh.encode()}})
+    assert verifier_reporting(task) == want
+    assert with_reporting(task).binary_verifier is (want == Reporting.REWARD_ONLY)
+
+
+def test_blend_never_lifts_a_critical_dimension_over_its_minimum():
+    assert blend(1.0, 0.0, 0.5, 0.5) == 0.0  # the LLM's own score is under the minimum
+    assert blend(0.4, 1.0, 0.5, 0.5) == 0.4  # so is the executable judge's
+    assert blend(0.9, 0.7, 0.5, 0.5) == pytest.approx(0.8)
+    assert blend(1.0, None, 0.5, 0.5) == 1.0
+
+
+def test_findings_round_trip_as_rows_and_are_never_parsed():
+    f = Finding(code=Code.HIDDEN_REQUIREMENT, source=Source.TRIAL, item="a: b [c]", evidence="x: y")
+    assert Finding.from_row(f.row()) == f
+    assert f.defect and not Finding(code=Code.LITERAL_STATED).defect
+    assert f.text().startswith("hidden_requirement[trial] 'a: b [c]'")
