@@ -48,12 +48,11 @@ lint: install
 	$(BIN)/ruff format --check .
 	$(BIN)/ruff check .
 
-# mypy with the pydantic plugin over the packages ([tool.mypy] in pyproject.toml); joins `test`
-# once the remaining errors in sandbox/, training/ and audit/ are fixed.
+# mypy with the pydantic plugin over the packages ([tool.mypy] in pyproject.toml).
 typecheck: install
 	$(BIN)/mypy
 
-test: lint
+test: lint typecheck
 	$(BIN)/pytest -q
 
 demo: install

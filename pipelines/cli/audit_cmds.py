@@ -14,7 +14,6 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
-import click
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -55,7 +54,8 @@ class Backend(StrEnum):
 class _AuditGroup(TyperGroup):
     """`t1 audit DIR ...` runs the `dir` command when DIR is not one of the subcommands."""
 
-    def resolve_command(self, ctx: click.Context, args: list[str]):
+    # Unannotated on purpose: typer vendors its own click, whose Context type varies by version.
+    def resolve_command(self, ctx, args):
         if args and args[0] not in self.commands and not args[0].startswith("-"):
             return "dir", self.commands["dir"], args
         return super().resolve_command(ctx, args)
