@@ -18,6 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from audit.hashes import hash_files
 from sandbox.base import Sandbox
 from sandbox.trial import AgentOutcome, run_solution
 from tasks.model import Task
@@ -164,8 +165,6 @@ class MutantAgent:
 
     def run(self, sandbox: Sandbox, task: Task, deadline: float) -> AgentOutcome:
         import time
-
-        from audit.trials import hash_files
 
         if self.timeout_s is not None:  # a mutant may loop forever (a deleted `k += 1`)
             deadline = min(deadline, time.monotonic() + self.timeout_s)

@@ -25,6 +25,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from audit.hashes import hash_files
 from sandbox.base import Sandbox
 from sandbox.trial import AgentOutcome, run_solution
 from tasks.model import Task
@@ -96,23 +97,6 @@ def _solve(sandbox: Sandbox, task: Task, deadline: float) -> AgentOutcome:
     if task.solution is None:
         return AgentOutcome(exit_code=None, detail="task has no reference solution")
     return run_solution(sandbox, task, task.solution, deadline)
-
-
-def hash_files(sandbox: Sandbox, paths: list[str]) -> dict[str, str | None]:
-    """sha256 of each path in the sandbox (None: absent or not a regular file)."""
-    if not paths:
-        return {}
-    script = "\n".join(
-        f"if [ -f {shlex.quote(p)} ]; then sha256sum < {shlex.quote(p)} | cut -c1-64; "
-        "else echo -; fi"
-        for p in paths
-    )
-    out = sandbox.exec(script, timeout_s=60, cwd="/").stdout.split()
-    got: dict[str, str | None] = {}
-    for i, p in enumerate(paths):
-        h = out[i] if i < len(out) else "-"
-        got[p] = None if h == "-" else h
-    return got
 
 
 class EffectsOracleAgent:

@@ -315,6 +315,9 @@ def test_background_processes_do_not_outlive_the_trial():
     sb = get_backend("local").open(make_task())
     try:
         sb.session().run("setsid sleep 4245 & disown; true", timeout_s=5)
+        deadline = time.monotonic() + 10  # the forked child execs `sleep` a moment later
+        while not _host_processes("sleep 4245") and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert _host_processes("sleep 4245") != []  # alive between commands, as it should
         assert sb.id in sandbox_groups()
     finally:

@@ -82,7 +82,8 @@ class GatedEngine:
 
 
 def _children() -> list[int]:
-    """Live child processes of this test process (a sandbox's holder is one while it runs)."""
+    """Live sandbox holders started by this test process (other children, such as a
+    session-wide engine service of another test, do not count)."""
     me = str(os.getpid())
     out = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
@@ -91,7 +92,12 @@ def _children() -> list[int]:
         except OSError:
             continue
         if fields[1] == me and fields[0] != "Z":
-            out.append(int(stat.parent.name))
+            try:
+                cmdline = (stat.parent / "cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"t1-sandbox-helper" in cmdline:
+                out.append(int(stat.parent.name))
     return out
 
 
