@@ -33,7 +33,7 @@ from tasks.literals import (
     task_literal_coverage,
 )
 from tasks.literals.coverage import image_paths, regex_requirements
-from tasks.literals.python import parse_python
+from tasks.literals.python import imported_module, parse_python
 from tasks.model import Task
 
 RUNNER_NAME = "run_checks.py"
@@ -135,16 +135,6 @@ class VerifierFacts:
 # ---- reading the verifier's risks ----------------------------------------------------------
 
 
-def _imported(node: ast.AST) -> str:
-    """`__import__("random")` (or importlib.import_module) names the module `random`."""
-    if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
-        fn = node.func
-        name = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
-        if name in ("__import__", "import_module"):
-            return str(node.args[0].value)
-    return ""
-
-
 _FETCHES = frozenset({"get", "post", "put", "delete", "head", "patch", "request", "urlopen",
                       "Request", "urlretrieve", "create_connection", "connect"})  # fmt: skip
 
@@ -158,7 +148,7 @@ def _python_risks(name: str, text: str, facts: VerifierFacts) -> None:
         isinstance(n, ast.Call)
         and isinstance(n.func, ast.Attribute)
         and n.func.attr == "seed"
-        and (getattr(n.func.value, "id", "") or _imported(n.func.value)) == "random"
+        and (getattr(n.func.value, "id", "") or imported_module(n.func.value)) == "random"
         for n in ast.walk(tree)
     )
     checks = _has_checks(name, text)  # a test file, not a pristine copy of an input
@@ -171,7 +161,7 @@ def _python_risks(name: str, text: str, facts: VerifierFacts) -> None:
             if seg and len(normalize(seg)) >= 20 and "__name__" not in seg:
                 facts.assert_sources.append(normalize(seg))
         elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
-            owner = getattr(node.func.value, "id", "") or _imported(node.func.value)
+            owner = getattr(node.func.value, "id", "") or imported_module(node.func.value)
             attr, where = node.func.attr, f"{name}:{node.lineno}"
             if attr in _FETCHES and node.args:  # a request to a host that is not this one
                 url = ast.get_source_segment(text, node.args[0]) or ""

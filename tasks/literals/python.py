@@ -144,17 +144,20 @@ def parse_python(text: str) -> ast.Module:
         return ast.parse(text)
 
 
-def _owner(node: ast.AST) -> str:
-    """The name a method is called on: `re` in `re.match(...)` and in
-    `__import__("re").match(...)` alike."""
-    if isinstance(node, ast.Name):
-        return node.id
+def imported_module(node: ast.AST) -> str:
+    """`__import__("random")` (or importlib.import_module) names the module `random`."""
     if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
         fn = node.func
         name = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
         if name in ("__import__", "import_module"):
             return str(node.args[0].value)
     return ""
+
+
+def _owner(node: ast.AST) -> str:
+    """The name a method is called on: `re` in `re.match(...)` and in
+    `__import__("re").match(...)` alike."""
+    return node.id if isinstance(node, ast.Name) else imported_module(node)
 
 
 def _parents(tree: ast.AST) -> dict[int, ast.AST]:
