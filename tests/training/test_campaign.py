@@ -182,6 +182,34 @@ def test_critic_steps_before_actor_on_pre_update_values(real_batch, warm_policy,
         assert torch.allclose(s.values, v, atol=1e-5)  # batched forward: same up to rounding
 
 
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_the_update_moves_a_trials_likelihood_with_its_advantage(
+    real_batch, warm_policy, tmp_path, sign
+):
+    """Regression guard for the direction of the whole update (a sign error anywhere between
+    the reward and the optimizer step): one trial rewarded +1 (or -1), the others 0. The critic
+    head starts at zero, so its advantages are exactly its reward; one step must raise (lower)
+    the mean log-probability of its sampled tokens under the actor."""
+    from training.campaign import _logprobs
+
+    c = _campaign(warm_policy, tmp_path)
+    samples = assemble(c, _batch(real_batch))
+    for i, s in enumerate(samples):
+        s.reward = sign if i == 0 else 0.0
+    target = samples[:1]
+
+    def mean_logp() -> float:
+        logp = _logprobs(c, c.actor, target, grad=False)[0]  # (n,)
+        return float(logp[target[0].loss_mask].mean())
+
+    before = mean_logp()
+    train_step(c, samples)
+    assert torch.equal(samples[0].advantages[samples[0].loss_mask], torch.full_like(
+        samples[0].advantages[samples[0].loss_mask], sign))  # fmt: skip
+    moved = mean_logp() - before
+    assert moved * sign > 1e-3, f"mean logprob moved {moved:+.4f} for advantage {sign:+.0f}"
+
+
 def _experts(model):
     return [layer.mlp.experts.gate_up_proj.detach().clone() for layer in model.model.layers]
 
