@@ -29,6 +29,8 @@ import operator
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from tasks.literals.python import compile_ast, parse_python
+
 _RANDOM_FNS = frozenset(
     "random randint randrange choice choices shuffle sample uniform getrandbits gauss "
     "normalvariate triangular betavariate expovariate randbytes".split()
@@ -57,7 +59,7 @@ def top_level_tests(source: str, names: Iterable[str] | None = None) -> list[ast
     wanted = set(names) if names is not None else None
     return [
         n
-        for n in ast.parse(source).body
+        for n in parse_python(source).body
         if isinstance(n, ast.FunctionDef)
         and n.name.startswith("test_")
         and (wanted is None or n.name in wanted)
@@ -76,7 +78,7 @@ def _const_value(node: ast.expr) -> tuple[bool, Any]:
         if ok_l and ok_r:
             expr = ast.Expression(ast.BinOp(ast.Constant(left), node.op, ast.Constant(right)))
             try:
-                code = compile(ast.fix_missing_locations(expr), "<constant>", "eval")
+                code = compile_ast(ast.fix_missing_locations(expr), "<constant>", "eval")
                 return True, eval(code, {"__builtins__": {}})  # noqa: S307 - constants only
             except Exception:  # noqa: BLE001 - e.g. 1 / 0: not a constant truth
                 return False, None
@@ -196,7 +198,7 @@ def _is_clock(node: ast.expr) -> bool:
 
 def nondeterministic_tests(source: str, names: Iterable[str] | None = None) -> list[str]:
     """Names of test functions whose outcome depends on chance or the clock."""
-    tree = ast.parse(source)
+    tree = parse_python(source)
     helpers = {
         n.name: n
         for n in tree.body

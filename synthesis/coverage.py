@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from synthesis.profile import TaskProfile
 from tasks.environment import render_dockerfile
 from tasks.literals import Literal, LiteralKind, asserted_literals, literal_coverage
+from tasks.literals.python import parse_expression, parse_python
 from tasks.model import Task
 
 # Kinds the sandbox probe can look for: paths by existence, the rest by text search.
@@ -80,7 +81,7 @@ class _FoldSubscripts(ast.NodeTransformer):
         if isinstance(base, ast.Name) and isinstance(key, ast.Constant):
             table = self.consts.get(base.id)
             if isinstance(table, dict) and key.value in table:
-                value = ast.parse(repr(table[key.value]), mode="eval").body
+                value = parse_expression(repr(table[key.value])).body
                 return ast.copy_location(value, node)
         return node
 
@@ -88,7 +89,7 @@ class _FoldSubscripts(ast.NodeTransformer):
 def fold_constant_subscripts(source: str) -> str:
     """The test module with subscripts of constant dicts folded to their values, so literals
     kept in a spec dict (how generated tests carry them) are compared visibly."""
-    tree = ast.parse(source)
+    tree = parse_python(source)
     consts: dict[str, object] = {}
     for node in tree.body:
         if isinstance(node, ast.Assign) and len(node.targets) == 1:

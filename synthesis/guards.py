@@ -19,6 +19,8 @@ import ast
 import posixpath
 from collections.abc import Iterable
 
+from tasks.literals.python import parse_python
+
 GUARD_MEMO = "_t1_prerequisite_outcomes"
 
 
@@ -92,7 +94,7 @@ def guarding_tests(
     budgets) are never guards: they are slow by design and measure the helper, not the file.
     `exclude` names further tests not to use. SyntaxError propagates.
     """
-    tree = ast.parse(source)
+    tree = parse_python(source)
     defs = _globals(tree)
     skip = set(exclude)
     tests = [
@@ -135,7 +137,7 @@ def add_guards(tests: str, tag: str, checks: list[str]) -> str:
     preceded by the prerequisite function itself. Unchanged when `checks` is empty."""
     if not checks:
         return tests
-    tree = ast.parse(tests)
+    tree = parse_python(tests)
     lines = tests.split("\n")
     inserts: list[tuple[int, str]] = []
     for node in tree.body:
@@ -163,4 +165,4 @@ def add_guards(tests: str, tag: str, checks: list[str]) -> str:
 
 def _unfold(tests: str) -> str:
     """The module re-rendered by `ast.unparse` (every body on its own lines)."""
-    return ast.unparse(ast.parse(tests)) + "\n"
+    return ast.unparse(parse_python(tests)) + "\n"

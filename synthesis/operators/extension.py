@@ -30,6 +30,7 @@ from synthesis.guards import add_guards, guarding_tests
 from synthesis.instruction import Stage, compose_instruction
 from synthesis.profile import OutputFile, OutputKind, TaskProfile
 from tasks.environment import is_rendered, render_dockerfile
+from tasks.literals.python import parse_python
 from tasks.model import Lineage, Task
 from tasks.pools import Pool
 
@@ -228,7 +229,7 @@ def runner_problem(task: Task) -> str | None:
 
 def test_names(source: str) -> list[str]:
     """Top-level `test_*` function names of a Python module's source (SyntaxError raises)."""
-    tree = ast.parse(source)
+    tree = parse_python(source)
     return [
         n.name
         for n in tree.body

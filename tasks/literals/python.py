@@ -8,6 +8,7 @@ import posixpath
 import re
 import threading
 from dataclasses import dataclass
+from types import CodeType
 
 from tasks.literals.model import (
     HOLE,
@@ -139,9 +140,22 @@ _PARSE = threading.Lock()
 
 def parse_python(text: str) -> ast.Module:
     """`ast.parse`, one thread at a time: CPython 3.11.7 parsing in two threads at once can
-    raise SystemError ("AST constructor recursion depth mismatch", fixed in 3.11.8)."""
+    raise SystemError ("AST constructor recursion depth mismatch", fixed in 3.11.8). Every
+    parse of ours goes through here (the audit and synthesis parse in thread pools)."""
     with _PARSE:
         return ast.parse(text)
+
+
+def parse_expression(text: str) -> ast.Expression:
+    """`ast.parse(text, mode="eval")` under the same lock."""
+    with _PARSE:
+        return ast.parse(text, mode="eval")
+
+
+def compile_ast(node: ast.Expression | ast.Module, filename: str, mode: str) -> CodeType:
+    """`compile` of an AST, under the same lock (it converts the tree the same way)."""
+    with _PARSE:
+        return compile(node, filename, mode)
 
 
 def imported_module(node: ast.AST) -> str:
