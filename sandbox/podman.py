@@ -226,16 +226,22 @@ def docker_engine() -> Iterator[str | None]:
     if docker_problem() is None or podman_problem() is not None:
         yield os.environ.get("DOCKER_HOST")
         return
-    with PodmanService(name=f"run-{os.getpid()}") as service:
-        previous = os.environ.get("DOCKER_HOST")
-        os.environ["DOCKER_HOST"] = service.docker_host
-        try:
-            yield service.docker_host
-        finally:
-            if previous is None:
-                os.environ.pop("DOCKER_HOST", None)
-            else:
-                os.environ["DOCKER_HOST"] = previous
+    with PodmanService(name=f"run-{os.getpid()}") as service, docker_host_env(service.docker_host):
+        yield service.docker_host
+
+
+@contextlib.contextmanager
+def docker_host_env(docker_host: str) -> Iterator[None]:
+    """DOCKER_HOST names `docker_host` inside the block, and what it named before after it."""
+    previous = os.environ.get("DOCKER_HOST")
+    os.environ["DOCKER_HOST"] = docker_host
+    try:
+        yield
+    finally:
+        if previous is None:
+            os.environ.pop("DOCKER_HOST", None)
+        else:
+            os.environ["DOCKER_HOST"] = previous
 
 
 def end_monitors(config: PodmanConfig, live: set[str]) -> int:

@@ -15,7 +15,7 @@ def docker_engine() -> Iterator[str]:
     with this project's private configuration; stopped (and its containers removed) at the
     end. Skips, saying why, where Podman cannot run."""
     from sandbox.base import SandboxUnavailable
-    from sandbox.podman import PodmanService, podman_problem
+    from sandbox.podman import PodmanService, docker_host_env, podman_problem
 
     problem = podman_problem()
     if problem is not None:
@@ -25,15 +25,10 @@ def docker_engine() -> Iterator[str]:
         service.start()
     except SandboxUnavailable as e:
         pytest.skip(f"no container engine: {e}")
-    previous = os.environ.get("DOCKER_HOST")
-    os.environ["DOCKER_HOST"] = service.docker_host
     try:
-        yield service.docker_host
+        with docker_host_env(service.docker_host):
+            yield service.docker_host
     finally:
-        if previous is None:
-            os.environ.pop("DOCKER_HOST", None)
-        else:
-            os.environ["DOCKER_HOST"] = previous
         service.stop()
 
 

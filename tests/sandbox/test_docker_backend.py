@@ -37,23 +37,23 @@ FROM debian:bookworm-slim
 RUN apt-get update -qq && apt-get install -y -qq --no-install-recommends python3 python3-pip \\
     >/dev/null && rm -rf /var/lib/apt/lists/*
 RUN pip3 install --no-cache-dir --break-system-packages -q pytest==8.3.5
-WORKDIR /work
+WORKDIR /srv/job
 """
 PYTEST_VERIFIER = {
-    "test.sh": b"#!/bin/bash\ncd /work && pytest /tests/test_outputs.py -rA "
+    "test.sh": b"#!/bin/bash\ncd /srv/job && pytest /tests/test_outputs.py -rA "
     b"--junitxml=/logs/verifier/junit.xml\n",
     "test_outputs.py": b"import os\n\n"
-    b"def test_done():\n    assert os.path.exists('/work/done')\n\n"
-    b"def test_content():\n    assert open('/work/done').read() == 'ok\\n'\n",
+    b"def test_done():\n    assert os.path.exists('/srv/job/done')\n\n"
+    b"def test_content():\n    assert open('/srv/job/done').read() == 'ok\\n'\n",
 }
 
 
 def python_task(task_id: str = "py", **limits: float) -> Task:
-    base = make_task(task_id, solve="echo ok > /work/done\n")
+    base = make_task(task_id, solve="echo ok > /srv/job/done\n")
     return base.model_copy(
         update={
             "environment": EnvironmentSpec(
-                files={"Dockerfile": PYTHON_DOCKERFILE.encode()}, workdir="/work"
+                files={"Dockerfile": PYTHON_DOCKERFILE.encode()}, workdir="/srv/job"
             ),
             "verifier": PYTEST_VERIFIER,
             "limits": base.limits.model_copy(update={"memory_mb": 512, **limits}),
@@ -541,8 +541,9 @@ def test_legitimate_installs_and_work_files_are_not_tampering(docker_engine):
             f"mkdir -p {SITE}/mylib && echo 'X = 1' > {SITE}/mylib/__init__.py && "
             "printf '#!/bin/sh\\necho tool\\n' > /usr/local/bin/mytool && "
             "chmod +x /usr/local/bin/mytool && "
-            "printf '[pytest]\\n' > /work/pytest.ini && echo 'import os' > /work/conftest.py && "
-            "python3 -c 'import mylib' && echo ok > /work/done",
+            "printf '[pytest]\\n' > /srv/job/pytest.ini && "
+            "echo 'import os' > /srv/job/conftest.py && "
+            "python3 -c 'import mylib' && echo ok > /srv/job/done",
             timeout_s=30,
         )
         assert r.exit_code == 0, r.stdout

@@ -57,7 +57,7 @@ LEGITIMATE = [
     ("/usr/lib/python3.11/dist-packages/numpy/__init__.py", A),
     ("/app/conftest.py", A),
     ("/app/pytest.ini", A),
-    ("/work/pyproject.toml", M),
+    ("/srv/job/pyproject.toml", M),
     ("/etc/nginx/nginx.conf", M),
     ("/root/.bashrc", M),
     ("/tmp/bash", A),  # not on PATH
