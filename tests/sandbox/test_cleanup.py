@@ -104,6 +104,8 @@ def test_runner_killed_mid_trial_then_gc():
     while _running(holder) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _running(holder)
+    while _loop_devices_of(sid) and time.monotonic() < deadline:  # the kernel detaches it
+        time.sleep(0.05)  # once the last mount namespace holding the disk is gone
     assert _loop_devices_of(sid) == []  # namespaces, mounts and the loop disk went with it
     assert sid in sandbox_groups()  # left: empty cgroups and the lease
     r = subprocess.run(
