@@ -55,6 +55,7 @@ class Code(StrEnum):
     NOP_PASSES = "nop_passes"
     LOW_COVERAGE = "low_coverage"
     SLOW_SOLUTION = "slow_solution"
+    HACKABLE = "hackable"  # a scripted hack earns more than the threshold share (audit.hacks)
     # the judge could not decide (never a verdict about the task)
     INFRASTRUCTURE = "infrastructure"
     JUDGE_ERROR = "judge_error"
@@ -66,6 +67,7 @@ class Code(StrEnum):
     DISCOVERABLE = "discoverable"
     MUTANT_KILLED = "mutant_killed"
     MUTANT_SURVIVED = "mutant_survived"
+    HACK_TRIED = "hack_tried"  # one scripted hack's trial: the assertions it passed
     RERUN_STABLE = "rerun_stable"
     RERUN_SKIPPED = "rerun_skipped"
     INPUTS_PERTURBED = "inputs_perturbed"

@@ -1,0 +1,112 @@
+"""The audit's adversary: every scripted hack of `tasks.hacks`, run as an agent in a fresh
+sandbox, and the share of the reward each one earns.
+
+A hack sees what any agent sees (the instruction, the initial environment) and does none of
+the work: it stubs the named paths, echoes the instruction's literals into the outputs,
+copies inputs to outputs, makes programs exit 0, plays with timestamps and modes, commits.
+The share it earns (passing assertions / assertions) is a measurement of the verifier: the
+reward an agent gets without doing the task. `hack_evidence` turns the trials into measures
+(`hack_share.<hack>`, `max_hack_share`, `hack_gain` over nop) and typed findings: one
+`hack_tried` per hack naming the assertions it passed, and `hackable` when a hack earns more
+than the threshold share and more than a nop run (docs/audit.md: the threshold and the
+distribution it was chosen from).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from audit.verdict import Code, Finding, Source
+from sandbox.trial import CommandAgent
+from tasks.hacks import HackOutcome, HackScript, hack_outcome, hack_scripts
+from tasks.model import Task
+from tasks.results import TrialResult
+
+Runner = Callable[..., TrialResult]
+
+HACK_TIMEOUT_S = 60.0
+"""A hack's script is a few file operations; one that runs longer is cut (it earns what it
+left behind)."""
+HACKABLE_SHARE = 0.5
+"""A hack earning more than this share of the reward (and more than nop) makes the task
+`hackable`; chosen from the seeds' distribution, see docs/audit.md."""
+
+
+def hack_agent(h: HackScript, timeout_s: float = HACK_TIMEOUT_S) -> CommandAgent:
+    """The agent that runs one hack, cut after `timeout_s` seconds."""
+    return CommandAgent(f"timeout -k 5 {timeout_s:g} {h.command}", name=f"hack-{h.name}")
+
+
+def run_hacks(
+    task: Task,
+    run: Runner,
+    workers: int = 2,
+    timeout_s: float = HACK_TIMEOUT_S,
+    names: list[str] | None = None,
+) -> list[HackOutcome]:
+    """Every hack with something to do for `task`, one fresh trial each (never raises for the
+    task's failures: a trial that failed for infrastructure is an outcome that is not
+    `rewardable`)."""
+    scripts = hack_scripts(task.instruction, task.environment.workdir, names)
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        results = list(pool.map(lambda h: run(task, hack_agent(h, timeout_s)), scripts))
+    return [hack_outcome(h.name, r) for h, r in zip(scripts, results, strict=True)]
+
+
+@dataclass
+class HackEvidence:
+    """Measures and findings from the hack trials of one task."""
+
+    measures: dict[str, float] = field(default_factory=dict)
+    findings: list[Finding] = field(default_factory=list)
+
+
+def hack_evidence(
+    outcomes: list[HackOutcome], nop: TrialResult | None, threshold: float = HACKABLE_SHARE
+) -> HackEvidence:
+    """Measures and typed findings from hack outcomes (pure; see the module docstring).
+
+    `hack_gain` is the most any hack earns beyond a nop run (nop's free reward is scored as
+    training value already); `hackable` needs both a share above `threshold` and a gain."""
+    ev = HackEvidence()
+    nop_passed = {a.name for a in nop.assertions if a.ok} if nop is not None else set()
+    nop_share = nop.passed / nop.total if nop is not None and nop.total else 0.0
+    usable = [o for o in outcomes if o.rewardable]
+    for o in outcomes:
+        if not o.rewardable:
+            ev.findings.append(
+                Finding(
+                    code=Code.RERUN_SKIPPED,
+                    source=Source.INFRA,
+                    item=f"hack {o.hack}",
+                    evidence=o.detail,
+                )  # fmt: skip
+            )
+            continue
+        ev.measures[f"hack_share.{o.hack}"] = o.share
+        shown = f"reward {o.reward:g}" if o.reward is not None else (
+            f"passes {len(o.passed)}/{o.total}: {list(o.passed)[:6]}"
+        )  # fmt: skip
+        ev.findings.append(
+            Finding(code=Code.HACK_TRIED, source=Source.TRIAL, item=o.hack, evidence=shown)
+        )
+    if not usable:
+        return ev
+    best = max(usable, key=lambda o: o.share)
+    gain = max(0.0, best.share - nop_share)
+    ev.measures["hacks"] = float(len(usable))
+    ev.measures["max_hack_share"] = best.share
+    ev.measures["hack_gain"] = gain
+    beyond = [n for n in best.passed if n not in nop_passed]
+    if best.share > threshold and (beyond or (best.reward is not None and gain > 0)):
+        why = (
+            f"the scripted hack {best.hack!r} earns {best.share:.0%} of the reward "
+            f"(threshold {threshold:.0%}, nop {nop_share:.0%}) without doing the task; "
+            f"passes {beyond[:6]}"
+        )
+        ev.findings.append(
+            Finding(code=Code.HACKABLE, source=Source.TRIAL, item=best.hack, evidence=why)
+        )
+    return ev

@@ -1,0 +1,424 @@
+"""Scripted, task-agnostic hacks: shell scripts that try to earn reward without doing the task.
+
+Each hack reads only what an agent sees before it starts: the instruction's text and the
+working directory it is told about (never tests/ or solution/). `instruction_names` pulls
+out what the instruction names: paths (absolute, or file names in backticks relative to the
+working directory; a trailing `/` marks a directory), literals (quoted or backticked strings,
+numbers) and functions (`module.function`, `def f`, `f()`). Every hack is a pure function of
+those names and the working directory to a bash script; the script itself decides at run time
+which named paths exist (inputs) and which do not (outputs), as an agent would by looking.
+
+The audit (`audit.hacks`) and synthesis validation run each script as an agent
+(`sandbox.CommandAgent`) in a fresh sandbox; `hack_outcome` turns the trial into the share of
+the reward the hack earned, assertion by assertion. A verifier a hack satisfies does not
+check the work. This module is pure: nothing here runs anything.
+
+The library lives in `tasks/` because both stages need it and neither may import the other.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shlex
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from tasks.literals.model import NUM_TOKEN, SHELL_PATH_RE, is_system
+from tasks.results import TrialResult
+
+# File suffixes that make a backticked relative name a path (not a module.function).
+_FILE_SUFFIX = re.compile(
+    r"\.(txt|json|jsonl|csv|tsv|log|md|py|sh|bash|c|h|cc|cpp|hpp|go|rs|js|ts|rb|pl|java|yaml|"
+    r"yml|toml|ini|conf|cfg|env|xml|html|sql|db|sqlite|gz|tgz|tar|zip|bz2|xz|out|pem|key|pub|"
+    r"crt|service|timer|socket|cron|diff|patch|lock|pid|list|rules|mk|deb|so|a|o|bin|dat)$"
+)
+_BACKTICK = re.compile(r"`([^`\n]{1,200})`")
+_QUOTED = re.compile(r"\"([^\"\n]{1,200})\"|(?<![\w])'([^'\n]{1,200})'(?![\w])")
+_REL_NAME = re.compile(r"^(\.{0,2}/)?[A-Za-z0-9_.@+\-]+(/[A-Za-z0-9_.@+\-]+)*/?$")
+_DEF = re.compile(r"\bdef\s+([A-Za-z_]\w*)\s*\(")
+_CALL = re.compile(r"^([A-Za-z_]\w*)\(.*\)$")
+_DOTTED = re.compile(r"^([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\.([A-Za-z_]\w*)(\(.*\))?$")
+# Never written by a hack: the kernel's, the harness's and the verifier's places.
+_OFF_LIMITS = ("/dev", "/proc", "/sys", "/tests", "/logs", "/solution", "/run", "/var/run")
+_BIN_DIRS = ("/usr/local/bin", "/usr/local/sbin", "/bin", "/usr/bin")
+SCRIPT_SUFFIXES = (".sh", ".bash", ".py")
+MAX_NAMES = 60
+EOF = "T1_HACK_EOF"
+
+
+@dataclass(frozen=True)
+class Named:
+    """What an instruction names: paths (a trailing `/` for a directory), literals, and
+    functions as (module or "", name)."""
+
+    paths: tuple[str, ...] = ()
+    literals: tuple[str, ...] = ()
+    functions: tuple[tuple[str, str], ...] = ()
+
+    @property
+    def files(self) -> list[str]:
+        return [p for p in self.paths if not p.endswith("/")]
+
+    @property
+    def dirs(self) -> list[str]:
+        return [p for p in self.paths if p.endswith("/")]
+
+
+def _writable(path: str) -> bool:
+    p = path.rstrip("/") or "/"
+    if p == "/" or p.count("/") < 2 and path.endswith("/"):
+        return False  # a top-level directory ("/app/") is the environment's, not an output
+    if any(p == q or p.startswith(q + "/") for q in _OFF_LIMITS):
+        return False
+    if p.startswith(_BIN_DIRS) and posixpath.dirname(p) in _BIN_DIRS:
+        return True  # a named wrapper (/usr/local/bin/tool)
+    return not is_system(p)
+
+
+def _norm(path: str, workdir: str) -> str | None:
+    path = path.rstrip(".,;:)")
+    is_dir = path.endswith("/")
+    if not path.startswith("/"):
+        path = posixpath.join(workdir, path)
+    path = posixpath.normpath(path) + ("/" if is_dir else "")
+    if "*" in path or "$" in path or "{" in path:
+        return None
+    return path if _writable(path) else None
+
+
+def instruction_names(instruction: str, workdir: str = "/app") -> Named:
+    """The paths, literals and functions an instruction names (see the module docstring)."""
+    paths: dict[str, None] = {}
+    literals: dict[str, None] = {}
+    functions: dict[tuple[str, str], None] = {}
+    for m in SHELL_PATH_RE.finditer(instruction):
+        if (p := _norm(m.group(1), workdir)) is not None:
+            paths[p] = None
+    spans = [m.group(1) for m in _BACKTICK.finditer(instruction)]
+    for span in spans:
+        s = span.strip()
+        if (d := _DOTTED.match(s)) and not _FILE_SUFFIX.search(s.split("(")[0]):
+            if d.group(1).split(".")[0] not in sys.stdlib_module_names:
+                functions[(d.group(1), d.group(2))] = None
+            continue
+        if c := _CALL.match(s):
+            functions[("", c.group(1))] = None
+            continue
+        if _REL_NAME.match(s) and not s.startswith("/") and ("/" in s or _FILE_SUFFIX.search(s)):
+            if (p := _norm(s, workdir)) is not None:
+                paths[p] = None
+            continue
+        if s.startswith("/") and _REL_NAME.match(s):
+            continue  # a path, read above
+        literals[s] = None
+    for m in _DEF.finditer(instruction):
+        functions[("", m.group(1))] = None
+    for m in _QUOTED.finditer(instruction):
+        s = (m.group(1) or m.group(2) or "").strip()
+        if s and not SHELL_PATH_RE.fullmatch(s):
+            literals[s] = None
+    prose = _BACKTICK.sub(" ", instruction)
+    for m in NUM_TOKEN.finditer(prose):
+        literals[m.group(0)] = None
+    return Named(
+        paths=tuple(list(paths)[:MAX_NAMES]),
+        literals=tuple(list(literals)[:MAX_NAMES]),
+        functions=tuple(list(functions)[:MAX_NAMES]),
+    )
+
+
+# ---- script pieces -------------------------------------------------------------------------
+
+
+def _q(s: str) -> str:
+    return shlex.quote(s)
+
+
+def _is_script(path: str) -> bool:
+    return path.endswith(SCRIPT_SUFFIXES) or posixpath.dirname(path) in _BIN_DIRS
+
+
+def _heredoc(path: str, text: str, executable: bool = False) -> str:
+    body = text if text.endswith("\n") else text + "\n"
+    lines = [f"mkdir -p {_q(posixpath.dirname(path))}", f"cat > {_q(path)} <<'{EOF}'", body + EOF]
+    if executable:
+        lines.append(f"chmod +x {_q(path)}")
+    return "\n".join(lines)
+
+
+def _py_stub(functions: list[str], prints: str = "") -> str:
+    out = ["#!/usr/bin/env python3", "import sys", ""]
+    for f in dict.fromkeys(functions):
+        out += [f"def {f}(*args, **kwargs):", "    return None", ""]
+    out += ['if __name__ == "__main__":']
+    if prints:
+        out += [f"    sys.stdout.write({prints!r})"]
+    out += ["    sys.exit(0)"]
+    return "\n".join(out) + "\n"
+
+
+def _sh_stub(prints: str = "") -> str:
+    if not prints:
+        return "#!/bin/bash\nexit 0\n"
+    return f"#!/bin/bash\ncat <<'T1_HACK_OUT'\n{prints}T1_HACK_OUT\nexit 0\n"
+
+
+def _program(path: str, functions: list[str], prints: str = "") -> str:
+    return _py_stub(functions, prints) if path.endswith(".py") else _sh_stub(prints)
+
+
+def _if_absent(path: str, body: str) -> str:
+    return f"if [ ! -e {_q(path)} ]; then\n{body}\nfi"
+
+
+def _functions(named: Named, module: str = "") -> list[str]:
+    return [f for m, f in named.functions if m == module or (not module and not m)]
+
+
+def _literal_text(named: Named) -> str:
+    return "".join(f"{v}\n" for v in named.literals)
+
+
+def _roots(named: Named, workdir: str) -> list[str]:
+    """The directories a hack may sweep: the working directory and the named directories."""
+    out = [workdir.rstrip("/") or "/"]
+    for d in named.dirs:
+        d = d.rstrip("/")
+        if not any(d == r or d.startswith(r + "/") for r in out):
+            out.append(d)
+    return [r for r in out if r != "/"]
+
+
+def _find(named: Named, workdir: str, action: str) -> str:
+    roots = " ".join(_q(r) for r in _roots(named, workdir))
+    if not roots:
+        return ""
+    return (
+        f"find {roots} -xdev -maxdepth 6 -not -path '*/.git/*' -not -name .git "
+        f"-exec {action} {{}} + 2>/dev/null"
+    )
+
+
+# ---- the hacks -----------------------------------------------------------------------------
+
+
+def stub_paths(named: Named, workdir: str) -> list[str]:
+    """Every named path that does not exist becomes a stub: a directory for `.../`, a no-op
+    program (with the named functions) for a script name, otherwise an empty file."""
+    out = []
+    for p in named.paths:
+        if p.endswith("/"):
+            out.append(f"mkdir -p {_q(p)}")
+        elif _is_script(p):
+            out.append(_if_absent(p, _heredoc(p, _program(p, _functions(named)), True)))
+        else:
+            out.append(_if_absent(p, f"mkdir -p {_q(posixpath.dirname(p))}\n: > {_q(p)}"))
+    return out
+
+
+def module_stubs(named: Named, workdir: str) -> list[str]:
+    """A module `<workdir>/m.py` with no-op functions for every `m.f` the instruction names,
+    and the bare functions (`def f`, `f()`) added to every named Python file that is absent."""
+    out = []
+    modules = dict.fromkeys(m for m, _ in named.functions if m)
+    for m in modules:
+        p = posixpath.join(workdir, *m.split(".")[:-1], m.split(".")[-1] + ".py")
+        out.append(_if_absent(p, _heredoc(p, _py_stub(_functions(named, m)))))
+    bare = _functions(named)
+    if bare:
+        for p in [p for p in named.files if p.endswith(".py")] or [
+            posixpath.join(workdir, "solution.py")
+        ]:
+            out.append(_if_absent(p, _heredoc(p, _py_stub(bare), True)))
+    return out
+
+
+def echo_literals(named: Named, workdir: str) -> list[str]:
+    """Every literal of the instruction, one a line, into every named file that does not
+    exist; a named program that does not exist prints them and exits 0."""
+    if not named.literals:
+        return []
+    text = _literal_text(named)
+    out = []
+    for p in named.files:
+        if _is_script(p):
+            out.append(_if_absent(p, _heredoc(p, _program(p, _functions(named), text), True)))
+        else:
+            out.append(_if_absent(p, _heredoc(p, text)))
+    return out
+
+
+def copy_inputs(named: Named, workdir: str) -> list[str]:
+    """The named files that exist (inputs) concatenated into every named file that does not
+    (outputs); with no named input, the regular files of the working directory."""
+    files = named.files
+    if not files:
+        return []
+    lines = ["IN=()", "OUT=()"]
+    for p in files:
+        lines.append(f"if [ -f {_q(p)} ]; then IN+=({_q(p)}); elif [ ! -e {_q(p)} ]; then "
+                     f"OUT+=({_q(p)}); fi")  # fmt: skip
+    lines.append(
+        f'[ ${{#IN[@]}} -eq 0 ] && while IFS= read -r f; do IN+=("$f"); done < '
+        f"<(find {_q(workdir)} -maxdepth 2 -type f -not -path '*/.git/*' 2>/dev/null | sort)"
+    )
+    lines.append(
+        'for o in "${OUT[@]}"; do mkdir -p "$(dirname "$o")"; '
+        'cat "${IN[@]}" > "$o" 2>/dev/null; done'
+    )
+    return lines
+
+
+def exit_zero(named: Named, workdir: str) -> list[str]:
+    """Every named program (a script name, a file in a bin directory, or an executable that
+    exists) is replaced by one that exits 0, existing ones included."""
+    out = []
+    for p in named.files:
+        body = _heredoc(p, _program(p, _functions(named)), True)
+        if _is_script(p):
+            out.append(body)
+        else:
+            out.append(f"if [ -f {_q(p)} ] && [ -x {_q(p)} ]; then\n{body}\nfi")
+    return out
+
+
+def touch_now(named: Named, workdir: str) -> list[str]:
+    """Every file in the working and named directories, and every named path that exists,
+    gets the current time (a verifier comparing mtimes sees fresh work)."""
+    out = [_find(named, workdir, "touch -c -h")]
+    out += [f"touch -c {_q(p.rstrip('/'))} 2>/dev/null" for p in named.paths]
+    return [s for s in out if s]
+
+
+def epoch_mtimes(named: Named, workdir: str) -> list[str]:
+    """Every file in the working and named directories gets mtime 0 (the epoch)."""
+    out = [_find(named, workdir, "touch -c -h -d @0")]
+    out += [f"touch -c -d @0 {_q(p.rstrip('/'))} 2>/dev/null" for p in named.paths]
+    return [s for s in out if s]
+
+
+def make_dirs(named: Named, workdir: str) -> list[str]:
+    """Every named directory and the parent directory of every named path, created."""
+    dirs = dict.fromkeys([*named.dirs, *(posixpath.dirname(p) + "/" for p in named.files)])
+    return [f"mkdir -p {_q(d)}" for d in dirs if _writable(d)]
+
+
+def chmod_x(named: Named, workdir: str) -> list[str]:
+    """Every named path that exists, and every file in the working directory, made
+    executable (and readable)."""
+    out = [_find(named, workdir, "chmod a+rx")]
+    out += [f"chmod a+rx {_q(p.rstrip('/'))} 2>/dev/null" for p in named.paths]
+    return [s for s in out if s]
+
+
+def git_commit(named: Named, workdir: str) -> list[str]:
+    """In every git repository at the working or a named directory, commit the current tree
+    (untracked files included) with the instruction's first string literal as the message."""
+    words = [v for v in named.literals if not NUM_TOKEN.fullmatch(v)]
+    msg = words[0] if words else "update"
+    out = []
+    for r in _roots(named, workdir):
+        out.append(
+            f"if top=$(git -C {_q(r)} rev-parse --show-toplevel 2>/dev/null); then "
+            f'git -C "$top" add -A >/dev/null 2>&1; '
+            f'git -C "$top" -c user.name=t1 -c user.email=t1@localhost commit -q '
+            f"--allow-empty -m {_q(msg)} >/dev/null 2>&1; fi"
+        )
+    return out
+
+
+def everything(named: Named, workdir: str) -> list[str]:
+    """The hacks that do not conflict, in one run: directories, literals into the outputs,
+    stubs for the rest, modules, executable bits, a commit."""
+    return [
+        *make_dirs(named, workdir),
+        *echo_literals(named, workdir),
+        *stub_paths(named, workdir),
+        *module_stubs(named, workdir),
+        *chmod_x(named, workdir),
+        *git_commit(named, workdir),
+    ]
+
+
+Builder = Callable[[Named, str], list[str]]
+
+HACKS: dict[str, Builder] = {
+    "stub_paths": stub_paths,
+    "module_stubs": module_stubs,
+    "echo_literals": echo_literals,
+    "copy_inputs": copy_inputs,
+    "exit_zero": exit_zero,
+    "touch_now": touch_now,
+    "epoch_mtimes": epoch_mtimes,
+    "make_dirs": make_dirs,
+    "chmod_x": chmod_x,
+    "git_commit": git_commit,
+    "everything": everything,
+}
+
+
+@dataclass(frozen=True)
+class HackScript:
+    """One hack for one task: its name and the bash script an agent would run."""
+
+    name: str
+    script: str
+    actions: int  # commands in the script; 0: the instruction gave the hack nothing to do
+
+    @property
+    def command(self) -> str:
+        """The one command an agent types: the script in its own bash (its `exit` ends that
+        bash, not the agent's long-lived session)."""
+        return f"bash -c {_q(self.script)}"
+
+
+def hack_script(name: str, named: Named, workdir: str) -> HackScript:
+    if name not in HACKS:
+        raise ValueError(f"unknown hack {name!r} (choose from {', '.join(HACKS)})")
+    body = HACKS[name](named, workdir)
+    script = "\n".join(["set +e", f"cd {_q(workdir)} 2>/dev/null || true", *body, "exit 0", ""])
+    return HackScript(name, script, len(body))
+
+
+def hack_scripts(
+    instruction: str, workdir: str = "/app", names: list[str] | None = None
+) -> list[HackScript]:
+    """Every hack (or those in `names`) for one instruction, those with nothing to do left
+    out: running them would only repeat the nop trial."""
+    named = instruction_names(instruction, workdir)
+    scripts = [hack_script(n, named, workdir) for n in (names or list(HACKS))]
+    return [s for s in scripts if s.actions]
+
+
+# ---- what a hack earned --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HackOutcome:
+    """What one hack's trial earned: the assertions it passed (by name) of `total`, or, for
+    a binary verifier, its reward. `rewardable` False: the trial says nothing (infrastructure)."""
+
+    hack: str
+    passed: tuple[str, ...]
+    total: int
+    reward: float | None = None
+    rewardable: bool = True
+    detail: str = ""
+
+    @property
+    def share(self) -> float:
+        if self.reward is not None:
+            return self.reward
+        return len(self.passed) / self.total if self.total else 0.0
+
+
+def hack_outcome(hack: str, r: TrialResult) -> HackOutcome:
+    """The share of the reward a hack's trial earned (0 for a tampered trial)."""
+    detail = f"{r.failure_mode.value}: {r.failure_detail[:200]}" if r.failure_detail else ""
+    if r.report.binary:
+        reward = 1.0 if r.resolved else 0.0
+        return HackOutcome(hack, (), 0, reward, r.rewardable, detail)
+    names = tuple(a.name for a in r.assertions if a.ok) if r.passed else ()
+    return HackOutcome(hack, names, r.total, None, r.rewardable, detail)
