@@ -4,6 +4,11 @@ A rubric is a small TOML preset (`audit/presets/*.toml`) validated into `Rubric`
 math is pure: `composite` is the weighted sum of per-dimension scores in [0, 1]; `decide`
 turns scores plus findings into a verdict. Hard-reject findings and critical-minimum misses
 reject whatever the composite; training value is the only dimension exempt from the cutoff.
+
+Each judge is held to its own minimums: `critical_min` applies to the executable judge's
+measured scores (a pass share, a kill rate), `llm_critical_min` to the LLM judge's subjective
+ones. A measured 0.99 pass-share minimum means "the oracle passes"; an LLM scoring a clean
+task 0.95 means "fine", so one threshold cannot serve both.
 """
 
 from __future__ import annotations
@@ -61,7 +66,10 @@ class Rubric(BaseModel):
     weights: dict[Dimension, float]
     """Weight per dimension; all six present, non-negative, summing to 1, alignment largest."""
     critical_min: dict[Dimension, float] = Field(default_factory=dict)
-    """Minimum score per dimension (training value may not have one)."""
+    """Minimum executable-judge score per dimension (training value may not have one)."""
+    llm_critical_min: dict[Dimension, float] = Field(default_factory=dict)
+    """Minimum LLM-judge score per dimension, applied to the LLM's own score only (training
+    value may not have one). Missing dimensions have no LLM cutoff."""
     thresholds: Thresholds
     hard_reject: list[str] = Field(default_factory=list)
     """Finding codes that reject a task outright (see `audit.verdict.Code`)."""
@@ -84,11 +92,13 @@ class Rubric(BaseModel):
         others = [w for d, w in self.weights.items() if d != Dimension.ALIGNMENT]
         if self.weights[Dimension.ALIGNMENT] != top or self.weights[Dimension.ALIGNMENT] in others:
             raise ValueError("instruction-verifier alignment must carry the largest weight")
-        exempt = [d.value for d in self.critical_min if d in EXEMPT]
-        if exempt:
-            raise ValueError(f"{exempt} are exempt from the critical-minimum cutoff")
-        if any(not 0 <= v <= 1 for v in self.critical_min.values()):
-            raise ValueError(f"critical minimums must lie in [0, 1], got {self.critical_min}")
+        for name, mins in (("critical_min", self.critical_min),
+                           ("llm_critical_min", self.llm_critical_min)):  # fmt: skip
+            exempt = [d.value for d in mins if d in EXEMPT]
+            if exempt:
+                raise ValueError(f"{name}: {exempt} are exempt from the critical-minimum cutoff")
+            if any(not 0 <= v <= 1 for v in mins.values()):
+                raise ValueError(f"{name}: minimums must lie in [0, 1], got {mins}")
         stray = sorted(set(self.repairable) - set(self.hard_reject))
         if stray:
             raise ValueError(f"repairable codes {stray} are not hard-reject codes")
@@ -122,19 +132,25 @@ def composite(scores: dict[Dimension, float], rubric: Rubric) -> float:
 
 
 def blend(
-    exec_score: float, llm_score: float | None, llm_weight: float, minimum: float | None = None
+    exec_score: float,
+    llm_score: float | None,
+    llm_weight: float,
+    minimum: float | None = None,
+    llm_minimum: float | None = None,
 ) -> float:
     """A dimension score from the executable judge and (when present) the LLM judge.
 
-    Blending never lifts a dimension over its critical `minimum`: when either judge's own
-    score is below it, the blend is at most the lower of the two (a judge scoring alignment
-    0 cannot be averaged up to an accept)."""
+    Blending never lifts a failed dimension: when the executable score is below `minimum`
+    or the LLM's is below `llm_minimum` (default: `minimum`), the blend is at most the
+    lower of the two (a judge scoring alignment 0 cannot be averaged up to an accept)."""
     if llm_score is None:
         return exec_score
     mixed = (1.0 - llm_weight) * exec_score + llm_weight * llm_score
-    if minimum is not None and min(exec_score, llm_score) < minimum:
-        return min(mixed, exec_score, llm_score)
-    return mixed
+    llm_minimum = minimum if llm_minimum is None else llm_minimum
+    failed = (minimum is not None and exec_score < minimum) or (
+        llm_minimum is not None and llm_score < llm_minimum
+    )
+    return min(mixed, exec_score, llm_score) if failed else mixed
 
 
 @dataclass(frozen=True)
@@ -146,23 +162,52 @@ class Decision:
     hard: list[str] = field(default_factory=list)
     below_min: list[Dimension] = field(default_factory=list)
     reasons: list[str] = field(default_factory=list)
+    scores: dict[Dimension, float] = field(default_factory=dict)
+    """The dimension scores the composite is over (blended when the LLM judge scored)."""
 
 
-def decide(scores: dict[Dimension, float], codes: list[str], rubric: Rubric) -> Decision:
-    """The verdict for one task from its dimension scores and its findings' codes.
+def decide(
+    scores: dict[Dimension, float],
+    codes: list[str],
+    rubric: Rubric,
+    llm_scores: dict[Dimension, float] | None = None,
+) -> Decision:
+    """The verdict for one task from its executable dimension scores, the LLM judge's (when
+    it scored) and its findings' codes.
 
-    Rejected when any code is a hard reject or any non-exempt dimension falls below its
-    critical minimum; otherwise accepted / borderline / rejected by the composite thresholds.
+    Rejected when any code is a hard reject, any non-exempt executable score falls below
+    `critical_min`, or any LLM score below `llm_critical_min`; otherwise accepted /
+    borderline / rejected by the composite of the blended scores.
     """
-    comp = composite(scores, rubric)
+    llm_scores = llm_scores or {}
+    blended = {
+        d: blend(
+            s,
+            llm_scores.get(d),
+            rubric.llm_weight,
+            rubric.critical_min.get(d),
+            rubric.llm_critical_min.get(d),
+        )
+        for d, s in scores.items()
+    }
+    comp = composite(blended, rubric)
     hard = sorted({c for c in codes if c in rubric.hard_reject})
-    below = [d for d, m in rubric.critical_min.items() if scores[d] < m]
+    exec_low = [d for d, m in rubric.critical_min.items() if scores[d] < m]
+    llm_low = [
+        d for d, m in rubric.llm_critical_min.items() if d in llm_scores and llm_scores[d] < m
+    ]
+    below = [d for d in Dimension if d in exec_low or d in llm_low]
     reasons = [f"hard reject: {c}" for c in hard]
     reasons += [
-        f"{d.value} {scores[d]:.2f} < critical minimum {rubric.critical_min[d]:.2f}" for d in below
+        f"{d.value} {scores[d]:.2f} < critical minimum {rubric.critical_min[d]:.2f}"
+        for d in exec_low
+    ]
+    reasons += [
+        f"llm/{d.value} {llm_scores[d]:.2f} < LLM critical minimum {rubric.llm_critical_min[d]:.2f}"
+        for d in llm_low
     ]
     if hard or below:
-        return Decision(Verdict.REJECTED, comp, hard, below, reasons)
+        return Decision(Verdict.REJECTED, comp, hard, below, reasons, blended)
     t = rubric.thresholds
     if comp >= t.accept:
         verdict = Verdict.ACCEPTED
@@ -174,7 +219,7 @@ def decide(scores: dict[Dimension, float], codes: list[str], rubric: Rubric) -> 
         f"composite {comp:.3f} -> {verdict.value} (accept >= {t.accept:.2f}, "
         f"borderline >= {t.borderline:.2f})"
     )
-    return Decision(verdict, comp, hard, below, reasons)
+    return Decision(verdict, comp, hard, below, reasons, blended)
 
 
 def repairable(decision: Decision, rubric: Rubric) -> bool:

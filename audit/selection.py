@@ -43,7 +43,7 @@ from audit.judge_exec import (
 )
 from audit.judge_llm import error_version
 from audit.repair import repair_instruction
-from audit.rubric import Decision, Dimension, Rubric, blend, decide, repairable
+from audit.rubric import Decision, Dimension, Rubric, decide, repairable
 from audit.verdict import FAILURE_CODES, Code, Finding, Source, Verdict
 from tasks.model import Task
 from tasks.results import TrialResult
@@ -232,12 +232,9 @@ def semantic(
     exec_scores = score_dimensions(ev, task.limits.agent_timeout_s)
     llm_scores = llm_scores or {}
     llm = llm or []
-    scores = {
-        d: blend(s, llm_scores.get(d), rubric.llm_weight, rubric.critical_min.get(d))
-        for d, s in exec_scores.items()
-    }
     findings = [*ev.findings, *llm]
-    decision = decide(scores, [f.code for f in findings], rubric)
+    decision = decide(exec_scores, [f.code for f in findings], rubric, llm_scores)
+    scores = decision.scores
     row = {d.value: s for d, s in scores.items()} | {"composite": decision.composite}
     row |= {f"exec/{d.value}": s for d, s in exec_scores.items()}
     row |= {f"llm/{d.value}": s for d, s in llm_scores.items()}
@@ -279,6 +276,10 @@ def run_selection(
     """Run stages 1..`cfg.until` over `tasks`, storing every decision; see the module doc.
     `progress(stage, done, total)` is called as the slow stages (trials, LLM) advance."""
     st = writable_store(store)
+    if cfg.llm is not None:  # one client per run: its circuit breaker spans every task
+        from audit.judge_llm import make_client
+
+        llm_client = make_client(cfg.llm, llm_client)
     version = audit_version(cfg.rubric, cfg.llm)
     upto = STAGES.index(cfg.until)
     if cfg.exec.static_only:  # nothing ran: the pre-check decides, under its own version

@@ -60,6 +60,7 @@ class Code(StrEnum):
     INFRASTRUCTURE = "infrastructure"
     JUDGE_ERROR = "judge_error"
     LLM_ERROR = "llm_error"
+    LLM_UNAVAILABLE = "llm_unavailable"  # the endpoint's circuit breaker is open
     # evidence
     LITERAL_STATED = "literal_stated"
     LITERAL_DERIVED = "literal_derived"
@@ -72,13 +73,18 @@ class Code(StrEnum):
     RERUN_SKIPPED = "rerun_skipped"
     INPUTS_PERTURBED = "inputs_perturbed"
     LLM_SCORE = "llm_score"
+    LLM_QUOTE_REFUSED = "llm_quote_refused"  # an LLM hard reject whose quote is not evidence
+    ORACLE_ANSWER = "oracle_answer"  # a value the verifier checks that the solution computes
+    REPAIR_REFUSED = "repair_refused"  # a rewrite that states an answer or drops a requirement
     IMPORTED_FROM = "imported_from"
     LINEAGE = "lineage"
     REPAIRED_AS = "repaired_as"
     DECISION = "decision"
 
 
-FAILURE_CODES = frozenset({Code.INFRASTRUCTURE, Code.JUDGE_ERROR, Code.LLM_ERROR})
+FAILURE_CODES = frozenset(
+    {Code.INFRASTRUCTURE, Code.JUDGE_ERROR, Code.LLM_ERROR, Code.LLM_UNAVAILABLE}
+)
 EVIDENCE_CODES = frozenset(list(Code)[list(Code).index(Code.LITERAL_STATED) :])
 
 

@@ -124,7 +124,7 @@ def test_selection_blends_llm_scores_and_versions_by_model(llm, tmp_path):
     record_audits(store, [ExecEvidence(task_hash=task.content_hash, measures=measures).to_record()])
     sel = SelectionConfig(rubric=load_rubric("t1"), llm=cfg, until=Stage.SEMANTIC)
     result = run_selection(store, [task], sel)
-    assert result.measured == [] and result.version.endswith("+llm-v2@judge-test")
+    assert result.measured == [] and result.version.endswith("+llm-v3@judge-test")
     row = result.by_stage(Stage.SEMANTIC)[0]
     assert row.scores["llm/alignment"] == 0.2 and row.scores["exec/alignment"] == 1.0
     # 0.2 is under alignment's 0.5 minimum: the blend (0.6) may not lift it over
@@ -133,7 +133,9 @@ def test_selection_blends_llm_scores_and_versions_by_model(llm, tmp_path):
         0.5 * 0.2 + 0.5 * row.scores["exec/training_value"]
     )
     assert row.verdict == "rejected"
-    assert any(r.startswith("correctness 0.20 < critical minimum") for r in row.reasons)
+    # the LLM's 0.2 is held to the LLM minimums; the executable scores (1.0) pass theirs
+    assert any(r.startswith("llm/correctness 0.20 < LLM critical minimum") for r in row.reasons)
+    assert not any(r.startswith("correctness ") for r in row.reasons)
     rationale = [f for f in row.findings if f.code == "llm_score" and f.item == "alignment"]
     assert rationale and "never mentioned" in rationale[0].evidence
     assert len(fake.requests) == 6
@@ -178,11 +180,11 @@ def test_llm_zero_on_a_critical_dimension_rejects_whatever_the_blend(llm, tmp_pa
 
 def test_llm_hard_reject_with_a_quoted_span(llm, tmp_path):
     fake, cfg = llm
-    quote = "Write the number of `ERROR` lines"
+    quote = "grep -c '^ERROR ' /app/app.log"  # a span of solve.sh
     fake.script = [
-        '{"score": 0.1, "rationale": "x", "hard_reject": {"code": "test_leakage", '
+        '{"score": 0.9, "rationale": "x", "hard_reject": {"code": "test_leakage", '
         '"quote": "never appears anywhere"}}',
-        '{"score": 0.1, "rationale": "the answer is given", "hard_reject": {"code": '
+        '{"score": 0.9, "rationale": "the answer is given", "hard_reject": {"code": '
         f'"solution_shortcut", "quote": "{quote}"}}}}',
         '{"score": 1.0, "rationale": "fine"}',
     ]
@@ -192,21 +194,20 @@ def test_llm_hard_reject_with_a_quoted_span(llm, tmp_path):
     row = _semantic(store, task, cfg)
     hard = [f for f in row.findings if f.source == "llm" and f.code == "solution_shortcut"]
     assert row.verdict == "rejected" and hard and quote in hard[0].evidence
-    assert len(fake.requests) == 7  # the unquotable hard reject was refused and asked again
+    assert "hard reject: solution_shortcut" in row.reasons
+    assert "hard reject: test_leakage" not in row.reasons  # found nowhere: not evidence
+    assert len(fake.requests) == 6  # a refused quote keeps its score; nothing is asked again
 
 
-def test_a_quote_found_nowhere_is_a_rejected_response():
-    material = "Write `status: ok` to /app/s.txt"
+def test_the_schema_rejects_an_unknown_hard_reject_code():
     ok = '{"score": 0, "rationale": "r", "hard_reject": {"code": "hidden_requirement", ' + (
         '"quote": "status:   ok"}}'
     )
-    assert parse_score(ok, material).hard_reject.quote == "status:   ok"
-    bad = ok.replace("status:   ok", "status: done")
-    with pytest.raises(LlmResponseError, match="occurs nowhere"):
-        parse_score(bad, material)
+    hard = parse_score(ok).hard_reject
+    assert hard is not None and hard.quote == "status:   ok"
     unknown = ok.replace("hidden_requirement", "low_coverage")
     with pytest.raises(LlmResponseError, match="not a hard-reject code"):
-        parse_score(unknown, material)
+        parse_score(unknown)
 
 
 def test_the_judge_sees_bounded_environment_contents(llm):
