@@ -341,16 +341,8 @@ class _Builder:
 
     def verifier_toolchain(self, image: Image, packages: list[str]) -> Image:
         """A last layer: a venv at VERIFIER_VENV with the verifier's pip packages (as root)."""
-        script = (
-            "set -e\n"
-            "if ! command -v python3 >/dev/null || ! python3 -c 'import ensurepip' 2>/dev/null;"
-            " then apt-get update -qq && apt-get install -y -qq --no-install-recommends"
-            " python3 python3-venv >/dev/null && rm -rf /var/lib/apt/lists/*; fi\n"
-            f"python3 -m venv {VERIFIER_VENV}\n"
-            f"{VERIFIER_VENV}/bin/pip install -q --no-cache-dir {shlex.join(packages)}\n"
-        )
         step = Run(
-            ("/bin/sh", "-c", script),
+            ("/bin/sh", "-c", verifier_toolchain_script(packages)),
             tuple(sorted(image.config.env.items())),
             0,
             f"(verifier toolchain) pip install {' '.join(packages)}",
@@ -397,6 +389,23 @@ class _Builder:
             )  # fmt: skip
 
         return self.layer(image, spec, make, step.text, step.line)
+
+
+def verifier_toolchain_script(packages: Sequence[str]) -> str:
+    """The shell script that makes the verifier's venv at VERIFIER_VENV with `packages`, run
+    as root as the image's last step by both backends (the layer builder and the engine).
+
+    VERIFIER_VENV lies under /usr, which the verifier's view takes from the image: the venv's
+    pytest, interpreter and site-packages are the image's whatever the agent wrote there.
+    """
+    return (
+        "set -e\n"
+        "if ! command -v python3 >/dev/null || ! python3 -c 'import ensurepip' 2>/dev/null;"
+        " then apt-get update -qq && apt-get install -y -qq --no-install-recommends"
+        " python3 python3-venv >/dev/null && rm -rf /var/lib/apt/lists/*; fi\n"
+        f"python3 -m venv {VERIFIER_VENV}\n"
+        f"{VERIFIER_VENV}/bin/pip install -q --no-cache-dir {shlex.join(packages)}\n"
+    )
 
 
 def build_ca_layer() -> Path | None:

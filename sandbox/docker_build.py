@@ -8,6 +8,7 @@ honours (WORKDIR, ENV, USER). docs/sandbox.md, "The Docker backend", has the det
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -20,7 +21,7 @@ from typing import Any
 from sandbox.base import EnvironmentBuildError, NetworkMode, NetworkPolicy, SandboxError
 from sandbox.image import DEFAULT_PATH, ImageConfig
 from tasks.environment import render_dockerfile
-from tasks.model import Task
+from tasks.model import VERIFIER_VENV, Task
 
 IMAGE_PREFIX = "t1-forge-env"
 # Build-time CA bundle (a build secret, never in the image) and the variables pointing at it.
@@ -136,8 +137,6 @@ def ensure_bases(client: Any, dockerfile: str) -> None:
 
     An unmapped name raises `UnknownBaseImage` (an environment error naming it).
     """
-    import hashlib
-
     from sandbox.bases import ensure_base, lookup
     from sandbox.podman import import_base
 
@@ -157,16 +156,54 @@ def ensure_bases(client: Any, dockerfile: str) -> None:
             raise SandboxError(f"importing base image {name} failed: {e}") from e
 
 
-def build_image(client: Any, task: Task, *, podman: bool) -> str:
-    """Tag of the task's environment image, building the Dockerfile when absent."""
-    tag = f"{IMAGE_PREFIX}:{task.environment_hash[:20]}"
+def verifier_dockerfile(image: str, user: str, packages: list[str]) -> str:
+    """The Dockerfile of the verifier's toolchain layer over the task's built `image`: the
+    venv at VERIFIER_VENV (sandbox.build.verifier_toolchain_script, the script the layer
+    builder runs), made as root, then the image's own USER again (pure)."""
+    from sandbox.build import verifier_toolchain_script
+
+    script = verifier_toolchain_script(packages)
+    lines = [f"FROM {image}", "USER root", "RUN " + json.dumps(["/bin/sh", "-c", script])]
+    if user and user not in ("root", "0", "0:0"):
+        lines.append(f"USER {user}")
+    return "\n".join(lines) + "\n"
+
+
+def _exists(client: Any, tag: str) -> bool:
     try:
         client.images.get(tag)
-        return tag
+        return True
     except Exception:  # noqa: BLE001 - docker.errors.ImageNotFound
-        pass
-    files = dict(task.environment.files)
-    dockerfile = files.get("Dockerfile", b"").decode() or render_dockerfile(task)
+        return False
+
+
+def build_image(client: Any, task: Task, *, podman: bool) -> str:
+    """Tag of the task's environment image, building the Dockerfile when absent; with
+    `verifier_packages`, the image with the verifier's venv on top (its own tag)."""
+    tag = f"{IMAGE_PREFIX}:{task.environment_hash[:20]}"
+    packages = list(task.environment.verifier_packages)
+    final = tag
+    if packages:
+        key = hashlib.sha256(repr((tag, packages, VERIFIER_VENV)).encode()).hexdigest()
+        final = f"{IMAGE_PREFIX}:{key[:20]}"
+        if _exists(client, final):
+            return final
+    if not _exists(client, tag):
+        files = dict(task.environment.files)
+        dockerfile = files.get("Dockerfile", b"").decode() or render_dockerfile(task)
+        _build(client, task, tag, dockerfile, files, podman=podman)
+    if packages:
+        user = image_config(client, tag).user
+        _build(client, task, final, verifier_dockerfile(tag, user, packages), {}, podman=podman)
+    return final
+
+
+def _build(
+    client: Any, task: Task, tag: str, dockerfile: str, files: dict[str, bytes], *, podman: bool
+) -> None:
+    """Build `dockerfile` with the context `files` as `tag` (Podman: bases imported, RUN
+    steps behind the build NAT with the CA bundle as a secret)."""
+    files = dict(files)
     params: dict[str, Any] = {"t": tag, "rm": "1", "forcerm": "1"}
     if podman:
         ensure_bases(client, dockerfile)
@@ -190,7 +227,6 @@ def build_image(client: Any, task: Task, *, podman: bool) -> str:
     if log.error is not None:
         tail = "".join(log.lines[-30:])[-3000:]
         raise EnvironmentBuildError(f"task {task.id}: docker build failed: {log.error}\n{tail}")
-    return tag
 
 
 class _BuildLog:

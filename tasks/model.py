@@ -143,7 +143,11 @@ class EnvironmentSpec(BaseModel):
     verifier_packages: list[str] = Field(default_factory=list)
 
 
-VERIFIER_VENV = "/opt/t1-verifier"
+# Under /usr, which the verifier's view takes from the image read-only on every backend
+# (docs/sandbox.md, "The verdict is the verifier's own"): an agent that rewrites the venv's
+# pytest or interpreter changes only its own layer. Never /opt or /usr/local, which the agent
+# can write and (for /usr/local, as a trusted path) the verifier may see.
+VERIFIER_VENV = "/usr/lib/t1-verifier"
 
 
 class Lineage(BaseModel):

@@ -10,8 +10,16 @@ from __future__ import annotations
 import json
 import re
 import xml.etree.ElementTree as ET
+from dataclasses import dataclass
+from enum import StrEnum
 
-from tasks.results import AssertionResult, AssertionStatus, ReportSource, VerifierReport
+from tasks.results import (
+    AssertionResult,
+    AssertionStatus,
+    FailureMode,
+    ReportSource,
+    VerifierReport,
+)
 
 _CTRF_STATUS = {
     "passed": AssertionStatus.PASSED,
@@ -152,24 +160,73 @@ REPORT_FILES = ("ctrf.json", "junit.xml", "results.xml", "report.xml")
 ALL_SOURCES = frozenset(
     {ReportSource.CTRF, ReportSource.JUNIT, ReportSource.PYTEST, ReportSource.REWARD}
 )
-_DECLARES: tuple[tuple[ReportSource, re.Pattern[bytes]], ...] = (
-    (ReportSource.CTRF, re.compile(rb"ctrf", re.I)),
-    (ReportSource.JUNIT, re.compile(rb"junit|results\.xml|report\.xml", re.I)),
-    (ReportSource.PYTEST, re.compile(rb"pytest|py\.test")),
-    (ReportSource.REWARD, re.compile(rb"reward\.(txt|json)")),
+ENTRY_SCRIPTS = ("test.sh", "run-tests.sh")
+_DECLARES: tuple[tuple[ReportSource, re.Pattern[str]], ...] = (
+    (ReportSource.CTRF, re.compile(r"ctrf", re.I)),
+    (ReportSource.JUNIT, re.compile(r"junit|results\.xml|report\.xml|xmlrunner", re.I)),
+    (ReportSource.PYTEST, re.compile(r"pytest|py\.test")),
+    (ReportSource.REWARD, re.compile(r"reward\.(txt|json)")),
 )
+# Files the entry script runs as programs (their text says what they write): scripts, and
+# pytest's own configuration (addopts such as --junitxml). Test modules, sources compiled by
+# the script and vendored headers are data to the runner, never read for a declaration.
+_RUNNER_SUFFIXES = ("", ".sh", ".bash", ".py")
+_PYTEST_CONFIG = ("pytest.ini", ".pytest.ini", "pyproject.toml", "tox.ini", "setup.cfg")
+_TEST_MODULE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test|conftest)\.py$")
+MAX_INVOKED = 32
+
+
+def _code(text: str) -> str:
+    """Shell or Python text without whole-line comments (a comment declares nothing)."""
+    return "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#"))
+
+
+def _invoked(text: str, verifier: dict[str, bytes]) -> list[str]:
+    """The verifier files `text` names as programs to run: /tests/X, $TEST_DIR/X,
+    ${TEST_DIR}/X, or X itself as a word (after `cd /tests`), for runner-like X."""
+    out = []
+    for rel in verifier:
+        name = rel.rsplit("/", 1)[-1]
+        suffix = "." + name.rsplit(".", 1)[1] if "." in name else ""
+        if suffix not in _RUNNER_SUFFIXES or _TEST_MODULE.search(rel):
+            continue
+        ref = re.escape(rel)
+        if re.search(
+            rf"(/tests/|\$TEST_DIR/|\$\{{TEST_DIR\}}/|(?<![\w./-])(\./)?){ref}(?![\w.-])", text
+        ):
+            out.append(rel)
+    return out
 
 
 def declared_sources(verifier: dict[str, bytes]) -> frozenset[ReportSource]:
-    """The report formats a task's verifier can write, read from its own files (pure).
+    """The report formats a task's verifier can write, read from its entry script
+    (tests/test.sh, else run-tests.sh) and the scripts it runs, transitively (pure).
 
     Only these are parsed after a trial, so a report of another format that code run during
-    the verifier (the agent's program, say) drops into /logs/verifier is ignored. A verifier
-    that names none of them keeps every source (nothing to restrict by).
+    the verifier (the agent's program, say) drops into /logs/verifier is ignored. Other files
+    of tests/ do not count (bug pinned: a vendored C++ test framework header mentioning
+    "junit" restricted a pytest-summary task to JUnit and voided it); when the script uses
+    pytest, its configuration files in tests/ do (addopts). A verifier with no entry script,
+    or whose scripts name no format, keeps every source (nothing to restrict by).
     """
-    text = b"\n".join(verifier.values())
-    found = frozenset(src for src, pattern in _DECLARES if pattern.search(text))
-    return found or ALL_SOURCES
+    entry = next((name for name in ENTRY_SCRIPTS if name in verifier), None)
+    if entry is None:
+        return ALL_SOURCES
+    seen, queue, texts = {entry}, [entry], []
+    while queue and len(seen) <= MAX_INVOKED:
+        text = _code(verifier[queue.pop(0)].decode("utf-8", "replace"))
+        texts.append(text)
+        for rel in _invoked(text, verifier):
+            if rel not in seen:
+                seen.add(rel)
+                queue.append(rel)
+    found = {src for src, pattern in _DECLARES if any(pattern.search(t) for t in texts)}
+    if ReportSource.PYTEST in found:
+        for name in _PYTEST_CONFIG:
+            if name in verifier:
+                config = _code(verifier[name].decode("utf-8", "replace"))
+                found |= {src for src, pattern in _DECLARES[:2] if pattern.search(config)}
+    return frozenset(found) or ALL_SOURCES
 
 
 def collect_report(
@@ -225,6 +282,121 @@ def collect_report(
         status = AssertionStatus.PASSED if reward >= 1.0 else AssertionStatus.FAILED
         verdict = AssertionResult(name="reward", status=status, message=f"reward={reward}")
         return VerifierReport(assertions=[verdict], source=ReportSource.REWARD, reward=reward)
-    return VerifierReport(
-        parse_error=reward_error or "the verifier wrote no report and no reward.txt/reward.json"
+    if reward_error is not None:
+        return VerifierReport(source=ReportSource.REWARD, parse_error=reward_error)
+    return VerifierReport(parse_error="the verifier wrote no report and no reward.txt/reward.json")
+
+
+# -- the verdict when there is no report ---------------------------------------------------
+class VerdictBasis(StrEnum):
+    """What a trial's verdict rests on (`report_verdict`)."""
+
+    REPORT = "report"  # the verifier's report
+    UNREADABLE = "unreadable"  # a report is there but does not parse: parse_error
+    COMPILE_FAILED = "compile_failed"  # no report; the output shows a compiler's error
+    EXIT_STATUS = "exit_status"  # no report and a non-zero exit: the tests failed
+    PROGRAM_MISSING = "program_missing"  # exit 126/127 on a program the agent was to make
+    RUNNER_MISSING = "runner_missing"  # exit 126/127 on the verifier's own command: infra
+    NO_REPORT = "no_report"  # exit 0 (or none) and nothing written: infrastructure
+
+
+@dataclass(frozen=True)
+class ReportVerdict:
+    """How a verifier run is scored. `failure_mode` is NONE for a verdict (passed or
+    failed), PARSE_ERROR for an unreadable report, VERIFIER_ERROR where the verifier could
+    not judge for a reason the agent cannot cause. `report` is the one to record: a failed
+    attempt without a report gets a one-assertion failed report, so it scores 0, counts
+    as an attempt and is never resolved; `detail` says why, in one line."""
+
+    basis: VerdictBasis
+    failure_mode: FailureMode
+    report: VerifierReport
+    detail: str = ""
+
+
+NEVER_RAN_EXIT_CODES = (126, 127)  # not executable / command not found
+# A compiler's or build tool's error line (gcc/clang, ld, rustc/cargo, go, javac/maven/gradle,
+# tsc, make, ninja, dotnet): the agent's code did not build, so its tests could not pass.
+_COMPILE_ERROR = re.compile(
+    r"^\S+?:\d+(?::\d+)?: (?:fatal )?error: |^collect2: error: |undefined reference to `"
+    r"|^error\[E\d{4}\]: |could not compile `"
+    r"|^# \S+\n\S+\.go:\d+:\d+: |\[build failed\]|^\S+\.java:\d+: error: |COMPILATION ERROR"
+    r"|Compilation failed|: error TS\d+: |^make(?:\[\d+\])?: \*\*\* .*Error \d+"
+    r"|^ninja: build stopped: subcommand failed|: error CS\d{4}: ",
+    re.M,
+)
+# bash's words for a command it could not run: "<script>: line N: <cmd>: command not found".
+_NOT_RUN = re.compile(
+    r"^(?:.*?: line \d+: |bash: |sh: \d+: |env: )'?([^:'\s]+)'?: "
+    r"(?:command not found|No such file or directory|Permission denied|not found)\s*$",
+    re.M,
+)
+# Where the verifier's own programs live (the image's, or the task's tests): a missing one
+# is the task's or the harness's failure. Any other path is the agent's to have made.
+_VERIFIER_OWN = ("/usr/", "/bin/", "/sbin/", "/lib", "/tests/", "/logs/", "/etc/")
+
+
+def compile_failed(output: str) -> bool:
+    """The verifier's output shows a compiler or build tool rejecting the code (pure)."""
+    return _COMPILE_ERROR.search(output) is not None
+
+
+def _missing_program(output: str) -> str | None:
+    found = _NOT_RUN.findall(output)
+    return found[-1] if found else None
+
+
+def report_verdict(report: VerifierReport, exit_code: int | None, output: str) -> ReportVerdict:
+    """Score a verifier run as Terminal-Bench does, from the report `collect_report` made,
+    the verifier's exit status and its output (stdout + stderr) (pure).
+
+    A report that parses is the verdict, whatever the exit status (pytest exits 1 when a
+    test fails). Without one: a compile failure of the agent's code, or a non-zero exit, is a
+    failed attempt (reward 0, never infrastructure: an agent about to fail must not be able
+    to void the trial); exit 126/127 is a failed attempt when the program that could not
+    run is one the agent was to make (a path outside the system and test directories), and
+    `verifier_error` when it is the verifier's own command (a bare name looked up on the
+    image's PATH, or a path under /usr, /bin, /tests ...). Exit 0, or no exit status, with
+    nothing written is `verifier_error`: the verifier judged nothing and nothing the agent
+    did explains it.
+    """
+    if report.assertions and not report.parse_error:
+        return ReportVerdict(VerdictBasis.REPORT, FailureMode.NONE, report)
+    if report.source != ReportSource.NONE:
+        detail = report.parse_error or f"the {report.source.value} report lists no assertions"
+        return ReportVerdict(VerdictBasis.UNREADABLE, FailureMode.PARSE_ERROR, report, detail)
+    tail = output[-300:].strip().replace("\n", " | ")
+
+    def failed(basis: VerdictBasis, why: str) -> ReportVerdict:
+        verdict = AssertionResult(name="verifier", status=AssertionStatus.FAILED, message=why)
+        failed_report = VerifierReport(assertions=[verdict], source=ReportSource.REWARD, reward=0.0)
+        return ReportVerdict(basis, FailureMode.NONE, failed_report, why)
+
+    if compile_failed(output):
+        m = _COMPILE_ERROR.search(output)
+        line = output[m.start() :].split("\n", 1)[0][:200] if m else ""
+        return failed(VerdictBasis.COMPILE_FAILED, f"the code did not compile: {line}")
+    if exit_code in NEVER_RAN_EXIT_CODES:
+        program = _missing_program(output)
+        if program is not None and "/" in program and not program.startswith(_VERIFIER_OWN):
+            return failed(
+                VerdictBasis.PROGRAM_MISSING,
+                f"the verifier could not run {program} (exit {exit_code}), which the agent "
+                "was to make",
+            )
+        return ReportVerdict(
+            VerdictBasis.RUNNER_MISSING,
+            FailureMode.VERIFIER_ERROR,
+            report,
+            f"the verifier never ran (exit {exit_code}): {tail}",
+        )
+    if exit_code is not None and exit_code != 0:
+        return failed(
+            VerdictBasis.EXIT_STATUS, f"no report and exit {exit_code} (tests failed): {tail}"
+        )
+    return ReportVerdict(
+        VerdictBasis.NO_REPORT,
+        FailureMode.VERIFIER_ERROR,
+        report,
+        f"the verifier exited {exit_code} and wrote no report: {tail}",
     )

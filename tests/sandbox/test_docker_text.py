@@ -3,10 +3,17 @@ Dockerfile, the egress routes for each network policy, and the no-engine path.""
 
 from __future__ import annotations
 
+import json
 import re
 
 from sandbox.base import NetworkMode, NetworkPolicy
-from sandbox.docker_build import _instructions, dockerfile_bases, with_build_ca
+from sandbox.build import verifier_toolchain_script
+from sandbox.docker_build import (
+    _instructions,
+    dockerfile_bases,
+    verifier_dockerfile,
+    with_build_ca,
+)
 from sandbox.egress import route_commands
 
 MOUNT = "--mount=type=secret,id=t1-ca,target=/run/secrets/t1-ca.crt,mode=0444"
@@ -80,3 +87,24 @@ def test_no_engine_is_a_sandbox_error_not_a_crash(monkeypatch, tmp_path):
     assert r.failure_mode == FailureMode.SANDBOX_ERROR
     assert "no Docker daemon answers" in r.failure_detail
     assert not r.rewardable
+
+
+def test_verifier_venv_layer_runs_the_builders_script_as_root_and_restores_the_user():
+    # Bug pinned: the docker backend never built the verifier's venv (every converted
+    # Terminal-Bench task was verifier_error there).
+    packages = ["pytest==8.4.1", "requests==2.32.3"]
+    text = verifier_dockerfile("t1-forge-env:abc", "app", packages)
+    instrs = [instr for _, _, instr in _instructions(text)]
+    assert instrs[:2] == ["FROM t1-forge-env:abc", "USER root"]
+    assert instrs[-1] == "USER app"
+    word, _, argv = instrs[2].partition(" ")
+    assert word == "RUN" and json.loads(argv) == [
+        "/bin/sh",
+        "-c",
+        verifier_toolchain_script(packages),
+    ]
+    assert "/usr/lib/t1-verifier/bin/pip install" in verifier_toolchain_script(packages)
+    for root in ("", "root", "0"):
+        assert "USER" not in verifier_dockerfile("img", root, packages).split("\n", 2)[2]
+    with_ca = with_build_ca(text)  # Podman: the RUN gets the CA secret, exec form kept
+    assert f"RUN {MOUNT} [" in with_ca

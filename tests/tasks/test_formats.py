@@ -191,7 +191,7 @@ def test_terminal_bench_uv_boilerplate_runs_offline():
     script = task.verifier["test.sh"].decode()
     assert task.environment.verifier_packages == ["pytest==8.4.1", "requests==2.32.3"]
     assert "astral.sh" not in script and "apt-get" not in script and "uv " not in script
-    assert script.splitlines()[2] == 'export PATH="/opt/t1-verifier/bin:$PATH"'
+    assert script.splitlines()[2] == 'export PATH="/usr/lib/t1-verifier/bin:$PATH"'
     assert "\npytest $TEST_DIR/test_outputs.py -rA\n" in script
     assert 'if [ "$PWD" = "/" ]' in script  # the rest of the script is kept as written
     assert task.verifier_config.network_mode is None

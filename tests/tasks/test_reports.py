@@ -9,13 +9,15 @@ import pytest
 from tasks.reports import (
     ALL_SOURCES,
     ReportParseError,
+    VerdictBasis,
     collect_report,
     declared_sources,
     parse_ctrf,
     parse_junit,
     parse_pytest_summary,
+    report_verdict,
 )
-from tasks.results import AssertionStatus, ReportSource
+from tasks.results import AssertionStatus, FailureMode, ReportSource
 
 CTRF = {
     "results": {
@@ -171,3 +173,146 @@ def test_reward_txt_wins_over_reward_json_and_bad_json_is_a_parse_error():
     for bad in (b"[1]", b"{}", b'{"reward": "yes"}', b"nope"):
         r = collect_report({"reward.json": bad}, "")
         assert r.parse_error and "reward.json" in r.parse_error
+
+
+# -- the format comes from the entry script and what it runs ---------------------------------
+# A few lines as vendored C++ test frameworks write them (Catch2 ships a JUnit reporter).
+CATCH_HPP = b"""// Catch v2.13 - single include
+namespace Catch {
+    class JunitReporter : public CumulativeReporterBase<JunitReporter> {
+        static std::string getDescription() {
+            return "Reports test results in an XML format like Ant's junitreport target"; }
+    };
+    CATCH_REGISTER_REPORTER("junit", JunitReporter)
+}
+"""
+CPP_TEST_SH = b"""#!/bin/bash
+cd /app && mkdir -p build && cd build && cmake .. && make
+./tests && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt
+"""
+
+
+def test_a_vendored_header_in_tests_declares_nothing():
+    # Regression: "junit" in tests/catch.hpp restricted this reward.txt task to JUnit, so its
+    # passing reward.txt was ignored and the trial became verifier_error.
+    verifier = {"test.sh": CPP_TEST_SH, "catch.hpp": CATCH_HPP, "meetup_test.cpp": b"// junit"}
+    assert declared_sources(verifier) == {ReportSource.REWARD}
+    report = collect_report({"reward.txt": b"1\n"}, "", declared_sources(verifier))
+    assert report.binary and report.passed == 1
+    # Nothing named: every source is kept, the header still not read.
+    quiet = {"test.sh": b"cd /app && make check\n", "catch.hpp": CATCH_HPP}
+    assert declared_sources(quiet) == ALL_SOURCES
+
+
+@pytest.mark.parametrize(
+    ("entry", "runner", "expected"),
+    [
+        # the runner, called in four ways, is read; what it writes is the declaration
+        (b"python3 /tests/run_checks.py /tests/test_outputs.py", "run_checks.py", "ctrf"),
+        (b'bash "$TEST_DIR/run.sh"', "run.sh", "ctrf"),
+        (b"source ${TEST_DIR}/helpers/run.sh", "helpers/run.sh", "ctrf"),
+        (b"cd /tests && ./run.sh", "run.sh", "ctrf"),
+        # a file the entry script does not run is never read
+        (b"python3 /tests/check.py", "run.sh", ""),
+    ],
+)
+def test_scripts_the_entry_runs_are_read(entry: bytes, runner: str, expected: str):
+    verifier = {
+        "test.sh": b"#!/bin/bash\n" + entry + b"\n",
+        runner: b"#!/bin/sh\nwrite_report --format ctrf > /logs/verifier/ctrf.json\n",
+        "check.py": b"print('ok')\n",
+        "test_outputs.py": b"def test_export():\n    assert 'junit' in open('/app/x').read()\n",
+    }
+    found = declared_sources(verifier)
+    if expected:
+        assert found == {ReportSource.CTRF}
+    else:
+        assert found == ALL_SOURCES  # the test module's "junit" is the tests' data, not a format
+
+
+def test_pytest_flags_and_its_config_in_tests_declare():
+    junit = declared_sources({"test.sh": b"pytest --junitxml=/logs/verifier/junit.xml /tests"})
+    assert junit == {ReportSource.PYTEST, ReportSource.JUNIT}
+    ctrf = declared_sources({"run-tests.sh": b"uv run pytest --ctrf /logs/verifier/ctrf.json"})
+    assert ctrf == {ReportSource.PYTEST, ReportSource.CTRF}
+    addopts = {
+        "test.sh": b"python -m pytest /tests -rA",
+        "pytest.ini": b"[pytest]\naddopts = --junitxml=/logs/verifier/junit.xml\n",
+    }
+    assert declared_sources(addopts) == {ReportSource.PYTEST, ReportSource.JUNIT}
+    commented = {"test.sh": b"# writes ctrf.json one day\npytest /tests -rA\n"}
+    assert declared_sources(commented) == {ReportSource.PYTEST}
+
+
+# -- no report: scored as Terminal-Bench scores it ---------------------------------------------
+NO_REPORT = collect_report({}, "")
+
+
+@pytest.mark.parametrize(
+    ("output", "exit_code"),
+    [
+        ("/app/src/meetup.cpp:12:5: error: 'day' was not declared in this scope\n", 2),
+        ("In file included from x.c:1:\nx.h:3:1: fatal error: y.h: No such file\n", 0),
+        ("main.o: In function `main':\nmain.c:(.text+0x5): undefined reference to `solve'\n", 1),
+        ("error[E0425]: cannot find value `x` in this scope\n", 101),
+        ("# example.com/meetup\n./meetup.go:7:2: undefined: time.Dayy\n", 1),
+        ("FAIL\texample.com/meetup [build failed]\n", 2),
+        ("src/Main.java:4: error: ';' expected\n", 1),
+        ("src/index.ts(3,7): error TS2322: Type 'string' is not assignable\n", 2),
+        ("make: *** [Makefile:4: all] Error 1\n", 0),
+        ("make[2]: *** [CMakeFiles/t.dir/build.make:76: t.o] Error 1\n", 127),
+    ],
+)
+def test_a_compile_failure_is_a_failed_attempt(output: str, exit_code: int):
+    v = report_verdict(NO_REPORT, exit_code, "building...\n" + output)
+    assert v.basis == VerdictBasis.COMPILE_FAILED and v.failure_mode == FailureMode.NONE
+    assert v.report.total == 1 and v.report.passed == 0 and not v.report.parse_error
+    assert "did not compile" in v.detail
+
+
+@pytest.mark.parametrize("exit_code", [1, 2, 5, 134, 139])
+def test_no_report_and_a_non_zero_exit_is_a_failed_attempt(exit_code: int):
+    v = report_verdict(NO_REPORT, exit_code, "Traceback ...\nAssertionError\n")
+    assert v.basis == VerdictBasis.EXIT_STATUS and v.failure_mode == FailureMode.NONE
+    assert not v.failure_mode.infrastructure
+    assert v.report.passed == 0 and v.report.total == 1
+    assert f"exit {exit_code}" in v.detail
+
+
+@pytest.mark.parametrize(
+    ("output", "basis"),
+    [
+        ("/tests/test.sh: line 4: ./build/meetup_test: No such file or directory\n", "agent"),
+        ("/tests/test.sh: line 9: /app/bin/solve: Permission denied\n", "agent"),
+        ("bash: /srv/out/run: No such file or directory\n", "agent"),
+        ("/tests/test.sh: line 2: pytest: command not found\n", "runner"),
+        ("bash: /tests/test.sh: No such file or directory\n", "runner"),
+        ("env: 'python3': No such file or directory\n", "runner"),
+        ("/tests/test.sh: line 3: /usr/local/go/bin/go: No such file or directory\n", "runner"),
+        ("", "runner"),
+    ],
+)
+def test_exit_127_is_the_agents_only_for_a_program_it_was_to_make(output: str, basis: str):
+    v = report_verdict(NO_REPORT, 127, output)
+    if basis == "agent":
+        assert v.basis == VerdictBasis.PROGRAM_MISSING and v.failure_mode == FailureMode.NONE
+        assert v.report.passed == 0 and v.report.total == 1
+    else:
+        assert v.basis == VerdictBasis.RUNNER_MISSING
+        assert v.failure_mode == FailureMode.VERIFIER_ERROR and v.failure_mode.infrastructure
+
+
+def test_a_report_decides_whatever_the_exit_and_garbage_is_a_parse_error():
+    ra = collect_report({}, PYTEST_RA)
+    for code in (0, 1, 127):
+        v = report_verdict(ra, code, PYTEST_RA + "\nmake: *** [all] Error 1\n")
+        assert v.basis == VerdictBasis.REPORT and v.report is ra
+    for files in ({"ctrf.json": b"{oops"}, {"reward.txt": b"banana"}, {"junit.xml": b"<x/>"}):
+        v = report_verdict(collect_report(files, ""), 1, "")
+        assert v.basis == VerdictBasis.UNREADABLE and v.failure_mode == FailureMode.PARSE_ERROR
+
+
+def test_exit_zero_with_nothing_written_stays_an_infrastructure_failure():
+    for code in (0, None):
+        v = report_verdict(NO_REPORT, code, "all good\n")
+        assert v.basis == VerdictBasis.NO_REPORT and v.failure_mode == FailureMode.VERIFIER_ERROR
