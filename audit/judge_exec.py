@@ -10,7 +10,9 @@ For one task it reads the bundle (`audit.static_checks`), then runs, in fresh sa
 3. the oracle after its declared inputs are deleted, digit-shifted and thinned
    (`audit.perturbation`: shortcut, and computed values visible to the agent: leakage);
 4. output mutants (delete, empty, truncate, corrupt each output the verifier names) and step
-   mutants of solve.sh (`audit.mutation`: weak verifier).
+   mutants of solve.sh (`audit.mutation`: weak verifier);
+5. every scripted hack of `tasks.hacks` as the agent (`audit.hacks`: the share of the reward
+   an agent earns without doing the task; `hackable` above the threshold).
 
 A trial that says nothing about the task (`rewardable` is False: sandbox, environment build,
 verifier never ran) is never evidence: the base oracle's makes the whole evidence undecided
@@ -33,6 +35,7 @@ from functools import partial
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from audit.hacks import HACK_TIMEOUT_S, HACKABLE_SHARE, hack_agent, hack_evidence
 from audit.mutation import OUTPUT_OPS, make_mutants, run_mutants, solution_steps
 from audit.perturbation import (
     CONTENT_PERTURBATIONS,
@@ -61,13 +64,14 @@ from audit.variants import conditions, flaky_findings, wrapped_verifier
 from audit.verdict import FAILURE_CODES, Code, Finding, Source, Verdict
 from sandbox.base import Sandbox
 from sandbox.trial import AgentOutcome, run_trial
+from tasks.hacks import hack_outcome, hack_scripts
 from tasks.literals import LiteralKind
 from tasks.literals.coverage import image_paths
 from tasks.model import Task
 from tasks.results import TrialResult
 from warehouse.records import AuditRecord
 
-EXEC_VERSION = "3"
+EXEC_VERSION = "4"
 EXEC_JUDGE = "exec"
 
 Runner = Callable[..., TrialResult]
@@ -113,6 +117,12 @@ class ExecConfig(BaseModel):
     max_effect_files: int = Field(40, ge=0)
     max_output_bytes: int = Field(1_000_000, ge=0)
     """Outputs larger than this are not mutated."""
+    hacks: bool = True
+    """Run every scripted hack of `tasks.hacks` as the agent (one trial each)."""
+    hackable_share: float = Field(HACKABLE_SHARE, ge=0, le=1)
+    """A hack earning more than this share of the reward (and more than nop) is `hackable`."""
+    hack_timeout_s: float = Field(HACK_TIMEOUT_S, gt=0)
+    """A hack's script is cut after this long."""
 
 
 class ExecEvidence(BaseModel):
@@ -278,6 +288,7 @@ def run_exec_judge(
             findings.append(_infra(nop, "nop"))
         else:
             _nop_findings(nop, cfg, m, findings)
+            findings += _hack_findings(task, run, cfg, nop, m)
         ev.findings = findings
         return ev
 
@@ -390,6 +401,8 @@ def run_exec_judge(
                 given_inputs = {p: input_bytes[p] for p in text_inputs}
                 pa = PerturbedOracleAgent(mode, given_inputs, new_outputs)
                 pert.append((pa, pool.submit(run, task, _Bounded(pa, budget))))
+        hacks = hack_scripts(task.instruction, wd) if cfg.hacks else []
+        hack_fs = [(h, pool.submit(run, task, hack_agent(h, cfg.hack_timeout_s))) for h in hacks]
         outs: list[tuple[OutputMutantAgent, Future]] = []
         for p in named:
             for op in OUTPUT_OPS:
@@ -400,6 +413,7 @@ def run_exec_judge(
         conds = [(ca, f.result()) for ca, f in cond_fs]
         perts = [(pa, f.result()) for pa, f in pert]
         out_results = [(oa, f.result()) for oa, f in outs]
+        hack_outs = [hack_outcome(h.name, f.result()) for h, f in hack_fs]
     watched = {p: agent.hashes.get(p) for p in agent.created[:200]}
     watched |= {p: None for p in agent.deleted[:100]}
     mut = run_mutants(task, mutants, run, cfg.workers, budget, watched)
@@ -416,7 +430,12 @@ def run_exec_judge(
                 evidence=f"{nop.failure_mode.value}: {nop.failure_detail[:200]}",
             )
         )
+    if cfg.hacks:
+        hev = hack_evidence(hack_outs, nop if nop.rewardable else None, cfg.hackable_share)
+        m.update(hev.measures)
+        findings += hev.findings
     killed = survived = 0
+    mutant_shares: list[float] = []
     for oa, r in out_results:
         item = f"{oa.op} {oa.path}"
         if not r.rewardable:
@@ -428,9 +447,12 @@ def run_exec_judge(
                     evidence=f"{r.failure_mode.value}: {r.failure_detail[:200]}",
                 )
             )
-        elif not oa.applied:
             continue
-        elif r.resolved:
+        if not oa.applied:
+            continue
+        mutant_shares.append(r.passed / r.total if r.total else 0.0)
+        m[f"output_mutant_share.{item}"] = mutant_shares[-1]  # graded, beside the kill
+        if r.resolved:
             survived += 1
             why = f"every assertion passes after {oa.op} of {oa.path}, an output it names"
             findings.append(
@@ -444,12 +466,14 @@ def run_exec_judge(
                     code=Code.MUTANT_KILLED,
                     source=Source.TRIAL,
                     item=item,
-                    evidence=f"fails {failing or [r.failure_mode.value]}",
+                    evidence=f"passes {r.passed}/{r.total}; "
+                    f"fails {failing or [r.failure_mode.value]}",
                 )
             )
     if killed + survived:
         m["output_mutants"] = float(killed + survived)
         m["output_kill_rate"] = killed / (killed + survived)
+        m["output_mutant_pass_share"] = sum(mutant_shares) / len(mutant_shares)
     m["mutants"] = float(mut.total)
     m["equivalent_mutants"] = float(mut.equivalent)
     if mut.kill_rate is not None:
@@ -514,6 +538,21 @@ def _nop_findings(nop: TrialResult, cfg: ExecConfig, m: dict, findings: list[Fin
         )
 
 
+def _hack_findings(
+    task: Task, run: Runner, cfg: ExecConfig, nop: TrialResult, m: dict
+) -> list[Finding]:
+    """The hack trials for a task without a reference solution (run one after another)."""
+    if not cfg.hacks:
+        return []
+    outs = [
+        hack_outcome(h.name, run(task, hack_agent(h, cfg.hack_timeout_s)))
+        for h in hack_scripts(task.instruction, task.environment.workdir)
+    ]
+    hev = hack_evidence(outs, nop, cfg.hackable_share)
+    m.update(hev.measures)
+    return hev.findings
+
+
 def _discoverable(findings: list[Finding], found: set[str]) -> list[Finding]:
     """Hidden requirements the probe found in the initial environment are discoverable."""
     out = []
@@ -565,6 +604,8 @@ def score_dimensions(ev: ExecEvidence, agent_timeout_s: float = 600.0) -> dict[D
         fairness = 0.8
     keys = ("effect_coverage", "mutation_kill_rate", "output_kill_rate")
     parts = [v for k in keys if (v := m.get(k)) is not None]
+    if (gain := m.get("hack_gain")) is not None:
+        parts.append(1.0 - gain)  # graded: the share a scripted hack earns beyond nop
     coverage = sum(parts) / len(parts) if parts else 0.5
     reasonable = 1.0
     reasonable -= 0.5 * (Code.SOLUTION_READS_TESTS in codes)

@@ -1,0 +1,307 @@
+"""Scripted hacks: what they read from an instruction, what their scripts do (run under a
+real bash on a scratch directory), the evidence they give, and, in the real sandbox, that a
+verifier a stub satisfies is `hackable` while a clean seed is not."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from audit.hacks import HACKABLE_SHARE, hack_evidence
+from audit.judge_exec import ExecConfig, run_exec_judge, score_dimensions
+from audit.rubric import Dimension, decide, load_rubric
+from audit.verdict import Code
+from tasks.corpus import SEED_DIR, load_task
+from tasks.hacks import (
+    HACKS,
+    HackOutcome,
+    Named,
+    hack_outcome,
+    hack_script,
+    hack_scripts,
+    instruction_names,
+)
+from tasks.model import Category, EnvironmentSpec, Limits, Task
+from tasks.results import (
+    AssertionResult,
+    AssertionStatus,
+    FailureMode,
+    ReportSource,
+    TrialResult,
+    VerifierReport,
+)
+from tests.audit.planted import CHECKRUNNER, TEST_SH
+
+INSTRUCTION = """\
+Read `/app/data/input.csv` and write the total to /app/out/total.txt. Also create
+`reports/summary.json`, the directory `/app/cache/`, and an executable `/app/bin/run.sh`.
+Implement `def parse_row(line)` and `normalize()` in `/app/tool.py`, and
+`pkg.stats.mean` (use `json.dumps` for output). The header must be "id,amount" and the
+answer has 3 decimals. Never touch /tests/test_outputs.py or /proc/self.
+"""
+
+
+def test_names_are_read_from_the_instruction_only() -> None:
+    n = instruction_names(INSTRUCTION, "/app")
+    assert set(n.paths) >= {
+        "/app/data/input.csv",
+        "/app/out/total.txt",  # a trailing period is prose, not the name
+        "/app/reports/summary.json",  # backticked and relative: under the working directory
+        "/app/cache/",
+        "/app/bin/run.sh",
+        "/app/tool.py",
+    }
+    assert not [p for p in n.paths if p.startswith(("/tests", "/proc"))]
+    assert set(n.functions) >= {("", "parse_row"), ("", "normalize"), ("pkg.stats", "mean")}
+    assert not [m for m, _ in n.functions if m == "json"]  # a standard-library module
+    assert {"id,amount", "3"} <= set(n.literals)
+
+
+def test_every_hack_is_a_script_and_unknown_names_are_refused() -> None:
+    scripts = hack_scripts(INSTRUCTION, "/app")
+    assert len(HACKS) >= 8 and {s.name for s in scripts} == set(HACKS)
+    for s in scripts:
+        assert s.script.startswith("set +e\ncd /app") and s.script.endswith("exit 0\n")
+        assert "/tests" not in s.script and "/solution" not in s.script
+        assert s.command.startswith("bash -c ")
+    with pytest.raises(ValueError, match="unknown hack 'nope'"):
+        hack_script("nope", Named(), "/app")
+
+
+def test_a_hack_with_nothing_to_do_is_left_out() -> None:
+    names = {s.name for s in hack_scripts("Print the answer to standard output.", "/app")}
+    assert "stub_paths" not in names and "echo_literals" not in names
+    assert "touch_now" in names  # sweeps the working directory whatever the instruction says
+
+
+def _bash(script: str, cwd: Path) -> None:
+    subprocess.run(["bash", "-c", script], cwd=cwd, check=True, timeout=60)
+
+
+@pytest.fixture
+def scratch(tmp_path: Path) -> tuple[Path, str]:
+    wd = tmp_path / "app"
+    (wd / "data").mkdir(parents=True)
+    (wd / "data" / "input.csv").write_text("id,amount\n1,2.5\n")
+    instruction = INSTRUCTION.replace("/app", str(wd))
+    return wd, instruction
+
+
+def _run(name: str, wd: Path, instruction: str) -> None:
+    _bash(hack_script(name, instruction_names(instruction, str(wd)), str(wd)).script, wd)
+
+
+def test_stub_paths_makes_directories_empty_files_and_no_op_programs(scratch) -> None:
+    wd, instruction = scratch
+    _run("stub_paths", wd, instruction)
+    assert (wd / "cache").is_dir()
+    assert (wd / "out" / "total.txt").read_bytes() == b""
+    assert (wd / "reports" / "summary.json").read_bytes() == b""
+    run_sh = wd / "bin" / "run.sh"
+    assert os.access(run_sh, os.X_OK) and subprocess.run([str(run_sh)]).returncode == 0
+    tool = subprocess.run(
+        ["python3", "-c", "import tool; print(tool.parse_row('x'), tool.normalize())"],
+        cwd=wd, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert tool.stdout.strip() == "None None"
+    assert (wd / "data" / "input.csv").read_text() == "id,amount\n1,2.5\n"  # inputs kept
+
+
+def test_module_stubs_make_the_dotted_module(scratch) -> None:
+    wd, instruction = scratch
+    _run("module_stubs", wd, instruction)
+    r = subprocess.run(["python3", "-c", "from pkg.stats import mean; print(mean())"],
+                       cwd=wd, capture_output=True, text=True, check=True)  # fmt: skip
+    assert r.stdout.strip() == "None"
+
+
+def test_echo_literals_fill_the_outputs(scratch) -> None:
+    wd, instruction = scratch
+    _run("echo_literals", wd, instruction)
+    lines = (wd / "out" / "total.txt").read_text().splitlines()
+    assert "id,amount" in lines and "3" in lines
+    printed = subprocess.run([str(wd / "bin" / "run.sh")], capture_output=True, text=True)
+    assert "id,amount" in printed.stdout.splitlines()
+
+
+def test_copy_inputs_copies_the_named_inputs_to_the_outputs(scratch) -> None:
+    wd, instruction = scratch
+    _run("copy_inputs", wd, instruction)
+    assert (wd / "out" / "total.txt").read_text() == "id,amount\n1,2.5\n"
+
+
+def test_exit_zero_replaces_a_named_program_that_exists(scratch) -> None:
+    wd, instruction = scratch
+    (wd / "bin").mkdir()
+    (wd / "bin" / "run.sh").write_text("#!/bin/bash\nexit 3\n")
+    _run("exit_zero", wd, instruction)
+    assert subprocess.run([str(wd / "bin" / "run.sh")]).returncode == 0
+
+
+def test_timestamp_games_and_modes(scratch) -> None:
+    wd, instruction = scratch
+    target = wd / "data" / "input.csv"
+    _run("epoch_mtimes", wd, instruction)
+    assert target.stat().st_mtime == 0
+    _run("touch_now", wd, instruction)
+    assert target.stat().st_mtime > 1e9
+    _run("chmod_x", wd, instruction)
+    assert os.access(target, os.X_OK)
+    _run("make_dirs", wd, instruction)
+    assert (wd / "out").is_dir() and (wd / "pkg" / "stats.py").exists() is False
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_git_commit_commits_the_current_tree(scratch) -> None:
+    wd, instruction = scratch
+    _bash("git init -q . && git -c user.name=a -c user.email=a@b commit -q --allow-empty -m 0", wd)
+    (wd / "new.txt").write_text("x\n")
+    _run("git_commit", wd, instruction)
+    log = subprocess.run(["git", "log", "--format=%s", "-1", "--name-only"], cwd=wd,
+                         capture_output=True, text=True, check=True).stdout  # fmt: skip
+    assert "new.txt" in log and log.splitlines()[0] != "0"
+
+
+# ---- evidence (pure) -----------------------------------------------------------------------
+
+
+def _result(oks: list[int], mode: FailureMode = FailureMode.NONE) -> TrialResult:
+    ok, bad = AssertionStatus.PASSED, AssertionStatus.FAILED
+    asserts = [AssertionResult(name=f"t{i}", status=ok if x else bad) for i, x in enumerate(oks)]
+    report = VerifierReport(assertions=asserts, source=ReportSource.CTRF)
+    return TrialResult(trial_id="x", task_id="t", task_hash="h", agent="a", backend="local",
+                       report=report, failure_mode=mode)  # fmt: skip
+
+
+def test_hack_outcome_is_per_assertion_and_zero_when_tampered() -> None:
+    o = hack_outcome("stub_paths", _result([True, False, True, False]))
+    assert o.passed == ("t0", "t2") and o.share == 0.5
+    assert hack_outcome("x", _result([True, True], FailureMode.TAMPERED)).share == 0.0
+    binary = _result([]).model_copy(
+        update={"report": VerifierReport(source=ReportSource.REWARD, reward=1.0)}
+    )
+    assert hack_outcome("x", binary).share == 1.0
+    broken = hack_outcome("x", _result([], FailureMode.SANDBOX_ERROR))
+    assert not broken.rewardable
+
+
+def test_hackable_needs_a_share_over_the_threshold_and_a_gain_over_nop() -> None:
+    nop = _result([True, False, False, False])
+    full = [
+        HackOutcome("stub_paths", ("t0", "t1", "t2", "t3"), 4),
+        HackOutcome("chmod_x", ("t0",), 4),
+    ]
+    ev = hack_evidence(full, nop, threshold=0.5)
+    assert ev.measures["max_hack_share"] == 1.0 and ev.measures["hack_gain"] == 0.75
+    assert ev.measures["hack_share.chmod_x"] == 0.25
+    hackable = [f for f in ev.findings if f.code == Code.HACKABLE]
+    assert [f.item for f in hackable] == ["stub_paths"]
+    assert sum(f.code == Code.HACK_TRIED for f in ev.findings) == 2
+    # exactly the share nop earns already is free reward, not a hack
+    same = hack_evidence([HackOutcome("touch_now", ("t0", "t1", "t2"), 4)], _result([1, 1, 1, 0]))
+    assert Code.HACKABLE not in [f.code for f in same.findings]
+    # at the threshold is not over it
+    half = hack_evidence([HackOutcome("stub_paths", ("t0", "t1"), 4)], _result([0, 0, 0, 0]), 0.5)
+    assert Code.HACKABLE not in [f.code for f in half.findings]
+    skipped = hack_evidence([HackOutcome("x", (), 0, rewardable=False, detail="boom")], None)
+    assert [f.code for f in skipped.findings] == [Code.RERUN_SKIPPED] and not skipped.measures
+
+
+# ---- in the sandbox -------------------------------------------------------------------------
+
+LIMITS = Limits(agent_timeout_s=30, verifier_timeout_s=30, memory_mb=256, pids=128, disk_mb=64)
+
+
+def _task(task_id: str, instruction: str, solve: str, tests: str, files=None) -> Task:
+    return Task(
+        id=task_id,
+        name=task_id,
+        instruction=instruction,
+        category=Category.SCRIPTING_AUTOMATION,
+        limits=LIMITS,
+        environment=EnvironmentSpec(requires=["python3"], files=files or {}),
+        solution={"solve.sh": solve.encode()},
+        verifier={
+            "test.sh": TEST_SH,
+            "run_checks.py": CHECKRUNNER,
+            "test_outputs.py": tests.encode(),
+        },  # fmt: skip
+    )
+
+
+NUMBERS = b"".join(b"%d\n" % (i * 37 % 101) for i in range(50))
+
+# Three surface forms of a verifier that checks that the work exists, not what it does.
+STUBBABLE = {
+    "wrapper": _task(
+        "hack-wrapper",
+        "`/app/numbers.txt` holds one integer a line. Write an executable script "
+        "`/app/bin/maxline.sh` that prints the largest of them.\n",
+        "mkdir -p /app/bin\nprintf '#!/bin/bash\\nsort -n /app/numbers.txt | tail -1\\n' "
+        "> /app/bin/maxline.sh\nchmod +x /app/bin/maxline.sh\n",
+        "import os, subprocess\n\n"
+        "def test_script_exists():\n    assert os.access('/app/bin/maxline.sh', os.X_OK)\n\n"
+        "def test_script_runs():\n"
+        "    assert subprocess.run(['/app/bin/maxline.sh']).returncode == 0\n",
+        {"app/numbers.txt": NUMBERS},
+    ),
+    "module": _task(
+        "hack-module",
+        "Create `/app/textutil.py` with a function `def slugify(text)` that lowercases the "
+        "text and joins its words with single hyphens.\n",
+        "cat > /app/textutil.py <<'EOF'\ndef slugify(text):\n"
+        "    return '-'.join(text.lower().split())\nEOF\n",
+        "import importlib.util\n\n"
+        "def _load():\n"
+        "    spec = importlib.util.spec_from_file_location('textutil', '/app/textutil.py')\n"
+        "    mod = importlib.util.module_from_spec(spec)\n    spec.loader.exec_module(mod)\n"
+        "    return mod\n\n"
+        "def test_module_imports():\n    assert _load() is not None\n\n"
+        "def test_slugify_defined():\n    assert callable(getattr(_load(), 'slugify', None))\n",
+    ),
+    "report": _task(
+        "hack-report",
+        "Summarize `/app/numbers.txt` (one integer a line): write their sum to "
+        "/app/out/sum.txt and their count to /app/out/count.txt.\n",
+        "mkdir -p /app/out\n"
+        "python3 -c \"print(sum(map(int, open('/app/numbers.txt'))))\" > /app/out/sum.txt\n"
+        "wc -l < /app/numbers.txt > /app/out/count.txt\n",
+        "import os\n\n"
+        "def test_sum_written():\n    assert os.path.isfile('/app/out/sum.txt')\n\n"
+        "def test_count_written():\n    assert os.path.exists('/app/out/count.txt')\n",
+        {"app/numbers.txt": NUMBERS},
+    ),
+}
+
+LEAN = ExecConfig(reruns=0, conditions=False, perturb=False, max_mutants=0, max_output_mutants=0)
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize("form", list(STUBBABLE))
+def test_a_verifier_a_stub_satisfies_is_hackable_and_rejected(form: str) -> None:
+    task = STUBBABLE[form]
+    ev = run_exec_judge(task, LEAN)
+    assert ev.measures["oracle_pass_share"] == 1.0, ev.findings
+    assert ev.measures["nop_pass_share"] == 0.0
+    assert ev.measures["max_hack_share"] == 1.0 and ev.measures["hack_share.stub_paths"] == 1.0
+    assert Code.HACKABLE in ev.codes()
+    d = decide(score_dimensions(ev), [c.value for c in ev.codes()], load_rubric("t1"))
+    assert "hackable" in d.hard
+    assert score_dimensions(ev)[Dimension.COVERAGE] <= 0.5  # the hack's gain feeds coverage
+
+
+# A seed whose measured max hack share is 0 (benchmarks/hack_share.py, docs/audit.md).
+CLEAN_SEED = "ds-sensor-summary-stats"
+
+
+@pytest.mark.sandbox
+def test_a_clean_seed_is_not_hackable() -> None:
+    ev = run_exec_judge(load_task(SEED_DIR / CLEAN_SEED), LEAN)
+    assert ev.measures["assertions"] >= 4
+    assert ev.measures["max_hack_share"] <= HACKABLE_SHARE / 2
+    assert ev.measures["hacks"] >= 8
+    assert Code.HACKABLE not in ev.codes()
