@@ -246,7 +246,7 @@ def semantic(
         verdict=Verdict.ERROR if failed else decision.verdict,
         reasons=[f.text() for f in failed] + decision.reasons,
         findings=[f for f in findings if f.defect or f.code in FAILURE_CODES]
-        + [f for f in llm if f.code == Code.LLM_SCORE],
+        + [f for f in llm if f.code in (Code.LLM_SCORE, Code.LLM_QUOTE_REFUSED)],
         scores=row,
     )
     return out, decision
