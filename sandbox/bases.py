@@ -83,11 +83,13 @@ class BaseTable(BaseModel):
 class UnknownBaseImage(EnvironmentBuildError):
     """A FROM name no table entry maps to a recipe (a task error: the task is rejected)."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, recipes: list[str] | None = None) -> None:
         self.name = name
+        choose = f"one of {', '.join(recipes)}" if recipes else "a recipe"
         super().__init__(
-            f"FROM {name}: no offline base image for this name (map it in ${USER_TABLE_ENV}; "
-            "see docs/images.md)"
+            f"FROM {name}: no offline base image for this name; map it in the TOML file "
+            f'${USER_TABLE_ENV} names: [[images]] pattern = "{normalize(name)}" '
+            f'recipe = "<{choose}>" (docs/images.md, "Base images offline")'
         )
 
 
@@ -145,7 +147,7 @@ def lookup(name: str, table: BaseTable | None = None) -> Base:
     for entry in table.images:
         if fnmatch.fnmatchcase(norm, entry.pattern):
             return Base(entry.recipe, table.recipes[entry.recipe])
-    raise UnknownBaseImage(name)
+    raise UnknownBaseImage(name, sorted(table.recipes))
 
 
 def state_dir() -> Path:

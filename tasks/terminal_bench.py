@@ -9,12 +9,16 @@ Terminal-Bench's standard run-tests.sh downloads uv from the internet and instal
 it when the verifier starts. `offline_run_tests` turns that boilerplate into its offline
 equivalent: the packages it installs become `verifier_packages` (installed at build time into
 VERIFIER_VENV) and the script runs them from there. A verifier that needs the network for
-anything else is marked as such (verifier network_mode = public) instead of failing later.
+anything else (downloads, apt and PPAs, pip, npm, Go modules, crates, git remotes) is marked
+as such (verifier network_mode = public) instead of failing later, with the reason
+(`NetworkNeed`: what the first such line fetches) as a comment at the top of tests/test.sh.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
@@ -52,19 +56,112 @@ _FETCH_UV = re.compile(
 )
 _UV_INSTALL = re.compile(r"^\s*uv (?:pip install|add)\s+(.*)$")
 _UV_RUN = re.compile(r"^(\s*)uv run\s+")
-_NETWORK = re.compile(
-    r"\b(curl|wget|pip3? install|uv (?:pip|add|sync|tool)|apt(?:-get)? install|git clone|"
-    r"npm (?:install|i)|npx|go get|cargo install)\b"
+
+
+class NetworkKind(StrEnum):
+    """What a verifier line fetches from the internet when it runs."""
+
+    DOWNLOAD = "download"  # curl, wget
+    PPA = "ppa"  # add-apt-repository, a ppa: source
+    APT = "apt"  # apt-get install/update
+    PYTHON_PACKAGES = "python packages"  # pip, uv, pipx, poetry, conda
+    NODE_PACKAGES = "node packages"  # npm, npx, yarn, pnpm, bun
+    GO_MODULES = "go modules"  # go get/install/mod download, GOPROXY/GOFLAGS=-mod=mod
+    CRATES = "rust crates"  # cargo install/fetch/add
+    GIT = "git remote"  # git clone/fetch/pull, submodules
+    OTHER_PACKAGES = "packages"  # gem, bundle, cpan, R's install.packages, docker pull
+
+
+_NETWORK: tuple[tuple[NetworkKind, re.Pattern[str]], ...] = (
+    (NetworkKind.PPA, re.compile(r"\b(add-apt-repository|apt-add-repository)\b|\bppa:")),
+    (NetworkKind.DOWNLOAD, re.compile(r"\b(curl|wget)\b")),
+    (
+        NetworkKind.APT,
+        re.compile(r"\bapt(-get)?\b[^|;&]*?\s(install|update|upgrade|dist-upgrade|build-dep)\b"),
+    ),
+    (
+        NetworkKind.PYTHON_PACKAGES,
+        re.compile(
+            r"\bpip3?(\.\d+)? (install|download)\b|-m pip (install|download)\b"
+            r"|\buv (pip|add|sync|tool)\b|\buvx\b|\bpipx (install|run)\b|\bpoetry install\b"
+            r"|\b(conda|mamba|micromamba) (install|create)\b"
+        ),
+    ),
+    (
+        NetworkKind.NODE_PACKAGES,
+        re.compile(
+            r"\bnpm (install|i|ci|add)\b|\bnpx\b|\byarn( (add|install)\b|\s*$)"
+            r"|\bpnpm (install|i|add|dlx)\b|\bbunx?\b (install|add|x)\b"
+        ),
+    ),
+    (
+        NetworkKind.GO_MODULES,
+        re.compile(
+            r"\bgo (get|install \S+@|mod (download|tidy))\b|GOFLAGS=\S*-mod=mod|GOPROXY=https?:"
+        ),
+    ),
+    (NetworkKind.CRATES, re.compile(r"\bcargo (install|fetch|add)\b")),
+    (NetworkKind.GIT, re.compile(r"\bgit (clone|fetch|pull|submodule update|ls-remote)\b")),
+    (
+        NetworkKind.OTHER_PACKAGES,
+        re.compile(
+            r"\bgem install\b|\bbundle install\b|\bcpanm?\b|install\.packages\("
+            r"|\bdocker pull\b|\b(huggingface-cli|hf) download\b"
+        ),
+    ),
 )
 
 
-def offline_run_tests(body: str) -> tuple[str, list[str]] | None:
-    """(offline script, pip packages) for the uv boilerplate; None when `body` still needs
-    the network after the conversion (or is not the boilerplate and needs it)."""
+@dataclass(frozen=True)
+class NetworkNeed:
+    """The first line of a verifier script that needs the internet when it runs."""
+
+    kind: NetworkKind
+    line: int  # 1-based, in run-tests.sh as read (after its shebang)
+    command: str
+
+    @property
+    def reason(self) -> str:
+        return f"run-tests.sh line {self.line} fetches {self.kind.value}: {self.command[:120]}"
+
+
+_URL_HOST = re.compile(r"\b(?:https?|ftp)://(\[[^\]]*\]|[^/:\s'\"]+)")
+_LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "0.0.0.0", "[::1]"})
+
+
+def network_need(line: str, number: int = 0) -> NetworkNeed | None:
+    """What `line` (one shell line, comment dropped) fetches from the internet (pure). A
+    download whose every URL is this machine's (a test of the agent's server) needs none."""
+    code = line.split("#", 1)[0]
+    if re.match(r"\s*(echo|printf)\s", code) and not re.search(r"[|;&`]|\$\(", code):
+        return None  # text printed, not run
+    for kind, pattern in _NETWORK:
+        if not pattern.search(code):
+            continue
+        if kind == NetworkKind.DOWNLOAD:
+            hosts = {h.lower() for h in _URL_HOST.findall(code)}
+            bare_local = re.search(r"\b(curl|wget)\b.*\s(localhost|127\.0\.0\.1)[:/\s]", code)
+            if (hosts and hosts <= _LOCAL_HOSTS) or (not hosts and bare_local):
+                continue
+        return NetworkNeed(kind, number, code.strip())
+    return None
+
+
+def verifier_network_need(body: str) -> NetworkNeed | None:
+    """The reason `body` (a run-tests.sh without its shebang) needs the internet when the
+    verifier runs, after the offline rewrite of the uv boilerplate; None when it does not
+    (pure; a converted tests/test.sh keeps such lines, so it gives the same kind)."""
+    converted = convert_run_tests(body)
+    return converted if isinstance(converted, NetworkNeed) else None
+
+
+def convert_run_tests(body: str) -> tuple[str, list[str]] | NetworkNeed:
+    """(offline script, pip packages) for the uv boilerplate, or why `body` still needs the
+    network after the conversion (or is not the boilerplate and needs it)."""
     packages: list[str] = []
     out: list[str] = []
     uses_uv = "astral.sh/uv" in body
-    for line in body.splitlines():
+    for number, line in enumerate(body.splitlines(), 1):
         if uses_uv and _FETCH_UV.match(line):
             continue
         m = _UV_INSTALL.match(line)
@@ -73,12 +170,20 @@ def offline_run_tests(body: str) -> tuple[str, list[str]] | None:
             continue
         if uses_uv:
             line = _UV_RUN.sub(r"\1", line)
-        if _NETWORK.search(line.split("#", 1)[0]):
-            return None
+        need = network_need(line, number)
+        if need is not None:
+            return need
         out.append(line)
     if uses_uv:
         out.insert(0, f'export PATH="{VERIFIER_VENV}/bin:$PATH"')
     return "\n".join(out) + "\n", packages
+
+
+def offline_run_tests(body: str) -> tuple[str, list[str]] | None:
+    """(offline script, pip packages) for the uv boilerplate; None when `body` still needs
+    the network after the conversion (`convert_run_tests` says why)."""
+    converted = convert_run_tests(body)
+    return None if isinstance(converted, NetworkNeed) else converted
 
 
 def load_terminal_bench(task_dir: Path | str) -> Task:
@@ -115,14 +220,19 @@ def load_terminal_bench(task_dir: Path | str) -> Task:
     body = run_tests.read_bytes().decode("utf-8")
     if body.startswith("#!"):
         body = body.split("\n", 1)[1] if "\n" in body else ""
-    offline = offline_run_tests(body)
+    converted = convert_run_tests(body)
     verifier_config = PhaseConfig()
     verifier_packages: list[str] = []
-    if offline is None:
+    header = "#!/bin/bash\nexport TEST_DIR=/tests\n"
+    if isinstance(converted, NetworkNeed):
+        # Recorded where a reader of the bundle looks; verifier_network_need(body) gives it
+        # back typed from the script itself.
         verifier_config = PhaseConfig(network_mode=NetworkAccess.PUBLIC)
+        header += "# t1: needs the internet at verify time (network_mode = public): "
+        header += converted.reason.replace("\n", " ") + "\n"
     else:
-        body, verifier_packages = offline
-    verifier["test.sh"] = ("#!/bin/bash\nexport TEST_DIR=/tests\n" + body).encode()
+        body, verifier_packages = converted
+    verifier["test.sh"] = (header + body).encode()
 
     def num(key: str, default: float) -> float:
         value = doc.get(key, default)

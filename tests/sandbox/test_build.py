@@ -226,6 +226,20 @@ def test_unmapped_from_is_a_clear_typed_error(state: Path) -> None:
     assert "FROM scratchy/thing:9: no offline base image" in str(e.value)
 
 
+def test_unmapped_from_says_how_to_map_it(state: Path) -> None:
+    with pytest.raises(ImageBuildError) as e:
+        build_image(
+            task("FROM docker.io/library/nosuch@sha256:0ab1\nRUN true\n"), RecordingRunner()
+        )
+    message = str(e.value)
+    assert "FROM docker.io/library/nosuch@sha256:0ab1: no offline base image" in message
+    # the entry to add, under the normalized name, and the recipes it may name
+    assert (
+        '$T1_BASE_IMAGES names: [[images]] pattern = "nosuch:latest" recipe = "<one of ' in message
+    )
+    assert "debian-bookworm" in message and "docs/images.md" in message
+
+
 def test_malformed_dockerfile_is_a_dockerfile_error(state: Path) -> None:
     with pytest.raises(ImageBuildError) as e:
         build_image(task("FROM tiny:1\nFETCH x\n"), RecordingRunner())

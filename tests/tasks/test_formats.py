@@ -218,3 +218,67 @@ def test_plain_run_tests_is_kept_as_written():
 
     body = "python3 -m pytest $TEST_DIR/test_outputs.py -rA  # curl not needed\n"
     assert offline_run_tests(body) == (body, [])
+
+
+@pytest.mark.parametrize(
+    ("line", "kind"),
+    [
+        ("go get github.com/stretchr/testify@v1.9.0", "go modules"),
+        ("cd /app && go mod download", "go modules"),
+        ("go install gotest.tools/gotestsum@latest", "go modules"),
+        ("GOFLAGS=-mod=mod go test ./...", "go modules"),
+        ("add-apt-repository -y ppa:deadsnakes/ppa", "ppa"),
+        ("apt-get -y install python3.12", "apt"),
+        ("apt update", "apt"),
+        ("wget -q https://example.org/data.tgz", "download"),
+        ("curl -fsSL https://deb.nodesource.com/setup_20.x | bash -", "download"),
+        ("python3 -m pip install numpy==2.0", "python packages"),
+        ("uvx ruff check /app", "python packages"),
+        ("npm ci --prefix /app", "node packages"),
+        ("cargo install cargo-nextest", "rust crates"),
+        ("git clone --depth 1 https://github.com/x/y /tmp/y", "git remote"),
+        ("gem install rspec", "packages"),
+        ("Rscript -e 'install.packages(\"testthat\")'", "packages"),
+    ],
+)
+def test_verifier_internet_needs_are_typed_with_a_reason(line: str, kind: str):
+    from tasks.terminal_bench import verifier_network_need
+
+    need = verifier_network_need(f"cd /app\n{line}\npytest $TEST_DIR -rA\n")
+    assert need is not None and need.kind.value == kind and need.line == 2
+    assert need.reason.startswith(f"run-tests.sh line 2 fetches {kind}: ")
+    assert line.split()[0] in need.reason
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "curl -sf http://localhost:8080/health",  # the agent's own server
+        "curl -s 127.0.0.1:5000/api | jq .",
+        "go test ./...",  # modules vendored or cached at build time
+        "cargo test --offline",
+        "git log --oneline | head",
+        "echo 'run: pip install x' > /dev/null  # not run",
+    ],
+)
+def test_local_commands_do_not_need_the_internet(line: str):
+    from tasks.terminal_bench import verifier_network_need
+
+    assert verifier_network_need(f"{line}\n") is None
+
+
+def test_a_verifier_needing_the_internet_records_why(tmp_path: Path):
+    src = FIXTURES / "terminal-bench" / "tb-count-lines"
+    task_dir = tmp_path / "tb-go"
+    shutil.copytree(src, task_dir)
+    (task_dir / "run-tests.sh").write_text(
+        "#!/bin/bash\ncd /app\ngo get github.com/stretchr/testify\ngo test ./... -v\n"
+    )
+    task = load_task(task_dir)
+    assert task.verifier_config.network_mode == NetworkAccess.PUBLIC
+    script = task.verifier["test.sh"].decode()
+    assert script.splitlines()[2] == (
+        "# t1: needs the internet at verify time (network_mode = public): "
+        "run-tests.sh line 2 fetches go modules: go get github.com/stretchr/testify"
+    )
+    assert script.endswith("go get github.com/stretchr/testify\ngo test ./... -v\n")
