@@ -34,11 +34,15 @@ def recorded_tasks(store: StoreRef, origin_pools: tuple[str, ...]) -> list[Task]
     """Tasks recorded with one of `origin_pools` as their origin, by round then id."""
     with Snapshot.open(writable_store(store), with_lineage=False) as snap:
         rows = snap.rows(
-            "SELECT content_hash, bundle FROM tasks WHERE origin_pool IN (SELECT unnest($p)) "
+            "SELECT content_hash, task_id, bundle FROM tasks "
+            "WHERE origin_pool IN (SELECT unnest($p)) "
             "ORDER BY round, task_id, content_hash",
             {"p": list(origin_pools)},
         )
-    return [task_from_bundle(dict(r["bundle"]), expected_hash=r["content_hash"]) for r in rows]
+    return [
+        task_from_bundle(dict(r["bundle"]), expected_hash=r["content_hash"], task_id=r["task_id"])
+        for r in rows
+    ]
 
 
 def seed_tasks(store: StoreRef) -> tuple[list[Task], list[Reject]]:

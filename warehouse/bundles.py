@@ -20,8 +20,13 @@ def _subtree(files: Mapping[str, bytes], prefix: str) -> dict[str, bytes]:
     return {p[len(prefix) :]: b for p, b in files.items() if p.startswith(prefix)}
 
 
-def task_from_bundle(files: Mapping[str, bytes], *, expected_hash: str | None = None) -> Task:
+def task_from_bundle(
+    files: Mapping[str, bytes], *, expected_hash: str | None = None, task_id: str = "task"
+) -> Task:
     """Rebuild a task from its bundle ({relative path: bytes}), as `load_harbor` would read it.
+    `task_id` stands in for the directory name `load_harbor` takes the id (and default name)
+    from when task.toml has no `[t1] id`: pass the recorded `tasks.task_id`, or an imported
+    task comes back as `task`. It is not part of the content hash.
 
     Raises TaskFormatError when the bundle is not a Harbor task, and ValueError when the
     rebuilt task's content hash differs from `expected_hash` (a corrupt or foreign bundle).
@@ -43,7 +48,7 @@ def task_from_bundle(files: Mapping[str, bytes], *, expected_hash: str | None = 
     task = task_from_toml(
         doc,
         path=f"{where}/task.toml",  # type: ignore[arg-type]  # only used in messages
-        task_id=str(t1.get("id", "task")) if isinstance(t1, dict) else "task",
+        task_id=str(t1.get("id", task_id)) if isinstance(t1, dict) else task_id,
         instruction=files["instruction.md"].decode("utf-8"),
         environment_files=_subtree(files, "environment/"),
         solution=solution,

@@ -212,10 +212,13 @@ def rst_members(source: Snapshot | StoreRef) -> list[str]:
 
 
 def pool_tasks(table: pa.Table) -> list[Task]:
-    """Rebuild the `Task`s of a `load_pool` table (checks each content hash)."""
+    """Rebuild the `Task`s of a `load_pool` table (checks each content hash; each keeps its
+    recorded id)."""
     return [
-        task_from_bundle(dict(row["bundle"]), expected_hash=row["content_hash"])
-        for row in table.select(["content_hash", "bundle"]).to_pylist()
+        task_from_bundle(
+            dict(row["bundle"]), expected_hash=row["content_hash"], task_id=row["task_id"]
+        )
+        for row in table.select(["content_hash", "task_id", "bundle"]).to_pylist()
     ]
 
 
