@@ -21,6 +21,11 @@ Contracts:
 - **Compaction** merges small parts into one under the lock and retires the inputs; retired
   parts stay on disk for `retire_grace_s` so that snapshots opened before the compaction keep
   working, then a later compaction deletes them.
+
+A store at an `s3://bucket/prefix` URL (`Store.open` picks `warehouse.objectstore.S3Store`)
+keeps the same parts and manifest content on object storage, with no lock: each commit is a
+conditional put of manifest version generation + 1, and a writer that loses the race re-reads
+and rebuilds its commit (`commit` retries on `CommitConflict`).
 """
 
 from __future__ import annotations
@@ -29,6 +34,8 @@ import contextlib
 import fcntl
 import json
 import os
+import random
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -53,6 +60,9 @@ ROW_GROUP_ROWS = 122_880
 DEFAULT_RETIRE_GRACE_S = 3600.0
 DEFAULT_SMALL_PART_BYTES = 64 * 1024 * 1024
 DEFAULT_TARGET_PART_BYTES = 512 * 1024 * 1024
+COMMIT_ATTEMPTS = 100  # optimistic commits (object storage) retried this often on conflict
+COMMIT_BACKOFF_S = (0.005, 0.25)  # first and largest backoff between attempts (jittered)
+OBJECT_URL_SCHEMES = ("s3",)
 
 
 class WarehouseError(ValueError):
@@ -65,6 +75,14 @@ class StoreNotFoundError(WarehouseError):
 
 class SchemaVersionError(WarehouseError):
     """The store's schema version is not the one this code reads; the message says what to do."""
+
+
+class CommitConflict(WarehouseError):
+    """Another writer committed this generation first (object storage): re-read and retry."""
+
+
+class CommitConflictError(WarehouseError):
+    """A commit lost the race to other writers `COMMIT_ATTEMPTS` times in a row."""
 
 
 class PartInfo(BaseModel):
@@ -98,6 +116,7 @@ class WriteResult:
     """Rows offered and rows actually added per table by one commit (duplicates dropped)."""
 
     generation: int
+    attempts: int = 1  # > 1: lost the race to other writers (object storage) and rebuilt
     offered: dict[str, int] = field(default_factory=dict)
     written: dict[str, int] = field(default_factory=dict)
 
@@ -110,11 +129,32 @@ class CompactionResult:
 
 
 def resolve_store_path(path: Path | str | None = None) -> Path:
-    """`path` if given, else $T1_WAREHOUSE, else ./data/warehouse (relative to the cwd)."""
+    """`path` if given, else $T1_WAREHOUSE, else ./data/warehouse (relative to the cwd).
+
+    An object-storage URL comes back as a Path too (`Path("s3://b/p")` reads `s3:/b/p`);
+    `Store.open` and `object_store_url` recognise both spellings."""
     if path is not None and str(path) != "":
         return Path(path)
     env = os.environ.get(ENV_VAR)
     return Path(env) if env else DEFAULT_STORE
+
+
+def object_store_url(path: Path | str | None) -> str | None:
+    """`s3://bucket/prefix` when `path` names a store on object storage, else None.
+
+    Accepts the URL itself and the form a `Path` makes of it (one slash after the scheme), so
+    a URL that went through a `--store` option typed as a Path still opens the object store.
+    """
+    if path is None:
+        return None
+    text = str(path)
+    for scheme in OBJECT_URL_SCHEMES:
+        if text == f"{scheme}:" or text.startswith(f"{scheme}:/"):
+            rest = text[len(scheme) + 1 :].lstrip("/").rstrip("/")
+            if not rest:
+                raise WarehouseError(f"store URL {text!r} names no bucket (want {scheme}://bucket)")
+            return f"{scheme}://{rest}"
+    return None
 
 
 def _fsync_dir(path: Path) -> None:
@@ -145,6 +185,23 @@ class Store:
     def __init__(self, root: Path) -> None:
         self.root = root
 
+    @property
+    def location(self) -> str:
+        """Where the store lives, for messages: its directory or its object-storage URL."""
+        return str(self.root)
+
+    @classmethod
+    def at(cls, path: Path | str | None = None) -> Store:
+        """The store object for `path` (see `resolve_store_path`), without reading anything:
+        an `S3Store` for an `s3://` URL, a store on local disk otherwise."""
+        resolved = resolve_store_path(path)
+        url = object_store_url(resolved)
+        if url is not None:
+            from warehouse.objectstore import S3Store  # lazy: the S3 client is optional
+
+            return S3Store(url)
+        return cls(resolved)
+
     # ---- opening and the manifest -------------------------------------------------------
 
     @classmethod
@@ -155,11 +212,11 @@ class Store:
         when its schema version is not this code's (`warehouse.migrations.migrate` brings an
         older store forward).
         """
-        store = cls(resolve_store_path(path))
-        if not store.meta_path.exists():
+        store = cls.at(path)
+        if not store._manifest_exists():
             if not create:
                 raise StoreNotFoundError(
-                    f"no warehouse at {str(store.root)!r} (no {META_FILE}); pass a store path, "
+                    f"no warehouse at {store.location!r} (no {META_FILE}); pass a store path, "
                     f"set ${ENV_VAR}, or record something first"
                 )
             store._initialize()
@@ -181,17 +238,27 @@ class Store:
             if not self.meta_path.exists():
                 self._write_manifest(Manifest(schema_version=schema.SCHEMA_VERSION))
 
+    def _manifest_exists(self) -> bool:
+        return self.meta_path.exists()
+
+    def _read_manifest_text(self) -> tuple[str, str]:
+        """(the committed manifest's JSON, where it was read from); StoreNotFoundError."""
+        try:
+            return self.meta_path.read_text(encoding="utf-8"), str(self.meta_path)
+        except FileNotFoundError:
+            raise StoreNotFoundError(f"no warehouse at {self.location!r}") from None
+
     def read_manifest(self, *, check_version: bool = True) -> Manifest:
         """The committed manifest; SchemaVersionError when its version is not ours."""
+        text, where = self._read_manifest_text()
         try:
-            text = self.meta_path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise StoreNotFoundError(f"no warehouse at {str(self.root)!r}") from None
-        raw = json.loads(text)
-        if raw.get("format") != FORMAT:
+            raw = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise WarehouseError(f"{where!r} is not valid JSON: {e}") from e
+        if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+            found = raw.get("format") if isinstance(raw, dict) else type(raw).__name__
             raise WarehouseError(
-                f"{str(self.meta_path)!r} is not a T1 Forge warehouse manifest "
-                f"(format {raw.get('format')!r})"
+                f"{where!r} is not a T1 Forge warehouse manifest (format {found!r})"
             )
         manifest = Manifest.model_validate(raw)
         if check_version:
@@ -202,7 +269,7 @@ class Store:
         ours = schema.SCHEMA_VERSION
         if found == ours:
             return
-        where = str(self.root)
+        where = self.location
         if found > ours:
             raise SchemaVersionError(
                 f"warehouse {where!r} has schema version {found}, newer than this t1-forge "
@@ -215,10 +282,17 @@ class Store:
         )
 
     def _write_manifest(self, manifest: Manifest) -> None:
+        """Commit `manifest` (its generation already advanced by the caller).
+
+        On local disk the caller holds the write lock, so this cannot conflict; an object
+        store raises CommitConflict when another writer committed that generation first."""
         manifest.updated_at = datetime.now(UTC)
-        _write_json_atomic(self.meta_path, manifest.model_dump_json(indent=1))
+        self._put_manifest(manifest, manifest.model_dump_json(indent=1))
         if self.catalog_path.exists():  # kept current once created (`t1 warehouse catalog`)
             self._write_catalog(manifest)
+
+    def _put_manifest(self, manifest: Manifest, text: str) -> None:
+        _write_json_atomic(self.meta_path, text)
 
     @property
     def catalog_path(self) -> Path:
@@ -229,6 +303,10 @@ class Store:
         return {
             t: [self.part_path(t, p.file) for p in parts] for t, parts in manifest.tables.items()
         }
+
+    def table_files(self, manifest: Manifest, table: str) -> list[Path]:
+        """The files of `table`'s committed parts in `manifest`."""
+        return [self.part_path(table, p.file) for p in manifest.parts(table)]
 
     def write_catalog(self) -> Path:
         """Create (or refresh) `catalog.duckdb`, the store's views for external DuckDB clients
@@ -260,31 +338,52 @@ class Store:
 
         `build` runs with the lock held, so it may read the store (e.g. to pick the next pool
         version) without racing another writer.
+
+        On object storage there is no lock: a commit that loses the race to another writer
+        runs `build` again on the newer manifest (so `build` must depend on nothing but the
+        manifest and the store), dropping the parts it wrote, up to `COMMIT_ATTEMPTS` times.
         """
-        with self._locked():
-            manifest = self.read_manifest()
-            tables = dict(build(manifest))
-            for name in tables:
-                table_spec(name)
-            result = WriteResult(generation=manifest.generation)
-            new_parts: dict[str, PartInfo] = {}
-            with duckdb.connect() as con:
-                for name, table in tables.items():
-                    spec = table_spec(name)
-                    table = conform(table, spec)
-                    result.offered[name] = table.num_rows
-                    fresh = self._new_rows(con, spec, table, manifest)
-                    result.written[name] = fresh.num_rows
-                    if fresh.num_rows:
-                        new_parts[name] = self._write_part(spec, fresh, manifest.generation + 1)
-            if not new_parts:
+        for attempt in range(COMMIT_ATTEMPTS):
+            with self._locked():
+                manifest = self.read_manifest()
+                tables = dict(build(manifest))
+                for name in tables:
+                    table_spec(name)
+                result = WriteResult(generation=manifest.generation, attempts=attempt + 1)
+                new_parts: dict[str, PartInfo] = {}
+                try:
+                    with duckdb.connect() as con:
+                        for name, table in tables.items():
+                            spec = table_spec(name)
+                            table = conform(table, spec)
+                            result.offered[name] = table.num_rows
+                            fresh = self._new_rows(con, spec, table, manifest)
+                            result.written[name] = fresh.num_rows
+                            if fresh.num_rows:
+                                new_parts[name] = self._write_part(
+                                    spec, fresh, manifest.generation + 1
+                                )
+                    if not new_parts:
+                        return result
+                    manifest.generation += 1
+                    for name, part in new_parts.items():
+                        manifest.tables.setdefault(name, []).append(part)
+                    self._write_manifest(manifest)
+                except CommitConflict:
+                    self._discard_parts(list(new_parts.items()))
+                    _backoff(attempt)
+                    continue
+                result.generation = manifest.generation
                 return result
-            manifest.generation += 1
-            for name, part in new_parts.items():
-                manifest.tables.setdefault(name, []).append(part)
-            self._write_manifest(manifest)
-            result.generation = manifest.generation
-            return result
+        raise CommitConflictError(
+            f"warehouse {self.location!r}: commit lost to other writers {COMMIT_ATTEMPTS} times "
+            "in a row; nothing of it was committed, run it again"
+        )
+
+    def _discard_parts(self, parts: list[tuple[str, PartInfo]]) -> None:
+        """Delete parts written for a commit that lost its race (no manifest names them)."""
+        for table, part in parts:
+            (self.root / table / part.file).unlink(missing_ok=True)
 
     def _new_rows(
         self, con: duckdb.DuckDBPyConnection, spec: TableSpec, table: pa.Table, manifest: Manifest
@@ -297,7 +396,7 @@ class Store:
             "_i", pa.array(range(table.num_rows), pa.int64())
         )
         con.register("_batch", batch)
-        files = [self.part_path(spec.name, p.file) for p in manifest.parts(spec.name)]
+        files = self.table_files(manifest, spec.name)
         if files:
             query = f"""
                 WITH seen AS (
@@ -366,7 +465,8 @@ class Store:
 
         Then delete retired parts older than `retire_grace_s` and whatever killed writers left
         (temp files, parts no manifest names): under the lock no write is in flight, so any
-        unnamed file is an orphan.
+        unnamed file is an orphan. (On object storage, where writers take no lock, an unnamed
+        part is deleted only once it is older than the store's `orphan_age_s`.)
         """
         if retire_grace_s < 0:
             raise ValueError(f"retire_grace_s must be >= 0, got {retire_grace_s!r}")
@@ -378,36 +478,57 @@ class Store:
         names = tables if tables is not None else list(schema.TABLES)
         for name in names:
             table_spec(name)
-        with self._locked():
-            manifest = self.read_manifest()
-            result = CompactionResult(generation=manifest.generation)
-            changed = False
-            for name in names:
-                spec = table_spec(name)
-                for group in _merge_groups(
-                    manifest.parts(name), small_part_bytes, target_part_bytes
-                ):
-                    merged = pa.concat_tables(
-                        [conform(pq.read_table(self.part_path(name, p.file)), spec) for p in group]
-                    )
-                    manifest = self.replace_parts(manifest, name, group, merged)
-                    result.merged[name] = result.merged.get(name, 0) + len(group)
+        for attempt in range(COMMIT_ATTEMPTS):
+            with self._locked():
+                manifest = self.read_manifest()
+                result = CompactionResult(generation=manifest.generation)
+                before = {t: {p.file for p in parts} for t, parts in manifest.tables.items()}
+                changed = False
+                for name in names:
+                    spec = table_spec(name)
+                    for group in _merge_groups(
+                        manifest.parts(name), small_part_bytes, target_part_bytes
+                    ):
+                        merged = pa.concat_tables(
+                            [
+                                conform(pq.read_table(self.part_path(name, p.file)), spec)
+                                for p in group
+                            ]
+                        )
+                        manifest = self.replace_parts(manifest, name, group, merged)
+                        result.merged[name] = result.merged.get(name, 0) + len(group)
+                        changed = True
+                now = datetime.now(UTC)
+                expired = [
+                    r
+                    for r in manifest.retired
+                    if (now - r.retired_at).total_seconds() >= retire_grace_s
+                ]
+                if expired:
+                    manifest.retired = [r for r in manifest.retired if r not in expired]
                     changed = True
-            now = datetime.now(UTC)
-            expired = [
-                r
-                for r in manifest.retired
-                if (now - r.retired_at).total_seconds() >= retire_grace_s
-            ]
-            if expired:
-                manifest.retired = [r for r in manifest.retired if r not in expired]
-                changed = True
-            if changed:
-                manifest.generation += 1
-                self._write_manifest(manifest)
-            result.generation = manifest.generation
-            result.deleted_files = self._delete_unreferenced(manifest)
-            return result
+                if changed:
+                    manifest.generation += 1
+                    try:
+                        self._write_manifest(manifest)
+                    except CommitConflict:
+                        self._discard_parts(
+                            [
+                                (t, p)
+                                for t, parts in manifest.tables.items()
+                                for p in parts
+                                if p.file not in before.get(t, set())
+                            ]
+                        )
+                        _backoff(attempt)
+                        continue
+                result.generation = manifest.generation
+                result.deleted_files = self._delete_unreferenced(manifest)
+                return result
+        raise CommitConflictError(
+            f"warehouse {self.location!r}: compaction lost to other writers {COMMIT_ATTEMPTS} "
+            "times in a row; nothing of it was committed, run it again"
+        )
 
     def _delete_unreferenced(self, manifest: Manifest) -> list[str]:
         """Delete files under table directories that the manifest neither uses nor retires."""
@@ -426,6 +547,13 @@ class Store:
             tmp.unlink(missing_ok=True)
             deleted.append(tmp.name)
         return sorted(deleted)
+
+
+def _backoff(attempt: int) -> None:
+    """Sleep before retry `attempt + 1` of a lost commit: exponential, capped, full jitter (so
+    two writers that collided do not collide again in lockstep)."""
+    first, cap = COMMIT_BACKOFF_S
+    time.sleep(random.uniform(0, min(cap, first * 2**attempt)))
 
 
 def _merge_groups(parts: list[PartInfo], small: int, target: int) -> list[list[PartInfo]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -136,3 +137,87 @@ def graph() -> Graph:
 def task_factory():
     """`make_task` for tests (conftest modules are not importable by name here)."""
     return make_task
+
+
+class S3Endpoint:
+    """A moto S3 server on loopback: its URL, and the environment a client needs for it."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    def env(self) -> dict[str, str]:
+        return {
+            "T1_S3_ENDPOINT": self.url,
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
+
+    def make_bucket(self, name: str) -> str:
+        """Create bucket `name` (through the store's own client library); returns `s3://name`."""
+        import s3fs
+
+        fs = s3fs.S3FileSystem(
+            endpoint_url=self.url, skip_instance_cache=True, key="testing", secret="testing"
+        )
+        fs.call_s3("create_bucket", Bucket=name)
+        return f"s3://{name}"
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """moto's S3 in server mode on 127.0.0.1 (a free port), for the session.
+
+    moto checks a conditional put's precondition and then stores the object in two steps, and
+    its server runs each request in a thread, so two racing `If-None-Match: *` puts could both
+    pass; S3 itself makes the pair atomic. The WSGI app is therefore called under one lock (one
+    request at a time, as moto's own single-threaded mode would), which is the guarantee the
+    commit protocol relies on, and nothing more.
+    """
+    import threading
+
+    pytest.importorskip(
+        "moto", reason="the moto S3 server is not installed (pip install moto[server])"
+    )
+    pytest.importorskip("s3fs", reason="s3fs is not installed")
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
+    from werkzeug.serving import WSGIRequestHandler, make_server
+
+    app = DomainDispatcherApplication(create_backend_app)
+    lock = threading.Lock()
+
+    def serialized(environ, start_response):
+        with lock:
+            return list(app(environ, start_response))
+
+    class Quiet(WSGIRequestHandler):
+        def log_request(self, *args, **kwargs) -> None:  # one line per request otherwise
+            pass
+
+    server = make_server("127.0.0.1", 0, serialized, threaded=True, request_handler=Quiet)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    host, port = server.server_address[:2]
+    try:
+        yield S3Endpoint(f"http://{host}:{port}")
+    finally:
+        server.shutdown()
+        thread.join(timeout=10)
+
+
+@pytest.fixture
+def s3_store_url(
+    s3_server: S3Endpoint,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
+) -> str:
+    """`s3://<fresh bucket>/wh`, with this process's S3 environment and cache set for it."""
+    for name, value in s3_server.env().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("T1_WAREHOUSE_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    monkeypatch.delenv("T1_WAREHOUSE", raising=False)
+    monkeypatch.delenv("AWS_ENDPOINT_URL", raising=False)
+    bucket = "t1-" + uuid.uuid4().hex[:12]
+    return s3_server.make_bucket(bucket) + "/wh"

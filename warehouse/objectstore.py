@@ -1,0 +1,333 @@
+"""The warehouse on object storage: `T1_WAREHOUSE=s3://bucket/prefix` (or `--store` the same).
+
+Layout under the prefix (the same parts as on local disk, the manifest versioned)::
+
+    _manifest/<generation, 20 digits>.json   one object per committed generation
+    <table>/part-*.parquet                   immutable parts, named once and never rewritten
+
+The commit protocol (there is no lock across machines):
+
+1. read the newest manifest: list `_manifest/`, take the highest generation N, read it;
+2. build the commit against N (duplicate keys are checked against N's parts), upload its
+   parts under fresh names;
+3. put `_manifest/<N + 1>.json` with `If-None-Match: *`. S3 creates the object only if no
+   object has that key, atomically, so of two writers racing for N + 1 exactly one wins;
+4. the loser (HTTP 412, or 409 while the winner's put is in flight) deletes the parts it
+   uploaded, backs off with jitter, and starts again at 1 with the newer manifest.
+
+A PUT is all-or-nothing, so a listed manifest version is always complete, and every part it
+names was uploaded before it: a reader that takes the highest version sees exactly one whole
+commit. Manifest versions are kept (each is one small JSON object); a generation number is
+never reused, which is what makes the conditional put a compare-and-swap: deleting old
+versions would let a writer holding a stale manifest create a number that had existed.
+
+Parts are read through a local cache (`T1_WAREHOUSE_CACHE`, default
+`$XDG_CACHE_HOME/t1-forge/warehouse`, one directory per bucket and prefix): a snapshot downloads
+the parts its manifest names that the cache lacks, then DuckDB reads local files, so the views,
+the lineage macros and the external catalog (`catalog.duckdb` in the cache directory) work as
+on local disk. Parts never change once named, so a cached part is never stale. DuckDB's own
+S3 reader (the httpfs extension) is not used: no build of it for this DuckDB is installable
+from the package index.
+
+Connection settings come from the environment, as for any AWS client: the endpoint from
+`T1_S3_ENDPOINT`, else `AWS_ENDPOINT_URL` (unset: AWS itself); credentials and region from
+`AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`, `AWS_DEFAULT_REGION` or
+the usual AWS config files. The client is `s3fs` (fsspec), imported only when an S3 store is
+opened.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+import warehouse.schema as schema
+from warehouse.schema import TableSpec
+from warehouse.store import (
+    CommitConflict,
+    Manifest,
+    PartInfo,
+    Store,
+    StoreNotFoundError,
+    WarehouseError,
+)
+
+ENDPOINT_ENV = "T1_S3_ENDPOINT"
+AWS_ENDPOINT_ENV = "AWS_ENDPOINT_URL"
+CACHE_ENV = "T1_WAREHOUSE_CACHE"
+MANIFEST_DIR = "_manifest"
+VERSION_DIGITS = 20
+DEFAULT_ORPHAN_AGE_S = 3600.0
+# S3 answers 409 ConditionalRequestConflict when another conditional put of the same key is
+# in flight; like a 412 it means "someone else is committing this generation": retry.
+CONFLICT_CODES = frozenset({"PreconditionFailed", "ConditionalRequestConflict"})
+
+
+class ObjectStoreError(WarehouseError):
+    """The object store refused or failed a request (bucket missing, no access, no client)."""
+
+
+def default_cache_dir() -> Path:
+    """$T1_WAREHOUSE_CACHE, else $XDG_CACHE_HOME/t1-forge/warehouse, else ~/.cache/..."""
+    env = os.environ.get(CACHE_ENV)
+    if env:
+        return Path(env)
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "t1-forge" / "warehouse"
+
+
+def endpoint_url() -> str | None:
+    """The S3 endpoint: $T1_S3_ENDPOINT, else $AWS_ENDPOINT_URL, else None (AWS)."""
+    return os.environ.get(ENDPOINT_ENV) or os.environ.get(AWS_ENDPOINT_ENV) or None
+
+
+def manifest_key(generation: int) -> str:
+    """The object name of a generation's manifest, relative to the store prefix."""
+    if generation < 0:
+        raise ValueError(f"generation must be >= 0, got {generation!r}")
+    return f"{MANIFEST_DIR}/{generation:0{VERSION_DIGITS}d}.json"
+
+
+def parse_manifest_key(name: str) -> int | None:
+    """The generation a manifest object name stands for; None for any other object."""
+    stem, dot, ext = name.rpartition("/")[2].partition(".")
+    if dot and ext == "json" and len(stem) == VERSION_DIGITS and stem.isdigit():
+        return int(stem)
+    return None
+
+
+def _client_error_code(e: BaseException) -> str | None:
+    """The S3 error code behind an s3fs exception (s3fs chains the botocore ClientError)."""
+    for err in (e, e.__cause__, e.__context__):
+        response = getattr(err, "response", None)
+        if isinstance(response, dict):
+            code = response.get("Error", {}).get("Code")
+            return str(code) if code is not None else None
+    return None
+
+
+class S3Store(Store):
+    """A store under `s3://bucket/prefix`; `root` is its local cache directory.
+
+    Writers take no lock (`_locked` is a no-op): `Store.commit` and `Store.compact` retry on
+    the `CommitConflict` that `_put_manifest` raises when the generation was taken.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        cache_dir: Path | None = None,
+        orphan_age_s: float = DEFAULT_ORPHAN_AGE_S,
+    ) -> None:
+        if not url.startswith("s3://"):
+            raise WarehouseError(f"not an S3 store URL: {url!r} (want s3://bucket/prefix)")
+        bucket, _, prefix = url[len("s3://") :].strip("/").partition("/")
+        if not bucket:
+            raise WarehouseError(f"store URL {url!r} names no bucket")
+        self.url = f"s3://{bucket}/{prefix}".rstrip("/")
+        self.bucket = bucket
+        self.prefix = prefix.strip("/")
+        self.orphan_age_s = orphan_age_s
+        cache = cache_dir if cache_dir is not None else default_cache_dir()
+        super().__init__(cache / "s3" / bucket / (self.prefix or "_root"))
+        self._fs: Any = None
+        self._fs_pid = -1
+        self._latest_seen = -1  # highest generation listed so far: later listings start there
+
+    @property
+    def location(self) -> str:
+        return self.url
+
+    # ---- the client -----------------------------------------------------------------------
+
+    @property
+    def fs(self) -> Any:
+        """The s3fs filesystem, made per process (its event loop does not survive a fork)."""
+        if self._fs is None or self._fs_pid != os.getpid():
+            try:
+                import s3fs
+            except ImportError as e:
+                raise ObjectStoreError(
+                    f"warehouse {self.url!r} is on S3, which needs the s3fs package "
+                    "(pip install s3fs)"
+                ) from e
+            self._fs = s3fs.S3FileSystem(
+                endpoint_url=endpoint_url(), skip_instance_cache=True, use_listings_cache=False
+            )
+            self._fs_pid = os.getpid()
+        return self._fs
+
+    def _path(self, key: str) -> str:
+        """bucket/prefix/key, the form s3fs takes."""
+        return "/".join(x for x in (self.bucket, self.prefix, key) if x)
+
+    def _key(self, key: str) -> str:
+        """prefix/key, the form the S3 API takes."""
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    @contextlib.contextmanager
+    def _requests(self, what: str) -> Iterator[None]:
+        """Turn the client's failures into one-line ObjectStoreErrors naming the store."""
+        try:
+            yield
+        except WarehouseError:
+            raise
+        except (OSError, ValueError) as e:
+            if _client_error_code(e) == "NoSuchBucket":
+                raise self._no_bucket() from e
+            raise ObjectStoreError(f"warehouse {self.url!r}: {what} failed: {e}") from e
+
+    def _no_bucket(self) -> ObjectStoreError:
+        return ObjectStoreError(
+            f"warehouse {self.url!r}: bucket {self.bucket!r} does not exist (or is not visible "
+            "with these credentials); create it first"
+        )
+
+    def _list(self, key_prefix: str, start_after: str | None = None) -> list[dict[str, Any]]:
+        """Every object under `key_prefix` (relative to the store prefix), paging through."""
+        kwargs: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self._key(key_prefix)}
+        if start_after is not None:
+            kwargs["StartAfter"] = self._key(start_after)
+        out: list[dict[str, Any]] = []
+        with self._requests(f"listing {key_prefix!r}"):
+            while True:
+                page = self.fs.call_s3("list_objects_v2", **kwargs)
+                out.extend(page.get("Contents", []))
+                if not page.get("IsTruncated"):
+                    return out
+                kwargs["ContinuationToken"] = page["NextContinuationToken"]
+
+    # ---- the manifest ---------------------------------------------------------------------
+
+    def latest_generation(self) -> int | None:
+        """The highest committed generation, or None when there is no manifest yet."""
+        start = manifest_key(self._latest_seen) if self._latest_seen >= 0 else None
+        found = [parse_manifest_key(o["Key"]) for o in self._list(f"{MANIFEST_DIR}/", start)]
+        versions = [v for v in found if v is not None]
+        if versions:
+            self._latest_seen = max(self._latest_seen, *versions)
+        return self._latest_seen if self._latest_seen >= 0 else None
+
+    def _manifest_exists(self) -> bool:
+        return self.latest_generation() is not None
+
+    def _read_manifest_text(self) -> tuple[str, str]:
+        generation = self.latest_generation()
+        if generation is None:
+            raise StoreNotFoundError(f"no warehouse at {self.url!r} (no {MANIFEST_DIR}/)")
+        key = manifest_key(generation)
+        with self._requests(f"reading {key}"):
+            data = self.fs.cat_file(self._path(key))
+        return data.decode("utf-8"), f"{self.url}/{key}"
+
+    def _put_manifest(self, manifest: Manifest, text: str) -> None:
+        """Create `_manifest/<generation>.json` only if absent: the atomic commit point."""
+        key = manifest_key(manifest.generation)
+        try:
+            self.fs.pipe_file(self._path(key), text.encode("utf-8"), mode="create")
+        except FileExistsError as e:
+            raise CommitConflict(f"{self.url}: generation {manifest.generation} taken") from e
+        except OSError as e:
+            if _client_error_code(e) in CONFLICT_CODES:
+                raise CommitConflict(f"{self.url}: generation {manifest.generation} taken") from e
+            raise ObjectStoreError(f"warehouse {self.url!r}: writing {key} failed: {e}") from e
+        self._latest_seen = max(self._latest_seen, manifest.generation)
+
+    def _initialize(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        with self._requests(f"checking bucket {self.bucket!r}"):
+            if not self.fs.exists(self.bucket):
+                raise self._no_bucket()
+        with contextlib.suppress(CommitConflict):  # another writer initialized it first
+            self._write_manifest(Manifest(schema_version=schema.SCHEMA_VERSION))
+
+    @contextlib.contextmanager
+    def _locked(self) -> Iterator[None]:
+        """No lock across machines: commits are optimistic (see the module docstring)."""
+        yield
+
+    # ---- parts ------------------------------------------------------------------------------
+
+    def _fetch(self, wanted: list[tuple[str, str]]) -> None:
+        """Download the (table, file) parts the cache lacks, each to a temporary name first,
+        so that a cached file is always a whole part (processes may share a cache)."""
+        missing = [(t, f) for t, f in wanted if not (self.root / t / f).exists()]
+        if not missing:
+            return
+        tmp = []
+        for table, file in missing:
+            (self.root / table).mkdir(parents=True, exist_ok=True)
+            tmp.append(self.root / table / f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}-{file}")
+        try:
+            with self._requests(f"downloading {len(missing)} parts"):
+                self.fs.get([self._path(f"{t}/{f}") for t, f in missing], [str(p) for p in tmp])
+            for (table, file), path in zip(missing, tmp, strict=True):
+                os.replace(path, self.root / table / file)
+        finally:
+            for path in tmp:
+                path.unlink(missing_ok=True)
+
+    def part_path(self, table: str, file: str) -> Path:
+        """The part's file in the local cache, downloaded first if missing."""
+        self._fetch([(table, file)])
+        return super().part_path(table, file)
+
+    def table_files(self, manifest: Manifest, table: str) -> list[Path]:
+        """The cached files of `table`'s parts in `manifest` (missing ones downloaded)."""
+        self._fetch([(table, p.file) for p in manifest.parts(table)])
+        return [self.root / table / p.file for p in manifest.parts(table)]
+
+    def part_files(self, manifest: Manifest) -> dict[str, list[Path]]:
+        """table -> the cached files of its parts in `manifest` (missing ones downloaded)."""
+        self._fetch([(t, p.file) for t, parts in manifest.tables.items() for p in parts])
+        return {t: [self.root / t / p.file for p in parts] for t, parts in manifest.tables.items()}
+
+    def _write_part(self, spec: TableSpec, table: pa.Table, generation: int) -> PartInfo:
+        """Write the part into the cache (as on local disk), then upload it under its name."""
+        (self.root / spec.name).mkdir(parents=True, exist_ok=True)
+        part = super()._write_part(spec, table, generation)
+        key = f"{spec.name}/{part.file}"
+        with self._requests(f"uploading {key}"):
+            self.fs.put_file(str(self.root / spec.name / part.file), self._path(key))
+        return part
+
+    def _discard_parts(self, parts: list[tuple[str, PartInfo]]) -> None:
+        """Delete the uploads of a commit that lost its race (best effort: a part left behind
+        is named by no manifest, and a later compaction deletes it once old enough)."""
+        super()._discard_parts(parts)
+        if parts:
+            with contextlib.suppress(OSError):
+                self.fs.rm([self._path(f"{t}/{p.file}") for t, p in parts])
+
+    def _delete_unreferenced(self, manifest: Manifest) -> list[str]:
+        """Delete parts no manifest names or retires, once older than `orphan_age_s`.
+
+        Unlike on local disk, another writer may have uploaded a part that its commit will
+        name in a moment, so a young unnamed part is left alone."""
+        referenced = {(t, p.file) for t, parts in manifest.tables.items() for p in parts}
+        referenced |= {(r.table, r.file) for r in manifest.retired}
+        now = datetime.now(UTC)
+        doomed: list[str] = []
+        for name in schema.TABLES:
+            for obj in self._list(f"{name}/"):
+                file = obj["Key"].rpartition("/")[2]
+                if not file.endswith(".parquet") or (name, file) in referenced:
+                    continue
+                modified = obj.get("LastModified")
+                age = (now - modified).total_seconds() if isinstance(modified, datetime) else 0.0
+                if age >= self.orphan_age_s:
+                    doomed.append(f"{name}/{file}")
+        if doomed:
+            with self._requests(f"deleting {len(doomed)} unreferenced parts"):
+                self.fs.rm([self._path(k) for k in doomed])
+            for key in doomed:
+                (self.root / key).unlink(missing_ok=True)
+        return sorted(doomed)
