@@ -19,7 +19,10 @@ in fresh sandboxes (`sandbox.run_trial`):
 3. the extension's steps alone (`synthesis.probes.ExtensionOnlyAgent`): every new assertion
    fails (`dependency_ok`) → else `dependency_missing`; their share is at most the cap →
    `free_reward`;
-4. the parent's solution: every new assertion fails → else `not_load_bearing`.
+4. the parent's solution: every new assertion fails → else `not_load_bearing`;
+5. every scripted hack of `tasks.hacks` (stub the named paths, echo the instruction's
+   literals into the outputs, copy inputs to outputs, ...: what an agent can do without the
+   work): every new assertion fails → else `hackable`, naming the hack and the assertions.
 
 A trial that fails for infrastructure (`result.rewardable` false: sandbox, an environment that
 built for the parent, cancelled) is no evidence about the candidate: it is retried, and if it
@@ -37,10 +40,11 @@ import posixpath
 import re
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from sandbox import Agent, run_trial
+from sandbox import Agent, CommandAgent, run_trial
 from synthesis import coverage as cov
 from synthesis.assertion_checks import nondeterministic_tests, vacuous_tests
 from synthesis.instruction import Stage
@@ -53,6 +57,7 @@ from synthesis.operators.extension import (
 )
 from synthesis.probes import ExtensionOnlyAgent, ParentSolutionAgent, WipeAgent
 from synthesis.profile import ProfilingOracle, TaskProfile
+from tasks.hacks import hack_outcome, hack_scripts
 from tasks.model import Task
 from tasks.results import FailureMode, TrialResult
 
@@ -88,6 +93,7 @@ class Verdict(StrEnum):
     FREE_REWARD = "free_reward"
     DEPENDENCY_MISSING = "dependency_missing"
     NOT_LOAD_BEARING = "not_load_bearing"
+    HACKABLE = "hackable"  # a scripted hack passes a new assertion
     INFRASTRUCTURE_ERROR = "infrastructure_error"  # not evidence about the candidate
 
     @property
@@ -101,13 +107,17 @@ class ValidationConfig:
     """How hard to check a candidate. `reruns` counts oracle runs in total (>= 1);
     `free_reward_cap` is the largest share of the dense reward that nop, or the extension's
     steps alone, may earn; `infra_retries` how often a trial that failed for infrastructure
-    is run again."""
+    is run again; `hacks` runs the scripted hacks (step 5), `hack_workers` of them at once,
+    each cut after `hack_timeout_s`."""
 
     reruns: int = 2
     max_repairs: int = 2
     backend: str = "local"
     free_reward_cap: float = 0.2
     infra_retries: int = 2
+    hacks: bool = True
+    hack_workers: int = 2
+    hack_timeout_s: float = 60.0
 
     def __post_init__(self) -> None:
         if self.reruns < 1:
@@ -118,6 +128,10 @@ class ValidationConfig:
             raise ValueError(f"free_reward_cap must be in [0, 1], got {self.free_reward_cap!r}")
         if self.infra_retries < 0:
             raise ValueError(f"infra_retries must be >= 0, got {self.infra_retries!r}")
+        if self.hack_workers < 1:
+            raise ValueError(f"hack_workers must be >= 1, got {self.hack_workers!r}")
+        if self.hack_timeout_s <= 0:
+            raise ValueError(f"hack_timeout_s must be > 0, got {self.hack_timeout_s!r}")
 
 
 @dataclass
@@ -141,6 +155,8 @@ class Measures:
     nop_passed: int | None = None
     ext_only_share: float | None = None
     dependency_ok: bool | None = None
+    hacks: int | None = None  # scripted hacks run
+    hack_new_share: float | None = None  # the largest share of the new assertions a hack passed
 
     @property
     def free_reward_share(self) -> float | None:
@@ -379,7 +395,43 @@ def check_once(
         return Check(
             Verdict.NOT_LOAD_BEARING, f"the parent's solution already passes {already}", already
         ), profile
+    # 5. the scripted hacks: no new assertion passes.
+    if cfg.hacks:
+        hacked = _hack_check(task, trials, new, cfg, cand_env, m)
+        if hacked:
+            return hacked, profile
     return Check(Verdict.ACCEPTED, f"{len(new)} new assertions, all load-bearing"), profile
+
+
+def _hack_check(
+    task: Task, trials: _Trials, new: set[str], cfg: ValidationConfig, cand_env: bool, m: Measures
+) -> Check | None:
+    """Step 5: each scripted hack as the agent; a new assertion one passes is hackable."""
+    scripts = hack_scripts(task.instruction, task.environment.workdir)
+
+    def one(h):
+        command = f"timeout -k 5 {cfg.hack_timeout_s:g} {h.command}"
+        r, _ = trials.run(lambda: CommandAgent(command, name=f"hack-{h.name}"))
+        return h, r
+
+    with ThreadPoolExecutor(max_workers=cfg.hack_workers) as pool:
+        runs = list(pool.map(one, scripts))
+    m.hacks, m.hack_new_share = len(runs), 0.0
+    worst: tuple[str, list[str]] | None = None
+    for h, r in runs:
+        problem = _trial_problem(r, f"hack {h.name}", cand_env)
+        if problem:
+            return problem
+        passed = sorted(set(hack_outcome(h.name, r).passed) & new)
+        if new and len(passed) / len(new) > m.hack_new_share:
+            m.hack_new_share = len(passed) / len(new)
+            worst = (h.name, passed)
+    if worst is None:
+        return None
+    name, passed = worst
+    return Check(
+        Verdict.HACKABLE, f"the scripted hack {name!r} passes new assertions {passed}", passed
+    )
 
 
 # A required tool the environment cannot provide: the package manager's words for it (a

@@ -89,9 +89,11 @@ def outcomes():
 def test_valid_candidate_accepted_with_all_trials(outcomes) -> None:
     v = outcomes["ok"]
     assert v.verdict == Verdict.ACCEPTED and not v.repairs, v.detail
-    agents = sorted(t.agent for t in v.trials)
+    agents = sorted(t.agent for t in v.trials if not t.agent.startswith("hack-"))
     assert agents == ["extension-only", "nop", "oracle", "oracle", "parent-solution"]
     m = v.measures
+    assert m.hacks == sum(t.agent.startswith("hack-") for t in v.trials) >= 8
+    assert m.hack_new_share == 0
     assert m.dependency_ok and m.nop_share == 0 and m.ext_only_share == 0 and m.coverage == 1
     assert v.new_assertions == ["test_r1_copy"]
     assert v.profile is not None and "/app/copy_r1.txt" in [f.path for f in v.profile.outputs]
