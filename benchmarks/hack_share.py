@@ -1,8 +1,10 @@
 """The share of the reward each scripted hack earns, over a directory of tasks.
 
-    python benchmarks/hack_share.py [DIR] [--workers 2] [--hacks a,b] [--json out.json]
+    python benchmarks/hack_share.py [DIR] [--sample N] [--seed S] [--workers 2] [--hacks a,b]
+                                    [--json out.json]
 
-DIR (default: the bundled seeds) holds one task per subdirectory. For every task: one nop
+DIR (default: the bundled seeds) holds one task per subdirectory (`--sample` draws the same
+seeded sample as `t1 audit DIR --sample N --seed S`). For every task: one nop
 trial, then every hack of `tasks.hacks` with something to do (`audit.hacks.run_hacks`), each
 in a fresh local sandbox. Prints one row per task (nop share, each hack's share, the max and
 its gain over nop), then per hack: tasks tried, mean and max share, tasks where it beats nop;
@@ -22,25 +24,24 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from audit.hacks import HACKABLE_SHARE, hack_evidence, run_hacks  # noqa: E402
+from audit.intake import read_corpus  # noqa: E402
 from sandbox.trial import run_trial  # noqa: E402
-from tasks.corpus import SEED_DIR, load_task, task_dirs  # noqa: E402
+from tasks.corpus import SEED_DIR  # noqa: E402
 from tasks.hacks import HACKS  # noqa: E402
+from tasks.model import Task  # noqa: E402
 
 
-def measure(path: Path, names: list[str] | None, workers: int) -> dict:
+def measure(task: Task, names: list[str] | None, workers: int) -> dict:
     t0 = time.monotonic()
-    try:
-        task = load_task(path)
-    except Exception as e:  # noqa: BLE001 - a bad task is a row
-        return {"task": path.name, "error": f"load: {type(e).__name__}: {e}"[:300]}
     nop = run_trial(task, "nop")
     if not nop.rewardable:
-        why = f"nop: {nop.failure_mode.value}: {nop.failure_detail[:200]}"
-        return {"task": path.name, "error": why}
+        why = f"nop: {nop.failure_mode.value}: {nop.failure_detail[-300:]}"
+        print(f"{time.monotonic() - t0:6.1f}s error {task.id}: {why[:120]}", file=sys.stderr)
+        return {"task": task.id, "error": why}
     outs = run_hacks(task, run_trial, workers=workers, names=names)
     ev = hack_evidence(outs, nop)
     row = {
-        "task": path.name,
+        "task": task.id,
         "assertions": nop.total,
         "nop": nop.passed / nop.total if nop.total else 0.0,
         "hacks": {o.hack: o.share for o in outs if o.rewardable},
@@ -51,7 +52,7 @@ def measure(path: Path, names: list[str] | None, workers: int) -> dict:
         "passed_by": {o.hack: list(o.passed) for o in outs if o.passed},
         "seconds": round(time.monotonic() - t0, 1),
     }
-    print(f"{row['seconds']:6.1f}s max {row['max']:.2f} gain {row['gain']:.2f} {path.name}",
+    print(f"{row['seconds']:6.1f}s max {row['max']:.2f} gain {row['gain']:.2f} {task.id}",
           file=sys.stderr, flush=True)  # fmt: skip
     return row
 
@@ -96,6 +97,8 @@ def report(rows: list[dict]) -> None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dir", nargs="?", type=Path, default=SEED_DIR)
+    ap.add_argument("--sample", type=int, default=None, help="a seeded sample of N tasks")
+    ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workers", type=int, default=2, help="hack trials of one task at once")
     ap.add_argument("--hacks", default="", help="comma-separated hack names (default: all)")
     ap.add_argument("--json", type=Path, default=None)
@@ -106,10 +109,13 @@ def main() -> int:
         ap.error(f"unknown hacks {unknown} (choose from {', '.join(HACKS)})")
     if not args.dir.is_dir():
         ap.error(f"no task directory {str(args.dir)!r}")
-    rows = [measure(p, names, args.workers) for p in task_dirs(args.dir)]
+    intake = read_corpus(args.dir, args.sample, args.seed)
+    rows = [{"task": r.path, "error": f"load: {r.reason}"[:300]} for r in intake.rejects]
+    for task in intake.tasks:
+        rows.append(measure(task, names, args.workers))
+        if args.json:  # after every task: a long run can be read while it goes on
+            args.json.write_text(json.dumps(rows, indent=1))
     report(rows)
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
     return 0
 
 
