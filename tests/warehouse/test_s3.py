@@ -302,3 +302,25 @@ def test_two_writer_processes_and_a_reader(s3_store_url, tmp_path):
         f"{2 * BATCHES} commits by two writers ({retries} lost races retried), "
         f"{len(observations)} reads, {elapsed:.1f} s"
     )
+
+
+def test_migration_commits_a_new_version(s3_store_url, task_factory, tmp_path):
+    """An S3 store at an older schema version is refused by readers, and `migrate` brings it
+    forward by the same conditional commit (a new manifest version, the old one kept)."""
+    from warehouse import schema
+    from warehouse.migrations import migrate
+    from warehouse.store import SchemaVersionError
+
+    store = Store.open(s3_store_url, create=True)
+    assert isinstance(store, S3Store)
+    record_tasks(store, _tasks("m", 2, task_factory))
+    old = store.read_manifest()
+    old.generation += 1
+    old.schema_version = schema.SCHEMA_VERSION - 1
+    store._write_manifest(old)  # as an older t1-forge would have left it
+    with pytest.raises(SchemaVersionError, match="older than this t1-forge"):
+        Store.open(s3_store_url)
+    assert migrate(Store.at(s3_store_url)) == (schema.SCHEMA_VERSION - 1, schema.SCHEMA_VERSION)
+    assert _versions(store) == [0, 1, 2, 3]
+    with open_snapshot(S3Store(s3_store_url, cache_dir=tmp_path / "m")) as snap:
+        assert snap.generation == 3 and snap.sql("SELECT count(*) FROM tasks").scalar() == 2
