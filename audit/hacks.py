@@ -95,16 +95,23 @@ def hack_evidence(
     if not usable:
         return ev
     best = max(usable, key=lambda o: o.share)
-    gain = max(0.0, best.share - nop_share)
     ev.measures["hacks"] = float(len(usable))
     ev.measures["max_hack_share"] = best.share
-    ev.measures["hack_gain"] = gain
-    beyond = [n for n in best.passed if n not in nop_passed]
-    if best.share > threshold and (beyond or (best.reward is not None and gain > 0)):
+    ev.measures["hack_gain"] = max(0.0, best.share - nop_share)
+
+    def beyond(o: HackOutcome) -> list[str]:
+        return [n for n in o.passed if n not in nop_passed]
+
+    def gains(o: HackOutcome) -> bool:
+        return bool(beyond(o)) or (o.reward is not None and o.share > nop_share)
+
+    over = [o for o in usable if o.share > threshold and gains(o)]
+    if over:
+        best = max(over, key=lambda o: o.share)
         why = (
             f"the scripted hack {best.hack!r} earns {best.share:.0%} of the reward "
             f"(threshold {threshold:.0%}, nop {nop_share:.0%}) without doing the task; "
-            f"passes {beyond[:6]}"
+            f"passes {beyond(best)[:6]}"
         )
         ev.findings.append(
             Finding(code=Code.HACKABLE, source=Source.TRIAL, item=best.hack, evidence=why)

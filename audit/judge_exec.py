@@ -35,6 +35,7 @@ from functools import partial
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from audit.answers import oracle_answers
 from audit.hacks import HACK_TIMEOUT_S, HACKABLE_SHARE, hack_agent, hack_evidence
 from audit.mutation import OUTPUT_OPS, make_mutants, run_mutants, solution_steps
 from audit.perturbation import (
@@ -82,7 +83,7 @@ def exec_version() -> str:
 
 
 class ExecConfig(BaseModel):
-    """How hard the executable judge looks. Defaults keep one task under ~35 short trials."""
+    """How hard the executable judge looks. Defaults keep one task under ~45 short trials."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -516,6 +517,7 @@ def run_exec_judge(
         visible = visible_texts(task)
         input_where = {f"environment/{n}" for n in inputs}
         findings += answer_leaks(computed, texts, visible, input_where)
+        findings += oracle_answers(computed, texts, visible, asserted)  # what no repair states
     m["solution_steps"] = float(len(solution_steps(script)[0]))
     ev.findings = _dedupe(findings)
     return ev
