@@ -11,16 +11,26 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("tasks", "sandbox", "synthesis", "audit", "warehouse", "training", "pipelines")
+PACKAGES = (
+    "tasks",
+    "executor",
+    "sandbox",
+    "synthesis",
+    "audit",
+    "warehouse",
+    "training",
+    "pipelines",
+)
 # Who may import whom (ARCHITECTURE.md): a package imports only these of ours.
 MAY_IMPORT = {
     "tasks": set(),
+    "executor": set(),  # a leaf: where trial work runs (threads or Ray)
     "sandbox": {"tasks"},
     "warehouse": {"tasks"},
-    "synthesis": {"tasks", "sandbox", "warehouse"},
-    "audit": {"tasks", "sandbox", "warehouse"},
-    "training": {"tasks", "sandbox", "warehouse"},
-    "pipelines": {"tasks", "sandbox", "warehouse", "synthesis", "audit", "training"},
+    "synthesis": {"tasks", "executor", "sandbox", "warehouse"},
+    "audit": {"tasks", "executor", "sandbox", "warehouse"},
+    "training": {"tasks", "executor", "sandbox", "warehouse"},
+    "pipelines": {"tasks", "executor", "sandbox", "warehouse", "synthesis", "audit", "training"},
 }
 
 

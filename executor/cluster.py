@@ -1,0 +1,207 @@
+"""`RayExecutor`: trials as Ray tasks on a cluster whose nodes offer sandbox slots.
+
+Each trial is one Ray task holding `slots_per_trial` of the node's `t1_sandbox_slot` custom
+resource (and no CPU reservation: the slots are the node's sandbox capacity), running the
+callable on the node where it lands; a sandbox trial there uses that node's local sandbox
+backend and its image cache. Cache affinity: the driver remembers, per `affinity` key (an
+environment hash), the node that last finished work with that key, and places the next such
+trial there with a *soft* node affinity (elsewhere when that node is full or gone).
+
+Faults: Ray re-runs a task whose worker or node died (`max_retries`); when Ray gives up, or
+the result object was lost with its node, the driver submits the trial again, up to
+`retries` times in all, then fails its future with `TrialLost`. The driver's future of a trial
+id is settled once; a late or repeated completion is dropped, so a re-run trial is recorded
+once. Ray is imported here only, and only when a program's executor address is not `local`.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future, InvalidStateError
+from concurrent.futures import wait as wait_all
+from typing import Any, TypeVar
+
+import ray
+from ray import exceptions as rex
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+from executor.base import SLOT_RESOURCE, ExecutorConfig, TrialLost
+
+T = TypeVar("T")
+
+# The machinery's failures (never the callable's own): the trial is run again elsewhere.
+INFRASTRUCTURE_ERRORS: tuple[type[BaseException], ...] = (
+    rex.WorkerCrashedError,
+    rex.NodeDiedError,
+    rex.LocalRayletDiedError,
+    rex.ObjectLostError,  # includes OwnerDiedError, ObjectReconstructionFailedError
+    rex.ObjectFetchTimedOutError,
+    rex.ObjectStoreFullError,
+    rex.OutOfMemoryError,  # Ray's memory monitor killed the worker (node pressure)
+    rex.OutOfDiskError,
+    rex.RaySystemError,
+    rex.RuntimeEnvSetupError,
+)
+
+
+def run_on_node(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[str, Any]:
+    """What a Ray worker runs for one trial: (the node's id, `fn(*args)`)."""
+    return ray.get_runtime_context().get_node_id(), fn(*args)
+
+
+_remote_trial = ray.remote(run_on_node)
+
+
+class RayExecutor:
+    """The executor interface over a Ray cluster (see the module docstring).
+
+    Connects to `cfg.address` unless Ray is already initialised in this process (then that
+    connection is used and left open on shutdown). `placements` (trial id -> node id) and
+    `affinity` (key -> node id) are the driver's record, readable by tests and benchmarks.
+    """
+
+    def __init__(self, cfg: ExecutorConfig) -> None:
+        if cfg.local:
+            raise ValueError("RayExecutor needs a Ray address, got 'local' (use LocalExecutor)")
+        self.cfg = cfg
+        self._owns_connection = not ray.is_initialized()
+        if self._owns_connection:
+            ray.init(address=cfg.address, log_to_driver=False)
+        offered = ray.cluster_resources().get(SLOT_RESOURCE, 0.0)
+        if offered < cfg.slots_per_trial:
+            if self._owns_connection:
+                ray.shutdown()
+            raise ValueError(
+                f"the Ray cluster at {cfg.address!r} offers {offered:g} {SLOT_RESOURCE} "
+                f"(a trial needs {cfg.slots_per_trial:g}): start each node with "
+                f"ray start --resources='{{\"{SLOT_RESOURCE}\": N}}'"
+            )
+        # Reentrant: a Ray future already done runs its callback (`_settle`) at once, in the
+        # thread that is launching the attempt with the lock held.
+        self._lock = threading.RLock()
+        self._futures: dict[str, Future[Any]] = {}
+        self._refs: dict[str, ray.ObjectRef] = {}
+        self.attempts: dict[str, int] = {}
+        self.placements: dict[str, str] = {}
+        self.affinity: dict[str, str] = {}
+
+    def submit(
+        self, trial_id: str, fn: Callable[..., T], /, *args: Any, affinity: str | None = None
+    ) -> Future[T]:
+        with self._lock:
+            known = self._futures.get(trial_id)
+            if known is not None:
+                return known
+            fut: Future[T] = Future()
+            self._futures[trial_id] = fut
+            self.attempts[trial_id] = 0
+            self._launch(trial_id, fn, args, affinity)
+        return fut
+
+    def _launch(
+        self, trial_id: str, fn: Callable[..., Any], args: tuple[Any, ...], affinity: str | None
+    ) -> None:
+        """Start one attempt (called with the lock held)."""
+        options: dict[str, Any] = {
+            "num_cpus": 0,
+            "resources": {SLOT_RESOURCE: self.cfg.slots_per_trial},
+            "max_retries": self.cfg.retries,
+            "retry_exceptions": False,  # the callable's own exceptions are its result
+            "name": f"trial:{trial_id}"[:200],
+        }
+        node = self.affinity.get(affinity) if affinity is not None else None
+        if node is not None:
+            options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=True)
+        ref = _remote_trial.options(**options).remote(fn, args)
+        self.attempts[trial_id] += 1
+        self._refs[trial_id] = ref
+        ref.future().add_done_callback(
+            lambda done: self._settle(trial_id, fn, args, affinity, ref, done)
+        )
+
+    def _settle(
+        self,
+        trial_id: str,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        affinity: str | None,
+        ref: ray.ObjectRef,
+        done: Future[Any],
+    ) -> None:
+        with self._lock:
+            fut = self._futures[trial_id]
+            if fut.done() or self._refs.get(trial_id) is not ref:
+                return  # cancelled, or a stale attempt: the trial is recorded once
+            try:
+                node, value = done.result()
+            except rex.TaskCancelledError:
+                _cancel_future(fut)
+                return
+            except INFRASTRUCTURE_ERRORS as e:
+                if self.attempts[trial_id] <= self.cfg.retries:
+                    self._launch(trial_id, fn, args, affinity)
+                    return
+                lost = TrialLost(trial_id, self.attempts[trial_id], f"{type(e).__name__}: {e}")
+                lost.__cause__ = e
+                _settle_once(fut, exception=lost)
+                return
+            except BaseException as e:  # noqa: BLE001 - the callable's own, as on a thread
+                _settle_once(fut, exception=e)
+                return
+            self.placements[trial_id] = node
+            if affinity is not None:
+                self.affinity[affinity] = node
+            _settle_once(fut, value=value)
+
+    def cancel(self, trial_id: str) -> bool:
+        with self._lock:
+            fut = self._futures.get(trial_id)
+            ref = self._refs.get(trial_id)
+            if fut is None or fut.done():
+                return False
+            _cancel_future(fut)
+        if ref is not None:
+            try:
+                ray.cancel(ref, force=False)  # KeyboardInterrupt in the worker
+            except Exception:  # noqa: BLE001 - it finished meanwhile; the future is cancelled
+                pass
+        return True
+
+    def result_of(self, trial_id: str) -> Future[Any] | None:
+        with self._lock:
+            return self._futures.get(trial_id)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        if cancel_futures:
+            for trial_id in list(self._futures):
+                self.cancel(trial_id)
+        if wait:
+            wait_all(list(self._futures.values()))
+        if self._owns_connection and ray.is_initialized():
+            ray.shutdown()
+
+    def __enter__(self) -> RayExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown(wait=True)
+
+
+def _cancel_future(fut: Future[Any]) -> None:
+    """Cancel a driver-side future so that `wait` and `as_completed` see it done (a bare
+    `cancel()` leaves it CANCELLED but not notified, and `wait` blocks on it for ever)."""
+    if fut.cancel():
+        fut.set_running_or_notify_cancel()
+
+
+def _settle_once(
+    fut: Future[Any], *, value: Any = None, exception: BaseException | None = None
+) -> None:
+    try:
+        if exception is not None:
+            fut.set_exception(exception)
+        else:
+            fut.set_result(value)
+    except InvalidStateError:  # cancelled meanwhile
+        pass

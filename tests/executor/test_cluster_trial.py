@@ -1,0 +1,77 @@
+"""A real sandbox trial through RayExecutor on a 1-node cluster gives the LocalExecutor's row;
+the machinery's failures surface as `TrialLost`, the callable's own as its exception."""
+
+from __future__ import annotations
+
+import os
+import time
+from concurrent.futures import wait
+
+import pytest
+
+from executor import ExecutorConfig, LocalExecutor, TrialLost
+from sandbox import run_trial
+from tests.factories import make_task
+
+pytestmark = [pytest.mark.ray, pytest.mark.slow]
+ray = pytest.importorskip("ray")
+from executor.cluster import RayExecutor  # noqa: E402 - needs ray
+
+# What differs between two runs of the same trial by construction.
+VOLATILE = {"trial_id", "started_at", "environment_s", "agent_s", "verifier_s", "total_s"}
+
+
+def crash_worker() -> None:
+    os._exit(1)  # the worker process dies, as on a node failure
+
+
+def refuse(x: int) -> int:
+    raise ValueError(f"bad input {x}")
+
+
+@pytest.mark.sandbox
+def test_a_sandbox_trial_on_ray_gives_the_local_row(one_node_cluster):
+    solved, unsolved = make_task("ray-tiny"), make_task("ray-tiny-2", solve="true\n")
+    with LocalExecutor(workers=2) as local:
+        here = [local.submit(f"l{i}", run_trial, t, "oracle").result() for i, t in
+                enumerate((solved, unsolved))]  # fmt: skip
+    ex = RayExecutor(ExecutorConfig(address="auto"))
+    there = [
+        ex.submit(f"r{i}", run_trial, t, "oracle", affinity=t.environment_hash).result(120)
+        for i, t in enumerate((solved, unsolved))
+    ]
+    ex.shutdown()
+    assert [(r.passed, r.total) for r in there] == [(1, 1), (0, 1)]
+    assert [r.model_dump(exclude=VOLATILE) for r in there] == [
+        r.model_dump(exclude=VOLATILE) for r in here
+    ]
+    assert ex.affinity[solved.environment_hash] == ex.placements["r0"]
+
+
+def test_a_worker_that_dies_every_time_is_a_lost_trial_not_a_result(one_node_cluster):
+    ex = RayExecutor(ExecutorConfig(address="auto", retries=1))
+    with pytest.raises(TrialLost, match="lost after 2 attempt") as info:
+        ex.submit("crash", crash_worker).result(120)
+    assert info.value.trial_id == "crash" and ex.attempts["crash"] == 2
+    with pytest.raises(ValueError, match="bad input 3"):
+        ex.submit("refuse", refuse, 3).result(60)
+    assert ex.attempts["refuse"] == 1  # the callable's own failure is not retried
+    ex.shutdown()
+
+
+def test_cancel_stops_a_running_trial(one_node_cluster):
+    ex = RayExecutor(ExecutorConfig(address="auto"))
+    fut = ex.submit("long", time.sleep, 60)
+    time.sleep(1.0)
+    t0 = time.monotonic()
+    assert ex.cancel("long") and fut.cancelled()
+    assert wait([fut], timeout=5).done == {fut}  # waiters see a cancelled trial as done
+    assert not ex.cancel("long")
+    quick = ex.submit("after", pow, 2, 5)  # the slot is free again
+    assert quick.result(30) == 32 and time.monotonic() - t0 < 30
+    ex.shutdown()
+
+
+def test_a_cluster_without_enough_slots_is_refused_by_name(one_node_cluster):
+    with pytest.raises(ValueError, match="t1_sandbox_slot"):
+        RayExecutor(ExecutorConfig(address="auto", slots_per_trial=99))
