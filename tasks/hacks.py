@@ -250,6 +250,25 @@ def echo_literals(named: Named, workdir: str) -> list[str]:
     return out
 
 
+def shaped_outputs(named: Named, workdir: str) -> list[str]:
+    """Every absent named data file gets the shape of an answer and no content: `[]` for
+    JSON, the instruction's first comma- (tab-) separated literal as a header for CSV (TSV),
+    else nothing. A check that loops over the agent's records passes on none."""
+    out = []
+    for p in named.files:
+        if p.endswith((".json", ".jsonl")):
+            text = "[]\n" if p.endswith(".json") else ""
+        elif p.endswith((".csv", ".tsv")):
+            sep = "," if p.endswith(".csv") else "\t"
+            heads = [v for v in named.literals if sep in v and " " not in v.strip()]
+            text = heads[0] + "\n" if heads else ""
+        else:
+            continue
+        out.append(_if_absent(p, _heredoc(p, text) if text else f"mkdir -p "
+                              f"{_q(posixpath.dirname(p))}\n: > {_q(p)}"))  # fmt: skip
+    return out
+
+
 def copy_inputs(named: Named, workdir: str) -> list[str]:
     """The named files that exist (inputs) concatenated into every named file that does not
     (outputs); with no named input, the regular files of the working directory."""
@@ -348,6 +367,7 @@ HACKS: dict[str, Builder] = {
     "stub_paths": stub_paths,
     "module_stubs": module_stubs,
     "echo_literals": echo_literals,
+    "shaped_outputs": shaped_outputs,
     "copy_inputs": copy_inputs,
     "exit_zero": exit_zero,
     "touch_now": touch_now,

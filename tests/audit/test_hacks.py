@@ -128,6 +128,15 @@ def test_echo_literals_fill_the_outputs(scratch) -> None:
     assert "id,amount" in printed.stdout.splitlines()
 
 
+def test_shaped_outputs_have_the_form_of_an_answer_and_no_records(tmp_path: Path) -> None:
+    wd = tmp_path / "app"
+    wd.mkdir()
+    instruction = f"Write `{wd}/out.csv` (header `name,total`) and `{wd}/top.json`."
+    _run("shaped_outputs", wd, instruction)
+    assert (wd / "out.csv").read_text() == "name,total\n"
+    assert (wd / "top.json").read_text() == "[]\n"
+
+
 def test_copy_inputs_copies_the_named_inputs_to_the_outputs(scratch) -> None:
     wd, instruction = scratch
     _run("copy_inputs", wd, instruction)
