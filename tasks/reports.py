@@ -182,8 +182,9 @@ def _code(text: str) -> str:
 
 
 def _invoked(text: str, verifier: dict[str, bytes]) -> list[str]:
-    """The verifier files `text` names as programs to run: /tests/X, $TEST_DIR/X,
-    ${TEST_DIR}/X, or X itself as a word (after `cd /tests`), for runner-like X."""
+    """The verifier files `text` names as programs to run: /tests/X, tests/X, $TEST_DIR/X,
+    ${TEST_DIR}/X, "$TEST_DIR"/X, or X itself as a word (after `cd /tests`), for runner-like
+    X."""
     out = []
     for rel in verifier:
         name = rel.rsplit("/", 1)[-1]
@@ -192,7 +193,9 @@ def _invoked(text: str, verifier: dict[str, bytes]) -> list[str]:
             continue
         ref = re.escape(rel)
         if re.search(
-            rf"(/tests/|\$TEST_DIR/|\$\{{TEST_DIR\}}/|(?<![\w./-])(\./)?){ref}(?![\w.-])", text
+            rf"(/tests/|(?<![\w./-])tests/|\$\{{?TEST_DIR\}}?[\"']?/|(?<![\w./-])(\./)?){ref}"
+            rf"(?![\w.-])",
+            text,
         ):
             out.append(rel)
     return out

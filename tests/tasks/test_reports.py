@@ -207,11 +207,14 @@ def test_a_vendored_header_in_tests_declares_nothing():
 @pytest.mark.parametrize(
     ("entry", "runner", "expected"),
     [
-        # the runner, called in four ways, is read; what it writes is the declaration
+        # the runner, called in six ways, is read; what it writes is the declaration
         (b"python3 /tests/run_checks.py /tests/test_outputs.py", "run_checks.py", "ctrf"),
         (b'bash "$TEST_DIR/run.sh"', "run.sh", "ctrf"),
         (b"source ${TEST_DIR}/helpers/run.sh", "helpers/run.sh", "ctrf"),
         (b"cd /tests && ./run.sh", "run.sh", "ctrf"),
+        (b'sh "$TEST_DIR"/run.sh', "run.sh", "ctrf"),
+        (b"cd / && bash tests/run.sh", "run.sh", "ctrf"),
+        (b"bash /tests/run.sh.orig", "run.sh", ""),  # another file's name, not this one
         # a file the entry script does not run is never read
         (b"python3 /tests/check.py", "run.sh", ""),
     ],
