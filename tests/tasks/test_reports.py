@@ -192,16 +192,31 @@ cd /app && mkdir -p build && cd build && cmake .. && make
 """
 
 
+# An entry that compiles and runs the tests, then prints Terminal-Bench's summary itself.
+SUMMARY_TEST_SH = b"""#!/bin/bash
+cd /app && g++ -std=c++17 -I/tests -o /tmp/t /tests/meetup_test.cpp meetup.cpp && /tmp/t
+if [ $? -eq 0 ]; then s=PASSED; else s=FAILED; fi
+echo "=========================== short test summary info ============================"
+echo "$s meetup_test.cpp::all"
+echo "=========================== 1 test ==========================="
+"""
+SUMMARY_OUT = (
+    "All tests passed (12 assertions in 6 test cases)\n"
+    "=========================== short test summary info ============================\n"
+    "PASSED meetup_test.cpp::all\n=========================== 1 test ===========================\n"
+)
+
+
 def test_a_vendored_header_in_tests_declares_nothing():
-    # Regression: "junit" in tests/catch.hpp restricted this reward.txt task to JUnit, so its
-    # passing reward.txt was ignored and the trial became verifier_error.
-    verifier = {"test.sh": CPP_TEST_SH, "catch.hpp": CATCH_HPP, "meetup_test.cpp": b"// junit"}
-    assert declared_sources(verifier) == {ReportSource.REWARD}
-    report = collect_report({"reward.txt": b"1\n"}, "", declared_sources(verifier))
-    assert report.binary and report.passed == 1
-    # Nothing named: every source is kept, the header still not read.
-    quiet = {"test.sh": b"cd /app && make check\n", "catch.hpp": CATCH_HPP}
-    assert declared_sources(quiet) == ALL_SOURCES
+    # Regression: "junit" in tests/catch.hpp restricted a passing C++ task to JUnit; its
+    # summary on stdout was ignored, no report was left and the trial became verifier_error.
+    verifier = {"test.sh": SUMMARY_TEST_SH, "catch.hpp": CATCH_HPP, "meetup_test.cpp": b"// junit"}
+    assert declared_sources(verifier) == ALL_SOURCES  # the script names no format
+    report = collect_report({}, SUMMARY_OUT, declared_sources(verifier))
+    assert report.source == ReportSource.PYTEST and report.passed == report.total == 1
+    # The same header beside an entry that writes reward.txt: the reward alone counts.
+    with_reward = {"test.sh": CPP_TEST_SH, "catch.hpp": CATCH_HPP}
+    assert declared_sources(with_reward) == {ReportSource.REWARD}
 
 
 @pytest.mark.parametrize(
