@@ -330,7 +330,8 @@ _COMPILE_ERROR = re.compile(
 )
 # bash's words for a command it could not run: "<script>: line N: <cmd>: command not found".
 _NOT_RUN = re.compile(
-    r"^(?:.*?: line \d+: |bash: |sh: \d+: |env: )'?([^:'\s]+)'?: "
+    r"^(?:.*?: line \d+: |bash: |sh: \d+: |env: |timeout: failed to run command )"
+    r"[‘'`]?([^:'’\s]+)[’']?: "
     r"(?:command not found|No such file or directory|Permission denied|not found)\s*$",
     re.M,
 )
