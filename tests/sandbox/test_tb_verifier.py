@@ -19,9 +19,10 @@ import pytest
 
 from sandbox import CommandAgent, run_trial
 from tasks.model import VERIFIER_VENV
+from tasks.reports import VerdictBasis, report_verdict
 from tasks.results import FailureMode
 from tasks.terminal_bench import load_terminal_bench
-from tests.sandbox.images import TOOLS_DOCKERFILE
+from tests.sandbox.images import TOOLS_DOCKERFILE, tools_task
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
 
@@ -153,3 +154,25 @@ def test_a_replaced_verifier_venv_cannot_forge_the_verdict(backend, tmp_path, ta
     assert "pytest-8.3.5" in r.verifier_output and "FAILED" in r.verifier_output
     if target.endswith(".py"):
         assert r.failure_mode == FailureMode.TAMPERED
+
+
+@pytest.mark.parametrize(
+    ("entry", "basis"),
+    [
+        ("cd /app\n./build/solve --check\n", VerdictBasis.PROGRAM_MISSING),
+        ("timeout 5 /app/bin/solve\n", VerdictBasis.PROGRAM_MISSING),
+        ("python3 /app/solve.py\n", VerdictBasis.EXIT_STATUS),
+        ("no-such-test-runner /tests\n", VerdictBasis.RUNNER_MISSING),
+        ("echo checked\n", VerdictBasis.NO_REPORT),
+    ],
+)
+def test_a_run_without_a_report_is_scored_from_the_shells_own_words(backend, entry, basis):
+    # report_verdict reads what the image's shell and tools print when a program is missing;
+    # this runs them for real (the nop agent made nothing).
+    task = tools_task("no-report", verifier={"test.sh": ("#!/bin/bash\n" + entry).encode()})
+    r = run_trial(task, "nop", backend)
+    verdict = report_verdict(r.report, r.verifier_exit_code, r.verifier_output)
+    assert verdict.basis == basis, (r.verifier_exit_code, r.verifier_output)
+    assert verdict.failure_mode.infrastructure == (
+        basis in (VerdictBasis.RUNNER_MISSING, VerdictBasis.NO_REPORT)
+    )
