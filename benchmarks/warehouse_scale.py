@@ -1,6 +1,6 @@
 """Warehouse at scale: 1,000,000 task rows with 15-round lineage, then lineage and pool timings.
 
-    python benchmarks/warehouse_scale.py [--tasks 1000000] [--rounds 15] [--keep DIR]
+    python benchmarks/warehouse_scale.py [--tasks 1000000] [--rounds 15] [--keep DIR] [--delta]
 
 What it builds: `--seeds` parentless tasks, then `--rounds` rounds growing geometrically to
 `--tasks` rows. A task's first parent comes from the previous round (90%) or any earlier one;
@@ -15,6 +15,14 @@ lineage index exists, the index build time (once per snapshot; `t1 sql` and the 
 wrappers build it on first use), ancestors-of-task and descendants-of-seed times with the
 index (median and max over several tasks), and the time to load the 15,000-task pool.
 Figures, not a timed test.
+
+`--delta` also writes the same rows, in the same batches, as Delta Lake tables (`deltalake`,
+delta-rs) and runs the same queries over them: DuckDB over the Parquet files the Delta log
+names, with the same views and lineage macros. It prints the Delta write (plain appends: Delta
+checks no keys, so a duplicate-key check costs a MERGE, timed once on the last batch beside
+our own re-append of it), `optimize.compact` + `vacuum`, resolving the current files from the
+log, then the same query lines. Delta has no unsigned integers, so `task_key` and
+`parent_keys` are stored as the int64 with the same bits and the view turns them back.
 """
 
 from __future__ import annotations
@@ -29,15 +37,18 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
+import duckdb
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tasks.model import Category, Lineage, Task  # noqa: E402
-from warehouse import Store, load_pool, open_snapshot, pool_tasks  # noqa: E402
+from warehouse import Snapshot, Store, load_pool, open_snapshot, pool_tasks  # noqa: E402
 from warehouse.records import records_table, task_record  # noqa: E402
 from warehouse.schema import TASKS, TIMESTAMP  # noqa: E402
+from warehouse.views import parquet_list_sql, reader_statements  # noqa: E402
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -153,6 +164,7 @@ def task_batch(
                 [len(a) + len(b) for a, b in zip(tomls, instrs, strict=True)], pa.int64()
             ),
             "recorded_at": pa.array([NOW] * n, TIMESTAMP),
+            "source": pa.nulls(n, pa.string()),
         }
     )
 
@@ -174,76 +186,8 @@ def ms(s: float) -> str:
     return f"{s * 1000:8.1f} ms"
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--tasks", type=int, default=1_000_000)
-    ap.add_argument("--seeds", type=int, default=1_000)
-    ap.add_argument("--rounds", type=int, default=15)
-    ap.add_argument("--pool-size", type=int, default=15_000)
-    ap.add_argument("--batch", type=int, default=100_000, help="rows per commit")
-    ap.add_argument("--bundle-bytes", type=int, default=400, help="synthetic bundle size")
-    ap.add_argument("--samples", type=int, default=7, help="tasks/seeds timed per query")
-    ap.add_argument("--keep", type=Path, help="build the store here and keep it")
-    args = ap.parse_args()
-    rng = np.random.default_rng(0)
-    root_dir = args.keep or Path(tempfile.mkdtemp(prefix="t1-warehouse-scale-"))
-    store_path = root_dir / "store"
-    if store_path.exists():
-        sys.exit(f"{store_path} exists; pass a fresh --keep directory")
-    print(f"store: {store_path}")
-
-    t0 = time.perf_counter()
-    p1, p2, rnd, root = build_graph(args.tasks, args.seeds, args.rounds, rng)
-    hashes = synthetic_hashes(args.tasks)
-    last_round = np.flatnonzero(rnd == args.rounds)
-    if len(last_round) < args.pool_size:
-        sys.exit(f"last round has {len(last_round)} tasks < pool size {args.pool_size}")
-    pool_idx = np.sort(rng.choice(last_round, args.pool_size, replace=False))
-    pool_tasks_real = []
-    for i in pool_idx:  # last-round tasks have no children: their hashes can change
-        parents = [hashes[p1[i]]] + ([hashes[p2[i]]] if p2[i] >= 0 else [])
-        task = real_task(int(i), parents, int(rnd[i]), "mutate", "git", hashes[root[i]])
-        pool_tasks_real.append(task)
-        hashes[i] = task.content_hash
-    pool_rows = records_table([task_record(t, pool="rst") for t in pool_tasks_real], TASKS)
-    print(f"generated graph + {args.pool_size} real pool tasks in {time.perf_counter() - t0:.1f} s")
-
-    store = Store.open(store_path, create=True)
-    in_pool = np.zeros(args.tasks, bool)
-    in_pool[pool_idx] = True
-    t_write = time.perf_counter()
-    for lo in range(0, args.tasks, args.batch):
-        hi = min(args.tasks, lo + args.batch)
-        batch = task_batch(lo, hi, hashes, p1, p2, rnd, root, rng, args.bundle_bytes)
-        batch = batch.filter(pa.array(~in_pool[lo:hi]))
-        store.append({"tasks": batch})
-    members = pa.table(
-        {
-            "pool": ["t1"] * args.pool_size,
-            "pool_version": pa.array(np.ones(args.pool_size, np.int32)),
-            "task_hash": [t.content_hash for t in pool_tasks_real],
-            "rank": pa.array(np.arange(1, args.pool_size + 1, dtype=np.int32)),
-            "score": pa.array(rng.random(args.pool_size)),
-            "recorded_at": pa.array([NOW] * args.pool_size, TIMESTAMP),
-        }
-    )
-    store.append({"tasks": pool_rows, "pool_members": members})
-    write_s = time.perf_counter() - t_write
-    parts_before = len(store.read_manifest().parts("tasks"))
-    compact_s, _ = timed(lambda: store.compact(retire_grace_s=0))
-    store.compact(retire_grace_s=0)  # delete the retired parts
-    manifest = store.read_manifest()
-    rows = sum(p.rows for p in manifest.parts("tasks"))
-    print(
-        f"wrote {rows:,} task rows in {write_s:.1f} s ({parts_before} commits), "
-        f"compacted to {len(manifest.parts('tasks'))} parts in {compact_s:.1f} s"
-    )
-    print(f"on-disk size: {du(store_path) / 1e6:,.1f} MB")
-
-    open_s, snap = timed(lambda: open_snapshot(store_path))
-    snap.close()
-    open_s, snap = timed(lambda: open_snapshot(store_path), repeat=3)
-    print(f"open snapshot (views over {rows:,} tasks, no index yet): {ms(open_s)}")
+def time_queries(snap: Snapshot, hashes, pool_idx, args, rng) -> None:
+    """The lineage and pool timings, printed; the same for every storage layout."""
     probe = hashes[int(pool_idx[0])]
     cold_s, _ = timed(lambda: snap.rows("SELECT * FROM ancestors($h)", {"h": probe}))
     print(f"ancestors before the index (recursion over Parquet views): {ms(cold_s)}")
@@ -285,7 +229,183 @@ def main() -> None:
         )
     )
     print(f"pool_depth_histogram(t1) over the whole graph: {ms(s)} -> {hist.rows}")
+
+
+UNSIGNED = ("task_key", "parent_keys")  # uint64 columns: Delta Lake has only signed integers
+
+
+def to_delta(table: pa.Table) -> pa.Table:
+    """`table` with its uint64 columns as int64 of the same bits (Delta has no unsigned)."""
+    for name in UNSIGNED:
+        if name in table.column_names:
+            i = table.column_names.index(name)
+            col = table.column(name)
+            typ = pa.list_(pa.int64()) if pa.types.is_list(col.type) else pa.int64()
+            table = table.set_column(i, name, pc.cast(col, typ, safe=False))
+    return table
+
+
+def delta_snapshot(store: Store, root: Path, tables: list[str]) -> Snapshot:
+    """A Snapshot whose views read the files the Delta logs under `root` name now."""
+    from deltalake import DeltaTable
+
+    files = {t: [Path(u) for u in DeltaTable(str(root / t)).file_uris()] for t in tables}
+    statements = reader_statements(files, with_lineage=True)
+    mask = "18446744073709551615::HUGEINT"
+    unsigned = (
+        f"(task_key::HUGEINT & {mask})::UBIGINT AS task_key, "
+        f"list_transform(parent_keys, lambda k: (k::HUGEINT & {mask})::UBIGINT) AS parent_keys, "
+        'lower("origin_pool") COLLATE NOCASE AS "origin_pool"'
+    )
+    tasks_view = (
+        f"CREATE VIEW tasks AS SELECT * REPLACE ({unsigned}) "
+        f"FROM read_parquet({parquet_list_sql(files['tasks'])}, union_by_name = true)"
+    )
+    statements = [tasks_view if st.startswith("CREATE VIEW tasks ") else st for st in statements]
+    con = duckdb.connect(":memory:")
+    con.execute("SET enable_progress_bar = false")
+    con.execute("SET TimeZone = 'UTC'")
+    con.execute(";\n".join(statements))
+    return Snapshot(store, store.read_manifest(), con)
+
+
+def run_delta(store: Store, root_dir: Path, batches, pool_rows, members, hashes, pool_idx, args):
+    """The same rows and queries on Delta Lake tables (see the module docstring)."""
+    from deltalake import DeltaTable, write_deltalake
+
+    root = root_dir / "delta"
+    t = time.perf_counter()
+    for batch in batches():
+        write_deltalake(str(root / "tasks"), to_delta(batch), mode="append")
+    write_deltalake(str(root / "tasks"), to_delta(pool_rows), mode="append")
+    write_deltalake(str(root / "pool_members"), members, mode="append")
+    write_s = time.perf_counter() - t
+    dt = DeltaTable(str(root / "tasks"))
+    versions = dt.version() + 1
+    t = time.perf_counter()
+    dt.optimize.compact()
+    dt.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
+    compact_s = time.perf_counter() - t
+    print(
+        f"[delta] wrote {args.tasks:,} task rows in {write_s:.1f} s ({versions} appends, no key "
+        f"check), optimize.compact + vacuum in {compact_s:.1f} s; "
+        f"{len(dt.file_uris())} files, {du(root) / 1e6:,.1f} MB"
+    )
+    last = to_delta(list(batches())[-1])
+    t = time.perf_counter()
+    merged = (
+        DeltaTable(str(root / "tasks"))
+        .merge(
+            last, predicate="t.content_hash = s.content_hash", source_alias="s", target_alias="t"
+        )
+        .when_not_matched_insert_all()
+        .execute()
+    )
+    merge_s = time.perf_counter() - t
+    print(
+        f"[delta] MERGE of the last batch again ({last.num_rows:,} rows, all stored; "
+        f"{merged.get('num_target_rows_inserted')} inserted): {ms(merge_s)}"
+    )
+    open_s, snap = timed(lambda: delta_snapshot(store, root, ["tasks", "pool_members"]), 3)
+    print(f"[delta] open snapshot (read the logs, views over their files): {ms(open_s)}")
+    time_queries(snap, hashes, pool_idx, args, np.random.default_rng(7))
     snap.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tasks", type=int, default=1_000_000)
+    ap.add_argument("--seeds", type=int, default=1_000)
+    ap.add_argument("--rounds", type=int, default=15)
+    ap.add_argument("--pool-size", type=int, default=15_000)
+    ap.add_argument("--batch", type=int, default=100_000, help="rows per commit")
+    ap.add_argument("--bundle-bytes", type=int, default=400, help="synthetic bundle size")
+    ap.add_argument("--samples", type=int, default=7, help="tasks/seeds timed per query")
+    ap.add_argument("--keep", type=Path, help="build the store here and keep it")
+    ap.add_argument("--delta", action="store_true", help="also time the same on Delta Lake")
+    args = ap.parse_args()
+    rng = np.random.default_rng(0)
+    root_dir = args.keep or Path(tempfile.mkdtemp(prefix="t1-warehouse-scale-"))
+    store_path = root_dir / "store"
+    if store_path.exists():
+        sys.exit(f"{store_path} exists; pass a fresh --keep directory")
+    print(f"store: {store_path}")
+
+    t0 = time.perf_counter()
+    p1, p2, rnd, root = build_graph(args.tasks, args.seeds, args.rounds, rng)
+    hashes = synthetic_hashes(args.tasks)
+    last_round = np.flatnonzero(rnd == args.rounds)
+    if len(last_round) < args.pool_size:
+        sys.exit(f"last round has {len(last_round)} tasks < pool size {args.pool_size}")
+    pool_idx = np.sort(rng.choice(last_round, args.pool_size, replace=False))
+    pool_tasks_real = []
+    for i in pool_idx:  # last-round tasks have no children: their hashes can change
+        parents = [hashes[p1[i]]] + ([hashes[p2[i]]] if p2[i] >= 0 else [])
+        task = real_task(int(i), parents, int(rnd[i]), "mutate", "git", hashes[root[i]])
+        pool_tasks_real.append(task)
+        hashes[i] = task.content_hash
+    pool_rows = records_table([task_record(t, pool="rst") for t in pool_tasks_real], TASKS)
+    print(f"generated graph + {args.pool_size} real pool tasks in {time.perf_counter() - t0:.1f} s")
+
+    store = Store.open(store_path, create=True)
+    in_pool = np.zeros(args.tasks, bool)
+    in_pool[pool_idx] = True
+    made: list[pa.Table] = []
+
+    def batches():
+        """The synthetic batches, made once (the Delta run writes the same rows)."""
+        if made:
+            yield from made
+            return
+        for lo in range(0, args.tasks, args.batch):
+            hi = min(args.tasks, lo + args.batch)
+            batch = task_batch(lo, hi, hashes, p1, p2, rnd, root, rng, args.bundle_bytes)
+            batch = batch.filter(pa.array(~in_pool[lo:hi]))
+            if args.delta:
+                made.append(batch)
+            yield batch
+
+    t_write = time.perf_counter()
+    for batch in batches():
+        store.append({"tasks": batch})
+    members = pa.table(
+        {
+            "pool": ["t1"] * args.pool_size,
+            "pool_version": pa.array(np.ones(args.pool_size, np.int32)),
+            "task_hash": [t.content_hash for t in pool_tasks_real],
+            "rank": pa.array(np.arange(1, args.pool_size + 1, dtype=np.int32)),
+            "score": pa.array(rng.random(args.pool_size)),
+            "recorded_at": pa.array([NOW] * args.pool_size, TIMESTAMP),
+        }
+    )
+    store.append({"tasks": pool_rows, "pool_members": members})
+    write_s = time.perf_counter() - t_write
+    parts_before = len(store.read_manifest().parts("tasks"))
+    compact_s, _ = timed(lambda: store.compact(retire_grace_s=0))
+    store.compact(retire_grace_s=0)  # delete the retired parts
+    manifest = store.read_manifest()
+    rows = sum(p.rows for p in manifest.parts("tasks"))
+    print(
+        f"wrote {rows:,} task rows in {write_s:.1f} s ({parts_before} commits), "
+        f"compacted to {len(manifest.parts('tasks'))} parts in {compact_s:.1f} s"
+    )
+    print(f"on-disk size: {du(store_path) / 1e6:,.1f} MB")
+
+    open_s, snap = timed(lambda: open_snapshot(store_path))
+    snap.close()
+    open_s, snap = timed(lambda: open_snapshot(store_path), repeat=3)
+    print(f"open snapshot (views over {rows:,} tasks, no index yet): {ms(open_s)}")
+    if args.delta:
+        last = made[-1]
+        s, res = timed(lambda: store.append({"tasks": last}))
+        print(
+            f"append the last batch again ({last.num_rows:,} rows, all stored; "
+            f"{res.written['tasks']} written): {ms(s)}"
+        )
+    time_queries(snap, hashes, pool_idx, args, np.random.default_rng(7))
+    snap.close()
+    if args.delta:
+        run_delta(store, root_dir, batches, pool_rows, members, hashes, pool_idx, args)
     if args.keep is None:
         shutil.rmtree(root_dir)
 
