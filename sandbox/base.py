@@ -140,6 +140,12 @@ class DiskFull(SandboxError):
     recorded as the DISK_LIMIT failure mode."""
 
 
+class AgentSabotage(SandboxError):
+    """The agent left the sandbox so that the verifier cannot start (e.g. /etc/passwd made a
+    FIFO, which the engine reads when it starts a container). The agent's doing: a failed
+    attempt (AGENT_ERROR, reward 0), never an infrastructure failure."""
+
+
 class EnvironmentBuildError(SandboxError):
     """The task's environment could not be built: a setup step failed or a tool is missing.
 

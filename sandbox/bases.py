@@ -151,9 +151,9 @@ def lookup(name: str, table: BaseTable | None = None) -> Base:
 
 
 def state_dir() -> Path:
-    from sandbox.local import STATE_DIR
+    from sandbox.local import private_state_dir
 
-    return STATE_DIR
+    return private_state_dir()
 
 
 def mmdebstrap_argv(recipe: Recipe, target: Path) -> list[str]:

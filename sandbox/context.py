@@ -25,7 +25,7 @@ import stat
 import tarfile
 from pathlib import Path
 
-from sandbox.layerfs import ImageView, copy_meta, ensure_dirs
+from sandbox.layerfs import ImageView, LinkInLayer, copy_meta, ensure_dirs, host_path
 from sandbox.stages import Copy
 
 
@@ -145,11 +145,17 @@ class _Writer:
         self.uid, self.gid = view.ids(step.chown) if step.chown else (0, 0)
 
     def host(self, path: str) -> Path:
-        return self.up / path.lstrip("/")
+        try:
+            return host_path(self.up, path)
+        except LinkInLayer as e:
+            raise ContextError(f"line {self.step.line}: refused: {e}") from e
 
     def parent_dirs(self, path: str) -> None:
         """Create the directories leading to `path` (resolved), keeping existing attributes."""
-        ensure_dirs(self.view, self.up, posixpath.dirname(path) or "/")
+        try:
+            ensure_dirs(self.view, self.up, posixpath.dirname(path) or "/")
+        except LinkInLayer as e:
+            raise ContextError(f"line {self.step.line}: refused: {e}") from e
 
     def mkdir(self, path: str) -> None:
         self.parent_dirs(path)

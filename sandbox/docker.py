@@ -10,19 +10,26 @@ guaranteed. Imported lazily; raises SandboxUnavailable where no engine answers.
 
 from __future__ import annotations
 
+import errno
+import functools
+import hashlib
 import io
 import math
 import os
 import select
 import shutil
 import socket
+import stat
 import tarfile
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
+from sandbox import safefs, seccomp
 from sandbox.base import (
+    AgentSabotage,
+    DiskFull,
     ExecResult,
     NetworkMode,
     NetworkPolicy,
@@ -160,6 +167,9 @@ class DockerSandbox:
             nano_cpus=int(self.limits.cpus * 1e9),
             network_mode=network_mode,
             cap_drop=CAP_DROP,
+            # the local backend's refusals on top of the engine's default (sandbox.seccomp)
+            security_opt=[f"seccomp={_seccomp_option(self._podman)}"],
+            extra_hosts=_allowlist_hosts(policy),
             # nocopy: a new volume starts empty, whatever the image has at its mountpoint.
             volumes=binds,
             mounts=mounts or [],
@@ -438,6 +448,8 @@ class DockerSandbox:
         run_id = f"{self.id}-v{uuid.uuid4().hex[:6]}"
         agent_root = self._mount_path(agent.id)
         if agent_root is not None:
+            check_engine_reads(agent_root)
+            fix_verifier_places(agent_root)
             base, mounts = self.image, self._view_over_image(agent_root, run_id)
         else:
             snapshot = self._create(
@@ -537,6 +549,69 @@ class DockerSandbox:
             if rel and (agent_root / rel).is_dir() and not (agent_root / rel).is_symlink():
                 mounts.append(bind(agent_root / rel, "/" + rel))
         return mounts
+
+
+# Files of the container's root the engine itself reads on this host when it starts one (the
+# user's identity); the agent must not be able to make that read hang or run away.
+ENGINE_READS = ("etc/passwd", "etc/group")
+
+
+def _allowlist_hosts(policy: NetworkPolicy | str) -> dict[str, str]:
+    """/etc/hosts entries for an allowlist's names (its DNS is closed, sandbox.egress)."""
+    if isinstance(policy, str) or policy.mode != NetworkMode.ALLOWLIST:
+        return {}
+    from sandbox.network import resolved_names
+
+    return {name: addr for addr, name in resolved_names(policy.allowed_hosts)}
+
+
+@functools.lru_cache(maxsize=2)
+def _seccomp_option(podman: bool) -> str:
+    """The profile as the engine takes it: Docker's API wants the JSON itself, Podman's
+    compatible API a path on its host (a file in the private state directory)."""
+    profile = seccomp.docker_profile()
+    if not podman:
+        return profile
+    from sandbox.local import private_state_dir
+
+    digest = hashlib.sha256(profile.encode()).hexdigest()[:16]
+    path = private_state_dir() / f"seccomp-{digest}.json"
+    if not path.exists():
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(profile)
+        os.replace(tmp, path)
+    return str(path)
+
+
+def check_engine_reads(agent_root: Path) -> None:
+    """Raise AgentSabotage when the agent made a file the engine reads at container start
+    (ENGINE_READS) something other than a regular file (a FIFO hangs the engine, a link to
+    /dev/zero never ends); resolved inside the agent's root, never opened here."""
+    fd = safefs.open_root(agent_root)
+    try:
+        for rel in ENGINE_READS:
+            st = safefs.stat_in_root(fd, rel)
+            if st is not None and not stat.S_ISREG(st.st_mode):
+                raise AgentSabotage(
+                    f"the agent made /{rel} a {stat.filemode(st.st_mode)[0]!r}-type file: "
+                    "the verifier's container cannot start"
+                )
+    finally:
+        os.close(fd)
+
+
+def fix_verifier_places(agent_root: Path) -> None:
+    """/logs/verifier (and /logs) real directories again in the agent's root, whatever the
+    agent left there (removed, never followed), so the report volume can be mounted."""
+    fd = safefs.open_root(agent_root)
+    try:
+        safefs.ensure_real_dir(fd, "logs/verifier")
+    except OSError as e:
+        if e.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise DiskFull(f"the agent filled the disk: {e}") from e
+        raise AgentSabotage(f"the verifier's places could not be restored: {e}") from e
+    finally:
+        os.close(fd)
 
 
 def _is_container(obj: Any) -> bool:

@@ -11,7 +11,9 @@ installs routes inside the namespace, from the host (`nsenter`), that the sandbo
   for each address the allowed hosts resolve to when the sandbox starts; the host's own
   addresses stay prohibited even when an allowed name resolves to one of them.
 
-DNS keeps working through the NAT's resolver (it only answers names; connections are routed).
+DNS works through the NAT's resolver, except under an allowlist: there the forwarder is
+prohibited too (it would forward any name, a channel out) and the allowed names are given to
+the container's /etc/hosts, resolved on the host.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from sandbox.base import NetworkMode, NetworkPolicy, SandboxError
 
 NAT_GATEWAY = "10.0.2.2"  # slirp4netns's default gateway
 NAT_DEVICE = "tap0"
+DNS_FORWARDER = "10.0.2.3"  # slirp4netns's
 
 
 def host_addresses() -> list[str]:
@@ -61,6 +64,9 @@ def route_commands(policy: NetworkPolicy, host: list[str], allowed: list[str]) -
     if policy.mode == NetworkMode.ALLOWLIST:
         cmds.append(["ip", "route", "del", "default"])
         cmds.append(["ip", "route", "add", "prohibit", "default"])
+        # the NAT's DNS forwarder would carry data out in the names asked: names come from
+        # /etc/hosts (resolved on the host when the container starts) instead
+        cmds.append(["ip", "route", "add", "prohibit", f"{DNS_FORWARDER}/32"])
         cmds += [
             ["ip", "route", "add", f"{a}/32", "via", NAT_GATEWAY, "dev", NAT_DEVICE]
             for a in allowed
@@ -86,7 +92,7 @@ class UserNat:
     build endpoint otherwise runs RUN steps in the host's network). Use as a context manager;
     `netns` is the namespace's path and `nameservers()` its resolvers."""
 
-    DNS_FORWARDER = "10.0.2.3"  # slirp4netns's
+    DNS_FORWARDER = DNS_FORWARDER
 
     def __init__(self, policy: NetworkPolicy) -> None:
         self.policy = policy

@@ -205,14 +205,41 @@ def _remove(p: Path) -> None:
         p.unlink()
 
 
+class LinkInLayer(OSError):
+    """A write into a layer would pass through a link made in that layer (an archive member
+    linking out, then a member under it: tar slip)."""
+
+
+def host_path(up: Path, path: str) -> Path:
+    """`up/path` after checking that no directory on the way, inside the layer `up`, is a
+    link: what the layer itself holds is data, never a path this host resolves."""
+    cur = up
+    for part in [p for p in path.split("/") if p][:-1]:
+        cur = cur / part
+        try:
+            st = os.lstat(cur)
+        except FileNotFoundError:
+            continue
+        if stat.S_ISLNK(st.st_mode):
+            raise LinkInLayer(f"{path}: its directory {'/' + str(cur.relative_to(up))} is a link")
+    return up / path.lstrip("/")
+
+
 def ensure_dirs(view: ImageView, up: Path, path: str) -> None:
     """Create `path` (already resolved) in the layer `up`, its existing parents keeping the
-    owner and mode they have in the image (an upper directory's attributes win in overlay)."""
+    owner and mode they have in the image (an upper directory's attributes win in overlay).
+    A link on the way inside `up` raises LinkInLayer."""
     cur = "/"
     for part in [p for p in path.split("/") if p]:
         cur = cur.rstrip("/") + "/" + part
-        target = up / cur.lstrip("/")
-        if target.is_dir():
+        target = host_path(up, cur)
+        try:
+            st_up = os.lstat(target)
+        except FileNotFoundError:
+            st_up = None
+        if st_up is not None and stat.S_ISLNK(st_up.st_mode):
+            raise LinkInLayer(f"{path}: {cur} is a link in the layer being written")
+        if st_up is not None and stat.S_ISDIR(st_up.st_mode):
             continue
         st = view.lstat(cur)
         target.mkdir()

@@ -19,22 +19,25 @@ killed holder leaves (cgroups, lease files). docs/sandbox.md has the whole pictu
 from __future__ import annotations
 
 import atexit
+import contextlib
 import errno
 import json
 import os
+import posixpath
 import select
 import selectors
 import shutil
 import signal
+import stat
 import subprocess
 import threading
 import time
 import uuid
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from sandbox import network
+from sandbox import network, safefs, seccomp
 from sandbox.base import (
     DiskFull,
     ExecResult,
@@ -46,7 +49,7 @@ from sandbox.base import (
     normalize_dest,
 )
 from sandbox.cgroups import SandboxCgroup, cgroups_available
-from sandbox.image import Image
+from sandbox.image import DEFAULT_PATH, Image
 from sandbox.launcher import helper_path
 from sandbox.session import PtySession
 from sandbox.tamper import ROOT_CONFIG, STARTUP_MODULES
@@ -54,6 +57,7 @@ from sandbox.verifier_view import tamper_scan, verifier_binds
 from tasks.model import Limits
 
 STATE_DIR = Path(os.environ.get("T1_SANDBOX_STATE", "/var/cache/t1-forge"))
+STATE_MODE = 0o700  # layer caches hold task images' setuid files: no other host user gets in
 RUN_DIR = STATE_DIR / "run"  # per sandbox: a lease file (for gc) and, briefly, its disk image
 NS_DIR = "/run/t1-forge/ns"  # a mountpoint that only exists populated inside holders
 # Docker's default capability set without MKNOD and NET_RAW; never SYS_ADMIN or NET_ADMIN.
@@ -71,15 +75,33 @@ CAPABILITIES = (
     "CAP_KILL",
     "CAP_AUDIT_WRITE",
 )
+# Kernel knobs stay the host's and read-only (as Docker's /proc): sysctls, the SysRq trigger;
+# files that describe the host's kernel and keys are masked.
+PROC_READ_ONLY = [
+    *[a for p in ("/proc/sys", "/proc/sysrq-trigger") if os.path.exists(p)
+      for a in ("--ro-bind", p, p)],
+    *[a for p in ("/proc/kcore", "/proc/keys", "/proc/timer_list") if os.path.exists(p)
+      for a in ("--ro-bind", "/dev/null", p)],
+]  # fmt: skip
 BASE_ENV = {"HOME": "/root", "LANG": "C.UTF-8", "USER": "root"}
 HOSTS = "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost ip6-loopback\n"
 # Files the runtime provides over the image's (as Docker does); never written into a layer.
 ETC_FILES = ("resolv.conf", "hosts", "hostname")
 MAX_DOWNLOAD_BYTES = 64 * 1024 * 1024
+MAX_ETC_BYTES = 4 * 1024 * 1024  # /etc/passwd, /etc/group as the runner reads them
 MKFS = ["mkfs.ext4", "-q", "-F", "-O", "^has_journal,^resize_inode",
         "-E", "lazy_itable_init=1,nodiscard", "-m", "0"]  # fmt: skip
 
 _LIVE: weakref.WeakSet[LocalSandbox] = weakref.WeakSet()
+
+
+def private_state_dir() -> Path:
+    """STATE_DIR, created (or narrowed) to mode 0700: the image layers under it keep the
+    setuid bits their Dockerfiles set, so no other user of this host may reach them."""
+    STATE_DIR.mkdir(mode=STATE_MODE, parents=True, exist_ok=True)
+    if STATE_DIR.stat().st_mode & 0o077:
+        STATE_DIR.chmod(STATE_MODE)
+    return STATE_DIR
 
 
 def local_backend_problem() -> str | None:
@@ -137,7 +159,7 @@ class LocalSandbox:
         problem = local_backend_problem()
         if problem:
             raise SandboxUnavailable(problem)
-        helper = helper_path(str(STATE_DIR))
+        helper = helper_path(str(private_state_dir()))
         if helper is None:
             raise SandboxUnavailable(
                 "no C compiler to build the sandbox helper: apt-get install gcc"
@@ -193,16 +215,16 @@ class LocalSandbox:
         self._net = network.attach(self._holder.pid, self.network_policy)
         etc = self._ns() / "etc"
         etc.mkdir()
-        online = self.network_policy.mode != NetworkMode.NONE
-        (etc / "resolv.conf").write_text(f"nameserver {network.DNS}\n" if online else "")
-        (etc / "hosts").write_text(HOSTS)
+        (etc / "resolv.conf").write_text(_resolv_conf(self.network_policy))
+        (etc / "hosts").write_text(HOSTS + _allowed_hosts_lines(self.network_policy))
         (etc / "hostname").write_text("sandbox\n")
         if self.upper_dir is None:
-            root = Path(self._root())
-            for d, mode in (("logs/agent", 0o777), ("logs/verifier", 0o755)):
-                (root / d).mkdir(parents=True, exist_ok=True)
-                (root / d).chmod(mode)
-            (root / self.workdir.lstrip("/")).mkdir(parents=True, exist_ok=True)
+            # Resolved in the sandbox: a link the image ships at these paths stays inside it.
+            with self._root_fd() as root:
+                for d, mode in (("logs/agent", 0o777), ("logs/verifier", 0o755)):
+                    os.close(safefs.makedirs(root, d))
+                    safefs.chmod_dir(root, d, mode)
+                os.close(safefs.makedirs(root, self.workdir))
 
     def _write_lease(self, *, holder: int) -> None:
         info = {"runner": os.getpid(), "holder": holder, "started": time.time()}
@@ -249,6 +271,15 @@ class LocalSandbox:
             raise SandboxError(f"sandbox {self.id} is not running")
         return f"/proc/{self._holder.pid}/root"
 
+    @contextlib.contextmanager
+    def _root_fd(self) -> Iterator[int]:
+        """A directory fd of the sandbox's root, for sandbox.safefs (never a host path)."""
+        fd = safefs.open_root(self._root())
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+
     def _ns(self) -> Path:
         """NS as this process reaches it (the holder's fd 3)."""
         self._root()
@@ -265,7 +296,10 @@ class LocalSandbox:
         cpu_s: int,
         tty: bool = False,
         binds: Sequence[str] = (),
+        seccomp_fd: int | None = None,
     ) -> list[str]:
+        """The command line of one process tree in the sandbox; `seccomp_fd` (from
+        `sandbox.seccomp.profile_fd`, passed to the child) carries the system-call filter."""
         assert self._holder is not None
         caps = [a for c in CAPABILITIES for a in ("--cap-add", c)]
         # Every process tree dies with the process that started it (bwrap's init would
@@ -274,21 +308,34 @@ class LocalSandbox:
         # one. (The parent is the calling thread: a session must be started by a thread
         # that outlives it.)
         detach = ["--die-with-parent"] if tty else ["--new-session", "--die-with-parent"]
+        filt = ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
         return [
             self._helper, "exec", str(self._holder.pid), str(cpu_s), "1" if tty else "0",
             *self._cgroup.child(group).procs_files(), "--",
             "bwrap", "--bind", f"{NS_DIR}/root", "/", "--dev", "/dev", "--proc", "/proc",
+            *PROC_READ_ONLY,
             *[a for f in ETC_FILES for a in ("--bind", f"{NS_DIR}/etc/{f}", f"/etc/{f}")],
             *binds,
             "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
-            "--hostname", "sandbox", *detach, "--cap-drop", "ALL", *caps, "--chdir", cwd,
+            "--hostname", "sandbox", *detach, "--cap-drop", "ALL", *caps, *filt, "--chdir", cwd,
             *self._as_user(user), *argv,
         ]  # fmt: skip
 
     def _as_user(self, user: str) -> list[str]:
         if user in ("", "root", "0"):
             return []
-        uid, gid = _lookup_user(Path(self._root()), user)
+        # The image's own /etc/passwd first: the user a task names is the image's, and what
+        # the agent did to its /etc cannot keep the verifier from starting.
+        for where in (self._ns() / "image", Path(self._root())):
+            fd = safefs.open_root(where)
+            try:
+                uid, gid = _lookup_user(fd, user)
+                break
+            except SandboxError:
+                if where != self._ns() / "image":
+                    raise
+            finally:
+                os.close(fd)
         return ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--init-groups", "--"]
 
     def _cpu_seconds(self, timeout: float) -> int:
@@ -330,13 +377,19 @@ class LocalSandbox:
     ) -> ExecResult:
         oom_before = self._cgroup.oom_kills()
         t0 = time.monotonic()
-        full = self._argv(
-            group, argv, cwd=cwd, user=user, cpu_s=self._cpu_seconds(timeout), binds=binds
-        )
-        proc = subprocess.Popen(
-            full, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            env=dict(env), start_new_session=True,
-        )  # fmt: skip
+        fd = seccomp.profile_fd()
+        try:
+            full = self._argv(
+                group, argv, cwd=cwd, user=user, cpu_s=self._cpu_seconds(timeout), binds=binds,
+                seccomp_fd=fd,
+            )  # fmt: skip
+            proc = subprocess.Popen(
+                full, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                env=dict(env), start_new_session=True, pass_fds=() if fd is None else (fd,),
+            )  # fmt: skip
+        finally:
+            if fd is not None:
+                os.close(fd)
         out, err, timed_out, truncated = _drain(proc, t0 + timeout, self.limits.output_bytes)
         if timed_out or truncated:
             self._cgroup.child(group).kill_all()
@@ -356,15 +409,23 @@ class LocalSandbox:
         if self._session is None:
             self._root()
             group = self._cgroup.child("session")
-            argv = self._argv(
-                "session", ["/bin/bash", "--noprofile", "--norc", "--noediting", "-i"],
-                cwd=self.workdir, user=self.user, tty=True,
-                cpu_s=self._cpu_seconds(self.limits.agent_timeout_s),
-            )  # fmt: skip
+            cpu_s = self._cpu_seconds(self.limits.agent_timeout_s)
             env = {**self.env, "TERM": "xterm"}
 
             def spawn(slave: int) -> subprocess.Popen[bytes]:
-                return subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, env=env)
+                fd = seccomp.profile_fd()
+                try:
+                    argv = self._argv(
+                        "session", ["/bin/bash", "--noprofile", "--norc", "--noediting", "-i"],
+                        cwd=self.workdir, user=self.user, tty=True, cpu_s=cpu_s, seccomp_fd=fd,
+                    )  # fmt: skip
+                    return subprocess.Popen(
+                        argv, stdin=slave, stdout=slave, stderr=slave, env=env,
+                        pass_fds=() if fd is None else (fd,),
+                    )  # fmt: skip
+                finally:
+                    if fd is not None:
+                        os.close(fd)
 
             self._session = PtySession(
                 spawn,
@@ -399,7 +460,9 @@ class LocalSandbox:
             self._set_network(network)
         disk_full = _disk_full(ns / "disk")
         upper, image = ns / "disk" / "upper", ns / "image"
-        tampered = tamper_scan(upper, image, workdir=cwd)
+        path_dirs = self.image.config.env.get("PATH", DEFAULT_PATH).split(":")
+        tampered = tamper_scan(upper, image, workdir=cwd, path_dirs=path_dirs)
+        self._prepare_verifier_places(cwd)
         vdir = ns / "v"
         shutil.rmtree(vdir, ignore_errors=True)
         try:
@@ -409,7 +472,7 @@ class LocalSandbox:
         except OSError as e:
             raise SandboxError(f"could not stage the verifier's files: {e}") from e
         hooks = (*ROOT_CONFIG, *(f"{m}.py" for m in STARTUP_MODULES))
-        top_files = [n for n in hooks if (upper / n).exists() and not (upper / n).is_dir()]
+        top_files = [n for n in hooks if _is_non_dir(upper, n)]
         binds = [
             *verifier_binds(root, image, NS_DIR, trusted=self.trusted_paths, top_files=top_files),
             "--bind", f"{NS_DIR}/v/tests", "/tests",
@@ -419,12 +482,32 @@ class LocalSandbox:
             "verify", ["/bin/bash", "-c", command], timeout=timeout_s, cwd=cwd,
             env={**BASE_ENV, **self.image.config.env, **env}, user=user, binds=binds,
         )  # fmt: skip
+        vfd = safefs.open_root(vdir)
+        try:
+            files = safefs.read_tree(vfd, "logs", MAX_DOWNLOAD_BYTES, resolve=safefs.NO_LINKS)
+        finally:
+            os.close(vfd)
         return VerifierRun(
-            result=result,
-            files=_read_files(vdir / "logs"),
-            tampered=tuple(tampered),
-            disk_full=disk_full,
+            result=result, files=files, tampered=tuple(tampered), disk_full=disk_full
         )
+
+    def _prepare_verifier_places(self, cwd: str) -> None:
+        """After the agent phase: /tests and /logs/verifier are real directories again (what
+        the agent left there is removed, not followed) and the verifier's working directory
+        exists, so nothing the agent did keeps the verifier from starting. A disk the agent
+        filled is DiskFull: the agent's failure, reported as `disk_limit`."""
+        try:
+            with self._root_fd() as root:
+                for place in ("tests", "logs/verifier"):
+                    safefs.ensure_real_dir(root, place)
+                if safefs.lstat(root, cwd) is None:
+                    os.close(safefs.makedirs(root, cwd))
+        except OSError as e:
+            if e.errno in (errno.ENOSPC, errno.EDQUOT):
+                raise DiskFull(f"sandbox {self.id}: the agent filled the disk: {e}") from e
+            raise SandboxError(
+                f"sandbox {self.id}: could not prepare the verifier's places: {e}"
+            ) from e
 
     def _set_network(self, policy: NetworkPolicy) -> None:
         """Give the (shared) network namespace another policy: from none, the NAT is
@@ -435,28 +518,31 @@ class LocalSandbox:
         assert self._holder is not None
         self._net = network.attach(self._holder.pid, policy)
         self.network_policy = policy
-        if policy.mode != NetworkMode.NONE:
-            (self._ns() / "etc" / "resolv.conf").write_text(f"nameserver {network.DNS}\n")
+        (self._ns() / "etc" / "resolv.conf").write_text(_resolv_conf(policy))
+        (self._ns() / "etc" / "hosts").write_text(HOSTS + _allowed_hosts_lines(policy))
 
     # -- files -------------------------------------------------------------------------
     def upload(self, files: dict[str, bytes], dest_dir: str, *, mode: int = 0o644) -> None:
-        root = self._root()
+        """Write `files` below `dest_dir`, resolved in the sandbox (sandbox.safefs)."""
         try:
-            for rel, data in files.items():
-                target = Path(root + normalize_dest(dest_dir, rel))
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.write_bytes(data)
-                target.chmod(0o755 if rel.endswith(".sh") else mode)
+            with self._root_fd() as root:
+                for rel, data in files.items():
+                    dest = normalize_dest(dest_dir, rel)
+                    safefs.write_file(root, dest, data, 0o755 if rel.endswith(".sh") else mode)
         except OSError as e:
             if e.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise DiskFull(f"sandbox {self.id}: disk full while uploading to {dest_dir}") from e
             raise SandboxError(f"sandbox {self.id}: upload to {dest_dir} failed: {e}") from e
 
     def download(self, path: str) -> dict[str, bytes]:
-        root = Path(self._root() + normalize_dest(path, "."))
-        if root.is_file():
-            return {root.name: root.read_bytes()[:MAX_DOWNLOAD_BYTES]}
-        return _read_files(root)
+        """A file ({name: bytes}) or a directory's regular files, resolved in the sandbox and
+        read at most MAX_DOWNLOAD_BYTES in all; links below a directory are not followed."""
+        dest = normalize_dest(path, ".")
+        with self._root_fd() as root:
+            data = safefs.read_file(root, dest, MAX_DOWNLOAD_BYTES)
+            if data is not None:
+                return {posixpath.basename(dest): data}
+            return safefs.read_tree(root, dest, MAX_DOWNLOAD_BYTES)
 
     def disk_free_bytes(self) -> int:
         st = os.statvfs(self._ns() / "disk")
@@ -515,18 +601,21 @@ def wait_exit(proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
     return True
 
 
-def _lookup_user(root: Path, user: str) -> tuple[int, int]:
+def _etc_lines(root: int, name: str) -> list[str]:
+    """Lines of the sandbox's /etc/NAME (read in the sandbox, a regular file, capped)."""
+    data = safefs.read_file(root, "etc/" + name, MAX_ETC_BYTES) or b""
+    return data.decode("utf-8", "replace").splitlines()
+
+
+def _lookup_user(root: int, user: str) -> tuple[int, int]:
     """uid and gid of `user` (a name, `uid` or `uid:gid`) in the sandbox's /etc/passwd."""
     name, _, group = user.partition(":")
     uid = gid = None
-    try:
-        for line in (root / "etc/passwd").read_text(errors="replace").splitlines():
-            f = line.split(":")
-            if len(f) >= 4 and (f[0] == name or f[2] == name):
-                uid, gid = int(f[2]), int(f[3])
-                break
-    except OSError:
-        pass
+    for line in _etc_lines(root, "passwd"):
+        f = line.split(":")
+        if len(f) >= 4 and (f[0] == name or f[2] == name) and f[2].isdigit() and f[3].isdigit():
+            uid, gid = int(f[2]), int(f[3])
+            break
     if uid is None:
         if not name.isdigit():
             raise SandboxError(f"user {name!r} does not exist in the sandbox's /etc/passwd")
@@ -537,25 +626,48 @@ def _lookup_user(root: Path, user: str) -> tuple[int, int]:
     return uid, gid
 
 
-def _lookup_group(root: Path, group: str) -> int:
-    try:
-        for line in (root / "etc/group").read_text(errors="replace").splitlines():
-            f = line.split(":")
-            if len(f) >= 3 and f[0] == group:
-                return int(f[2])
-    except OSError:
-        pass
+def _lookup_group(root: int, group: str) -> int:
+    for line in _etc_lines(root, "group"):
+        f = line.split(":")
+        if len(f) >= 3 and f[0] == group and f[2].isdigit():
+            return int(f[2])
     raise SandboxError(f"group {group!r} does not exist in the sandbox's /etc/group")
 
 
+def _resolv_conf(policy: NetworkPolicy) -> str:
+    """The NAT's DNS forwarder for `internet` and `build`; none offline or under an allowlist
+    (whose names are in /etc/hosts, resolved on the host)."""
+    if policy.mode in (NetworkMode.INTERNET, NetworkMode.BUILD):
+        return f"nameserver {network.DNS}\n"
+    return ""
+
+
+def _allowed_hosts_lines(policy: NetworkPolicy) -> str:
+    if policy.mode != NetworkMode.ALLOWLIST:
+        return ""
+    return "".join(
+        f"{addr}\t{name}\n" for addr, name in network.resolved_names(policy.allowed_hosts)
+    )
+
+
 def _disk_full(disk: Path) -> bool:
-    """Nearly no room left (ext4 refuses writes with a few blocks still free)."""
+    """Nearly no room left for an unprivileged writer (available blocks, not free ones: ext4
+    refuses writes with a few blocks still free), or no inode left."""
     try:
         st = os.statvfs(disk)
     except OSError:
         return False
-    free, size = st.f_bfree * st.f_frsize, st.f_blocks * st.f_frsize
-    return free < max(4 * 1024 * 1024, size // 200)
+    free, size = st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
+    return free < max(4 * 1024 * 1024, size // 200) or (st.f_files > 0 and st.f_favail < 16)
+
+
+def _is_non_dir(upper: Path, name: str) -> bool:
+    """Whether the agent's layer has a non-directory (a link included) at the top-level
+    `name`; never follows it."""
+    try:
+        return not stat.S_ISDIR(os.lstat(upper / name).st_mode)
+    except OSError:
+        return False
 
 
 def _write_files(dest: Path, files: dict[str, bytes]) -> None:
@@ -565,19 +677,6 @@ def _write_files(dest: Path, files: dict[str, bytes]) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
         target.chmod(0o755 if rel.endswith(".sh") else 0o644)
-
-
-def _read_files(root: Path) -> dict[str, bytes]:
-    out: dict[str, bytes] = {}
-    if not root.is_dir():
-        return out
-    budget = MAX_DOWNLOAD_BYTES
-    for p in sorted(root.rglob("*")):
-        if p.is_file() and not p.is_symlink() and budget > 0:
-            data = p.read_bytes()[:budget]
-            budget -= len(data)
-            out[p.relative_to(root).as_posix()] = data
-    return out
 
 
 class _Reaper:

@@ -85,12 +85,35 @@ def resolve(hosts: Iterable[str]) -> list[str]:
     return sorted(out)
 
 
+def resolved_names(hosts: Iterable[str]) -> list[tuple[str, str]]:
+    """(address, name) for each name in `hosts` (literal addresses left out), resolved on
+    the host: an allowlisted sandbox's /etc/hosts, since it gets no DNS of its own."""
+    out: set[tuple[str, str]] = set()
+    for host in hosts:
+        try:
+            ipaddress.ip_network(host, strict=False)
+            continue
+        except ValueError:
+            pass
+        try:
+            infos = socket.getaddrinfo(host, None, family=socket.AF_INET)
+        except OSError:
+            continue
+        out.update((str(info[4][0]), host) for info in infos)
+    return sorted(out)
+
+
 def route_commands(policy: NetworkPolicy, host_addrs: list[str], allowed: list[str]) -> list[str]:
-    """`ip -batch` lines applied inside the namespace after the NAT is up (pure)."""
+    """`ip -batch` lines applied inside the namespace after the NAT is up (pure). Under an
+    allowlist the NAT's DNS forwarder is unreachable too: a resolver that forwards any name
+    to the host's would carry data out in the names asked (names are resolved on the host,
+    `resolved_names`)."""
     lines = [f"route add blackhole {a}/32" for a in host_addrs if a != GATEWAY]
     if policy.mode in (NetworkMode.ALLOWLIST, NetworkMode.BUILD):
         lines.append("route del default")
         lines += [f"route add {net} via {GATEWAY} dev tap0" for net in allowed]
+    if policy.mode == NetworkMode.ALLOWLIST:
+        lines.append(f"route add blackhole {DNS}/32")
     return lines
 
 

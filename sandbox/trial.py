@@ -15,11 +15,18 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from sandbox.backends import get_backend
-from sandbox.base import DiskFull, EnvironmentBuildError, ExecResult, Sandbox, SandboxError
+from sandbox.base import (
+    AgentSabotage,
+    DiskFull,
+    EnvironmentBuildError,
+    ExecResult,
+    Sandbox,
+    SandboxError,
+)
 from sandbox.policy import network_policy
 from tasks.model import Healthcheck, Task
-from tasks.reports import collect_report, declared_sources
-from tasks.results import FailureMode, ReportSource, TrialResult, VerifierReport
+from tasks.reports import collect_report, declared_sources, report_verdict
+from tasks.results import FailureMode, TrialResult
 
 TESTS_DIR = "/tests"
 SOLUTION_DIR = "/solution"
@@ -114,7 +121,26 @@ def _agent_failure(outcome: AgentOutcome) -> FailureMode:
 # Fixed parts of every verifier's environment (the image's ENV and the task's verifier env
 # come first; these win): no user site directory, whose packages the agent could have planted.
 VERIFIER_ENV = {"PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-NEVER_RAN_EXIT_CODES = (126, 127)  # not executable / command not found
+# git run by the verifier in the agent's repositories ignores the programs the agent could
+# have configured there (command-scope settings win over a repository's .git/config):
+# fsmonitor runs on every `git status`, hooks on commits and checkouts, pager and editor on
+# `git log`/`commit`. Not covered (docs/sandbox.md): filter and textconv drivers.
+GIT_GUARDS = {
+    "core.fsmonitor": "false",
+    "core.hooksPath": "/dev/null",
+    "core.pager": "cat",
+    "core.editor": "true",
+    "sequence.editor": "true",
+    "core.sshCommand": "false",
+    "core.askPass": "",
+    "credential.helper": "",
+    "diff.external": "",
+    "protocol.ext.allow": "never",
+}
+VERIFIER_ENV |= {"GIT_CONFIG_COUNT": str(len(GIT_GUARDS))}
+for _i, (_key, _value) in enumerate(GIT_GUARDS.items()):
+    VERIFIER_ENV |= {f"GIT_CONFIG_KEY_{_i}": _key, f"GIT_CONFIG_VALUE_{_i}": _value}
+SIGNAL_EXIT_CODES = range(129, 129 + 64)  # 128 + N: the entry (or its last command) was killed
 
 
 def verifier_env(task: Task) -> dict[str, str]:
@@ -151,7 +177,12 @@ def verify(sandbox: Sandbox, task: Task, result: TrialResult) -> None:
         return
     if result.failure_mode != FailureMode.NONE:
         return
-    if run.disk_full:
+    if killed_by_signal(r):
+        result.failure_mode = FailureMode.VERIFIER_KILLED
+        result.failure_detail = (
+            f"the verifier was killed by signal {r.exit_code - 128}: no report it left counts"
+        )
+    elif run.disk_full:
         result.failure_mode = FailureMode.DISK_LIMIT
         result.failure_detail = f"the sandbox's disk ({task.limits.disk_mb} MB) was full"
     elif r.timed_out:
@@ -160,22 +191,22 @@ def verify(sandbox: Sandbox, task: Task, result: TrialResult) -> None:
     elif r.oom_killed:
         result.failure_mode = FailureMode.OUT_OF_MEMORY
         result.failure_detail = "verifier killed by the OOM killer"
-    elif never_ran(r, run.files, result.report):
-        result.failure_mode = FailureMode.VERIFIER_ERROR
-        result.failure_detail = (
-            f"the verifier never ran (exit {r.exit_code}): {(r.stderr or r.stdout)[-300:]}"
-        )
-    elif result.report.parse_error:
-        result.failure_mode = FailureMode.PARSE_ERROR
-        result.failure_detail = result.report.parse_error
+    else:
+        # The report, or its absence, scored as Terminal-Bench does (tasks.reports): without
+        # a report a non-zero exit or a compile failure is a failed attempt, and only what
+        # the agent cannot cause (the verifier's own runner missing) is verifier_error.
+        verdict = report_verdict(result.report, r.exit_code, r.stdout + r.stderr)
+        result.report = verdict.report
+        if verdict.failure_mode != FailureMode.NONE:
+            result.failure_mode = verdict.failure_mode
+        result.failure_detail = verdict.detail
 
 
-def never_ran(r: ExecResult, files: dict[str, bytes], report: VerifierReport) -> bool:
-    """The verifier did not get to judge: its runner was missing or not executable, or it
-    produced no report at all (pure)."""
-    if report.assertions and not report.parse_error:
-        return False
-    return r.exit_code in NEVER_RAN_EXIT_CODES or (not files and report.source == ReportSource.NONE)
+def killed_by_signal(r: ExecResult) -> bool:
+    """The verifier's entry ended by a signal (bash reports 128 + N, the sandbox's init passes
+    it on) and not by our own timeout or the OOM killer: a program it ran may have written a
+    report and killed it before the real one, so no record of that run is a verdict."""
+    return not r.timed_out and not r.oom_killed and r.exit_code in SIGNAL_EXIT_CODES
 
 
 def run_trial(
@@ -228,6 +259,9 @@ def run_trial(
         result.failure_detail = str(e)
     except DiskFull as e:
         result.failure_mode = FailureMode.DISK_LIMIT
+        result.failure_detail = str(e)
+    except AgentSabotage as e:
+        result.failure_mode = FailureMode.AGENT_ERROR
         result.failure_detail = str(e)
     except SandboxError as e:
         result.failure_mode = FailureMode.SANDBOX_ERROR

@@ -21,10 +21,12 @@ recorded as `tampered` and never rewarded, even though the view above neutralize
 from __future__ import annotations
 
 import os
+import posixpath
 import stat
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
+from sandbox import safefs
 from sandbox.tamper import (
     STANDARD_PATH_DIRS,
     TOOLCHAIN_COMMAND,
@@ -75,34 +77,62 @@ def layer_changes(upper: Path, image: Path) -> list[Change]:
     return out
 
 
-def image_commands(image: Path) -> frozenset[str]:
-    """Toolchain command names the image itself has in its PATH directories."""
+def image_commands(image: Path, path_dirs: Sequence[str] = ()) -> frozenset[str]:
+    """Toolchain command names the image itself has in its PATH directories (the standard
+    ones and those of the image's own PATH), looked up without following a link."""
     names: set[str] = set()
-    for d in STANDARD_PATH_DIRS:
-        try:
-            names.update(n for n in os.listdir(image / d.lstrip("/")) if TOOLCHAIN_COMMAND.match(n))
-        except OSError:
-            continue
+    fd = safefs.open_root(image)
+    try:
+        for d in dict.fromkeys((*STANDARD_PATH_DIRS, *path_dirs)):
+            names.update(n for n in safefs.listdir(fd, d) if TOOLCHAIN_COMMAND.match(n))
+    finally:
+        os.close(fd)
     return frozenset(names)
 
 
-def tamper_scan(upper: Path, image: Path, *, workdir: str) -> list[str]:
+def tamper_scan(
+    upper: Path, image: Path, *, workdir: str, path_dirs: Sequence[str] = ()
+) -> list[str]:
     """Absolute sandbox paths the agent wrote (created, changed or deleted) that the verifier's
     run depends on (the rule: sandbox/tamper.py). `upper` is the agent's writable layer,
-    `image` the image's own view, both as this process sees them."""
+    `image` the image's own view, both as this process sees them; `path_dirs` the image's
+    PATH. Files are read as data: no link followed, regular files only, capped."""
     changes = layer_changes(upper, image)
     entry_points = {}
-    for c in changes:
-        if c.path.endswith("/entry_points.txt") and c.kind != ChangeKind.DELETED:
-            try:
-                text = (upper / c.path.lstrip("/")).read_bytes()[:65536]
-            except OSError:
-                continue
-            entry_points[c.path] = text.decode("utf-8", "replace")
+    ufd = safefs.open_root(upper)
+    try:
+        for c in changes:
+            if c.path.endswith("/entry_points.txt") and c.kind != ChangeKind.DELETED:
+                text = safefs.read_file(ufd, c.path, 65536, resolve=safefs.NO_LINKS)
+                if text is not None:
+                    entry_points[c.path] = text.decode("utf-8", "replace")
+    finally:
+        os.close(ufd)
     hits = tampered_paths(
-        changes, image_commands=image_commands(image), entry_points=entry_points, workdir=workdir
+        changes,
+        path_dirs=path_dirs,
+        image_commands=image_commands(image, path_dirs),
+        entry_points=entry_points,
+        workdir=workdir,
     )
     return list(hits)
+
+
+def _image_dir(image_fd: int, name: str) -> str | None:
+    """The image path a top-level entry stands for: itself when a real directory, the target
+    of a link (resolved one level, inside the image) when that is a real directory; None
+    otherwise. Never a path through a link, so a bind of it cannot resolve on the host."""
+    st = safefs.lstat(image_fd, name)
+    if st is None:
+        return None
+    if stat.S_ISDIR(st.st_mode):
+        return name
+    target = safefs.readlink(image_fd, name)
+    if target is None:
+        return None
+    resolved = safefs.relpath(posixpath.join("/", target))
+    found = safefs.lstat(image_fd, resolved)
+    return resolved if found is not None and stat.S_ISDIR(found.st_mode) else None
 
 
 def verifier_binds(
@@ -118,28 +148,57 @@ def verifier_binds(
     `root` (the agent's root) and `image` (the image's own view) are paths as this process
     sees them, for the checks; the arguments name them as the holder sees them, under `ns`.
     `top_files` are the non-directories the agent created at the top of the root (hidden).
+    Every source named is free of links (checked here), and the agent's links at the
+    destinations are removed first (its processes are gone): bubblewrap resolves neither
+    through content the task or the agent made.
     """
+    rfd, ifd = safefs.open_root(root), safefs.open_root(image)
+    try:
+        return _binds(rfd, ifd, ns, trusted, top_files)
+    finally:
+        os.close(rfd)
+        os.close(ifd)
+
+
+def _binds(
+    rfd: int, ifd: int, ns: str, trusted: Sequence[str], top_files: Sequence[str]
+) -> list[str]:
     args: list[str] = []
     for name in PROTECTED_TOP:
-        if os.path.lexists(image / name):
-            args += ["--ro-bind", f"{ns}/image/{name}", "/" + name]
-    names = set(PROTECTED_ETC)
-    for base in (image / "etc", root / "etc"):
-        try:
-            names.update(n for n in os.listdir(base) if n.startswith("python3"))
-        except OSError:
-            pass
-    for name in sorted(names):
-        if os.path.lexists(image / "etc" / name):
-            args += ["--ro-bind", f"{ns}/image/etc/{name}", "/etc/" + name]
-        elif os.path.isdir(root / "etc" / name):
-            args += ["--tmpfs", "/etc/" + name]
-        elif os.path.lexists(root / "etc" / name):
-            args += ["--ro-bind", "/dev/null", "/etc/" + name]
+        src = _image_dir(ifd, name)
+        if src is not None:
+            safefs.ensure_not_link(rfd, name)
+            args += ["--ro-bind", f"{ns}/image/{src}", "/" + name]
+    image_etc = safefs.lstat(ifd, "etc")
+    agent_etc = safefs.lstat(rfd, "etc")
+    if image_etc is not None and stat.S_ISDIR(image_etc.st_mode):
+        names = set(PROTECTED_ETC)
+        for fd in (ifd, rfd):
+            names.update(n for n in safefs.listdir(fd, "etc") if n.startswith("python3"))
+        if agent_etc is None or not stat.S_ISDIR(agent_etc.st_mode):
+            # the agent's /etc is no longer a directory: the verifier gets the image's
+            safefs.ensure_not_link(rfd, "etc")
+            args += ["--ro-bind", f"{ns}/image/etc", "/etc"]
+            names = set()
+        for name in sorted(names):
+            rel = "etc/" + name
+            mine, theirs = safefs.lstat(rfd, rel), safefs.lstat(ifd, rel)
+            if theirs is not None and stat.S_ISLNK(theirs.st_mode):
+                continue  # a link would resolve on this host; the tamper scan covers it
+            if theirs is not None:
+                safefs.ensure_not_link(rfd, rel)
+                args += ["--ro-bind", f"{ns}/image/{rel}", "/" + rel]
+            elif mine is not None and stat.S_ISDIR(mine.st_mode):
+                args += ["--tmpfs", "/" + rel]
+            elif mine is not None:
+                safefs.ensure_not_link(rfd, rel)
+                args += ["--ro-bind", "/dev/null", "/" + rel]
     for name in top_files:
+        safefs.ensure_not_link(rfd, name)
         args += ["--ro-bind", "/dev/null", "/" + name]
     for path in trusted:
-        p = "/" + path.strip("/")
-        if os.path.isdir(str(root) + p):
-            args += ["--bind", f"{ns}/root{p}", p]
+        rel = safefs.relpath(path)
+        st = safefs.lstat(rfd, rel)  # no component of it may be a link
+        if rel != "." and st is not None and stat.S_ISDIR(st.st_mode):
+            args += ["--bind", f"{ns}/root/{rel}", "/" + rel]
     return args

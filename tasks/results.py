@@ -80,9 +80,11 @@ class FailureMode(StrEnum):
     DISK_LIMIT = "disk_limit"
     AGENT_ERROR = "agent_error"
     TAMPERED = "tampered"  # the agent wrote where the verifier's run depends on it
+    VERIFIER_KILLED = "verifier_killed"  # the verifier died by a signal: its report is void
     VERIFIER_ERROR = "verifier_error"  # the verifier never ran (126/127, no runner, no report)
     SANDBOX_ERROR = "sandbox_error"
     CANCELLED = "cancelled"  # stopped by the caller (straggler cancel, Ctrl-C)
+    ENGINE_ERROR = "engine_error"  # the inference engine failed or kept aborting a turn
 
     @property
     def infrastructure(self) -> bool:
@@ -97,7 +99,15 @@ INFRASTRUCTURE_FAILURES = frozenset(
         FailureMode.VERIFIER_ERROR,
         FailureMode.SANDBOX_ERROR,
         FailureMode.CANCELLED,
+        FailureMode.ENGINE_ERROR,
     }
+)
+
+
+# Trials whose report is no verdict (TrialResult.passed is 0): the agent wrote where the
+# verifier's run depends on it, or the verifier did not finish its own run.
+VOID_VERDICTS = frozenset(
+    {FailureMode.TAMPERED, FailureMode.VERIFIER_KILLED, FailureMode.VERIFIER_TIMEOUT}
 )
 
 
@@ -127,8 +137,12 @@ class TrialResult(BaseModel):
 
     @property
     def passed(self) -> int:
-        """Dense reward: the number of passing assertions (0 for a tampered trial)."""
-        return 0 if self.failure_mode == FailureMode.TAMPERED else self.report.passed
+        """Dense reward: the number of passing assertions; 0 for a tampered trial, and for one
+        whose verifier did not finish (killed by a signal, or stopped until its timeout): a
+        report found then was not necessarily written by the verifier's own harness."""
+        if self.failure_mode in VOID_VERDICTS:
+            return 0
+        return self.report.passed
 
     @property
     def rewardable(self) -> bool:

@@ -1,0 +1,440 @@
+"""Hostile tasks and hostile agents, on both backends (sandbox v3; docs/sandbox.md lists the
+threat model and maps every test here to it).
+
+Two adversaries: the *task* (its Dockerfile, archives, links: anything an imported corpus or a
+synthesized task ships) and the *agent* (anything a policy can type). For each, the attack is
+written generically and run on the `backend` fixture (local and docker). What must hold:
+nothing outside the sandbox changes (host canaries), no host file is read back, no verdict is
+forged, and nothing the agent does turns its own failure into an infrastructure failure.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import resource
+import shutil
+import stat
+import tarfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sandbox import CommandAgent, get_backend, run_trial
+from tasks.model import EnvironmentSpec, Limits, NetworkAccess, PhaseConfig
+from tasks.results import FailureMode
+from tests.factories import make_task
+from tests.sandbox.images import TOOLS_DOCKERFILE, pytest_task
+
+pytestmark = pytest.mark.sandbox
+
+SEED_BASE = "FROM t1-forge/base:bookworm\nWORKDIR /app\n"
+SECRET = "host-secret-5c0a1e"
+
+
+@pytest.fixture
+def canary() -> Iterator[Path]:
+    """A host directory no sandbox may touch: a file with a secret inside, mode 0700."""
+    d = Path(f"/tmp/t1-canary-{uuid.uuid4().hex[:10]}")
+    d.mkdir(mode=0o700)
+    (d / "secret").write_text(SECRET)
+    os.chmod(d, 0o700)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def snapshot(d: Path) -> dict[str, tuple[int, int, bytes]]:
+    """Every entry under `d` (and `d` itself): mode, size, content of files."""
+    out = {".": (os.lstat(d).st_mode, 0, b"")}
+    for p in sorted(d.rglob("*")):
+        st = os.lstat(p)
+        body = p.read_bytes() if stat.S_ISREG(st.st_mode) else b""
+        out[str(p.relative_to(d))] = (st.st_mode, st.st_size, body)
+    return out
+
+
+def image_task(dockerfile: str, task_id: str, **kw) -> object:
+    env = EnvironmentSpec(files={"Dockerfile": dockerfile.encode(), **kw.pop("files", {})})
+    return make_task(task_id, environment=env, **kw)
+
+
+# -- the task as adversary -----------------------------------------------------------------
+def test_task_symlinked_solution_dir_cannot_write_to_the_host(backend, canary):
+    """An image whose /solution is a link to a host path: the oracle's upload stays inside."""
+    before = snapshot(canary)
+    task = image_task(SEED_BASE + f"RUN ln -s {canary} /solution\n", "hostile-solution-link")
+    r = run_trial(task, "oracle", backend)
+    assert snapshot(canary) == before
+    assert not r.failure_mode.infrastructure or r.failure_mode == FailureMode.SANDBOX_ERROR
+
+
+def test_task_symlinked_log_dir_cannot_chmod_the_host(backend, canary):
+    """An image whose /logs/agent links to a host directory: the runner's mkdir/chmod of the
+    agent's log directory happens inside the sandbox."""
+    before = snapshot(canary)
+    task = image_task(
+        SEED_BASE + f"RUN mkdir -p /logs && ln -s {canary} /logs/agent\n", "hostile-logs-link"
+    )
+    run_trial(task, "nop", backend)
+    assert snapshot(canary) == before
+
+
+def _slip_archive(target: Path) -> bytes:
+    """A tar whose first member links out of the layer and whose second writes through it."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        link = tarfile.TarInfo("evil")
+        link.type, link.linkname = tarfile.SYMTYPE, str(target)
+        tar.addfile(link)
+        body = b"pwned\n"
+        f = tarfile.TarInfo("evil/pwned")
+        f.size = len(body)
+        tar.addfile(f, io.BytesIO(body))
+        dotdot = tarfile.TarInfo("../../../../../../" + str(target).lstrip("/") + "/dotdot")
+        dotdot.size = len(body)
+        tar.addfile(dotdot, io.BytesIO(body))
+    return buf.getvalue()
+
+
+def test_task_archive_cannot_slip_out_of_the_layer(backend, canary):
+    """ADD of an archive with a link member and a member under it (tar slip), and a `..`
+    member: the build writes nothing outside the image, whatever it decides about the task."""
+    before = snapshot(canary)
+    task = image_task(
+        SEED_BASE + "ADD slip.tar /app/unpacked/\n",
+        "hostile-tar-slip",
+        files={"slip.tar": _slip_archive(canary)},
+    )
+    run_trial(task, "nop", backend)
+    assert snapshot(canary) == before
+
+
+def test_setuid_files_of_images_are_out_of_reach_of_host_users():
+    """Layer caches hold task images' setuid-root binaries: the state directory is private."""
+    from sandbox.local import STATE_DIR
+
+    task = image_task(
+        SEED_BASE
+        + "RUN cp /bin/true /usr/local/bin/suid-true && chmod 4755 /usr/local/bin/suid-true\n",
+        "hostile-setuid",
+    )
+    r = run_trial(task, "nop", "local")
+    assert not r.failure_mode.infrastructure, r.failure_detail
+    assert stat.S_IMODE(os.stat(STATE_DIR).st_mode) & 0o077 == 0, oct(os.stat(STATE_DIR).st_mode)
+
+
+# -- the agent as adversary: the host --------------------------------------------------------
+KNOB_ATTACKS = {
+    # each writes a kernel knob's own current value back (harmless if it were allowed)
+    "core_pattern": "k=/proc/sys/kernel/core_pattern; v=$(cat $k); echo $v > $k",
+    "suid_dumpable": "v=$(cat /proc/sys/fs/suid_dumpable); echo $v > /proc/sys/fs/suid_dumpable",
+    "vm_swappiness": "v=$(cat /proc/sys/vm/swappiness); echo $v > /proc/sys/vm/swappiness",
+    "sysrq": "echo h > /proc/sysrq-trigger",
+    "nested_userns": "unshare -Urm true",
+    "mount": "mount -t tmpfs t1 /mnt",
+}
+
+SYSCALL_PROBE = r"""
+import ctypes, errno, os
+libc = ctypes.CDLL(None, use_errno=True)
+def call(nr, *args):
+    r = libc.syscall(nr, *args)
+    return 0 if r >= 0 else ctypes.get_errno()
+probes = {  # x86_64 numbers; each must be refused
+    "unshare_newuser": (272, 0x10000000),
+    "unshare_newns": (272, 0x00020000),
+    "keyctl": (250, 0, 0, 0, 0, 0),
+    "add_key": (248, b"user", b"t1", b"x", 1, 0xfffffffc),
+    "bpf": (321, 0, 0, 0),
+    "perf_event_open": (298, 0, 0, -1, -1, 0),
+    "open_by_handle_at": (304, -100, 0, 0),
+    "init_module": (175, 0, 0, b""),
+    "kexec_load": (246, 0, 0, 0, 0),
+    "setns": (308, 0, 0),
+    "pivot_root": (155, b"/", b"/"),
+}
+for name, (nr, *args) in probes.items():
+    err = call(nr, *args)
+    ran = err in (0, errno.EFAULT, errno.EINVAL, errno.EBADF, errno.ENOENT)
+    print(f"{name}={'allowed' if ran else 'refused'}")
+"""
+
+
+def agent_run(task, backend: str, command: str, timeout_s: float = 60) -> str:
+    sb = get_backend(backend).open(task)
+    try:
+        r = sb.session().run(command, timeout_s=timeout_s)
+        return r.stdout
+    finally:
+        sb.stop()
+
+
+@pytest.mark.parametrize("attack", sorted(KNOB_ATTACKS))
+def test_agent_cannot_set_kernel_knobs_or_nest_namespaces(backend, attack):
+    out = agent_run(make_task(), backend, f"{KNOB_ATTACKS[attack]} 2>/dev/null; echo rc=$?")
+    assert "rc=0" not in out, (attack, out)
+
+
+def test_dangerous_system_calls_are_refused(backend):
+    """A seccomp profile at least as strict as Docker's default: namespaces, keyrings, bpf,
+    perf, file handles (the 'shocker' escape), modules, kexec."""
+    script = SYSCALL_PROBE.replace("'", "'\\''")
+    out = agent_run(make_task(), backend, f"python3 -c '{script}'")
+    lines = [ln for ln in out.splitlines() if "=" in ln and ln.split("=")[0].isidentifier()]
+    assert len(lines) == 11, out
+    allowed = [ln for ln in lines if ln.endswith("=allowed")]
+    assert not allowed, out
+
+
+def test_agent_runs_with_no_capability_over_the_host(backend):
+    """Whatever the agent's uid inside, the kernel gives it no capability that could act on the
+    host: CapEff has no CAP_SYS_ADMIN (bit 21), CAP_SYS_MODULE (16), CAP_SYS_PTRACE (19),
+    CAP_NET_ADMIN (12), CAP_SYS_RAWIO (17), CAP_DAC_READ_SEARCH (2)."""
+    out = agent_run(make_task(), backend, "grep CapEff /proc/self/status")
+    eff = int(out.split("CapEff:")[1].split()[0], 16)
+    for bit in (2, 12, 16, 17, 19, 21):
+        assert not eff & (1 << bit), (bit, hex(eff))
+
+
+def test_download_of_a_planted_link_returns_no_host_file(backend, canary):
+    """The harness downloads paths the agent controls (audit trials, synthesis profiling):
+    a link to a host file, directly or inside a directory, brings back nothing of the host."""
+    sb = get_backend(backend).open(make_task())
+    try:
+        sb.session().run(
+            f"mkdir -p /app/out; ln -s {canary}/secret /app/out/leak; ln -s {canary}/secret /app/f;"
+            f" ln -s {canary} /app/out/dir",
+            timeout_s=20,
+        )
+        got = {**sb.download("/app/f"), **sb.download("/app/out")}
+    finally:
+        sb.stop()
+    assert all(SECRET.encode() not in v for v in got.values()), got
+
+
+# -- the agent as adversary: the runner ------------------------------------------------------
+@pytest.mark.parametrize(
+    "attack",
+    [
+        pytest.param("ln -s /dev/zero {ep}", id="entry-points-to-dev-zero"),
+        pytest.param("mkfifo {ep}", id="entry-points-fifo"),
+        pytest.param("rm -f /etc/passwd; ln -s /dev/zero /etc/passwd", id="passwd-to-dev-zero"),
+        pytest.param("rm -f /etc/passwd; mkfifo /etc/passwd", id="passwd-fifo"),
+    ],
+)
+def test_runner_never_reads_devices_fifos_or_unbounded_files(backend, attack):
+    """The runner reads agent-changed files after the agent phase (tamper scan, the verifier's
+    user): a link to /dev/zero or a FIFO must neither grow its memory nor hang the trial."""
+    ep = "/usr/lib/python3/dist-packages/t1probe-1.0.dist-info/entry_points.txt"
+    cmd = f"mkdir -p {os.path.dirname(ep)}; " + attack.format(ep=ep) + "; echo ok > /app/done"
+    task = pytest_task(f"hostile-read-{abs(hash(attack)) % 10**6}")
+    task = task.model_copy(update={"verifier_config": PhaseConfig(user="nobody")})
+    rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    t0 = time.monotonic()
+    r = run_trial(task, CommandAgent(cmd), backend)
+    assert time.monotonic() - t0 < 60, "the trial hung on a file the agent planted"
+    grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss_before) / 1024
+    assert grown_mb < 200, f"the runner's memory grew {grown_mb:.0f} MB"
+    assert not r.failure_mode.infrastructure, (r.failure_mode, r.failure_detail)
+
+
+# -- the agent as adversary: the verdict -----------------------------------------------------
+# A verifier that runs the agent's program first, then writes its own CTRF report.
+RUNS_AGENT_CODE = b"""#!/bin/bash
+bash /app/run.sh
+out=/logs/verifier/ctrf.json
+if [ "$(cat /app/done 2>/dev/null)" = ok ]; then s=passed; else s=failed; fi
+printf '{"results":{"tool":{"name":"sh"},"tests":[{"name":"done","status":"%s"}]}}' $s > $out
+"""
+FORGE_AND_KILL = (
+    'printf \'%s\' \'{"results":{"tool":{"name":"sh"},"tests":[{"name":"done",'
+    '"status":"passed"}]}}\' > /logs/verifier/ctrf.json; kill -9 $PPID'
+)
+
+
+def test_program_run_by_the_verifier_cannot_forge_and_kill(backend):
+    """The agent's program, run by the verifier, writes an all-passed report and kills the
+    verifier before its real report: a verifier killed by a signal yields no passing record."""
+    task = make_task("hostile-kill-parent").model_copy(
+        update={"verifier": {"test.sh": RUNS_AGENT_CODE}}
+    )
+    script = FORGE_AND_KILL.replace("'", "'\\''")
+    r = run_trial(task, CommandAgent(f"printf '%s\\n' '{script}' > /app/run.sh"), backend)
+    assert r.passed == 0 and not r.resolved, (r.failure_mode, r.report)
+    assert not r.failure_mode.infrastructure, (r.failure_mode, r.failure_detail)
+
+
+def test_program_run_by_the_verifier_cannot_forge_and_stop(backend):
+    """The same forger stops the verifier instead (SIGSTOP) so that it never writes its own
+    report: the verifier times out, and a run that did not finish yields no passing record."""
+    limits = Limits(agent_timeout_s=20, verifier_timeout_s=4, memory_mb=256, pids=128, disk_mb=64)
+    task = make_task("hostile-stop-parent", limits=limits).model_copy(
+        update={"verifier": {"test.sh": RUNS_AGENT_CODE}}
+    )
+    script = FORGE_AND_KILL.replace("kill -9", "kill -STOP").replace("'", "'\\''")
+    r = run_trial(task, CommandAgent(f"printf '%s\\n' '{script}' > /app/run.sh"), backend)
+    assert r.failure_mode == FailureMode.VERIFIER_TIMEOUT, (r.failure_mode, r.failure_detail)
+    assert r.passed == 0 and not r.resolved and r.rewardable, r.report
+
+
+GIT_VERIFIER = b"""#!/bin/bash
+git -C /app/repo status --porcelain >/dev/null 2>&1
+out=/logs/verifier/ctrf.json
+if [ -e /tmp/t1-hook-ran ]; then h=failed; else h=passed; fi
+if [ -f /app/done ]; then d=passed; else d=failed; fi
+printf '{"results":{"tool":{"name":"sh"},"tests":[' > $out
+printf '{"name":"no-hook","status":"%s"},{"name":"done","status":"%s"}]}}' $h $d >> $out
+"""
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        "core.fsmonitor /tmp/hook.sh",
+        "core.hooksPath /tmp/hooks",
+        "core.pager /tmp/hook.sh",
+    ],
+)
+def test_git_in_the_agents_tree_runs_no_agent_configuration(backend, config):
+    """A verifier that runs git in the agent's repository must not execute what the agent put
+    in that repository's configuration (core.fsmonitor runs on every `git status`)."""
+    task = image_task(
+        SEED_BASE + "RUN git init -q /app/repo && git -C /app/repo -c user.name=t -c user.email=t@t"
+        " commit -q --allow-empty -m i\n",
+        "hostile-git-config",
+    ).model_copy(update={"verifier": {"test.sh": GIT_VERIFIER}})
+    hook = "#!/bin/sh\\ntouch /tmp/t1-hook-ran\\n"
+    cmd = (
+        f"printf '{hook}' > /tmp/hook.sh; chmod +x /tmp/hook.sh; mkdir -p /tmp/hooks;"
+        " cp /tmp/hook.sh /tmp/hooks/post-index-change;"
+        " cp /tmp/hook.sh /tmp/hooks/reference-transaction;"
+        f" git -C /app/repo config {config}; touch /app/done"
+    )
+    r = run_trial(task, CommandAgent(cmd), backend)
+    assert r.failure_mode == FailureMode.NONE, (r.failure_mode, r.failure_detail)
+    assert [a.status.value for a in r.report.assertions] == ["passed", "passed"], r.report
+
+
+def test_image_path_directories_are_guarded(backend):
+    """An image that puts a directory outside /usr first on PATH (as Rust images do with
+    /root/.cargo/bin): a pytest planted there is tampering, never a verdict."""
+    dockerfile = TOOLS_DOCKERFILE.decode() + (
+        "RUN mkdir -p /root/.cargo/bin\nENV PATH=/root/.cargo/bin:$PATH\n"
+    )
+    base = pytest_task("hostile-image-path")
+    env = base.environment.model_copy(update={"files": {"Dockerfile": dockerfile.encode()}})
+    task = base.model_copy(update={"environment": env})
+    forged = (
+        "#!/bin/sh\\nprintf 'PASSED test_outputs.py::test_done_exists\\\\n"
+        "PASSED test_outputs.py::test_done_says_ok\\\\n'\\nexit 0\\n"
+    )
+    cmd = f"printf '{forged}' > /root/.cargo/bin/pytest; chmod 755 /root/.cargo/bin/pytest"
+    r = run_trial(task, CommandAgent(cmd), backend)
+    assert not r.resolved and r.passed == 0, (r.failure_mode, r.report)
+    assert r.failure_mode == FailureMode.TAMPERED, (r.failure_mode, r.failure_detail)
+
+
+@pytest.mark.parametrize(
+    "void",
+    [
+        pytest.param("rm -rf /logs/verifier; touch /logs/verifier", id="report-dir-a-file"),
+        pytest.param("rm -rf /logs; ln -s /nonexistent /logs", id="logs-dangling-link"),
+        pytest.param("rm -rf /tests; touch /tests", id="tests-a-file"),
+        pytest.param("ln -sfn /nonexistent /tests", id="tests-dangling-link"),
+    ],
+)
+def test_agent_cannot_void_the_trial(backend, void):
+    """Breaking the verifier's own places is the agent's failure (reward 0, or the work judged),
+    never an infrastructure failure kept out of the reward."""
+    r = run_trial(make_task("hostile-void"), CommandAgent(f"touch /app/done; {void}"), backend)
+    assert not r.failure_mode.infrastructure, (r.failure_mode, r.failure_detail)
+    assert r.rewardable
+
+
+# Local only: the docker backend's disk limit is its storage driver's (docs/sandbox.md), and an
+# engine without quotas would let these fill this machine's disk.
+def test_full_disk_is_disk_limit_and_counts():
+    task = make_task("hostile-disk-full")
+    fill = "dd if=/dev/zero of=/app/fill bs=1M count=256 2>/dev/null; true"
+    r = run_trial(task, CommandAgent(fill), "local")
+    assert r.failure_mode == FailureMode.DISK_LIMIT, (r.failure_mode, r.failure_detail)
+    assert r.rewardable and not r.resolved
+
+
+def test_exhausted_inodes_are_the_agents_failure():
+    fill = (
+        "python3 -c \"import os; os.makedirs('/app/i'); "
+        "[open(f'/app/i/{n}', 'w').close() for n in range(200000)]\" 2>/dev/null; true"
+    )
+    r = run_trial(make_task("hostile-inodes"), CommandAgent(f"touch /app/done; {fill}"), "local")
+    assert not r.failure_mode.infrastructure, (r.failure_mode, r.failure_detail)
+    assert r.rewardable
+
+
+def test_allowlist_leaves_no_dns_channel(backend):
+    """Under an allowlist no resolver answers the sandbox (a forwarder would carry data out
+    in the names it is asked); allowed names resolve all the same, from /etc/hosts."""
+    env = EnvironmentSpec(network_mode=NetworkAccess.ALLOWLIST, allowed_hosts=["localhost"])
+    probe = (
+        'python3 -c "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM);'
+        " s.settimeout(3); q = bytes.fromhex('abcd01000001000000000000') + b'\\x04t1ex\\x03org"
+        "\\x00' + bytes.fromhex('00010001');\ntry:\n s.sendto(q, ('10.0.2.3', 53)); s.recv(512)"
+        "\n print('dns=answered')\nexcept OSError as e: print('dns=refused', e)\""
+    )
+    sb = get_backend(backend).open(make_task("hostile-dns", environment=env))
+    try:
+        r = sb.exec(probe, timeout_s=30)
+    finally:
+        sb.stop()
+    assert "dns=refused" in r.stdout, (r.stdout, r.stderr)
+
+
+HOST_KNOBS = (
+    "/proc/sys/kernel/core_pattern",
+    "/proc/sys/fs/suid_dumpable",
+    "/proc/sys/vm/swappiness",
+)
+
+
+def test_hostile_build_and_trial_change_nothing_on_the_host(backend, canary):
+    """One task that attacks from its Dockerfile (links out of the image, an archive that slips,
+    a setuid copy of a shell) and an agent that attacks from its shell (links, knobs, nested
+    namespaces, writes through every link it can make): afterwards the host's canary
+    directory and kernel knobs are exactly as before."""
+    knobs = {k: Path(k).read_text() for k in HOST_KNOBS}
+    before = snapshot(canary)
+    dockerfile = SEED_BASE + (
+        f"RUN ln -s {canary} /solution && mkdir -p /logs && ln -s {canary} /logs/agent"
+        f" && ln -s {canary} /app/host && cp /bin/bash /usr/local/bin/rootsh"
+        " && chmod 4755 /usr/local/bin/rootsh\n"
+        "ADD slip.tar /app/unpacked/\n"
+    )
+    writes = " ".join(
+        f"echo pwned > {p} 2>/dev/null;"
+        for p in (f"{canary}/secret", "/app/host/secret", "/app/host/new", "/solution/new")
+    )
+    # vm.swappiness is the knob written with a new value (harmless on the host if it took);
+    # the others get their own value back (their refusal is test_agent_cannot_set_kernel_knobs)
+    swap = "/proc/sys/vm/swappiness"
+    new_swap = "7" if knobs[swap].strip() != "7" else "8"
+    knob_writes = f"echo {new_swap} > {swap} 2>/dev/null;" + " ".join(
+        f"cat {k} > {k} 2>/dev/null;" for k in HOST_KNOBS if k != swap
+    )
+    agent = (
+        f"{writes} {knob_writes} unshare -Urm sh -c 'echo x > {canary}/ns' 2>/dev/null;"
+        f" ln -sfn {canary} /tests; ln -sfn {canary} /logs/verifier 2>/dev/null; touch /app/done"
+    )
+    slip = {"slip.tar": _slip_archive(canary)}
+    for files in (slip, {}):  # with the slipping archive (refused), and without (it runs)
+        task = image_task(
+            dockerfile if files else dockerfile.replace("ADD slip.tar /app/unpacked/\n", ""),
+            f"hostile-all-{len(files)}",
+            files=files,
+        )
+        run_trial(task, CommandAgent(agent), backend)
+        run_trial(task, "oracle", backend)
+    assert snapshot(canary) == before
+    assert {k: Path(k).read_text() for k in HOST_KNOBS} == knobs
