@@ -129,15 +129,31 @@ _URL_HOST = re.compile(r"\b(?:https?|ftp)://(\[[^\]]*\]|[^/:\s'\"]+)")
 _LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "0.0.0.0", "[::1]"})
 
 
-def network_need(line: str, number: int = 0) -> NetworkNeed | None:
+_GO_SYNC = re.compile(r"\bgo mod (download|tidy)\b")
+_GO_REQUIRE = re.compile(rb"^\s*require\b", re.M)
+
+
+def go_modules_required(files: dict[str, bytes]) -> bool:
+    """Whether any go.mod among `files` requires a module (a go.mod without `require` has
+    nothing to download); True when there is no go.mod to judge by."""
+    mods = [data for rel, data in files.items() if rel.rsplit("/", 1)[-1] == "go.mod"]
+    return not mods or any(_GO_REQUIRE.search(data) for data in mods)
+
+
+def network_need(line: str, number: int = 0, *, go_requires: bool = True) -> NetworkNeed | None:
     """What `line` (one shell line, comment dropped) fetches from the internet (pure). A
-    download whose every URL is this machine's (a test of the agent's server) needs none."""
+    download whose every URL is this machine's (a test of the agent's server) needs none;
+    nor does `go mod download`/`tidy` when the task's go.mod files require nothing
+    (`go_requires` False)."""
     code = line.split("#", 1)[0]
     if re.match(r"\s*(echo|printf)\s", code) and not re.search(r"[|;&`]|\$\(", code):
         return None  # text printed, not run
     for kind, pattern in _NETWORK:
         if not pattern.search(code):
             continue
+        if kind == NetworkKind.GO_MODULES and not go_requires and _GO_SYNC.search(code):
+            if not re.search(r"\bgo (get|install \S+@)|GOFLAGS=|GOPROXY=", code):
+                continue
         if kind == NetworkKind.DOWNLOAD:
             hosts = {h.lower() for h in _URL_HOST.findall(code)}
             bare_local = re.search(r"\b(curl|wget)\b.*\s(localhost|127\.0\.0\.1)[:/\s]", code)
@@ -147,17 +163,22 @@ def network_need(line: str, number: int = 0) -> NetworkNeed | None:
     return None
 
 
-def verifier_network_need(body: str) -> NetworkNeed | None:
+def verifier_network_need(body: str, files: dict[str, bytes] | None = None) -> NetworkNeed | None:
     """The reason `body` (a run-tests.sh without its shebang) needs the internet when the
     verifier runs, after the offline rewrite of the uv boilerplate; None when it does not
-    (pure; a converted tests/test.sh keeps such lines, so it gives the same kind)."""
-    converted = convert_run_tests(body)
+    (pure; a converted tests/test.sh keeps such lines, so it gives the same kind). `files`
+    are the task's files (environment and tests), for the go.mod files they hold."""
+    converted = convert_run_tests(body, files)
     return converted if isinstance(converted, NetworkNeed) else None
 
 
-def convert_run_tests(body: str) -> tuple[str, list[str]] | NetworkNeed:
+def convert_run_tests(
+    body: str, files: dict[str, bytes] | None = None
+) -> tuple[str, list[str]] | NetworkNeed:
     """(offline script, pip packages) for the uv boilerplate, or why `body` still needs the
-    network after the conversion (or is not the boilerplate and needs it)."""
+    network after the conversion (or is not the boilerplate and needs it). `files`: as for
+    `verifier_network_need`."""
+    go_requires = go_modules_required(files or {})
     packages: list[str] = []
     out: list[str] = []
     uses_uv = "astral.sh/uv" in body
@@ -170,7 +191,7 @@ def convert_run_tests(body: str) -> tuple[str, list[str]] | NetworkNeed:
             continue
         if uses_uv:
             line = _UV_RUN.sub(r"\1", line)
-        need = network_need(line, number)
+        need = network_need(line, number, go_requires=go_requires)
         if need is not None:
             return need
         out.append(line)
@@ -220,7 +241,7 @@ def load_terminal_bench(task_dir: Path | str) -> Task:
     body = run_tests.read_bytes().decode("utf-8")
     if body.startswith("#!"):
         body = body.split("\n", 1)[1] if "\n" in body else ""
-    converted = convert_run_tests(body)
+    converted = convert_run_tests(body, {**env_files, **verifier})
     verifier_config = PhaseConfig()
     verifier_packages: list[str] = []
     header = "#!/bin/bash\nexport TEST_DIR=/tests\n"

@@ -282,3 +282,18 @@ def test_a_verifier_needing_the_internet_records_why(tmp_path: Path):
         "run-tests.sh line 2 fetches go modules: go get github.com/stretchr/testify"
     )
     assert script.endswith("go get github.com/stretchr/testify\ngo test ./... -v\n")
+
+
+def test_go_mod_download_needs_the_internet_only_when_go_mod_requires_modules():
+    from tasks.terminal_bench import verifier_network_need
+
+    body = "cd /app\nif [ -f go.mod ]; then\n    go mod download\nfi\ngo test ./...\n"
+    bare = {"app/go.mod": b"module meetup\n\ngo 1.18\n"}
+    requires = {"app/go.mod": b"module meetup\n\ngo 1.21\n\nrequire github.com/x/y v1.2.3\n"}
+    block = {"go.mod": b"module m\n\nrequire (\n\tgithub.com/x/y v1.2.3\n)\n"}
+    assert verifier_network_need(body, bare) is None
+    for files in (requires, block, {}):  # no go.mod to judge by: taken to need modules
+        need = verifier_network_need(body, files)
+        assert need is not None and need.kind.value == "go modules" and need.line == 3
+    need = verifier_network_need("go get github.com/x/y\n", bare)
+    assert need is not None and need.kind.value == "go modules"
