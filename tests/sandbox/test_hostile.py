@@ -438,3 +438,38 @@ def test_hostile_build_and_trial_change_nothing_on_the_host(backend, canary):
         run_trial(task, "oracle", backend)
     assert snapshot(canary) == before
     assert {k: Path(k).read_text() for k in HOST_KNOBS} == knobs
+
+
+VIEW_VERIFIER = b"""#!/bin/bash
+out=/logs/verifier/ctrf.json
+if [ -e /etc/ld.so.preload ]; then p=failed; else p=passed; fi
+s=failed
+if [ "$(/bin/sh -c 'echo $((6*7))')" = 42 ] && ! grep -q forged /bin/sh; then s=passed; fi
+if [ -f /app/done ]; then d=passed; else d=failed; fi
+printf '{"results":{"tool":{"name":"sh"},"tests":[' > $out
+printf '{"name":"no-preload","status":"%s"},{"name":"image-sh","status":"%s"},' $p $s >> $out
+printf '{"name":"done","status":"%s"}]}}' $d >> $out
+"""
+
+
+@pytest.mark.parametrize(
+    "attack",
+    [
+        pytest.param(
+            "rm -f /bin && mkdir /bin && printf '#!/usr/bin/bash\\n# forged\\necho 0\\n' > /bin/sh"
+            " && chmod 755 /bin/sh",
+            id="merged-usr-link-replaced",
+        ),
+    ],
+)
+def test_agent_cannot_swap_system_directories_under_the_verifier(backend, attack):
+    """The agent replaces the merged-/usr link /bin by a directory with its own sh: the
+    verifier still runs the image's shell and loader configuration, and the trial is
+    recorded as tampering. (/etc itself cannot be replaced: the runtime's /etc/hosts,
+    resolv.conf and hostname are mounted in it.)"""
+    task = make_task("hostile-swap").model_copy(update={"verifier": {"test.sh": VIEW_VERIFIER}})
+    r = run_trial(task, CommandAgent(f"touch /app/done; {attack}"), backend)
+    assert r.failure_mode == FailureMode.TAMPERED, (r.failure_mode, r.failure_detail)
+    assert "/bin/sh" in r.failure_detail and r.passed == 0
+    # and the verifier's own run saw the image's shell, not the agent's
+    assert [a.status.value for a in r.report.assertions] == ["passed"] * 3, r.verifier_output
