@@ -47,6 +47,7 @@ from audit.rubric import Decision, Dimension, Rubric, decide, repairable
 from audit.verdict import FAILURE_CODES, Code, Finding, Source, Verdict
 from tasks.model import Task
 from tasks.results import TrialResult
+from warehouse.locks import single_writer
 from warehouse.recording import StoreRef, record_audits, record_tasks, writable_store
 from warehouse.records import AuditRecord
 from warehouse.snapshot import Snapshot
@@ -264,6 +265,7 @@ def _llm(task: Task, cfg: SelectionConfig, store: Store, client: Any):
     return findings, scores
 
 
+@single_writer("pool build")
 def run_selection(
     store: StoreRef,
     tasks: Iterable[Task],
@@ -396,14 +398,18 @@ def run_selection(
     rows, repaired = [], []
     for t, _decision, notes in candidates:
         ev = evidence[t.content_hash]
-        new = repair_instruction(t, ev.findings, llm=cfg.llm, client=llm_client, notes=notes)
+        refused: list[Finding] = []  # rewrites that state an answer or drop a requirement
+        new = repair_instruction(
+            t, ev.findings, llm=cfg.llm, client=llm_client, notes=notes, refused=refused
+        )
         if new is None:
             out = StageOutcome(
                 task_hash=t.content_hash,
                 task_id=t.id,
                 stage=Stage.REPAIR,
                 verdict=Verdict.UNREPAIRED,
-                reasons=["no instruction-level defect to repair"],
+                reasons=[f.text() for f in refused] or ["no instruction-level defect to repair"],
+                findings=refused,
             )
         else:
             link = Finding(code=Code.REPAIRED_AS, item=new.content_hash,
@@ -414,7 +420,7 @@ def run_selection(
                 stage=Stage.REPAIR,
                 verdict=Verdict.REPAIRED,
                 reasons=[f"repaired as {new.content_hash}"],
-                findings=[link],
+                findings=[link, *refused],
             )
             repaired.append((t, new))
             result.repaired[t.content_hash] = new.content_hash

@@ -26,25 +26,48 @@ DEPLOYMENT = f"{FLOW_NAME}/{DEPLOYMENT_NAME}"
 DAGSTER_URL_ENV = "T1_DAGSTER_URL"
 
 PoolName = Annotated[str, AfterValidator(lambda v: Pool.parse(v).value)]
+# The constrained parameter types, shared by `CampaignRequest` and the flow's signature (so
+# the Prefect form and the server refuse `steps=0` before a run is created).
+PoolVersion = Annotated[
+    int | None, Field(ge=1, description="pool version to train on; None: the latest recorded")
+]
+Steps = Annotated[int | None, Field(ge=1, description="PPO steps; None: the preset's")]
+EvalEvery = Annotated[
+    int | None,
+    Field(ge=1, description="evaluate every K steps (and after the last); None: the preset's"),
+]
+Preset = Annotated[
+    str, Field(min_length=1, description="name under training/presets/ or a TOML path")
+]
+# One campaign at a time per deployment: a second run waits (AwaitingConcurrencySlot).
+CAMPAIGN_CONCURRENCY_LIMIT = 1
 
 
 class CampaignRequest(BaseModel):
     """A campaign launch, as a user chooses it in the Prefect UI, Dagster or `t1 train`."""
 
     pool: PoolName = Field(Pool.T1.value, description="pool to train on: t1, rst, tmax, seed")
-    pool_version: int | None = Field(
-        None, ge=1, description="pool version to train on; None: the latest recorded"
-    )
-    preset: str = Field("tiny-cpu", description="name under training/presets/ or a TOML path")
-    steps: int | None = Field(None, ge=1, description="PPO steps; None: the preset's")
-    eval_every: int | None = Field(
-        None, ge=1, description="evaluate every K steps (and after the last); None: the preset's"
-    )
+    pool_version: PoolVersion = None
+    preset: Preset = "tiny-cpu"
+    steps: Steps = None
+    eval_every: EvalEvery = None
 
     def run_name(self) -> str:
         """`<preset>-<pool>-v<version or latest>[-<steps>steps]`: the flow run's name."""
         steps = f"-{self.steps}steps" if self.steps else ""
         return f"{Path(self.preset).stem}-{self.pool}-v{self.pool_version or 'latest'}{steps}"
+
+
+def run_name_of(parameters: dict[str, Any]) -> str:
+    """The flow run's name from raw parameters; never raises (a name callable that raised
+    crashed the run with no log: "This run didn't generate logs"). Invalid parameters get
+    `<preset>-invalid-parameters`, and the flow then fails with the reason in its log."""
+    fields = {k: parameters[k] for k in CampaignRequest.model_fields if k in parameters}
+    try:
+        return CampaignRequest(**{k: v for k, v in fields.items() if v is not None}).run_name()
+    except Exception:  # noqa: BLE001 - a name must always come back
+        preset = str(fields.get("preset") or "campaign")
+        return f"{Path(preset).stem or 'campaign'}-invalid-parameters"
 
 
 def flow_run_url(flow_run_id: object) -> str:

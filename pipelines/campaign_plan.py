@@ -89,10 +89,13 @@ def campaign_config(
     store: str | None,
     policy_path: str | None,
     runs_dir: str | None,
+    resume_from: str | None = None,
 ) -> CampaignConfig:
     """The preset with this launch's choices and a new run id (unique per run, known before
-    the run starts so the orchestrator can name and tag it)."""
+    the run starts so the orchestrator can name and tag it); resuming, the resumed run's id.
+    Raises ValueError naming the directory when `resume_from` holds no checkpoint."""
     from training.campaign import new_run_id
+    from training.checkpoint import latest_checkpoint, read_state
 
     base = load_campaign_config(
         preset,
@@ -101,7 +104,10 @@ def campaign_config(
         runs_dir=Path(runs_dir) if runs_dir else None,
         store=Path(store) if store else None,
         policy_path=Path(policy_path) if policy_path else None,
+        resume_from=Path(resume_from) if resume_from else None,
     )
-    return CampaignConfig.model_validate(
-        {**base.model_dump(), "run_id": new_run_id(base.campaign), "pool": pool}
-    )
+    if base.resume_from is not None:
+        run_id = read_state(latest_checkpoint(base.resume_from)).run_id
+    else:
+        run_id = new_run_id(base.campaign)
+    return CampaignConfig.model_validate({**base.model_dump(), "run_id": run_id, "pool": pool})

@@ -29,7 +29,15 @@ from prefect.artifacts import (
 )
 from prefect.cache_policies import NONE
 
-from pipelines.campaign_deployment import CampaignRequest, flow_run_url
+from pipelines.campaign_deployment import (
+    CampaignRequest,
+    EvalEvery,
+    PoolVersion,
+    Preset,
+    Steps,
+    flow_run_url,
+    run_name_of,
+)
 from pipelines.campaign_plan import CampaignTasks, campaign_config, split_campaign_tasks
 from pipelines.reporting import report_evaluation
 from tasks.pools import Pool
@@ -39,10 +47,12 @@ DEFAULTS = CampaignRequest()
 
 
 def campaign_run_name() -> str:
-    """The flow run's name, from its parameters (see `CampaignRequest.run_name`)."""
-    p = runtime.flow_run.parameters
-    fields = {k: p[k] for k in CampaignRequest.model_fields if p.get(k) is not None}
-    return CampaignRequest(**fields).run_name()
+    """The flow run's name, from its parameters (see `run_name_of`; it never raises)."""
+    try:
+        parameters = dict(runtime.flow_run.parameters)
+    except Exception:  # noqa: BLE001 - no run context: still a name
+        parameters = {}
+    return run_name_of(parameters)
 
 
 @task(retries=3, retry_delay_seconds=[1, 5, 15], cache_policy=NONE)
@@ -111,16 +121,17 @@ def report_best_effort(metadata: dict[str, Any], dagster_url: str | None) -> Non
 @flow(name="ppo_campaign", flow_run_name=campaign_run_name, log_prints=True)
 def ppo_campaign(
     pool: Pool = Pool(DEFAULTS.pool),
-    pool_version: int | None = DEFAULTS.pool_version,
-    preset: str = DEFAULTS.preset,
-    steps: int | None = DEFAULTS.steps,
-    eval_every: int | None = DEFAULTS.eval_every,
+    pool_version: PoolVersion = DEFAULTS.pool_version,
+    preset: Preset = DEFAULTS.preset,
+    steps: Steps = DEFAULTS.steps,
+    eval_every: EvalEvery = DEFAULTS.eval_every,
     audit_version: str = "",
     store: str | None = None,
     policy_path: str | None = None,
     runs_dir: str | None = None,
     dagster_url: str | None = None,
     dagster_run_id: str | None = None,
+    resume_from: str | None = None,
 ) -> list[dict[str, float]]:
     """A PPO campaign on a pool version; returns every step's metrics.
 
@@ -136,6 +147,7 @@ def ppo_campaign(
         runs_dir: where the run's directory goes (<runs_dir>/<run id>); empty: the preset's.
         dagster_url: Dagster webserver to report evaluations to; empty: $DAGSTER_HOME.
         dagster_run_id: the Dagster run that started this campaign (for links back).
+        resume_from: a run directory (or checkpoint) to continue; empty: a new run.
     """
     from training.campaign import CampaignHooks, run_campaign
 
@@ -150,6 +162,7 @@ def ppo_campaign(
         store=store,
         policy_path=policy_path,
         runs_dir=runs_dir,
+        resume_from=resume_from,
     )
     run_id = str(cfg.run_id)
     split = campaign_tasks_of(cfg, request.pool, request.pool_version)

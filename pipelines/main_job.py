@@ -17,14 +17,18 @@ from typing import Any
 import dagster as dg
 
 from pipelines.definitions import defs
-from pipelines.defs.jobs import STAGES
+from pipelines.defs.jobs import POOL_LIMIT, STAGES
 from pipelines.defs.resources import ForgeConfig
+
+# The synthesis and audit assets' pools (`pipelines.defs.jobs`) allow one step at a time.
+INSTANCE_CONCURRENCY = f"concurrency:\n  pools:\n    default_limit: {POOL_LIMIT}\n"
 
 
 def dagster_home() -> Path:
     """DAGSTER_HOME, defaulting to ./.dagster (created, its storage initialized), so runs
     persist between commands.
 
+    Its dagster.yaml limits each concurrency pool to one step (`INSTANCE_CONCURRENCY`).
     The storage is created here, once: the webserver and the daemon creating a fresh
     instance's SQLite storage at the same moment left two alembic heads behind, and the code
     location failed to load ("more than one head present").
@@ -34,6 +38,9 @@ def dagster_home() -> Path:
     config = home / "dagster.yaml"
     if not config.exists():
         config.write_text("telemetry:\n  enabled: false\n")
+    text = config.read_text()
+    if "concurrency:" not in text:  # also brings an instance made before the pools forward
+        config.write_text(text.rstrip("\n") + "\n" + INSTANCE_CONCURRENCY)
     os.environ["DAGSTER_HOME"] = str(home)
     with dg.DagsterInstance.get():
         pass

@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from executor import Executor, ExecutorConfig, TrialLost, open_executor
 from synthesis import ledger
 from synthesis.decontam import BenchmarkIndex, DecontamConfig, Overlap
 from synthesis.difficulty import distinct_tools, files_touched
@@ -41,6 +42,7 @@ from tasks.corpus import import_dir, load_seeds
 from tasks.model import Task
 from tasks.pools import Pool
 from tasks.results import TrialResult
+from warehouse.locks import single_writer
 from warehouse.pools import record_pool, rst_members
 from warehouse.recording import record_synthesis
 from warehouse.records import (
@@ -74,6 +76,8 @@ class SynthConfig:
     seed_ids: tuple[str, ...] = ()  # restrict the seed corpus (tests, small runs)
     # Accepted tasks per round a reference agent attempts, when one is given (0: none).
     reference_sample: int = 4
+    # Where validations run: `local` threads (default) or a Ray cluster (docs/scale.md).
+    executor: ExecutorConfig = field(default_factory=ExecutorConfig)
 
     def __post_init__(self) -> None:
         if self.rounds < 1 or self.per_round < 1 or self.workers < 1:
@@ -119,8 +123,12 @@ def seed_parents(store: Store, cfg: SynthConfig, progress: Progress | None = Non
     todo = [t for t in tasks if t.content_hash not in known]
     if todo:
         record_synthesis(store, tasks=[task_record(t, pool=SEED_POOL) for t in todo])
-        with ThreadPoolExecutor(max_workers=cfg.workers) as pool:
-            futures = {pool.submit(profile_task, t, cfg.validation.backend): t for t in todo}
+        with open_executor(cfg.executor, workers=cfg.workers) as pool:
+            futures = {
+                pool.submit(f"profile:{t.content_hash}", profile_task, t, cfg.validation.backend,
+                            affinity=t.environment_hash): t
+                for t in todo
+            }  # fmt: skip
             for i, fut in enumerate(as_completed(futures), 1):
                 prof, trials = fut.result()
                 record_synthesis(store, trials=trials, rows=[ledger.profile_record(prof)])
@@ -298,6 +306,29 @@ def round_parents(
     return seed_parents(store, cfg, progress) + ledger.pool_parents(store, cfg.campaign, round_)
 
 
+def validate_on(
+    remote: Executor | None,
+    a: Assignment,
+    task: Task,
+    parent: Parent,
+    vcfg: ValidationConfig,
+    stage: Stage,
+) -> Validation:
+    """`validate` here (`remote` None: the local default), or as one trial on a cluster node
+    that prefers nodes holding the environment's image. A trial the cluster lost for good is
+    an infrastructure verdict, never a defect of the candidate."""
+    if remote is None:
+        return validate(task, parent, vcfg, stage)
+    trial_id = f"validate:{a.key}:{task.content_hash}"
+    fut = remote.submit(
+        trial_id, validate, task, parent, vcfg, stage, affinity=task.environment_hash
+    )
+    try:
+        return fut.result()
+    except TrialLost as e:
+        return Validation(task=task, verdict=Verdict.INFRASTRUCTURE_ERROR, detail=str(e)[:1000])
+
+
 def build_and_validate(
     cfg: SynthConfig,
     a: Assignment,
@@ -305,6 +336,7 @@ def build_and_validate(
     op: Operator,
     index: BenchmarkIndex | None,
     reference: Callable[[], AgentFactory | None] | None = None,
+    remote: Executor | None = None,
 ) -> tuple[Built, Validation | None]:
     """One candidate: build it, screen it, validate it; an operator that can revise (the LLM
     operator) gets the validation's findings back, at most `max_repairs` times. Once accepted,
@@ -312,7 +344,7 @@ def build_and_validate(
     built = synthesize(a, parent, op, cfg.seed, index, cfg.validation.backend)
     if built.task is None or built.verdict is not None or built.stage is None:
         return built, None
-    v = validate(built.task, parent, cfg.validation, built.stage)
+    v = validate_on(remote, a, built.task, parent, cfg.validation, built.stage)
     ext = built.extension
     for _ in range(cfg.validation.max_repairs):
         if v.accepted or not v.verdict.about_candidate or ext is None:
@@ -332,7 +364,7 @@ def build_and_validate(
         ext, built.extension = revised, revised
         built.task, built.stage = task, child_stage(parent, op.name, op.family, a.round, revised)
         before = v
-        v = validate(task, parent, cfg.validation, built.stage)
+        v = validate_on(remote, a, task, parent, cfg.validation, built.stage)
         v.trials = [*before.trials, *v.trials]
         v.repairs = [*before.repairs, f"{before.verdict}: revised by {op.name}", *v.repairs]
         v.sandbox_s += before.sandbox_s
@@ -414,6 +446,8 @@ def run_round(
             slots[0] -= 1
             return reference
 
+    # The round's threads build candidates here; their validations leave through `remote`.
+    remote = None if cfg.executor.local or not todo else open_executor(cfg.executor)
     pool = ThreadPoolExecutor(max_workers=cfg.workers)
     try:
         futures = [
@@ -425,6 +459,7 @@ def run_round(
                 ops[a.operator],
                 index,
                 reference_slot,
+                remote,
             )
             for a in todo
         ]
@@ -432,6 +467,8 @@ def run_round(
             commit(*fut.result())
     finally:
         pool.shutdown(wait=False, cancel_futures=True)
+        if remote is not None:
+            remote.shutdown(wait=False, cancel_futures=True)
     rows = [done[a.key] for a in plan]
     seeds = len(ledger.accepted_descendants(store, cfg.campaign))
     stats = round_stats(cfg, round_, len(parents), rows, timing, time.monotonic() - t_round, seeds)
@@ -439,6 +476,7 @@ def run_round(
     return stats
 
 
+@single_writer("synthesis campaign {cfg.campaign!r}")
 def run_synthesis(
     cfg: SynthConfig,
     store: Store | Path | str | None = None,

@@ -63,7 +63,7 @@ LINEAGE_SQL: tuple[str, ...] = (
     f"""CREATE MACRO ancestors(h) AS TABLE
        WITH RECURSIVE walk(task_key, distance) USING KEY (task_key) AS (
            SELECT hash_key(h), 0
-           UNION
+           UNION ALL
            SELECT e.parent_key, w.distance + 1
            FROM walk w JOIN task_edges e ON e.child_key = w.task_key
        )
@@ -74,7 +74,7 @@ LINEAGE_SQL: tuple[str, ...] = (
     f"""CREATE MACRO descendants(h) AS TABLE
        WITH RECURSIVE walk(task_key, distance) USING KEY (task_key) AS (
            SELECT hash_key(h), 0
-           UNION
+           UNION ALL
            SELECT e.child_key, w.distance + 1
            FROM walk w JOIN task_edges e ON e.parent_key = w.task_key
        )
@@ -85,7 +85,7 @@ LINEAGE_SQL: tuple[str, ...] = (
     """CREATE VIEW lineage_depth AS
        WITH RECURSIVE walk(task_key, depth) USING KEY (task_key) AS (
            SELECT task_key, 0 FROM lineage_nodes WHERE is_seed
-           UNION
+           UNION ALL
            SELECT e.child_key, w.depth + 1
            FROM walk w JOIN task_edges e ON e.parent_key = w.task_key
        )
@@ -113,7 +113,7 @@ LINEAGE_SQL: tuple[str, ...] = (
     """CREATE VIEW seed_fanout AS
        WITH RECURSIVE reach(seed_key, task_key, distance) USING KEY (seed_key, task_key) AS (
            SELECT task_key, task_key, 0 FROM lineage_nodes WHERE is_seed
-           UNION
+           UNION ALL
            SELECT r.seed_key, e.child_key, r.distance + 1
            FROM reach r JOIN task_edges e ON e.parent_key = r.task_key
        )

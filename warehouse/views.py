@@ -2,8 +2,9 @@
 parts a manifest names, then the lineage views and macros.
 
 `Snapshot.open` runs these statements on a private in-memory connection; the catalog file
-(`catalog.duckdb` in the store, see `write_catalog`) holds the same statements, so the DuckDB
-CLI, a notebook or DBeaver opening it sees exactly what `t1 sql` sees. Views bind part files
+(`catalog.duckdb` in the store, see `write_catalog`) holds the same statements, in a storage
+format older DuckDB releases read (`CATALOG_STORAGE_VERSION`), so the DuckDB CLI, a notebook
+or DBeaver opening it sees exactly what `t1 sql` sees. Views bind part files
 by name: globbing `<table>/*.parquet` instead would also read parts a compaction retired
 (kept an hour for open readers) and files a killed writer left, and count rows twice.
 """
@@ -22,6 +23,12 @@ import warehouse.lineage as lineage
 import warehouse.schema as schema
 
 CATALOG_FILE = "catalog.duckdb"
+# The catalog's on-disk format: the oldest DuckDB release that reads it. Written with the
+# writer's own (newest) format, a DuckDB 2.0 catalog failed in the 1.5 CLI, still the
+# registry's current CLI ("version number 69, can only read 64-68"). Readers: DuckDB 1.4
+# to 2.0 (the lineage macros need 1.3's recursive `USING KEY` CTEs, this format needs 1.4);
+# documented in docs/warehouse.md, tested with the registry's `duckdb-cli`.
+CATALOG_STORAGE_VERSION = "v1.4.0"
 
 
 def _sql_str(value: str) -> str:
@@ -78,8 +85,15 @@ def write_catalog(root: Path, parts: Mapping[str, Sequence[Path]]) -> Path:
     target = root / CATALOG_FILE
     tmp = root / f".tmp-catalog-{os.getpid()}-{uuid.uuid4().hex[:8]}.duckdb"
     try:
-        with duckdb.connect(str(tmp)) as con:
+        with duckdb.connect() as con:
+            con.execute(
+                f"ATTACH {_sql_str(str(tmp))} AS catalog "
+                f"(STORAGE_VERSION {_sql_str(CATALOG_STORAGE_VERSION)})"
+            )
+            con.execute("USE catalog")
             con.execute(";\n".join(reader_statements(absolute, with_lineage=True)))
+            con.execute("USE memory")
+            con.execute("DETACH catalog")
         os.replace(tmp, target)
     finally:
         tmp.unlink(missing_ok=True)

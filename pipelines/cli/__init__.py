@@ -22,7 +22,16 @@ def main() -> None:
     """Run `t1`; user errors end in one line on stderr (exit codes: pipelines.cli.output)."""
     import sys
 
-    from pipelines.cli.output import ExitCode, fail, user_error_types
+    from pydantic import ValidationError
+
+    from pipelines.cli.output import (
+        READ_ONLY_ERRNOS,
+        ExitCode,
+        fail,
+        user_error_types,
+        validation_message,
+        write_error_message,
+    )
 
     _register()
     try:
@@ -35,4 +44,10 @@ def main() -> None:
         code = fail(message + hint).exit_code if message else ExitCode.USAGE  # help shown
     except user_error_types() as e:
         code = fail(str(e)).exit_code
+    except ValidationError as e:  # an option value a config model refuses
+        code = fail(validation_message(e)).exit_code
+    except OSError as e:
+        if e.errno not in READ_ONLY_ERRNOS:
+            raise
+        code = fail(write_error_message(e)).exit_code
     sys.exit(code if isinstance(code, int) else 0)

@@ -3,17 +3,24 @@ bars on stderr, and result tables as `table`, `csv`, `json` or `markdown`.
 
 Exit codes (documented in the README):
   0  done;
-  1  the work ran and found a failure (an invalid task, a failed campaign, a failed query);
-  2  a user error: a bad option, path, preset, pool or store, said in one line on stderr;
+  1  the work ran and found a failure (an invalid task, a failed campaign, a failed query,
+     seeds lost to environment errors);
+  2  a user error: a bad option, path, preset, pool or store (missing, read-only, or held
+     by another writer), said in one line on stderr;
   130 interrupted (Ctrl-C); what was committed is kept.
+
+Streams: data (tables, JSON, CSV) on stdout; progress, notes and errors on stderr.
 """
 
 from __future__ import annotations
 
 import base64
 import csv
+import errno
 import json
-from collections.abc import Callable, Iterator, Sequence
+import math
+import os
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import date, datetime, time
 from decimal import Decimal
@@ -22,6 +29,7 @@ from typing import Any, TextIO
 from uuid import UUID
 
 import typer
+from pydantic import ValidationError
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -43,12 +51,59 @@ class ExitCode(IntEnum):
 
 def user_error_types() -> tuple[type[Exception], ...]:
     """Exceptions that name a user's mistake (a bad task file, store, pool, preset or
-    deployment): `t1` prints their message in one line and exits 2, never a traceback."""
+    deployment, a store another writer holds): `t1` prints their message in one line and
+    exits 2, never a traceback."""
     from pipelines.campaign_deployment import NoDeploymentError
     from tasks.errors import TaskFormatError
     from warehouse import WarehouseError
 
     return (TaskFormatError, WarehouseError, NoDeploymentError)
+
+
+def validation_message(e: ValidationError, flags: Mapping[str, str] | None = None) -> str:
+    """A pydantic error in one line naming the option: `--steps: Input should be greater
+    than or equal to 1 (got 0)`. `flags` maps a field to its option when the names differ."""
+    errors = e.errors(include_url=False)
+    if not errors:
+        return str(e).strip().splitlines()[0]
+    first = errors[0]
+    field = ".".join(str(p) for p in first.get("loc", ())) or e.title
+    flag = (flags or {}).get(field) or "--" + field.replace("_", "-")
+    got = (
+        f" (got {first['input']!r})"
+        if "input" in first and not isinstance(first["input"], dict)
+        else ""
+    )
+    more = f"; and {len(errors) - 1} more" if len(errors) > 1 else ""
+    return f"{flag}: {first['msg']}{got}{more}"
+
+
+READ_ONLY_ERRNOS = frozenset({errno.EROFS, errno.EACCES, errno.EPERM})
+
+
+def write_error_message(e: OSError) -> str:
+    """A file the command could not write (a read-only store), in one line."""
+    where = f" {e.filename}" if e.filename else ""
+    return (
+        f"cannot write{where}: {e.strerror or e} (a read-only store? pass --store or set "
+        "$T1_WAREHOUSE to a writable directory)"
+    )
+
+
+def strict_json(value: Any) -> Any:
+    """`value` with every non-finite float (NaN, inf) as None: JSON has no NaN."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: strict_json(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [strict_json(v) for v in value]
+    return value
+
+
+def dumps(value: Any, **kwargs: Any) -> str:
+    """Strict JSON (`null`, never `NaN`): what every `t1` command prints as JSON."""
+    return json.dumps(strict_json(json_value(value)), allow_nan=False, **kwargs)
 
 
 def stderr() -> Console:
@@ -149,19 +204,15 @@ def print_rows(
     """Write rows as a terminal-wide table (cells cut with an ellipsis, at most `max_rows`
     rows), CSV, a JSON array of objects, or a Markdown table."""
     if fmt == TableFormat.JSON:
-        objs = [json_value(dict(zip(columns, r, strict=True))) for r in rows]
-        out.write(json.dumps(objs, ensure_ascii=False) + "\n")
+        objs = [dict(zip(columns, r, strict=True)) for r in rows]
+        out.write(dumps(objs, ensure_ascii=False) + "\n")
     elif fmt == TableFormat.CSV:
         writer = csv.writer(out, lineterminator="\n")
         writer.writerow(columns)
         for r in rows:
             writer.writerow(
                 [
-                    ""
-                    if v is None
-                    else json.dumps(json_value(v))
-                    if isinstance(v, dict | list)
-                    else json_value(v)
+                    "" if v is None else dumps(v) if isinstance(v, dict | list) else json_value(v)
                     for v in r
                 ]
             )
@@ -176,12 +227,15 @@ def print_rows(
             out.write("| " + " | ".join(md(v) for v in r) + " |\n")
     else:
         console = Console(file=out, soft_wrap=False, highlight=False)
+        cells = [[cell(v) for v in r] for r in rows[:max_rows]]
+        natural = [max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns)]
+        if not console.is_terminal and not os.environ.get("COLUMNS"):
+            # Piped (to a file, less, grep): no terminal to fit, so nothing is cut.
+            console.width = max(console.width, sum(w + 3 for w in natural) + 1)
         shown = columns_that_fit(len(columns), console.width)
+        cells = [r[:shown] for r in cells]
+        natural = natural[:shown]
         table = Table(title=title, highlight=False)
-        cells = [[cell(v) for v in r[:shown]] for r in rows[:max_rows]]
-        natural = [
-            max([len(c)] + [len(r[i]) for r in cells]) for i, c in enumerate(columns[:shown])
-        ]
         fits = sum(w + 3 for w in natural) + 1 <= console.width
         share = None if fits else max(MIN_COLUMN, (console.width - 1) // shown - 3)
         for name in columns[:shown]:  # when cut, every column gets an equal share

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
 
 import typer
+from pydantic import BaseModel, ValidationError
 from rich.console import Console
 from rich.progress import (
     BarColumn,
@@ -16,20 +18,26 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from pipelines.cli.output import ExitCode, fail
+from pipelines.cli.output import ExitCode, dumps, fail, validation_message
 from pipelines.cli.root import app
 from synthesis import ledger
 from synthesis.decontam import DecontamConfig
 from synthesis.llm import LLMSettings, llm_operators
 from synthesis.reference import EndpointAgent
-from synthesis.rounds import SynthConfig, run_synthesis
+from synthesis.rounds import SynthConfig, load_seed_tasks, run_synthesis
 from synthesis.sampler import Caps
 from synthesis.validate import ValidationConfig
+from tasks.results import INFRASTRUCTURE_FAILURES
 from warehouse.records import SynthRoundRecord
 from warehouse.snapshot import Snapshot
 from warehouse.store import Store
 
-console = Console()
+console = Console(stderr=True)  # progress and notes; the summary goes to stdout
+
+
+class SummaryFormat(StrEnum):
+    TABLE = "table"
+    JSON = "json"
 
 
 def _fmt(x: float | None, spec: str = ".1f") -> str:
@@ -140,8 +148,15 @@ def synth(
         "", help="OpenAI-compatible base URL: the reference agent (if no checkpoint)"
     ),
     reference_model: str = typer.Option("", help="model name at --reference-endpoint"),
+    fmt: SummaryFormat = typer.Option(
+        SummaryFormat.TABLE, "--format", help="the summary on stdout: a table, or one JSON object"
+    ),
 ) -> None:
-    """Run recursive synthesis rounds; re-running resumes where a killed run stopped."""
+    """Run recursive synthesis rounds; re-running resumes where a killed run stopped.
+
+    Progress and notes go to stderr, the summary to stdout. Exit codes: 0 done, 1 seeds were
+    lost to environment errors (the sandbox, not the task), 2 bad options, a store that
+    cannot be written, or another writer running this campaign on the store."""
     try:
         cfg = SynthConfig(
             rounds=rounds,
@@ -162,16 +177,18 @@ def synth(
             seed_ids=tuple(s for s in seed_ids.split(",") if s),
             reference_sample=reference_sample,
         )
+    except ValidationError as e:
+        raise fail(validation_message(e)) from None
     except ValueError as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from e
+        raise fail(str(e)) from None
     settings = LLMSettings.from_env() if llm else None
     extra = llm_operators(settings) if settings else ()
     reference = reference_agent(reference_checkpoint, reference_endpoint, reference_model)
     console.print(
         f"campaign {campaign!r}: {rounds} rounds x {per_round} candidates, "
         f"operators: programmatic{' + llm (' + settings.model + ')' if settings else ''}, "
-        f"reference agent: {'yes' if reference else 'none'}"
+        f"reference agent: {'yes' if reference else 'none'}",
+        highlight=False,
     )
     wh = Store.open(store, create=True)
     with Progress(
@@ -180,10 +197,13 @@ def synth(
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         console=console,
+        disable=not console.is_terminal,
     ) as bars:
         ids: dict[str, TaskID] = {}
 
         def progress(phase: str, done: int, total: int) -> None:
+            if not console.is_terminal and done == total:  # piped: one line per phase
+                console.print(f"{phase}: {done}/{total}", highlight=False)
             if phase not in ids:
                 ids[phase] = bars.add_task(phase, total=total)
             bars.update(ids[phase], completed=done, total=total)
@@ -200,23 +220,97 @@ def synth(
                 f"far are recorded in {wh.root}; run the same command again to resume",
                 ExitCode.INTERRUPTED,
             ) from None
-    console.print(rounds_table(stats, f"synthesis rounds (campaign {campaign!r})"))
+    summary = synth_summary(wh, cfg, stats)
+    if fmt == SummaryFormat.JSON:
+        typer.echo(dumps(summary.model_dump(mode="json")))
+    else:
+        Console(soft_wrap=False).print(
+            rounds_table(stats, f"synthesis rounds (campaign {campaign!r})")
+        )
+    console.print(
+        f"seeds with accepted descendants: {summary.seeds_with_accepted} "
+        f'(per seed: t1 sql "SELECT root_seed, count(*) FROM synth_candidates WHERE campaign = '
+        f"'{campaign}' AND status = 'accepted' GROUP BY ALL ORDER BY 2 DESC\")",
+        highlight=False,
+    )
+    if summary.decontamination is not None:
+        d = summary.decontamination
+        console.print(
+            f"decontamination vs {benchmark}: {d.dropped} of {d.candidates} candidates "
+            f"dropped (threshold {threshold}); highest overlap {d.worst or 0:.3f}",
+            highlight=False,
+        )
+    if summary.stopped_early:
+        console.print(f"[yellow]stopped after round {len(stats)}: the pool is empty[/yellow]")
+    if summary.seeds_lost:
+        lost = ", ".join(f"{s.task_id} ({s.failure_mode})" for s in summary.seeds_lost)
+        console.print(
+            f"[yellow]warning:[/yellow] {len(summary.seeds_lost)} of {summary.seeds} seeds lost "
+            f"to environment errors (the sandbox, not the task): {lost}; their profiling "
+            "trials are in the `trials` table",
+            highlight=False,
+            soft_wrap=True,
+        )
+        raise typer.Exit(ExitCode.FAILED)
+
+
+class Decontamination(BaseModel):
+    candidates: int
+    dropped: int
+    worst: float | None
+
+
+class LostSeed(BaseModel):
+    """A seed whose profiling failed for the environment's sake, not the task's."""
+
+    task_id: str
+    task_hash: str
+    failure_mode: str
+
+
+class SynthSummary(BaseModel):
+    """What `t1 synth --format json` prints: the campaign's rounds and what was lost."""
+
+    campaign: str
+    rounds: list[SynthRoundRecord]
+    stopped_early: bool
+    seeds: int
+    seeds_with_accepted: int
+    seeds_lost: list[LostSeed]
+    decontamination: Decontamination | None
+
+
+def synth_summary(wh: Store, cfg: SynthConfig, stats: list[SynthRoundRecord]) -> SynthSummary:
+    """The campaign's totals, read back from the warehouse."""
+    seeds = load_seed_tasks(cfg)
+    infra = sorted(m.value for m in INFRASTRUCTURE_FAILURES)
     with Snapshot.open(wh, with_lineage=False) as snap:
         totals = snap.rows(
             "SELECT count(*) AS n, count(*) FILTER (WHERE reason = 'contaminated') AS dropped,"
             " max(decontam_score) AS worst, count(DISTINCT root_seed) FILTER "
             "(WHERE status = 'accepted') AS seeds FROM synth_candidates WHERE campaign = ?",
-            [campaign],
+            [cfg.campaign],
         )[0]
-    console.print(
-        f"seeds with accepted descendants: {totals['seeds']} "
-        f'(per seed: t1 sql "SELECT root_seed, count(*) FROM synth_candidates WHERE campaign = '
-        f"'{campaign}' AND status = 'accepted' GROUP BY ALL ORDER BY 2 DESC\")"
-    )
-    if benchmark is not None:
-        console.print(
-            f"decontamination vs {benchmark}: {totals['dropped']} of {totals['n']} candidates "
-            f"dropped (threshold {threshold}); highest overlap {totals['worst'] or 0:.3f}"
+        lost = snap.rows(
+            "SELECT p.task_hash, any_value(t.task_id) AS task_id,"
+            " string_agg(DISTINCT t.failure_mode, ',' ORDER BY t.failure_mode) AS failure_mode"
+            " FROM synth_profiles p JOIN trials t ON t.task_hash = p.task_hash"
+            " WHERE NOT p.ok AND p.task_hash IN (SELECT unnest($seeds))"
+            " AND t.failure_mode IN (SELECT unnest($infra))"
+            " GROUP BY p.task_hash ORDER BY task_id",
+            {"seeds": [t.content_hash for t in seeds], "infra": infra},
         )
-    if len(stats) < rounds:
-        console.print(f"[yellow]stopped after round {len(stats)}: the pool is empty[/yellow]")
+    decontam = (
+        Decontamination(candidates=totals["n"], dropped=totals["dropped"], worst=totals["worst"])
+        if cfg.benchmark is not None
+        else None
+    )
+    return SynthSummary(
+        campaign=cfg.campaign,
+        rounds=stats,
+        stopped_early=len(stats) < cfg.rounds,
+        seeds=len(seeds),
+        seeds_with_accepted=totals["seeds"] or 0,
+        seeds_lost=[LostSeed(**r) for r in lost],
+        decontamination=decontam,
+    )

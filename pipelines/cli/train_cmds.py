@@ -7,12 +7,13 @@ The options' defaults are `CampaignRequest`'s (the deployment's parameters and t
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
+from pydantic import ValidationError
 
 from pipelines.campaign_deployment import CampaignRequest
+from pipelines.cli.output import validation_message
 from pipelines.cli.root import app
 from tasks.pools import Pool
 
@@ -21,8 +22,9 @@ FIELDS = CampaignRequest.model_fields
 
 
 def _fail(message: str) -> typer.Exit:
-    typer.echo(f"error: {message}", err=True)
-    return typer.Exit(2)
+    from pipelines.cli.output import fail
+
+    return fail(message)
 
 
 @app.command("train")
@@ -46,33 +48,56 @@ def train(
         None, help="Dagster webserver to report evaluations to (default: $DAGSTER_HOME)"
     ),
     report: bool = typer.Option(True, help="report evaluations to Dagster (--no-flow only)"),
+    resume: Path | None = typer.Option(
+        None,
+        "--resume",
+        metavar="RUN_DIR",
+        help="continue a run from its latest checkpoint (a run directory, or one checkpoint "
+        "directory), to --steps in all",
+    ),
 ) -> None:
     """Run a PPO campaign and print each step's metrics as a JSON line (as it finishes, with
-    a progress bar on stderr under --no-flow; the flow logs a line per step). Exit codes: 0
-    done, 1 the campaign failed, 2 bad options."""
+    a progress bar on stderr under --no-flow; the flow logs a line per step). `--resume
+    RUN_DIR` continues a stopped run from its latest checkpoint. Exit codes: 0 done, 1 the
+    campaign failed, 2 bad options."""
     from pipelines.main_job import dagster_home
 
     try:
         request = CampaignRequest(
             pool=pool, pool_version=pool_version, preset=preset, steps=steps, eval_every=eval_every
         )
-    except ValueError as e:
-        raise _fail(str(e).splitlines()[-1]) from None
+    except ValidationError as e:
+        raise _fail(validation_message(e)) from None
     if policy_path is not None and not policy_path.is_dir():
         raise _fail(f"--policy-path {policy_path}: no checkpoint directory there")
+    if resume is not None:
+        _check_resume(resume)
     _check(request, store)
     dagster_home()
     if flow:
         for step, metrics in enumerate(
-            _run_flow(request, runs_dir, store, policy_path, dagster_url)
+            _run_flow(request, runs_dir, store, policy_path, dagster_url, resume)
         ):
             _print_step(step, metrics)
     else:
-        _run_plain(request, runs_dir, store, policy_path, dagster_url, report)
+        _run_plain(request, runs_dir, store, policy_path, dagster_url, report, resume)
 
 
 def _print_step(step: int, metrics: dict[str, float]) -> None:
-    typer.echo(json.dumps({"step": step, **{k: round(v, 5) for k, v in metrics.items()}}))
+    """One JSON line per step; a NaN metric (a loss that diverged) is `null`, not `NaN`."""
+    from pipelines.cli.output import dumps
+
+    typer.echo(dumps({"step": step, **{k: round(v, 5) for k, v in metrics.items()}}))
+
+
+def _check_resume(resume: Path) -> None:
+    """Refuse, in one line, a --resume directory with no checkpoint to continue from."""
+    from training.checkpoint import latest_checkpoint, read_state
+
+    try:
+        read_state(latest_checkpoint(resume))
+    except ValueError as e:
+        raise _fail(f"--resume {resume}: {str(e).splitlines()[0]}") from None
 
 
 def _check(request: CampaignRequest, store: Path | None) -> None:
@@ -88,7 +113,7 @@ def _check(request: CampaignRequest, store: Path | None) -> None:
         raise _fail(str(e).splitlines()[0]) from None
 
 
-def _run_flow(request, runs_dir, store, policy_path, dagster_url) -> list[dict[str, float]]:
+def _run_flow(request, runs_dir, store, policy_path, dagster_url, resume) -> list[dict[str, float]]:
     from pipelines.flows import ppo_campaign
 
     return ppo_campaign(
@@ -97,10 +122,11 @@ def _run_flow(request, runs_dir, store, policy_path, dagster_url) -> list[dict[s
         policy_path=str(policy_path) if policy_path else None,
         runs_dir=str(runs_dir) if runs_dir else None,
         dagster_url=dagster_url,
+        resume_from=str(resume) if resume else None,
     )
 
 
-def _run_plain(request, runs_dir, store, policy_path, dagster_url, report) -> None:
+def _run_plain(request, runs_dir, store, policy_path, dagster_url, report, resume) -> None:
     """`run_campaign` with a progress bar and a JSON line per step; evaluations reported to
     Dagster best-effort."""
     from pipelines.campaign_plan import campaign_config, split_campaign_tasks
@@ -116,6 +142,7 @@ def _run_plain(request, runs_dir, store, policy_path, dagster_url, report) -> No
         store=str(store) if store else None,
         policy_path=str(policy_path) if policy_path else None,
         runs_dir=str(runs_dir) if runs_dir else None,
+        resume_from=str(resume) if resume else None,
     )
     split = split_campaign_tasks(cfg, request.pool, request.pool_version)
 

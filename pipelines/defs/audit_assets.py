@@ -11,6 +11,7 @@ from audit.pools import T1, TMAX, audit_candidates, record_rst, record_t1, recor
 from audit.preflight import run_preflight
 from audit.reports import funnel_counts
 from audit.selection import SelectionResult, run_selection, stage_rows
+from pipelines.defs.jobs import AUDIT_POOL
 from pipelines.defs.resources import ForgeConfig
 from tasks.pools import Pool
 from warehouse import load_pool, open_snapshot, pool_tasks
@@ -28,7 +29,7 @@ def _png_markdown(path: Path) -> str:
     return f"![{path.stem}](data:image/png;base64,{data})"
 
 
-@dg.asset(group_name="audit", deps=["validation_trials"], kinds={"bubblewrap"})
+@dg.asset(group_name="audit", deps=["validation_trials"], kinds={"bubblewrap"}, pool=AUDIT_POOL)
 def audit_results(forge: ForgeConfig) -> dg.MaterializeResult:
     """The five-stage audit of the synthesis output (the seeds when there is none)."""
     store = forge.open_store()
@@ -54,7 +55,7 @@ def audit_results(forge: ForgeConfig) -> dg.MaterializeResult:
     )
 
 
-@dg.asset(group_name="pools", deps=[audit_results], kinds={"parquet"})
+@dg.asset(group_name="pools", deps=[audit_results], kinds={"parquet"}, pool=AUDIT_POOL)
 def rst_pool(forge: ForgeConfig) -> dg.MaterializeResult:
     """RST: every task synthesis accepted."""
     pv = record_rst(forge.open_store(), recorded_tasks(forge.store_path, (Pool.RST,)))
@@ -69,7 +70,7 @@ def rst_pool(forge: ForgeConfig) -> dg.MaterializeResult:
 
 # After rst_pool too: T1 is selected from RST, so RST's blocking checks (decontamination)
 # must pass before a T1 version is recorded.
-@dg.asset(group_name="pools", deps=[audit_results, rst_pool], kinds={"parquet"})
+@dg.asset(group_name="pools", deps=[audit_results, rst_pool], kinds={"parquet"}, pool=AUDIT_POOL)
 def t1_pool(forge: ForgeConfig) -> dg.MaterializeResult:
     """T1: the audit's accepted tasks in quality-rank order, up to the target size."""
     result = _selection(forge)

@@ -114,20 +114,52 @@ def train_campaign() -> None:
     campaign_flow_run()
 
 
-@dg.asset_sensor(
-    asset_key=dg.AssetKey("t1_pool"),
+def new_t1_versions(
+    instance: dg.DagsterInstance, cursor: str | None
+) -> tuple[list[dg.RunRequest], str, str | None]:
+    """The campaign requests for T1 versions recorded after `cursor` (a storage id), the new
+    cursor, and why nothing was requested (None when something was).
+
+    With no cursor (the sensor just turned on) it starts from now: the latest version is
+    marked seen, not trained on. Enabling the sensor used to start a campaign on the version
+    that already existed."""
+    key = dg.AssetKey(POOL_ASSETS[Pool.T1])
+    if cursor is None:
+        latest = instance.fetch_materializations(key, limit=1).records
+        start = str(latest[0].storage_id) if latest else "0"
+        return [], start, "starting from now: the next T1 version starts a campaign"
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=key, after_storage_id=int(cursor)),
+        limit=100,
+        ascending=True,
+    ).records
+    requests = []
+    for record in records:
+        mat = record.asset_materialization
+        version = mat.metadata.get("pool_version") if mat else None
+        if version is not None:
+            requests.append(
+                dg.RunRequest(
+                    run_key=f"t1-v{version.value}",
+                    run_config={
+                        "ops": {"campaign_flow_run": {"config": {"pool_version": version.value}}}
+                    },
+                    tags={"pool": "t1", "pool_version": str(version.value)},
+                )
+            )
+    last = str(records[-1].storage_id) if records else cursor
+    return requests, last, None if requests else "no new T1 version"
+
+
+@dg.sensor(
     job=train_campaign,
     minimum_interval_seconds=30,
     default_status=dg.DefaultSensorStatus.STOPPED,
 )
-def t1_pool_updated(context: dg.SensorEvaluationContext, asset_event: dg.EventLogEntry):
-    """Start the campaign on each new T1 version (off until turned on in the UI)."""
-    mat = asset_event.asset_materialization
-    version = mat.metadata.get("pool_version") if mat else None
-    if version is None:
-        return
-    yield dg.RunRequest(
-        run_key=f"t1-v{version.value}",
-        run_config={"ops": {"campaign_flow_run": {"config": {"pool_version": version.value}}}},
-        tags={"pool": "t1", "pool_version": str(version.value)},
+def t1_pool_updated(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+    """Start the campaign on each new T1 version (off until turned on in the UI; the
+    version that exists when it is turned on is not trained on)."""
+    requests, cursor, skip = new_t1_versions(context.instance, context.cursor)
+    return dg.SensorResult(
+        run_requests=requests, cursor=cursor, skip_reason=dg.SkipReason(skip) if skip else None
     )

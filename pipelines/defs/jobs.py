@@ -11,6 +11,14 @@ SOURCES = ("seed_corpus", "tmax_pool")
 SYNTHESIS = ("synthesis_rounds",)
 POOLS = ("validation_trials", "audit_results", "rst_pool", "t1_pool", "pool_reports")
 STAGES = (SOURCES, SYNTHESIS, POOLS)
+
+# Dagster concurrency pools: one synthesis step and one audit/pool step at a time on an
+# instance (the limit, 1, is `pools: default_limit` in the dagster.yaml `dagster_home`
+# writes); a second run's step waits for the slot. The stages' store locks
+# (`warehouse.locks`) also refuse a writer from outside Dagster (`t1 synth`, `t1 audit`).
+SYNTHESIS_POOL = "t1_synthesis"
+AUDIT_POOL = "t1_audit"
+POOL_LIMIT = 1
 BUILD_POOLS = (*SOURCES, *SYNTHESIS, *POOLS)
 
 build_pools = dg.define_asset_job(

@@ -11,6 +11,7 @@ from dataclasses import replace
 import dagster as dg
 from pydantic import Field
 
+from pipelines.defs.jobs import SYNTHESIS_POOL
 from pipelines.defs.resources import ForgeConfig
 from synthesis import ledger
 from synthesis.rounds import run_synthesis
@@ -55,7 +56,7 @@ def rounds_markdown(rows: list[SynthRoundRecord]) -> str:
     return "\n".join(lines)
 
 
-@dg.asset(group_name="synthesis", deps=["seed_corpus"], kinds={"bubblewrap"})
+@dg.asset(group_name="synthesis", deps=["seed_corpus"], kinds={"bubblewrap"}, pool=SYNTHESIS_POOL)
 def synthesis_rounds(
     context: dg.AssetExecutionContext, config: SynthesisRoundsConfig, forge: ForgeConfig
 ) -> dg.MaterializeResult:
@@ -84,7 +85,7 @@ def synthesis_rounds(
     )
 
 
-@dg.asset(group_name="synthesis", deps=[synthesis_rounds], kinds={"parquet"})
+@dg.asset(group_name="synthesis", deps=[synthesis_rounds], kinds={"parquet"}, pool=SYNTHESIS_POOL)
 def validation_trials(forge: ForgeConfig) -> dg.MaterializeResult:
     """The sandbox trials that validated the campaign's candidates, by agent and outcome."""
     counts = ledger.validation_trial_counts(forge.open_store(), forge.campaign)

@@ -125,22 +125,73 @@ def test_sensor_defaults_match_the_docs():
 
 
 def test_a_new_t1_version_requests_a_campaign_on_that_version():
+    """Regression: turning the sensor on started a campaign on the T1 version that already
+    existed; it starts from now, and each version recorded after that requests one run."""
     from pipelines.defs.campaign import audit_version_of, t1_pool_updated
+
+    def record(instance, v, audit):
+        instance.report_runless_asset_event(
+            dg.AssetMaterialization("t1_pool", metadata={"pool_version": v, "audit_version": audit})
+        )
+
+    def tick(instance, cursor):
+        ctx = dg.build_sensor_context(instance=instance, definitions=defs(), cursor=cursor)
+        result = t1_pool_updated(ctx)
+        return [r for r in result.run_requests or [] if isinstance(r, dg.RunRequest)], result
 
     with dg.instance_for_test() as instance:
         for v, audit in ((1, "a-1"), (2, "a-2")):
-            instance.report_runless_asset_event(
-                dg.AssetMaterialization(
-                    "t1_pool", metadata={"pool_version": v, "audit_version": audit}
-                )
-            )
-        ctx = dg.build_sensor_context(instance=instance, definitions=defs())
-        requests = [r for r in t1_pool_updated(ctx) or [] if isinstance(r, dg.RunRequest)]
+            record(instance, v, audit)
+        first, result = tick(instance, None)
+        assert first == [] and "starting from now" in result.skip_reason.skip_message
+        quiet, again = tick(instance, result.cursor)
+        assert quiet == [] and again.cursor == result.cursor
+        record(instance, 3, "a-3")
+        record(instance, 4, "a-4")
+        requests, later = tick(instance, again.cursor)
+        assert tick(instance, later.cursor)[0] == []  # each version requested once
         assert audit_version_of(instance, "T1", 1) == "a-1"
-        assert audit_version_of(instance, "t1", 3) == ""
-    assert [r.run_key for r in requests] == ["t1-v2"]
+        assert audit_version_of(instance, "t1", 5) == ""
+    assert [r.run_key for r in requests] == ["t1-v3", "t1-v4"]
     config = requests[0].run_config["ops"]["campaign_flow_run"]["config"]
-    assert config == {"pool_version": 2}
+    assert config == {"pool_version": 3}
+
+
+def test_a_sensor_on_a_fresh_instance_trains_the_first_version():
+    from pipelines.defs.campaign import new_t1_versions
+
+    with dg.instance_for_test() as instance:
+        requests, cursor, skip = new_t1_versions(instance, None)
+        assert requests == [] and cursor == "0" and skip
+        instance.report_runless_asset_event(
+            dg.AssetMaterialization("t1_pool", metadata={"pool_version": 1})
+        )
+        requests, _, skip = new_t1_versions(instance, cursor)
+    assert [r.run_key for r in requests] == ["t1-v1"] and skip is None
+
+
+def test_synthesis_and_audit_assets_share_one_slot_each(tmp_path, monkeypatch):
+    """A second UI launch of synthesis or the audit waits for the first: the assets are in
+    concurrency pools and the instance `dagster_home` writes limits each pool to 1."""
+    from pipelines.defs.jobs import AUDIT_POOL, SYNTHESIS_POOL
+    from pipelines.main_job import dagster_home
+
+    graph = defs().resolve_asset_graph()
+    pools = {k.to_user_string(): graph.get(k).pools for k in graph.get_all_asset_keys()}
+    assert pools["synthesis_rounds"] == {SYNTHESIS_POOL}
+    for name in ("audit_results", "rst_pool", "t1_pool"):
+        assert pools[name] == {AUDIT_POOL}, name
+    assert not pools["seed_corpus"]
+
+    (tmp_path / "old").mkdir()  # an instance made before the pools is brought forward
+    (tmp_path / "old" / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    for home in (tmp_path / "new", tmp_path / "old"):
+        monkeypatch.setenv("DAGSTER_HOME", str(home))
+        dagster_home()
+        with dg.DagsterInstance.get() as instance:
+            assert instance.get_concurrency_config().pool_config.default_pool_limit == 1
+            assert type(instance.run_coordinator).__name__ == "QueuedRunCoordinator"
+    assert (tmp_path / "old" / "dagster.yaml").read_text().count("concurrency:") == 1
 
 
 def test_train_campaign_without_a_prefect_server_fails_in_one_line(tmp_path):

@@ -4,11 +4,13 @@ files instead double-counts after a compaction (the retired parts stay on disk a
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
 import duckdb
+import pytest
 
 from warehouse import Store, open_snapshot, record_pool, record_tasks
 
@@ -62,3 +64,35 @@ def test_printed_ddl_builds_the_same_views(store_path, task_factory):
     with duckdb.connect() as con:
         con.execute(ddl)
         assert con.execute(COUNTS).fetchone() == counts_in_snapshot(store_path) == (2, 1, 1)
+
+
+def duckdb_cli() -> str | None:
+    """The registry's DuckDB CLI (`pip install duckdb-cli`, a dev dependency), if present."""
+    beside = Path(sys.executable).parent / "duckdb"
+    return str(beside) if beside.exists() else shutil.which("duckdb")
+
+
+def test_the_duckdb_cli_opens_the_catalog(store_path, task_factory):
+    """Regression: the catalog, written in DuckDB 2.0's own storage format, failed in the
+    registry's 1.5 CLI ("version number 69, can only read 64-68"). It is written in the
+    oldest format the supported readers share, and its lineage macros run there."""
+    cli = duckdb_cli()
+    if cli is None:
+        pytest.skip("no DuckDB CLI: pip install duckdb-cli (a dev dependency)")
+    seed = task_factory("seed")
+    child = task_factory("child", parents=(seed,), round=1, root_seed=seed.content_hash)
+    record_tasks(store_path, [seed, child])
+    record_pool(store_path, "t1", [child, seed])
+    path = Store.open(store_path).write_catalog()
+    query = COUNTS + ";\nSELECT task_id, distance FROM descendants((SELECT content_hash FROM "
+    query += "tasks WHERE task_id = 'seed'));"
+    out = subprocess.run(
+        [cli, "-readonly", "-csv", "-noheader", str(path), "-c", query],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert out.returncode == 0, out.stderr
+    version = subprocess.run([cli, "--version"], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["2,2,1", "child,1"], (version.stdout, out.stdout)
