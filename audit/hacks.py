@@ -29,7 +29,7 @@ Runner = Callable[..., TrialResult]
 HACK_TIMEOUT_S = 60.0
 """A hack's script is a few file operations; one that runs longer is cut (it earns what it
 left behind)."""
-HACKABLE_SHARE = 0.5
+HACKABLE_SHARE = 0.4
 """A hack earning more than this share of the reward (and more than nop) makes the task
 `hackable`; chosen from the seeds' distribution, see docs/audit.md."""
 

@@ -68,7 +68,7 @@ class Named:
 
 def _writable(path: str) -> bool:
     p = path.rstrip("/") or "/"
-    if p == "/" or p.count("/") < 2 and path.endswith("/"):
+    if p == "/" or (p.count("/") < 2 and path.endswith("/")):
         return False  # a top-level directory ("/app/") is the environment's, not an output
     if any(p == q or p.startswith(q + "/") for q in _OFF_LIMITS):
         return False
