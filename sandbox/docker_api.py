@@ -13,19 +13,28 @@ from sandbox.base import SandboxUnavailable
 API_VERSION = "1.41"  # Docker 20.10+, Podman 4+
 
 
-def docker_client() -> Any:
-    """A connected Docker client (DOCKER_HOST, else the default socket), or SandboxUnavailable."""
+def docker_client(url: str | None = None) -> Any:
+    """A connected Docker client for `url` (`unix://`, `tcp://` with the usual DOCKER_TLS_VERIFY
+    and DOCKER_CERT_PATH, `ssh://`), else DOCKER_HOST, else the default socket; or
+    SandboxUnavailable."""
     try:
         import docker
     except ImportError as e:
         raise SandboxUnavailable("the 'docker' package is not installed") from e
+    env = dict(os.environ) if url is None else {**os.environ, "DOCKER_HOST": url}
+    where = env.get("DOCKER_HOST", "default")
     try:
         # A fixed API version: negotiating it costs a /version call (0.5-1 s on Podman).
-        client = docker.from_env(timeout=600, version=API_VERSION)
+        client = docker.from_env(
+            timeout=600,
+            version=API_VERSION,
+            environment=env,
+            use_ssh_client=where.startswith("ssh://"),
+        )
         client.ping()
-        client._t1_endpoint = os.environ.get("DOCKER_HOST", "default")
+        client._t1_endpoint = where
     except Exception as e:  # noqa: BLE001 - any failure here means "no engine"
-        raise SandboxUnavailable(f"no Docker daemon answers: {e}") from e
+        raise SandboxUnavailable(f"no Docker daemon answers at {where}: {e}") from e
     return client
 
 

@@ -74,7 +74,9 @@ def test_routes_per_policy():
         ["ip", "route", "del", "default"],
         ["ip", "route", "add", "prohibit", "default"],
     ]
-    assert allow[4:] == [["ip", "route", "add", "203.0.113.5/32", "via", "10.0.2.2", "dev", "tap0"]]
+    # the NAT's DNS forwarder too (names are resolved on the host under an allowlist)
+    assert allow[4] == ["ip", "route", "add", "prohibit", "10.0.2.3/32"]
+    assert allow[5:] == [["ip", "route", "add", "203.0.113.5/32", "via", "10.0.2.2", "dev", "tap0"]]
 
 
 def test_no_engine_is_a_sandbox_error_not_a_crash(monkeypatch, tmp_path):
