@@ -163,7 +163,8 @@ ALL_SOURCES = frozenset(
 ENTRY_SCRIPTS = ("test.sh", "run-tests.sh")
 _DECLARES: tuple[tuple[ReportSource, re.Pattern[str]], ...] = (
     (ReportSource.CTRF, re.compile(r"ctrf", re.I)),
-    (ReportSource.JUNIT, re.compile(r"junit|results\.xml|report\.xml|xmlrunner", re.I)),
+    # only these file names are read (REPORT_FILES), so only they, or pytest's flag, declare
+    (ReportSource.JUNIT, re.compile(r"(junit|results|report)\.xml|--junit-?xml", re.I)),
     (ReportSource.PYTEST, re.compile(r"pytest|py\.test")),
     (ReportSource.REWARD, re.compile(r"reward\.(txt|json)")),
 )
@@ -176,9 +177,24 @@ _TEST_MODULE = re.compile(r"(^|/)(test_[^/]*|[^/]*_test|conftest)\.py$")
 MAX_INVOKED = 32
 
 
+_QUOTED = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"")
+_PRINTS = re.compile(r"^\s*(echo|printf)\b")
+
+
 def _code(text: str) -> str:
-    """Shell or Python text without whole-line comments (a comment declares nothing)."""
-    return "\n".join(ln for ln in text.splitlines() if not ln.lstrip().startswith("#"))
+    """Shell or Python text without whole-line comments, and without the quoted text of
+    `echo`/`printf` lines (their redirections kept): a comment or a message declares nothing
+    (bug pinned: aider_polyglot's Java run-tests.sh echoes "... javac/JUnit invocation is not
+    supported" and prints a pytest-style summary, which a JUnit-only declaration ignored)."""
+    lines = []
+    for line in text.splitlines():
+        if line.lstrip().startswith("#"):
+            continue
+        if _PRINTS.match(line):
+            message, redirect, target = line.partition(">")
+            line = _QUOTED.sub("''", message) + redirect + target
+        lines.append(line)
+    return "\n".join(lines)
 
 
 def _invoked(text: str, verifier: dict[str, bytes]) -> list[str]:

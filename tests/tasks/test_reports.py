@@ -337,3 +337,21 @@ def test_exit_zero_with_nothing_written_stays_an_infrastructure_failure():
     for code in (0, None):
         v = report_verdict(NO_REPORT, code, "all good\n")
         assert v.basis == VerdictBasis.NO_REPORT and v.failure_mode == FailureMode.VERIFIER_ERROR
+
+
+def test_messages_the_entry_prints_declare_nothing_but_where_it_writes_does():
+    # Regression: aider_polyglot's Java run-tests.sh echoes a message naming JUnit, then
+    # prints a pytest-style summary; a JUnit-only declaration ignored it (verifier_error).
+    java = b"""#!/bin/bash
+if [ -f build.gradle ]; then gradle test; else
+    echo "No Gradle build file found. Direct javac/JUnit invocation is not supported."
+    exit 1
+fi
+echo "=============== short test summary info ==============="
+echo "PASSED aider_polyglot_test"
+"""
+    assert declared_sources({"test.sh": java}) == ALL_SOURCES
+    out = "=============== short test summary info ===============\nPASSED aider_polyglot_test\n"
+    assert collect_report({}, out, declared_sources({"test.sh": java})).passed == 1
+    writes = b'echo "see junit docs" >> "/logs/verifier/reward.txt"\nprintf "%s" 1 > x.log\n'
+    assert declared_sources({"test.sh": writes}) == {ReportSource.REWARD}
