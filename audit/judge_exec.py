@@ -517,7 +517,8 @@ def run_exec_judge(
         visible = visible_texts(task)
         input_where = {f"environment/{n}" for n in inputs}
         findings += answer_leaks(computed, texts, visible, input_where)
-        findings += oracle_answers(computed, texts, visible, asserted)  # what no repair states
+        by_mode = {pa.mode: pa.texts for pa, _ in usable}
+        findings += oracle_answers(texts, by_mode, visible, asserted)  # what no repair states
     m["solution_steps"] = float(len(solution_steps(script)[0]))
     ev.findings = _dedupe(findings)
     return ev
