@@ -103,6 +103,7 @@ def _config(
 ) -> SelectionConfig:
     try:
         r = load_rubric(rubric)
+        llm = LlmConfig.from_env()  # a malformed T1_LLM_TIMEOUT_S is a one-line error too
     except ValueError as e:
         _error(e)
         raise typer.Exit(2) from e
@@ -115,7 +116,7 @@ def _config(
             max_mutants=mutants,
             workers=workers,
         ),
-        llm=LlmConfig.from_env(),
+        llm=llm,
         until=until,
         source=source,
         task_workers=task_workers,

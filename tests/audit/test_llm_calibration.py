@@ -283,3 +283,20 @@ def test_an_answering_endpoint_resets_the_count(llm):
     out = judge_task(base_task(), cfg.model_copy(update={"breaker_failures": 1}))
     assert {j.status for j in out.values()} == {"error"}
     assert len(fake.requests) == 6 * cfg.max_retries
+
+
+def test_a_malformed_timeout_is_a_one_line_cli_error(monkeypatch, tmp_path):
+    from typer.testing import CliRunner
+
+    from pipelines.cli import _register, app
+    from tasks.harbor import write_harbor
+
+    _register()
+    write_harbor(base_task(), tmp_path / "corpus" / "clean")
+    monkeypatch.setenv("T1_LLM_BASE_URL", "http://127.0.0.1:9/v1")
+    monkeypatch.setenv("T1_LLM_MODEL", "m")
+    monkeypatch.setenv("T1_LLM_TIMEOUT_S", "soon")
+    args = ["audit", str(tmp_path / "corpus"), "--static", "--store", str(tmp_path / "s")]
+    r = CliRunner().invoke(app, args)
+    lines = [ln for ln in r.output.splitlines() if ln.strip()]
+    assert r.exit_code == 2 and len(lines) == 1 and "T1_LLM_TIMEOUT_S" in lines[0], r.output
