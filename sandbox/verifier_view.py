@@ -167,7 +167,10 @@ def _binds(
     for name in PROTECTED_TOP:
         src = _image_dir(ifd, name)
         if src is not None:
-            safefs.ensure_not_link(rfd, name)
+            # the image's own link (merged /usr: /bin -> usr/bin) stays; one the agent made
+            # or changed is removed, so the bind lands on the path itself
+            if safefs.readlink(rfd, name) != safefs.readlink(ifd, name):
+                safefs.ensure_not_link(rfd, name)
             args += ["--ro-bind", f"{ns}/image/{src}", "/" + name]
     image_etc = safefs.lstat(ifd, "etc")
     agent_etc = safefs.lstat(rfd, "etc")
