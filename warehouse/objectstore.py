@@ -229,17 +229,31 @@ class S3Store(Store):
         return data.decode("utf-8"), f"{self.url}/{key}"
 
     def _put_manifest(self, manifest: Manifest, text: str) -> None:
-        """Create `_manifest/<generation>.json` only if absent: the atomic commit point."""
+        """Create `_manifest/<generation>.json` only if absent: the atomic commit point.
+
+        A refusal is a lost race unless the object there is byte for byte ours: the client
+        retries a put whose answer it did not get (a timeout), and the retry of a put that had
+        succeeded is refused too. Taking that for a loss would delete parts we committed."""
         key = manifest_key(manifest.generation)
+        data = text.encode("utf-8")
         try:
-            self.fs.pipe_file(self._path(key), text.encode("utf-8"), mode="create")
-        except FileExistsError as e:
-            raise CommitConflict(f"{self.url}: generation {manifest.generation} taken") from e
+            self.fs.pipe_file(self._path(key), data, mode="create")
         except OSError as e:
-            if _client_error_code(e) in CONFLICT_CODES:
+            conflict = isinstance(e, FileExistsError) or _client_error_code(e) in CONFLICT_CODES
+            if not conflict:
+                raise ObjectStoreError(f"warehouse {self.url!r}: writing {key} failed: {e}") from e
+            if self._stored(key) != data:
                 raise CommitConflict(f"{self.url}: generation {manifest.generation} taken") from e
-            raise ObjectStoreError(f"warehouse {self.url!r}: writing {key} failed: {e}") from e
         self._latest_seen = max(self._latest_seen, manifest.generation)
+
+    def _stored(self, key: str) -> bytes | None:
+        """The object at `key`, or None if there is none (yet: a put may be in flight)."""
+        try:
+            return bytes(self.fs.cat_file(self._path(key)))
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise ObjectStoreError(f"warehouse {self.url!r}: reading {key} failed: {e}") from e
 
     def _initialize(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)

@@ -324,3 +324,24 @@ def test_migration_commits_a_new_version(s3_store_url, task_factory, tmp_path):
     assert _versions(store) == [0, 1, 2, 3]
     with open_snapshot(S3Store(s3_store_url, cache_dir=tmp_path / "m")) as snap:
         assert snap.generation == 3 and snap.sql("SELECT count(*) FROM tasks").scalar() == 2
+
+
+def test_a_retried_put_that_had_succeeded_is_not_a_lost_race(s3_store_url, task_factory):
+    """The client retries a put whose answer it lost; S3 refuses the retry (the object exists,
+    it is ours). Taking that refusal for a lost race would delete the parts just committed."""
+    store = Store.open(s3_store_url, create=True)
+    assert isinstance(store, S3Store)
+    real = store.fs.pipe_file
+
+    def put_then_retry(path, data, **kwargs):
+        real(path, data, **kwargs)  # the first try lands, its answer is "lost" ...
+        return real(path, data, **kwargs)  # ... so the client retries: 412
+
+    store.fs.pipe_file = put_then_retry
+    result = record_tasks(store, _tasks("r", 3, task_factory))
+    store.fs.pipe_file = real
+    assert result.attempts == 1 and result.generation == 1
+    assert _versions(store) == [0, 1]
+    assert _keys(store, "tasks/") == [p.file for p in store.read_manifest().parts("tasks")]
+    with open_snapshot(store) as snap:
+        assert snap.sql("SELECT count(*) FROM tasks").scalar() == 3
