@@ -126,6 +126,8 @@ def run(args: argparse.Namespace, results: Path) -> None:
                     "dense": e.dense_score,
                     "resolved": e.resolved_rate,
                     "samples": e.samples,
+                    "stop_rate": e.stop_rate,
+                    "turn_limit_rate": e.turn_limit_rate,
                     "per_category": {k: vars(v) for k, v in e.per_category.items()},
                 }
                 for e in result.evaluations
@@ -133,11 +135,14 @@ def run(args: argparse.Namespace, results: Path) -> None:
             if arm == "ppo-dense":
                 first = evals[0]
                 rows.append({"arm": "sft", "seed": seed, "dense": first["dense"],
-                             "resolved": first["resolved"], "steps": 0, "minutes": sft_s / 60,
-                             "run_dir": str(sft), "evals": [first]})  # fmt: skip
+                             "resolved": first["resolved"], "stop_rate": first["stop_rate"],
+                             "turn_limit_rate": first["turn_limit_rate"], "steps": 0,
+                             "minutes": sft_s / 60, "run_dir": str(sft),
+                             "evals": [first]})  # fmt: skip
             rows.append(
                 {"arm": arm, "seed": seed, "dense": evals[-1]["dense"],
-                 "resolved": evals[-1]["resolved"], "steps": len(result.metrics),
+                 "resolved": evals[-1]["resolved"], "stop_rate": evals[-1]["stop_rate"],
+                 "turn_limit_rate": evals[-1]["turn_limit_rate"], "steps": len(result.metrics),
                  "minutes": wall / 60, "run_dir": str(result.run_dir), "evals": evals}
             )  # fmt: skip
             results.write_text(json.dumps(rows, indent=1))
@@ -150,14 +155,24 @@ def run(args: argparse.Namespace, results: Path) -> None:
 
 
 def table(rows: list[dict]) -> str:
-    """Per-run rows, then mean and [min, max] over seeds per arm, then the margin verdict."""
+    """Per-run rows, then mean and [min, max] over seeds per arm, then the margin verdict.
+
+    Beside the score: the stop rate (held-out trials the policy ended by answering) and the
+    turn-limit rate, so a gain bought by running out the clock is visible ('-' for results
+    cached before they were recorded)."""
     lines = [
-        "| arm | seed | held-out dense score | resolved % | PPO steps | minutes |",
-        "|---|---|---|---|---|---|",
+        "| arm | seed | held-out dense score | resolved % | stop % | turn limit % | PPO steps "
+        "| minutes |",
+        "|---|---|---|---|---|---|---|---|",
     ]
+
+    def pct(r: dict, key: str) -> str:
+        return f"{100 * r[key]:.1f}" if r.get(key) is not None else "-"
+
     for r in sorted(rows, key=lambda r: (ARMS.index(r["arm"]), r["seed"])):
         lines.append(
             f"| {r['arm']} | {r['seed']} | {r['dense']:.2f} | {100 * r['resolved']:.1f} | "
+            f"{pct(r, 'stop_rate')} | {pct(r, 'turn_limit_rate')} | "
             f"{r['steps']} | {r['minutes']:.1f} |"
         )
     lines += ["", "| arm | seeds | dense mean [min, max] | resolved % mean [min, max] |",

@@ -51,7 +51,7 @@ from training.evaluation import (
     evaluation_rows,
     summarize_evaluation,
 )
-from training.harness import Rollout
+from training.harness import TRUNCATED_STOPS, Rollout
 from training.logprobs import batch_logprobs, mean_abs_gap
 from training.policy import load_policy, save_policy
 from training.ppo_math import approx_kl, final_token_rewards, gae, policy_loss, value_loss
@@ -454,9 +454,29 @@ def trial_reward(c: Campaign, passed: int, total: int, resolved: bool) -> float:
     return c.reward_scale * passed
 
 
+def truncated(r: Rollout) -> bool:
+    """The trial was cut by a limit (turns, context, agent time), not ended by the policy."""
+    return r.trajectory.stop in TRUNCATED_STOPS
+
+
+def trained_reward(c: Campaign, r: Rollout) -> float | None:
+    """The reward an admitted trial trains on; None when it is left out of the loss.
+
+    A truncated trial earns what `cfg.truncation` says: its verdict ('scored', like a finish),
+    0 ('zero') or nothing ('masked'). Scored like a finish, a truncation is a free pass: a
+    policy that never declares completion loses nothing (docs/ppo.md)."""
+    if truncated(r):
+        if c.cfg.truncation == "masked":
+            return None
+        if c.cfg.truncation == "zero":
+            return 0.0
+    return trial_reward(c, r.trial.passed, r.trial.total, r.trial.resolved)
+
+
 def assemble(c: Campaign, batch: RolloutBatch) -> list[TrainSample]:
-    """TITO samples of the admitted trials that sampled at least one token and are at most
-    `max_staleness` versions behind the trainer. Fixes the reward scale on the first batch."""
+    """TITO samples of the admitted trials that sampled at least one token, are at most
+    `max_staleness` versions behind the trainer and are not masked out as truncated
+    (`trained_reward`). Fixes the reward scale on the first batch."""
     if c.reward_scale is None and c.cfg.reward == "dense":
         most = max((r.trial.total for r in batch.admitted), default=0)
         if most > 0:
@@ -468,6 +488,9 @@ def assemble(c: Campaign, batch: RolloutBatch) -> list[TrainSample]:
         turns = r.trajectory.turns
         if not turns or staleness(c.weight_version, r) > c.cfg.max_staleness:
             continue
+        reward = trained_reward(c, r)
+        if reward is None:
+            continue
         sample = assemble_trial(
             turns, im_end_id=im_end, num_layers=mc.num_hidden_layers, top_k=mc.num_experts_per_tok
         )
@@ -477,7 +500,6 @@ def assemble(c: Campaign, batch: RolloutBatch) -> list[TrainSample]:
         versions = np.full(len(sample), -1, dtype=np.int64)  # (n,)
         for (s, e), v in zip(sample.turn_spans, r.trajectory.weight_versions(), strict=True):
             versions[s:e] = v
-        reward = trial_reward(c, r.trial.passed, r.trial.total, r.trial.resolved)
         ts = TrainSample(r.trajectory.task_id, r.sample, sample, reward, mask, versions)
         ts.audit = audit_sample(sample, turns)
         out.append(ts)
@@ -736,6 +758,11 @@ def rollout_metrics(c: Campaign, batch: RolloutBatch, samples: Sequence[TrainSam
         "rollout/resolved_rate": sum(r.trial.resolved for r in admitted) / n,
         "rollout/train_reward": sum(s.reward for s in samples) / max(1, len(samples)),
         "rollout/turns": sum(len(r.trajectory.turns) for r in admitted) / n,
+        "rollout/stop_rate": sum(r.trajectory.stop == "finished" for r in admitted) / n,
+        "rollout/turn_limit_rate": sum(r.trajectory.stop == "turn_limit" for r in admitted) / n,
+        "rollout/truncated_masked": float(
+            sum(truncated(r) for r in admitted) if c.cfg.truncation == "masked" else 0
+        ),
         "rollout/tokens": sum(len(s.sample) for s in samples) / max(1, len(samples)),
         "rollout/response_tokens": sum(int(s.loss_mask.sum()) for s in samples)
         / max(1, len(samples)),
@@ -743,6 +770,9 @@ def rollout_metrics(c: Campaign, batch: RolloutBatch, samples: Sequence[TrainSam
         "rollout/admitted": float(len(admitted)),
         "rollout/trainable": float(len(samples)),
         "rollout/infra_failures": float(len(batch.infrastructure)),
+        "rollout/engine_failures": float(
+            sum(r.trial.failure_mode == "engine_error" for r in batch.infrastructure)
+        ),
         "rollout/cancelled": float(batch.launched - len(admitted) - len(batch.infrastructure)),
         "rollout/stale_dropped": float(sum(s > c.cfg.max_staleness for s in stale)),
         "rollout/staleness_max": float(max(stale, default=0)),
@@ -817,7 +847,12 @@ def record_rollouts(
             stale = staleness(trainer_version, r) if versions else None
             row_status = status
             if status == "admitted" and r.sample not in trainable:
-                row_status = "stale" if (stale or 0) > c.cfg.max_staleness else "untrainable"
+                if (stale or 0) > c.cfg.max_staleness:
+                    row_status = "stale"
+                elif c.cfg.truncation == "masked" and truncated(r):
+                    row_status = "masked"
+                else:
+                    row_status = "untrainable"
             rows.append(
                 TrajectoryRecord(
                     campaign=c.run_id,

@@ -94,6 +94,13 @@ class CampaignConfig(BaseModel):
     reward: Literal["dense", "binary"] = Field(
         "dense", description="passing assertions (dense) or 1 for a resolved trial (binary)"
     )
+    truncation: Literal["scored", "zero", "masked"] = Field(
+        "zero",
+        description="what a trial cut by a limit (turn limit, context limit, agent timeout) "
+        "earns: 'scored' verified and scored like a finish (the paper's rule), 'zero' reward "
+        "0, 'masked' left out of the loss; not 'scored' by default, since scoring it like a "
+        "finish makes running out the clock free (docs/ppo.md)",
+    )
     reward_scale: float | None = Field(
         None,
         gt=0,

@@ -52,6 +52,11 @@ class EvaluationSummary:
     """Mean of passing / total assertions per sample."""
     infrastructure_failures: int = 0
     per_category: dict[str, CategoryScore] = field(default_factory=dict)
+    stop_rate: float = 0.0
+    """Share of the rewardable samples the policy ended by answering without a tool call."""
+    turn_limit_rate: float = 0.0
+    """Share of the rewardable samples cut at the turn limit (a gain bought by running out the
+    clock shows here, beside the score)."""
 
     @property
     def resolved_rate(self) -> float:
@@ -71,6 +76,8 @@ class EvaluationSummary:
             "validate/pass_rate": self.resolved_rate,
             "validate/dense_score": self.dense_score,
             "validate/dense_fraction": self.dense_fraction,
+            "validate/stop_rate": self.stop_rate,
+            "validate/turn_limit_rate": self.turn_limit_rate,
         }
         for cat, s in sorted(self.per_category.items()):
             meta[f"category/{cat}/pass_rate"] = s.resolved / s.samples if s.samples else 0.0
@@ -164,6 +171,8 @@ def summarize_evaluation(
         dense_fraction=sum(fractions) / n if n else 0.0,
         infrastructure_failures=len(rollouts) - n,
         per_category=per_category,
+        stop_rate=sum(r.trajectory.stop == "finished" for _, r in scored) / n if n else 0.0,
+        turn_limit_rate=sum(r.trajectory.stop == "turn_limit" for _, r in scored) / n if n else 0.0,
     )
 
 

@@ -63,6 +63,12 @@ if TYPE_CHECKING:
 StopReason = Literal[
     "finished", "turn_limit", "context_limit", "agent_timeout", "aborted", "engine_error"
 ]
+TRUNCATED_STOPS: frozenset[str] = frozenset({"turn_limit", "context_limit", "agent_timeout"})
+"""The trial was cut by a limit, not ended by the policy: what it earns is a campaign setting
+(`CampaignConfig.truncation`), since scoring it like a finish makes running out the clock free."""
+INFRASTRUCTURE_STOPS: frozenset[str] = frozenset({"engine_error", "aborted"})
+"""The engine failed mid-trial, or a turn was aborted on every re-send: no evidence about the
+policy, so `rollout_trial` makes such a trial an ENGINE_ERROR (infrastructure) result."""
 
 
 class TrialCancelled(BaseException):  # noqa: N818 - a signal like KeyboardInterrupt, not an error
@@ -401,6 +407,10 @@ def rollout_trial(task: Task, agent: PolicyAgent, *, backend: str = "local") -> 
     traj = agent.last_trajectory or AgentTrajectory(
         task_id=task.id, stop="engine_error", detail=trial.failure_detail
     )
+    if traj.stop in INFRASTRUCTURE_STOPS and trial.rewardable:
+        # the verifier ran on whatever state the broken turn left: not a verdict on the policy
+        trial.failure_mode = FailureMode.ENGINE_ERROR
+        trial.failure_detail = f"{traj.stop}: {traj.detail}"[-1000:]
     return Rollout(trial=trial, trajectory=traj)
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from training.chat_format import IM_END, ToolCall, render_assistant_text
 from training.chat_tokenizer import decode_ids, encode_text
-from training.engine_protocol import GenerateRequest, Generation
+from training.engine_protocol import EngineError, GenerateRequest, Generation
 from training.harness import HarnessConfig
 from training.rollouts import RolloutPool, job_seed, launch_count, plan_jobs
 from training.task_families import fileops_task
@@ -161,3 +161,50 @@ def test_infrastructure_failures_are_excluded_and_counted_not_admitted(tokenizer
     assert not batch.infrastructure[0].trial.rewardable
     assert sorted(r.trajectory.task_id for r in batch.admitted) == ["fast-1", "fast-2"]
     assert [r.trajectory.task_id for r in cancelled] == ["slow-3"]
+
+
+class FailingEngine(GatedEngine):
+    """GatedEngine whose 'broken' trials lose the engine on their second turn (a transport
+    error) and whose 'looping' trials have every request aborted (a publish that never ends)."""
+
+    def generate(self, req: GenerateRequest) -> Generation:
+        text = decode_ids(self.tokenizer, req.input_ids)
+        if "broken" in text and "<tool_response>" in text:
+            raise EngineError("POST /generate -> 503: engine restarting")
+        if "looping" in text:
+            return Generation(
+                rid=req.rid or "", prompt_ids=list(req.input_ids), output_ids=[],
+                output_logprobs=[], finish="abort", weight_version="0", routed_experts=None,
+                routed_experts_start=req.routed_experts_start_len,
+            )  # fmt: skip
+        return super().generate(req)
+
+
+@pytest.mark.sandbox
+def test_engine_failures_and_endlessly_aborted_turns_are_infrastructure(tokenizer):
+    """Regression: an engine failure mid-trial and a turn aborted on every re-send ended with
+    failure mode `none`, so they were verified and trained on as the policy's attempts. They
+    are ENGINE_ERROR infrastructure failures: excluded from the batch and counted."""
+    engine = FailingEngine(tokenizer)
+    tasks = [_task(0, "broken"), _task(1, "fast"), _task(2, "looping"), _task(3, "fast")]
+    pool = RolloutPool(engine, tokenizer, workers=4)
+    started: list = []
+    # the fast trials answer once both failures are in, so neither is cancelled as a straggler
+    engine.hold = lambda: bool(started and len(started[0].infrastructure) == 2)
+    try:
+        jobs = plan_jobs(tasks, [0, 1, 2, 3], samples_per_task=1, launch=4, step=0, seed=1)
+        harness = HarnessConfig(max_turns=3, max_abort_retries=2)
+        started.append(pool.start(0, jobs, harness, want=2))
+        batch = started[0].result(timeout=120)
+        batch.cancelled()
+    finally:
+        pool.close()
+    infra = {r.trajectory.task_id: r for r in batch.infrastructure}
+    assert sorted(infra) == ["broken-0", "looping-2"]
+    assert infra["broken-0"].trajectory.stop == "engine_error"
+    assert infra["looping-2"].trajectory.stop == "aborted"
+    assert infra["looping-2"].trajectory.retried_turns == 2
+    for r in infra.values():
+        assert r.trial.failure_mode == "engine_error" and not r.trial.rewardable
+    assert sorted(r.trajectory.task_id for r in batch.admitted) == ["fast-1", "fast-3"]
+    assert all(r.trial.failure_mode == "none" for r in batch.admitted)

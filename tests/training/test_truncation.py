@@ -1,0 +1,103 @@
+"""What a trial cut by a limit earns (`CampaignConfig.truncation`), and the stop-rate metrics.
+
+Regression: a turn-limit truncation was verified and scored exactly like a finish, so a policy
+that never declared completion lost nothing; a 15-minute run "gained" +0.23 dense by running
+93% of its trials to the turn limit (docs/ppo.md). The default must not score it like a finish.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torch")
+
+import torch  # noqa: E402
+
+from tests.training.synthetic import Finish, batch_of, campaign, rollout  # noqa: E402
+from training.campaign import assemble, rollout_metrics, train_step, trained_reward  # noqa: E402
+from training.campaign_config import CampaignConfig  # noqa: E402
+from training.engine_protocol import Generation  # noqa: E402
+from training.tito import TurnRecord  # noqa: E402
+
+pytestmark = pytest.mark.torch
+
+
+def _turns(prompt: list[int], outputs: list[list[int]], obs: list[int]) -> list[TurnRecord]:
+    turns, stream = [], list(prompt)
+    for o in outputs:
+        g = Generation(
+            rid="r", prompt_ids=list(stream), output_ids=list(o), output_logprobs=[-1.0] * len(o),
+            finish="stop", weight_version="0", routed_experts=None, routed_experts_start=0,
+        )  # fmt: skip
+        turns.append(TurnRecord(generation=g))
+        stream = stream + list(o) + obs
+    return turns
+
+
+def _trials():
+    """Slot 0 finished, 2 of 4 assertions; slots 1-3 cut (turn limit, context limit, agent
+    timeout), 2 of 4 each: the verifier's verdict of the state they left is the same."""
+    outs = [[600, 601], [602, 603, 604]]
+    stops = ["finished", "turn_limit", "context_limit", "agent_timeout"]
+    return [
+        rollout(_turns([5, 17, 42], outs, [201, 202]), stop, Finish(2, 4), slot=i)
+        for i, stop in enumerate(stops)
+    ]
+
+
+def test_the_default_does_not_score_a_truncation_like_a_finish():
+    assert CampaignConfig().truncation == "zero"
+    with pytest.raises(ValueError):
+        CampaignConfig(truncation="free")
+
+
+@pytest.mark.parametrize("setting", ["scored", "zero", "masked"])
+def test_reward_and_loss_mask_of_a_truncated_trial(setting, random_checkpoint, tmp_path, tokenizer):
+    c = campaign(random_checkpoint, tmp_path, tokenizer, truncation=setting, lr=1e-3)
+    trials = _trials()
+    samples = assemble(c, batch_of(trials))
+    assert c.reward_scale == pytest.approx(0.25)  # 1 / the most assertions of the batch
+    by_slot = {s.slot: s for s in samples}
+    finished = by_slot[0]
+    assert finished.reward == pytest.approx(0.5)
+    sampled = int(finished.loss_mask.sum())
+    assert sampled == 5  # both turns' sampled ids, never the observation between them
+    if setting == "masked":
+        assert sorted(by_slot) == [0]  # the cut trials never reach the loss
+        assert [trained_reward(c, r) for r in trials[1:]] == [None, None, None]
+    else:
+        assert sorted(by_slot) == [0, 1, 2, 3]
+        want = 0.5 if setting == "scored" else 0.0
+        for slot in (1, 2, 3):
+            assert by_slot[slot].reward == pytest.approx(want)
+            assert int(by_slot[slot].loss_mask.sum()) == sampled  # trained on, as any trial
+    train_step(c, samples)
+    for s in samples:  # gamma = lambda = 1: every loss position's return is the trial's reward
+        assert s.returns is not None
+        assert torch.allclose(s.returns[s.loss_mask], torch.tensor(s.reward))
+    m = rollout_metrics(c, batch_of(trials), samples)
+    assert m["rollout/stop_rate"] == pytest.approx(0.25)
+    assert m["rollout/turn_limit_rate"] == pytest.approx(0.25)
+    assert m["rollout/truncated_masked"] == (3.0 if setting == "masked" else 0.0)
+    assert m["rollout/trainable"] == len(samples)
+    assert m["rollout/reward"] == pytest.approx(2.0)  # the verdict, whatever is trained on
+
+
+def test_evaluation_reports_stop_and_turn_limit_rates():
+    from tasks.results import FailureMode
+    from training.evaluation import summarize_evaluation
+    from training.rollouts import RolloutJob
+    from training.task_families import fileops_task
+
+    task = fileops_task(0, "train", 0)
+    trials = _trials()
+    trials[3].trial.failure_mode = FailureMode.SANDBOX_ERROR  # infrastructure: not counted
+    jobs = [RolloutJob(task, i, i, None) for i in range(4)]
+    s = summarize_evaluation(
+        jobs, trials, campaign="c", run_id="r", step=0, checkpoint="v0", benchmark="b"
+    )
+    assert s.samples == 3 and s.infrastructure_failures == 1
+    assert s.stop_rate == pytest.approx(1 / 3) and s.turn_limit_rate == pytest.approx(1 / 3)
+    meta = s.metadata()
+    assert meta["validate/stop_rate"] == s.stop_rate
+    assert meta["validate/turn_limit_rate"] == s.turn_limit_rate
