@@ -9,7 +9,6 @@ Errors are one line naming the file or option.
 
 from __future__ import annotations
 
-import json
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -36,14 +35,15 @@ from audit.selection import (
     run_selection,
 )
 from audit.verdict import Verdict
-from pipelines.cli.output import phase_progress
+from pipelines.cli.output import dumps, phase_progress, stdout
 from pipelines.cli.root import app
 from tasks.errors import TaskFormatError
 from tasks.pools import Pool
 from warehouse import load_pool, pool_tasks, resolve_store_path
 from warehouse.recording import writable_store
 
-console = Console()
+console = Console(stderr=True)  # progress, notes and errors
+out_console = stdout()  # data: the funnel table, run-all's summary
 
 
 class Backend(StrEnum):
@@ -137,7 +137,7 @@ def _print_funnel(result: SelectionResult, until: Stage, before: list[tuple[str,
         outcomes = ", ".join(f"{k} {v}" for k, v in sorted(f.outcomes.items()))
         reasons = ", ".join(f"{k} {v}" for k, v in f.reasons.items())
         table.add_row(f.stage.value, str(f.entered), outcomes, reasons)
-    console.print(table)
+    out_console.print(table)
 
 
 def _write_rejects(result: SelectionResult, out: Path) -> Path:
@@ -157,7 +157,7 @@ def _write_rejects(result: SelectionResult, out: Path) -> Path:
                 "findings": [x.model_dump(mode="json") for x in o.findings],
                 "reasons": o.reasons,
             }
-            f.write(json.dumps(doc) + "\n")
+            f.write(dumps(doc) + "\n")
     return path
 
 
@@ -292,7 +292,7 @@ def run_all_cmd(
             st, out, cfg, pool=pool, size=size, preflight_n=preflight_n, limit=limit,
             progress=update,
         )  # fmt: skip
-    console.print_json(json.dumps(summary.model_dump(mode="json")))
+    out_console.print_json(dumps(summary.model_dump(mode="json")))
 
 
 @audit_app.command("import-tmax")

@@ -110,6 +110,18 @@ def stderr() -> Console:
     return Console(stderr=True, soft_wrap=False)
 
 
+PIPED_WIDTH = 4096
+
+
+def stdout() -> Console:
+    """The console for a command's data. Piped (to a file, `less`, `grep`) with no $COLUMNS
+    it has no terminal to fit, so tables keep their natural width instead of rich's 80."""
+    console = Console(soft_wrap=False, highlight=False)
+    if not console.is_terminal and not os.environ.get("COLUMNS"):
+        console.width = PIPED_WIDTH
+    return console
+
+
 def fail(message: str, code: ExitCode = ExitCode.USAGE) -> typer.Exit:
     """Print `error: <message>` (its first line) on stderr; raise the returned Exit."""
     from rich.markup import escape

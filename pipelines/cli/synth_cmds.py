@@ -18,7 +18,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from pipelines.cli.output import ExitCode, dumps, fail, validation_message
+from pipelines.cli.output import ExitCode, dumps, fail, stdout, validation_message
 from pipelines.cli.root import app
 from synthesis import ledger
 from synthesis.decontam import DecontamConfig
@@ -224,9 +224,7 @@ def synth(
     if fmt == SummaryFormat.JSON:
         typer.echo(dumps(summary.model_dump(mode="json")))
     else:
-        Console(soft_wrap=False).print(
-            rounds_table(stats, f"synthesis rounds (campaign {campaign!r})")
-        )
+        stdout().print(rounds_table(stats, f"synthesis rounds (campaign {campaign!r})"))
     console.print(
         f"seeds with accepted descendants: {summary.seeds_with_accepted} "
         f'(per seed: t1 sql "SELECT root_seed, count(*) FROM synth_candidates WHERE campaign = '

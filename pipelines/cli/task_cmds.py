@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
@@ -13,7 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from pipelines.cli.output import fail, progress
+from pipelines.cli.output import dumps, fail, progress
 from pipelines.cli.root import app
 from sandbox.base import SandboxUnavailable
 from sandbox.build import BuildRow
@@ -28,7 +27,8 @@ from tasks.results import TrialResult
 
 task_app = typer.Typer(help="Check, run, import and format terminal tasks.", no_args_is_help=True)
 app.add_typer(task_app, name="task")
-console = Console()
+console = Console()  # data: tables
+notes = Console(stderr=True)  # progress, notes, rejects
 
 
 def _load_or_exit(path: Path):
@@ -79,6 +79,9 @@ def check(
 ) -> None:
     """Run the oracle and a nop agent on each task; exit 1 if any task is invalid (a task
     that does not load is reported as invalid, with the others)."""
+    for p in paths:  # a path that is not there is a typo (2), not an invalid task (1)
+        if not p.exists():
+            raise fail(f"{p}: no such task directory")
     loaded: list = []
     unloadable: list[tuple[Path, str]] = []
     for p in paths:
@@ -111,7 +114,7 @@ def check(
             }
             for c in checks
         ]
-        typer.echo(json.dumps(rows, indent=2))
+        typer.echo(dumps(rows, indent=2))
     else:
         for p, why in unloadable:
             console.print(f"[red]{p}:[/red] does not load: {why}", highlight=False)
@@ -140,7 +143,7 @@ def run(
     task = _load_or_exit(path)
     r = run_trial(task, agent, backend)
     if as_json:
-        typer.echo(json.dumps(_trial_dict(r), indent=2))
+        typer.echo(dumps(_trial_dict(r), indent=2))
         return
     table = Table(title=f"{task.id} / {agent}: {r.passed}/{r.total} passed ({r.failure_mode})")
     table.add_column("assertion")
@@ -150,7 +153,7 @@ def run(
         table.add_row(a.name, a.status.value, a.message[:120])
     console.print(table)
     if r.failure_detail:
-        console.print(f"[yellow]{r.failure_mode}:[/yellow] {r.failure_detail[:500]}")
+        notes.print(f"[yellow]{r.failure_mode}:[/yellow] {r.failure_detail[:500]}")
 
 
 @task_app.command("import")
@@ -171,8 +174,7 @@ def import_(
     try:
         tasks, rejects = import_dir(directory, fmt)
     except TaskFormatError as e:
-        console.print(f"[red]error:[/red] {e}")
-        raise typer.Exit(2) from e
+        raise fail(str(e)) from e
     if build:
         rows = _build_rows(tasks)
         failed = {r.task_id: r for r in rows if not r.built}
@@ -183,17 +185,17 @@ def import_(
         from audit.intake import record_import
 
         where = record_import(tasks, directory, store)
-        console.print(f"recorded {len(tasks)} task(s) from {directory} in {where}")
+        notes.print(f"recorded {len(tasks)} task(s) from {directory} in {where}")
     if out is not None:
         for t in tasks:
             write_harbor(t, out / t.id)
     if rejects_file is not None:
         with open(rejects_file, "w") as f:
             for r in rejects:
-                f.write(json.dumps({"path": r.path, "reason": r.reason}) + "\n")
-    console.print(f"imported {len(tasks)} task(s), rejected {len(rejects)}")
+                f.write(dumps({"path": r.path, "reason": r.reason}) + "\n")
+    notes.print(f"imported {len(tasks)} task(s), rejected {len(rejects)}")
     for r in rejects[:50]:
-        console.print(f"  [red]reject[/red] {r.path}: {r.reason}")
+        notes.print(f"  [red]reject[/red] {r.path}: {r.reason}")
 
 
 def _row_reason(row: BuildRow) -> str:
@@ -208,14 +210,13 @@ def _build_rows(tasks: list) -> list[BuildRow]:
     try:
         runner = default_runner()
     except SandboxUnavailable as e:
-        console.print(f"[red]error:[/red] cannot build here: {e}")
-        raise typer.Exit(2) from e
+        raise fail(f"cannot build here: {e}") from e
     rows = []
     for t in tasks:
         row = build_row(t, runner)
         rows.append(row)
         mark = "[green]built[/green]" if row.built else f"[red]{row.failure}[/red]"
-        console.print(f"  {mark} {t.id} ({row.seconds:.1f}s, {row.layers_reused} cached)")
+        notes.print(f"  {mark} {t.id} ({row.seconds:.1f}s, {row.layers_reused} cached)")
     return rows
 
 
@@ -234,16 +235,16 @@ def build_cmd(
     rows = _build_rows(tasks)
     if as_json:
         for r in rows:
-            typer.echo(json.dumps(dataclasses.asdict(r)))
+            typer.echo(dumps(dataclasses.asdict(r)))
         for rj in rejects:
-            typer.echo(json.dumps({"path": rj.path, "built": False, "reason": rj.reason}))
+            typer.echo(dumps({"path": rj.path, "built": False, "reason": rj.reason}))
     built = sum(r.built for r in rows)
-    console.print(f"built {built} of {len(rows) + len(rejects)}")
+    notes.print(f"built {built} of {len(rows) + len(rejects)}")
     for r in rows:
         if not r.built:
-            console.print(f"  [red]reject[/red] {r.task_id}: {_row_reason(r)}")
+            notes.print(f"  [red]reject[/red] {r.task_id}: {_row_reason(r)}")
     for rj in rejects:
-        console.print(f"  [red]reject[/red] {rj.path}: {rj.reason}")
+        notes.print(f"  [red]reject[/red] {rj.path}: {rj.reason}")
     if built < len(rows) + len(rejects):
         raise typer.Exit(1)
 
@@ -259,7 +260,7 @@ def fmt(paths: list[Path]) -> None:
             update={"environment": task.environment.model_copy(update={"files": files})}
         )
         write_harbor(task, p)
-        console.print(f"formatted {p}")
+        notes.print(f"formatted {p}")
 
 
 @app.command("seeds")
@@ -276,7 +277,7 @@ def seeds(as_json: bool = typer.Option(False, "--json")) -> None:
             }
             for t in tasks
         ]
-        typer.echo(json.dumps({"path": str(SEED_DIR), "tasks": rows}, indent=2))
+        typer.echo(dumps({"path": str(SEED_DIR), "tasks": rows}, indent=2))
         return
     table = Table(title=f"{len(tasks)} seed tasks in {SEED_DIR}")
     for col in ("id", "category", "difficulty", "hash"):
