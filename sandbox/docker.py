@@ -23,6 +23,7 @@ import stat
 import tarfile
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -34,11 +35,13 @@ from sandbox.base import (
     NetworkMode,
     NetworkPolicy,
     SandboxError,
+    SandboxUnavailable,
     VerifierRun,
     normalize_dest,
 )
 from sandbox.docker_api import docker_client, endpoint, exec_exit_code, is_podman
 from sandbox.docker_build import build_image, image_config, tar_bytes
+from sandbox.docker_hosts import answers, configured_pool
 from sandbox.docker_session import DockerSession
 from sandbox.image import DEFAULT_PATH, ImageConfig
 from sandbox.podman import CONTAINER_LABEL, ENDPOINT_LABEL
@@ -117,6 +120,7 @@ class DockerSandbox:
         self._toolchain: frozenset[str] = frozenset()
         self._cleanup: list[Any] = []  # verifier containers and snapshot images
         self._oom_files: dict[str, str] = {}  # container id -> its memory.oom_control
+        self.on_stop: Callable[[], None] | None = None  # called once by stop()
 
     @property
     def container_id(self) -> str:
@@ -264,6 +268,9 @@ class DockerSandbox:
                 pass
         self._cleanup = []
         self._container = None
+        on_stop, self.on_stop = self.on_stop, None
+        if on_stop is not None:
+            on_stop()  # once: the engine pool's slot
 
     def __enter__(self) -> DockerSandbox:
         self.start()
@@ -682,10 +689,39 @@ class DockerBackend:
 
     def open(self, task: Task) -> DockerSandbox:
         """Build (or reuse) the task's image and start its sandbox (Harbor 1.1: the agent
-        phase's network, env and user)."""
+        phase's network, env and user), on DOCKER_HOST, or on one of T1_DOCKER_HOSTS
+        (sandbox.docker_hosts: placement by free slots and image affinity; an engine that
+        does not answer is skipped and the sandbox placed on another)."""
+        pool = configured_pool()
+        if pool is None:
+            return self._open_on(docker_client(), task)
+        key = task.environment_hash
+        failures: list[str] = []
+        for _ in range(len(pool.engines)):
+            engine = pool.acquire(key)
+            try:
+                client = pool.client(engine)
+                sb = self._open_on(client, task)
+            except SandboxError as e:
+                pool.release(engine)
+                if isinstance(e, SandboxUnavailable) or not answers(engine.client):
+                    pool.mark_down(engine, str(e))
+                    failures.append(f"{engine.url}: {e}")
+                    continue
+                raise
+            except BaseException:
+                pool.release(engine)
+                raise
+            engine.images.add(key)
+            sb.on_stop = functools.partial(pool.release, engine)
+            return sb
+        raise SandboxError(
+            "no engine of T1_DOCKER_HOSTS started the sandbox: " + "; ".join(failures)
+        )
+
+    def _open_on(self, client: Any, task: Task) -> DockerSandbox:
         from sandbox.policy import network_policy
 
-        client = docker_client()
         try:
             image = build_image(client, task, podman=is_podman(client))
             config = image_config(client, image)
