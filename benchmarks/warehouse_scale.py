@@ -23,14 +23,22 @@ checks no keys, so a duplicate-key check costs a MERGE, timed once on the last b
 our own re-append of it), `optimize.compact` + `vacuum`, resolving the current files from the
 log, then the same query lines. Delta has no unsigned integers, so `task_key` and
 `parent_keys` are stored as the int64 with the same bits and the view turns them back.
+
+`--s3` builds the store on S3 instead (`s3://bench/wh` on moto's S3 server, started here on a
+free loopback port; needs moto[server] and s3fs): the same lines, plus the first snapshot of
+a second process-like reader whose cache is empty (it downloads every part).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
+import os
 import shutil
+import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -312,6 +320,45 @@ def run_delta(store: Store, root_dir: Path, batches, pool_rows, members, hashes,
     snap.close()
 
 
+@contextlib.contextmanager
+def moto_s3(cache: Path):
+    """moto's S3 server in a subprocess on a free loopback port, the environment pointed at
+    it, bucket `bench` created; yields the store URL."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    os.environ.update(
+        T1_S3_ENDPOINT=url,
+        AWS_ACCESS_KEY_ID="bench",
+        AWS_SECRET_ACCESS_KEY="bench",
+        AWS_DEFAULT_REGION="us-east-1",
+        T1_WAREHOUSE_CACHE=str(cache),
+    )
+    try:
+        import s3fs
+
+        fs = s3fs.S3FileSystem(endpoint_url=url, skip_instance_cache=True)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                fs.call_s3("create_bucket", Bucket="bench")
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.5)
+        yield "s3://bench/wh"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tasks", type=int, default=1_000_000)
@@ -323,14 +370,26 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=7, help="tasks/seeds timed per query")
     ap.add_argument("--keep", type=Path, help="build the store here and keep it")
     ap.add_argument("--delta", action="store_true", help="also time the same on Delta Lake")
+    ap.add_argument("--s3", action="store_true", help="the store on S3 (moto, loopback)")
     args = ap.parse_args()
-    rng = np.random.default_rng(0)
     root_dir = args.keep or Path(tempfile.mkdtemp(prefix="t1-warehouse-scale-"))
-    store_path = root_dir / "store"
-    if store_path.exists():
-        sys.exit(f"{store_path} exists; pass a fresh --keep directory")
+    with contextlib.ExitStack() as stack:
+        if args.s3:
+            location: Path | str = stack.enter_context(moto_s3(root_dir / "cache"))
+        else:
+            location = root_dir / "store"
+            if location.exists():
+                sys.exit(f"{location} exists; pass a fresh --keep directory")
+        run(args, root_dir, location)
+    if args.keep is None:
+        shutil.rmtree(root_dir)
+
+
+def run(args, root_dir: Path, store_path: Path | str) -> None:
+    """Build the store at `store_path` and time everything (see the module docstring)."""
     print(f"store: {store_path}")
 
+    rng = np.random.default_rng(0)
     t0 = time.perf_counter()
     p1, p2, rnd, root = build_graph(args.tasks, args.seeds, args.rounds, rng)
     hashes = synthetic_hashes(args.tasks)
@@ -386,7 +445,18 @@ def main() -> None:
         f"wrote {rows:,} task rows in {write_s:.1f} s ({parts_before} commits), "
         f"compacted to {len(manifest.parts('tasks'))} parts in {compact_s:.1f} s"
     )
-    print(f"on-disk size: {du(store_path) / 1e6:,.1f} MB")
+    if args.s3:  # retired parts wait an hour (orphan_age_s) on S3: count the named ones
+        named = sum(p.bytes for parts in manifest.tables.values() for p in parts)
+        print(f"committed parts: {named / 1e6:,.1f} MB")
+    else:
+        print(f"on-disk size: {du(store.root) / 1e6:,.1f} MB")
+    if args.s3:
+        from warehouse.objectstore import S3Store
+
+        cold = S3Store(str(store_path), cache_dir=root_dir / "cold-cache")
+        s, snap = timed(lambda: open_snapshot(cold))
+        snap.close()
+        print(f"open snapshot, empty cache (downloads every part): {ms(s)}")
 
     open_s, snap = timed(lambda: open_snapshot(store_path))
     snap.close()
@@ -403,8 +473,6 @@ def main() -> None:
     snap.close()
     if args.delta:
         run_delta(store, root_dir, batches, pool_rows, members, hashes, pool_idx, args)
-    if args.keep is None:
-        shutil.rmtree(root_dir)
 
 
 if __name__ == "__main__":
