@@ -45,6 +45,7 @@ from audit.judge_llm import error_version
 from audit.repair import repair_instruction
 from audit.rubric import Decision, Dimension, Rubric, decide, repairable
 from audit.verdict import FAILURE_CODES, Code, Finding, Source, Verdict
+from executor import Executor, ExecutorConfig, open_executor
 from tasks.model import Task
 from tasks.results import TrialResult
 from warehouse.locks import single_writer
@@ -89,6 +90,21 @@ class SelectionConfig(BaseModel):
     """The last stage to run."""
     source: str | None = None
     """Where the tasks were read from (an imported directory), recorded with them."""
+    executor: ExecutorConfig = Field(default_factory=ExecutorConfig)
+    """Where each task's executable judge runs: `local` (here) or a Ray cluster address."""
+
+
+def judge_on(
+    remote: Executor | None, task: Task, cfg: ExecConfig, runner: Runner | None
+) -> ExecEvidence:
+    """The executable judge of one task here (`remote` None: the local default), or as one
+    trial on a cluster node preferring nodes that hold its image; a trial the cluster lost
+    raises `executor.TrialLost` (an infrastructure failure, recorded as a judge error)."""
+    if remote is None:
+        return run_exec_judge(task, cfg, runner)
+    trial_id = f"exec:{task.content_hash}:{exec_version()}"
+    fut = remote.submit(trial_id, run_exec_judge, task, cfg, runner, affinity=task.environment_hash)
+    return fut.result()
 
 
 class StageOutcome(BaseModel):
@@ -328,7 +344,7 @@ def run_selection(
         """Measure and store at once (a long run resumes where it stopped); evidence the
         judge could not gather, or only read statically, is not stored."""
         try:
-            ev = run_exec_judge(t, cfg.exec, runner)
+            ev = judge_on(remote, t, cfg.exec, runner)
         except Exception as e:  # noqa: BLE001 - one task's judge failure is that task's row
             why = f"{type(e).__name__}: {str(e)[:300]}"
             fail = Finding(code=Code.JUDGE_ERROR, source=Source.INFRA, item="exec", evidence=why)
@@ -347,8 +363,13 @@ def run_selection(
                 progress("executable judge", done[0], len(to_measure))
         return ev
 
-    with ThreadPoolExecutor(max_workers=cfg.task_workers) as pool:
-        measured = list(pool.map(measured_one, to_measure))
+    remote = None if cfg.executor.local or not to_measure else open_executor(cfg.executor)
+    try:
+        with ThreadPoolExecutor(max_workers=cfg.task_workers) as pool:
+            measured = list(pool.map(measured_one, to_measure))
+    finally:
+        if remote is not None:
+            remote.shutdown(wait=False, cancel_futures=True)
     for t, ev in zip(to_measure, measured, strict=True):
         evidence[t.content_hash] = ev
         if not cfg.exec.static_only:
