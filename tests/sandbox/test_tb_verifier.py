@@ -19,7 +19,7 @@ import pytest
 
 from sandbox import CommandAgent, run_trial
 from tasks.model import VERIFIER_VENV
-from tasks.reports import VerdictBasis, report_verdict
+from tasks.reports import VerdictBasis, collect_report, report_verdict
 from tasks.results import FailureMode
 from tasks.terminal_bench import load_terminal_bench
 from tests.sandbox.images import TOOLS_DOCKERFILE, tools_task
@@ -167,12 +167,15 @@ def test_a_replaced_verifier_venv_cannot_forge_the_verdict(backend, tmp_path, ta
     ],
 )
 def test_a_run_without_a_report_is_scored_from_the_shells_own_words(backend, entry, basis):
-    # report_verdict reads what the image's shell and tools print when a program is missing;
-    # this runs them for real (the nop agent made nothing).
+    # report_verdict (which the trial applies) reads what the image's shell and tools print
+    # when a program is missing; this runs them for real (the nop agent made nothing).
     task = tools_task("no-report", verifier={"test.sh": ("#!/bin/bash\n" + entry).encode()})
     r = run_trial(task, "nop", backend)
-    verdict = report_verdict(r.report, r.verifier_exit_code, r.verifier_output)
+    verdict = report_verdict(collect_report({}, ""), r.verifier_exit_code, r.verifier_output)
     assert verdict.basis == basis, (r.verifier_exit_code, r.verifier_output)
-    assert verdict.failure_mode.infrastructure == (
-        basis in (VerdictBasis.RUNNER_MISSING, VerdictBasis.NO_REPORT)
-    )
+    if basis in (VerdictBasis.RUNNER_MISSING, VerdictBasis.NO_REPORT):
+        assert r.failure_mode == FailureMode.VERIFIER_ERROR and not r.rewardable
+    else:  # a failed attempt: rewarded 0, never resolved, the reason recorded
+        assert r.failure_mode == FailureMode.NONE and r.rewardable, r.failure_detail
+        assert not r.resolved and (r.passed, r.total) == (0, 1)
+        assert r.failure_detail == verdict.detail
