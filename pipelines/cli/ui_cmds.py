@@ -4,7 +4,8 @@ in one command.
 Every Prefect setting the servers and the Prefect UI need (API URL, UI API URL, home) is
 derived from this command's flags, so `--prefect-port N` serves a UI that talks to port N.
 Ports are checked before anything starts; if a server fails to start or stops, the others
-are stopped and the command exits 1.
+are stopped and the command exits 1. The servers log to a file (`--log-file`), so the
+terminal keeps the banner (the URLs, the warehouse served, the log file) and the errors.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from pipelines.services import (
     prefect_env,
     prefect_services,
 )
+from warehouse.store import ENV_VAR, resolve_store_path
 
 
 def _fail(message: str, code: int) -> typer.Exit:
@@ -51,9 +53,19 @@ def ui(
     prefect_home: Path | None = typer.Option(
         None, help="Prefect's database and settings (default: $PREFECT_HOME, else ./.prefect)"
     ),
+    store: Path | None = typer.Option(
+        None, help="the warehouse the pipelines read and write (default: $T1_WAREHOUSE)"
+    ),
+    log_file: Path | None = typer.Option(
+        None,
+        help="the servers' logs (default: $DAGSTER_HOME/t1-ui.log); this terminal "
+        "shows only the banner and errors",
+    ),
 ) -> None:
     """Start the Dagster UI (and the Prefect UI with the campaign deployment); Ctrl-C stops
-    everything. Exit codes: 0 stopped by Ctrl-C, 1 a server failed, 2 a port is taken."""
+    everything. The servers log to --log-file; the banner (URLs, warehouse, log file) is
+    printed last, once every server answers. Exit codes: 0 stopped by Ctrl-C, 1 a server
+    failed, 2 a port is taken."""
     wanted = {"--port": port, **({"--prefect-port": prefect_port} if prefect else {})}
     if prefect and port == prefect_port:
         raise _fail(f"--port and --prefect-port are both {port}; choose two ports", 2)
@@ -62,16 +74,20 @@ def ui(
             raise _fail(f"port {p} on {host} is in use; pass {flag} with a free port", 2)
     home = dagster_home()
     phome = (prefect_home or Path(os.environ.get("PREFECT_HOME", ".prefect"))).resolve()
+    warehouse = resolve_store_path(store).resolve()
+    logs = (log_file or home / "t1-ui.log").resolve()
+    logs.parent.mkdir(parents=True, exist_ok=True)
     dagster_url = f"http://{host}:{port}"
-    env = {"DAGSTER_HOME": str(home), DAGSTER_URL_ENV: dagster_url}
+    env = {"DAGSTER_HOME": str(home), DAGSTER_URL_ENV: dagster_url, ENV_VAR: str(warehouse)}
     if prefect:
         env |= prefect_env(host, prefect_port, phome)
     # Ctrl-C and a plain `kill` both shut everything down (SIGINT may arrive ignored when
     # started in the background, so install the handler explicitly).
     signal.signal(signal.SIGINT, _stop)
     signal.signal(signal.SIGTERM, _stop)
-    typer.echo(f"starting (DAGSTER_HOME={home}" + (f", PREFECT_HOME={phome})" if prefect else ")"))
-    with Services(env) as servers:
+    note = "; Prefect" if prefect else ""
+    typer.echo(f"starting Dagster{note} (server logs: {logs}) ...", err=True)
+    with open(logs, "ab") as log, Services(env, log=log) as servers:
         try:
             dagster = dagster_services(host, port)
             if prefect:
@@ -84,22 +100,30 @@ def ui(
                 servers.start(deployment)
             servers.wait_healthy(dagster[0].name)
         except ServiceError as e:
-            raise _fail(f"{e}; stopping the other servers", 1) from None
+            raise _fail(f"{e} (server logs: {logs}); stopping the other servers", 1) from None
         except KeyboardInterrupt:
-            typer.echo("stopped.")
+            typer.echo("stopped.", err=True)
             return
-        typer.echo(f"Dagster UI:   {dagster_url}")
-        if prefect:
-            typer.echo(
-                f"Prefect UI:   http://{host}:{prefect_port}   (deployment {DEPLOYMENT}; "
-                f"for `t1 train`: PREFECT_API_URL=http://{host}:{prefect_port}/api)"
-            )
-        typer.echo("Ctrl-C to stop.")
+        typer.echo(banner(dagster_url, prefect_port if prefect else None, host, warehouse, logs))
         try:
             while True:
                 servers.check()
                 time.sleep(0.5)
         except ServiceError as e:
-            raise _fail(f"{e}; stopping the other servers", 1) from None
+            raise _fail(f"{e} (server logs: {logs}); stopping the other servers", 1) from None
         except KeyboardInterrupt:
-            typer.echo("stopped.")
+            typer.echo("stopped.", err=True)
+
+
+def banner(
+    dagster_url: str, prefect_port: int | None, host: str, warehouse: Path, logs: Path
+) -> str:
+    """What `t1 ui` serves, printed once everything answers (so it is the last thing shown)."""
+    lines = [f"Dagster UI:   {dagster_url}"]
+    if prefect_port is not None:
+        lines.append(
+            f"Prefect UI:   http://{host}:{prefect_port}   (deployment {DEPLOYMENT}; for "
+            f"`t1 train`: PREFECT_API_URL=http://{host}:{prefect_port}/api)"
+        )
+    lines += [f"warehouse:    {warehouse}", f"server logs:  {logs}", "Ctrl-C to stop."]
+    return "\n".join(lines)

@@ -285,3 +285,36 @@ def test_the_campaign_deployment_runs_one_campaign_at_a_time():
     deployment = ppo_campaign.to_deployment(**options, concurrency_limit=limit)
     assert deployment.concurrency_limit == 1
     assert deployment.parameters == {"dagster_url": "http://127.0.0.1:3000"}
+
+
+@pytest.mark.slow
+def test_ui_serves_the_store_it_names_and_logs_to_a_file(tmp_path):
+    """`t1 ui --store`: the banner, printed last, names the warehouse and the log file; the
+    servers' chatter goes to the file, not the terminal (regression: ~1,200 of 1,559 terminal
+    lines in an hour were sensor-daemon lines, and the banner, printed under them, did not
+    say which warehouse it served)."""
+    from pipelines.services import free_port
+
+    port, store, logs = free_port(), tmp_path / "team-wh", tmp_path / "servers.log"
+    argv = [T1, "ui", "--no-prefect", "--port", str(port), "--store", str(store)]
+    out, err = tmp_path / "stdout", tmp_path / "stderr"
+    with open(out, "w") as o, open(err, "w") as e:
+        proc = subprocess.Popen([*argv, "--log-file", str(logs)], stdout=o, stderr=e,
+                                env=environ(DAGSTER_HOME=str(tmp_path / "dh")), cwd=tmp_path,
+                                start_new_session=True)  # fmt: skip
+        try:
+            deadline = time.monotonic() + 240
+            while "Ctrl-C to stop." not in out.read_text():
+                assert proc.poll() is None, (out.read_text(), err.read_text())
+                assert time.monotonic() < deadline, (out.read_text(), err.read_text())
+                time.sleep(1)
+            time.sleep(3)  # the servers keep logging: none of it reaches the terminal
+            banner = out.read_text().strip().splitlines()
+        finally:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=60)
+    assert banner[0] == f"Dagster UI:   http://127.0.0.1:{port}"
+    assert f"warehouse:    {store}" in banner and f"server logs:  {logs}" in banner
+    assert banner[-1] == "Ctrl-C to stop."
+    assert len(err.read_text().strip().splitlines()) <= 2, err.read_text()  # starting, stopped
+    assert "dagster" in logs.read_text(errors="replace").lower()

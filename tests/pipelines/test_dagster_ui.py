@@ -108,7 +108,7 @@ def ui(tmp_path_factory: pytest.TempPathFactory):
     env.pop("PREFECT_API_URL", None)
     t1 = str(Path(sys.executable).parent / "t1")
     argv = [t1, "ui", "--port", str(port), "--prefect-port", str(prefect_port)]
-    argv += ["--prefect-home", str(tmp / "prefect")]
+    argv += ["--prefect-home", str(tmp / "prefect"), "--log-file", str(tmp / "servers.log")]
     # Logs go to a file: an unread pipe fills up and blocks the servers (a past flake).
     log_path = tmp / "ui.log"
     log = open(log_path, "wb")  # noqa: SIM115 - closed in the finally below
@@ -132,6 +132,8 @@ def ui(tmp_path_factory: pytest.TempPathFactory):
         log.close()
         ARTIFACTS.mkdir(exist_ok=True)
         shutil.copy(log_path, ARTIFACTS / "t1-ui.log")
+        if (tmp / "servers.log").exists():
+            shutil.copy(tmp / "servers.log", ARTIFACTS / "t1-ui-servers.log")
 
 
 @pytest.fixture
