@@ -113,6 +113,36 @@ def _client_error_code(e: BaseException) -> str | None:
     return None
 
 
+_CLIENTS: dict[tuple[Any, ...], Any] = {}
+CLIENT_ENV = (
+    "AWS_ACCESS_KEY_ID",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_PROFILE",
+    "AWS_DEFAULT_REGION",
+    "AWS_REGION",
+)
+
+
+def _filesystem(url: str) -> Any:
+    """One s3fs filesystem per process and client settings (making one loads botocore's
+    service models, ~0.3 s, so every store opened in a process shares it)."""
+    key = (os.getpid(), endpoint_url(), *(os.environ.get(v) for v in CLIENT_ENV))
+    fs = _CLIENTS.get(key)
+    if fs is None:
+        try:
+            import s3fs
+        except ImportError as e:
+            raise ObjectStoreError(
+                f"warehouse {url!r} is on S3, which needs the s3fs package (pip install s3fs)"
+            ) from e
+        fs = s3fs.S3FileSystem(
+            endpoint_url=endpoint_url(), skip_instance_cache=True, use_listings_cache=False
+        )
+        _CLIENTS[key] = fs
+    return fs
+
+
 class S3Store(Store):
     """A store under `s3://bucket/prefix`; `root` is its local cache directory.
 
@@ -152,16 +182,7 @@ class S3Store(Store):
     def fs(self) -> Any:
         """The s3fs filesystem, made per process (its event loop does not survive a fork)."""
         if self._fs is None or self._fs_pid != os.getpid():
-            try:
-                import s3fs
-            except ImportError as e:
-                raise ObjectStoreError(
-                    f"warehouse {self.url!r} is on S3, which needs the s3fs package "
-                    "(pip install s3fs)"
-                ) from e
-            self._fs = s3fs.S3FileSystem(
-                endpoint_url=endpoint_url(), skip_instance_cache=True, use_listings_cache=False
-            )
+            self._fs = _filesystem(self.url)
             self._fs_pid = os.getpid()
         return self._fs
 

@@ -326,7 +326,9 @@ def test_migration_commits_a_new_version(s3_store_url, task_factory, tmp_path):
         assert snap.generation == 3 and snap.sql("SELECT count(*) FROM tasks").scalar() == 2
 
 
-def test_a_retried_put_that_had_succeeded_is_not_a_lost_race(s3_store_url, task_factory):
+def test_a_retried_put_that_had_succeeded_is_not_a_lost_race(
+    s3_store_url, task_factory, monkeypatch
+):
     """The client retries a put whose answer it lost; S3 refuses the retry (the object exists,
     it is ours). Taking that refusal for a lost race would delete the parts just committed."""
     store = Store.open(s3_store_url, create=True)
@@ -337,9 +339,9 @@ def test_a_retried_put_that_had_succeeded_is_not_a_lost_race(s3_store_url, task_
         real(path, data, **kwargs)  # the first try lands, its answer is "lost" ...
         return real(path, data, **kwargs)  # ... so the client retries: 412
 
-    store.fs.pipe_file = put_then_retry
+    monkeypatch.setattr(store.fs, "pipe_file", put_then_retry)
     result = record_tasks(store, _tasks("r", 3, task_factory))
-    store.fs.pipe_file = real
+    monkeypatch.setattr(store.fs, "pipe_file", real)
     assert result.attempts == 1 and result.generation == 1
     assert _versions(store) == [0, 1]
     assert _keys(store, "tasks/") == [p.file for p in store.read_manifest().parts("tasks")]
