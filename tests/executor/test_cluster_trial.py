@@ -75,3 +75,32 @@ def test_cancel_stops_a_running_trial(one_node_cluster):
 def test_a_cluster_without_enough_slots_is_refused_by_name(one_node_cluster):
     with pytest.raises(ValueError, match="t1_sandbox_slot"):
         RayExecutor(ExecutorConfig(address="auto", slots_per_trial=99))
+
+
+@pytest.mark.sandbox
+def test_a_synthesis_round_on_ray_records_the_local_rows(one_node_cluster, tmp_path):
+    """`SynthConfig.executor` pointed at a cluster: the round's validations run as Ray trials
+    and the warehouse holds the same candidates, verdicts and pool as the local run."""
+    from synthesis.rounds import SynthConfig, run_synthesis
+    from synthesis.sampler import Caps
+    from synthesis.validate import ValidationConfig
+    from warehouse.snapshot import Snapshot
+
+    def run(where: str) -> list[tuple]:
+        cfg = SynthConfig(
+            rounds=1,
+            per_round=1,
+            seed=3,
+            seed_ids=("ds-sensor-summary-stats",),
+            caps=Caps(children_per_parent=2, root_share=1.0, category_share=1.0, family_share=1.0),
+            validation=ValidationConfig(reruns=1, max_repairs=0),
+            executor=ExecutorConfig(address=where),
+        )
+        run_synthesis(cfg, tmp_path / where)
+        with Snapshot.open(tmp_path / where) as snap:
+            rows = snap.rows("SELECT slot, candidate_hash, status, reason FROM synth_candidates")
+        return sorted((r["slot"], r["candidate_hash"], r["status"], r["reason"]) for r in rows)
+
+    local = run("local")
+    assert len(local) == 1
+    assert run("auto") == local
