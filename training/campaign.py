@@ -51,7 +51,7 @@ from training.evaluation import (
     evaluation_rows,
     summarize_evaluation,
 )
-from training.harness import TRUNCATED_STOPS, Rollout
+from training.harness import TRUNCATED_STOPS, Rollout, version_number
 from training.logprobs import batch_logprobs, mean_abs_gap
 from training.policy import load_policy, save_policy
 from training.ppo_math import approx_kl, final_token_rewards, gae, policy_loss, value_loss
@@ -498,8 +498,12 @@ def assemble(c: Campaign, batch: RolloutBatch) -> list[TrainSample]:
         if not bool(mask.any()):
             continue
         versions = np.full(len(sample), -1, dtype=np.int64)  # (n,)
-        for (s, e), v in zip(sample.turn_spans, r.trajectory.weight_versions(), strict=True):
+        for (s, e), v, turn in zip(
+            sample.turn_spans, r.trajectory.weight_versions(), turns, strict=True
+        ):
             versions[s:e] = v
+            for span in turn.generation.weight_version_spans or []:  # an engine that says
+                versions[s + span.start : s + span.end] = version_number(span.version)
         ts = TrainSample(r.trajectory.task_id, r.sample, sample, reward, mask, versions)
         ts.audit = audit_sample(sample, turns)
         out.append(ts)

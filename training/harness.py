@@ -116,7 +116,7 @@ class AgentTrajectory:
 
     def weight_versions(self) -> list[int]:
         """The weight version of each kept turn (what generated its sampled ids)."""
-        return [_version(t.generation.weight_version) for t in self.turns]
+        return [version_number(t.generation.weight_version) for t in self.turns]
 
     def boundary_counts(self) -> dict[str, int]:
         counts = {c.value: 0 for c in BoundaryCase}
@@ -414,6 +414,6 @@ def rollout_trial(task: Task, agent: PolicyAgent, *, backend: str = "local") -> 
     return Rollout(trial=trial, trajectory=traj)
 
 
-def _version(v: str | None) -> int:
+def version_number(v: str | None) -> int:
     """An engine weight version as the int the campaign publishes (0 when unset)."""
     return int(v) if v is not None and v.isdigit() else 0

@@ -107,14 +107,27 @@ def install_failure_policy(instances: Sequence[Any], policy: FailurePolicy) -> N
         inst.get_replay_topk = MethodType(method, inst)
 
 
-def load_replay(record: torch.Tensor, *, policy: FailurePolicy = "live") -> None:
-    """Hand `record` to megatron's global RouterReplay instances and switch them to replay.
+def begin_replay_step(*, policy: FailurePolicy = "live") -> None:
+    """Start a training step's replay: every instance's records are cleared, once.
 
-    Every instance's previous records are cleared first: megatron's `set_target_indices`
-    *appends* to the per-layer list that activation recompute (REPLAY_BACKWARD) pops from the
-    front, so without the clear the k-th step's recompute would replay step 1's routing.
-    Raises RoutingRecordError when the number of MoE layers in the record differs from the number
-    of RouterReplay instances megatron created (one per router with routing replay enabled).
+    megatron's `set_target_indices` *appends* to the per-layer list that activation recompute
+    (REPLAY_BACKWARD) pops from the front, so the records must be cleared once per step (without
+    it the k-th step's recompute replays step 1's routing) and never between the micro-batches
+    of one step (a clear there drops the earlier micro-batches' records before their recompute).
+    """
+    from megatron.core.transformer.moe.router_replay import RouterReplay
+
+    install_failure_policy(RouterReplay.global_router_replay_instances, policy)
+    RouterReplay.clear_global_indices()
+
+
+def append_replay(record: torch.Tensor) -> None:
+    """Hand one micro-batch's record to megatron's RouterReplay instances and switch them to
+    replay its forward; the record also joins the recompute queue behind the step's earlier
+    micro-batches (replayed in the same order by REPLAY_BACKWARD).
+
+    Raises RoutingRecordError when the number of MoE layers in the record differs from the
+    number of RouterReplay instances megatron created (one per router with replay enabled).
     """
     from megatron.core.transformer.moe.router_replay import RouterReplay, RouterReplayAction
 
@@ -124,10 +137,15 @@ def load_replay(record: torch.Tensor, *, policy: FailurePolicy = "live") -> None
         raise RoutingRecordError(
             f"record has {len(per_layer)} layers, megatron has {len(instances)} RouterReplay"
         )
-    install_failure_policy(instances, policy)
-    RouterReplay.clear_global_indices()
     RouterReplay.set_replay_data(per_layer)
     RouterReplay.set_global_router_replay_action(RouterReplayAction.REPLAY_FORWARD)
+
+
+def load_replay(record: torch.Tensor, *, policy: FailurePolicy = "live") -> None:
+    """A step of one micro-batch: `begin_replay_step` then `append_replay(record)`. A step of
+    several micro-batches calls `begin_replay_step` once and `append_replay` per micro-batch."""
+    begin_replay_step(policy=policy)
+    append_replay(record)
 
 
 def clear_replay() -> None:
@@ -140,6 +158,8 @@ def clear_replay() -> None:
 
 __all__ = [
     "MISSING",
+    "append_replay",
+    "begin_replay_step",
     "clear_replay",
     "install_failure_policy",
     "load_replay",

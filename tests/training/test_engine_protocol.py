@@ -373,3 +373,68 @@ def test_publish_quiesces_generation_so_no_request_spans_two_versions(
         th.join(timeout=60)
         assert eng.stats()["requests_spanning_versions"] == 1
         client.close()
+
+
+@pytest.mark.parametrize("dtype, wire", [("uint8", "u1"), ("uint16", "<u2"), (None, "<i4")])
+def test_routed_experts_in_narrow_wire_formats_and_weight_version_spans(dtype, wire):
+    """Regression: the client read every `routed_experts` payload as int32, so a newer SGLang's
+    uint8 (<= 256 experts) or uint16 payload failed the size check or decoded garbage, and it
+    dropped the `weight_versions` spans those builds return. Rows at 256 experts (ids up to
+    255) and beyond (uint16) must come through exactly; the spans are kept and a request's
+    version is its oldest span's."""
+    rows, layers, k = 4 + 3 - 1 - 2, 2, 2
+    experts = 255 if dtype == "uint8" else 1000
+    want = np.random.default_rng(0).integers(0, experts + 1, size=(rows, layers, k))
+    meta = {
+        **SKIP_TOKENIZER_INIT_ANSWER["meta_info"],
+        "routed_experts": base64.b64encode(want.astype(wire).tobytes()).decode(),
+        "weight_versions": [
+            {"version": "11", "start": 0, "end": 1},
+            {"version": "12", "start": 1, "end": 3},
+        ],
+    }
+    if dtype is not None:
+        meta["routed_experts_dtype"] = dtype
+    fake = _FakeSGLang({**SKIP_TOKENIZER_INIT_ANSWER, "meta_info": meta})
+    client = EngineClient(fake.url, num_layers=layers, top_k=k)
+    try:
+        g = client.generate(
+            GenerateRequest(
+                input_ids=[1, 2, 3, 4], return_routed_experts=True, routed_experts_start_len=2
+            )
+        )
+    finally:
+        client.close()
+        fake.close()
+    assert g.routed_experts is not None and g.routed_experts.dtype == np.int32
+    assert np.array_equal(g.routed_experts, want)
+    assert g.weight_version_spans is not None
+    assert [(s.version, s.start, s.end) for s in g.weight_version_spans] == [
+        ("11", 0, 1),
+        ("12", 1, 3),
+    ]
+    assert g.weight_version == "11"  # as old as its oldest token
+
+
+def test_wire_format_and_span_errors_are_named():
+    from training.engine_protocol import decode_routed_experts, version_spans
+
+    payload = base64.b64encode(np.arange(8, dtype="u1").tobytes()).decode()
+    assert decode_routed_experts(payload, rows=2, num_layers=2, top_k=2, dtype="uint8").shape == (
+        2,
+        2,
+        2,
+    )
+    with pytest.raises(EngineError, match="expected 2x2x2"):  # uint8 bytes read as int32
+        decode_routed_experts(payload, rows=2, num_layers=2, top_k=2)
+    with pytest.raises(EngineError, match="routed_experts_dtype"):
+        decode_routed_experts(payload, rows=2, num_layers=2, top_k=2, dtype="float8")
+    assert [(s.version, s.start, s.end) for s in version_spans(["3", "3", "4"], 3) or []] == [
+        ("3", 0, 2),
+        ("4", 2, 3),
+    ]
+    assert version_spans(None, 3) is None
+    with pytest.raises(EngineError, match="cover 2 of 3"):
+        version_spans([{"version": "1", "start": 0, "end": 2}], 3)
+    with pytest.raises(EngineError, match="tile"):
+        version_spans([{"version": "1", "start": 1, "end": 3}], 3)

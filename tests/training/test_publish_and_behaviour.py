@@ -136,3 +136,34 @@ def test_the_update_holds_the_pre_update_actor_as_the_behaviour_version(
     held = c.behavior.state_dict()
     assert any(not torch.equal(before[k], after[k]) for k in before)  # the actor moved
     assert all(torch.equal(before[k], held[k]) for k in before)  # behaviour = pre-update
+
+
+def test_a_turn_the_engine_says_spans_two_versions_is_scored_per_token(
+    random_checkpoint, tmp_path, tokenizer
+):
+    """An engine that returns `weight_versions` spans (a request that decoded across an update,
+    e.g. an in-place pause) gets each token scored by the version that generated it."""
+    from training.engine_protocol import VersionSpan
+
+    c = campaign(random_checkpoint, tmp_path, tokenizer, lr=1e-3, async_rollouts=True)
+    c.weight_version = 1
+    c.behavior = copy.deepcopy(c.actor)
+    with torch.no_grad():
+        for p in c.behavior.parameters():
+            p.add_(0.2 * torch.randn_like(p))
+    out = [600, 601, 602, 603, 604]
+    g = Generation(
+        rid="r", prompt_ids=[5, 17, 42, 99], output_ids=out, output_logprobs=[-1.0] * 5,
+        finish="stop", weight_version="0", routed_experts=None, routed_experts_start=0,
+        weight_version_spans=[VersionSpan("0", 0, 2), VersionSpan("1", 2, 5)],
+    )  # fmt: skip
+    samples = assemble(c, batch_of([rollout([TurnRecord(generation=g)], "finished", Finish(1, 1))]))
+    s = samples[0]
+    (a, b) = s.sample.turn_spans[0]
+    assert s.versions[a:b].tolist() == [0, 0, 1, 1, 1]
+    compute_advantages(c, samples)
+    assert s.old_logprobs is not None
+    previous = _logprobs(c, c.behavior, samples, grad=False)[0]
+    current = _logprobs(c, c.actor, samples, grad=False)[0]
+    assert torch.allclose(s.old_logprobs[a : a + 2], previous[a : a + 2])
+    assert torch.allclose(s.old_logprobs[a + 2 : b], current[a + 2 : b])

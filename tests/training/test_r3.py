@@ -278,3 +278,56 @@ def test_batched_logprobs_equal_each_stream_alone(model, tiny_config):
         n = lengths[i]
         assert torch.allclose(batched[i, 1:n], alone[1:], atol=1e-5)
         assert torch.isnan(batched[i, n:]).all() and torch.isnan(batched[i, 0])
+
+
+def test_megatron_replay_of_two_micro_batches_per_step():
+    """Regression: the records were cleared on every load, i.e. per micro-batch. With two
+    micro-batches per step (both forwards, then both recomputes) the first micro-batch's
+    recompute replayed the second's routing. Cleared once per step, appended per micro-batch,
+    each recompute must replay its own micro-batch's record, and the next step starts empty."""
+    pytest.importorskip("megatron.core")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        from megatron.core.transformer.moe.moe_utils import topk_routing_with_score_function
+        from megatron.core.transformer.moe.router_replay import RouterReplay, RouterReplayAction
+
+    from training.r3_megatron import append_replay, begin_replay_step, records_to_megatron
+
+    b, n, layers, k, experts = 1, 6, 2, 2, 8
+
+    def routed(inst) -> list[set[int]]:
+        _, routing_map = topk_routing_with_score_function(
+            torch.randn(n * b, experts), k, use_pre_softmax=False, router_replay=inst
+        )
+        return [set(routing_map[row].nonzero().flatten().tolist()) for row in range(n * b)]
+
+    def want(record, layer: int = 0) -> list[set[int]]:
+        return [set(r.tolist()) for r in records_to_megatron(record)[layer]]
+
+    RouterReplay.clear_global_router_replay_instances()
+    try:
+        instances = [RouterReplay() for _ in range(layers)]
+        for step in range(2):
+            micro = [
+                _random_record(n, layers, k, experts, seed=20 + 2 * step + m).reshape(
+                    b, n, layers, k
+                )
+                for m in range(2)
+            ]
+            assert want(micro[0]) != want(micro[1])
+            begin_replay_step(policy="error")
+            for record in micro:  # forward of each micro-batch
+                append_replay(record)
+                for layer, inst in enumerate(instances):
+                    assert routed(inst) == want(record, layer)
+            assert all(len(i.replay_backward_list) == 2 for i in instances), step
+            RouterReplay.set_global_router_replay_action(RouterReplayAction.REPLAY_BACKWARD)
+            for record in micro:  # recompute in the same order
+                for layer, inst in enumerate(instances):
+                    assert routed(inst) == want(record, layer), (step, layer)
+            assert all(not i.replay_backward_list for i in instances)
+    finally:
+        RouterReplay.set_global_router_replay_action(RouterReplayAction.RECORD)
+        RouterReplay.clear_global_router_replay_instances()
