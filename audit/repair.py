@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from audit.answers import answers_of, bounded, stated_answers
-from audit.static_checks import static_findings
+from audit.static_checks import static_findings, visible_texts
 from audit.verdict import Code, Finding, Source
 from tasks.literals import Literal, LiteralKind, task_literal_coverage
 from tasks.model import Lineage, Task
@@ -75,13 +75,15 @@ def _hidden(task: Task, findings: list[Finding]) -> list[Literal]:
 
 def answers(task: Task, findings: list[Finding]) -> dict[str, str]:
     """{value: where it stands} of what the repaired instruction must not state: the
-    executable judge's `oracle_answer`s and the asserted literals derived by the solution."""
+    executable judge's `oracle_answer`s and the asserted literals derived by the solution,
+    less what the instruction or an environment file already holds."""
     out = answers_of(findings)
     measured = list(out)
     for f in findings:  # a derived literal holding a measured answer is refused by that answer
         if f.code == Code.LITERAL_DERIVED and not any(bounded(a, f.item) for a in measured):
             out[f.item] = "the output the verifier reads"
-    return {v: w for v, w in out.items() if not bounded(v, task.instruction)}
+    seen = "\n".join(visible_texts(task).values())  # what the agent reads is no answer
+    return {v: w for v, w in out.items() if not bounded(v, seen)}
 
 
 def refusals(
