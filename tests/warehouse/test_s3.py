@@ -347,3 +347,41 @@ def test_a_retried_put_that_had_succeeded_is_not_a_lost_race(
     assert _keys(store, "tasks/") == [p.file for p in store.read_manifest().parts("tasks")]
     with open_snapshot(store) as snap:
         assert snap.sql("SELECT count(*) FROM tasks").scalar() == 3
+
+
+def test_a_409_is_a_lost_race_and_retrying_gives_up_cleanly(
+    s3_store_url, task_factory, monkeypatch
+):
+    """S3 answers 409 ConditionalRequestConflict while another conditional put of the key is
+    in flight: retried like a 412. A commit that loses every attempt raises
+    CommitConflictError having committed nothing and left none of its parts behind."""
+    from botocore.exceptions import ClientError
+
+    import warehouse.store as store_mod
+    from warehouse.store import CommitConflictError
+
+    store = Store.open(s3_store_url, create=True)
+    assert isinstance(store, S3Store)
+    real = store.fs.pipe_file
+    refusals = {"left": 1}
+
+    def busy(path, data, **kwargs):
+        if refusals["left"]:
+            refusals["left"] -= 1
+            error = ClientError(
+                {"Error": {"Code": "ConditionalRequestConflict", "Message": "busy"}}, "PutObject"
+            )
+            raise OSError(5, "conflict") from error
+        return real(path, data, **kwargs)
+
+    monkeypatch.setattr(store.fs, "pipe_file", busy)
+    result = record_tasks(store, _tasks("c", 2, task_factory))
+    assert result.attempts == 2 and result.generation == 1
+
+    refusals["left"] = 10**6
+    monkeypatch.setattr(store_mod, "COMMIT_ATTEMPTS", 3)
+    with pytest.raises(CommitConflictError, match="lost to other writers 3 times"):
+        record_tasks(store, _tasks("d", 2, task_factory))
+    monkeypatch.setattr(store.fs, "pipe_file", real)
+    assert _versions(store) == [0, 1]
+    assert _keys(store, "tasks/") == [p.file for p in store.read_manifest().parts("tasks")]
