@@ -129,7 +129,12 @@ def test_internet_is_reachable_as_the_policy_says(mode, image, internet):
 def test_the_host_cannot_reach_into_a_sandbox(image):
     with LocalSandbox(image, LIMITS, network_policy=POLICIES["internet"]) as sb:
         s = sb.session()
-        s.run("python3 -m http.server 18009 >/dev/null 2>&1 & sleep 0.7", timeout_s=10)
+        # wait for the server to answer (a fixed sleep flaked under load)
+        s.run(
+            "python3 -m http.server 18009 >/dev/null 2>&1 & for i in $(seq 100); do"
+            " curl -s -o /dev/null http://127.0.0.1:18009/ && break; sleep 0.1; done",
+            timeout_s=30,
+        )
         inside = s.run("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:18009/")
         assert inside.stdout.strip() == "200"
         r = subprocess.run(
