@@ -18,7 +18,8 @@ shadow the toolchain. The rule, in full (docs/sandbox.md has the reasoning):
    pyproject.toml, tox.ini, setup.cfg, setup.py directly in /.
 4. Loader and interpreter hooks: /etc/ld.so.preload, /etc/python3*/sitecustomize.py, libpython,
    and an /etc/alternatives link named like a toolchain command.
-5. The verifier's own places: anything in /tests or /logs/verifier.
+5. The verifier's own places: anything in /tests, /logs/verifier or the verifier's venv
+   (tasks.model.VERIFIER_VENV).
 6. The verifier's working directory (on sys.path under `python -m pytest`): pytest's own
    packages and the startup modules there.
 
@@ -33,6 +34,8 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
+
+from tasks.model import VERIFIER_VENV
 
 STANDARD_PATH_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 TOOLCHAIN_COMMAND = re.compile(
@@ -53,7 +56,9 @@ ROOT_CONFIG = frozenset(
         "setup.py",
     }
 )
-VERIFIER_PLACES = ("/tests", "/logs/verifier")
+# The verifier's own places, its toolchain venv included (a snapshot-based view on a remote
+# engine shows the agent's writes there).
+VERIFIER_PLACES = ("/tests", "/logs/verifier", VERIFIER_VENV)
 _STDLIB = re.compile(r"^/usr(?:/local)?/lib/python3(?:\.\d+)?/(.+)$")
 _SITE = re.compile(r"/lib/python3[^/]*/(?:site|dist)-packages/([^/]+)(/.*)?$")
 _HOOKS = re.compile(

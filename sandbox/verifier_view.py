@@ -34,6 +34,7 @@ from sandbox.tamper import (
     ChangeKind,
     tampered_paths,
 )
+from tasks.model import VERIFIER_VENV
 
 PROTECTED_TOP = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
 PROTECTED_ETC = ("ld.so.preload", "ld.so.conf", "ld.so.conf.d", "ld.so.cache", "alternatives")
@@ -201,7 +202,13 @@ def _binds(
         args += ["--ro-bind", "/dev/null", "/" + name]
     for path in trusted:
         rel = safefs.relpath(path)
+
         st = safefs.lstat(rfd, rel)  # no component of it may be a link
         if rel != "." and st is not None and stat.S_ISDIR(st.st_mode):
             args += ["--bind", f"{ns}/root/{rel}", "/" + rel]
+    # a trusted path above it (/usr, /usr/lib) never exposes the agent's copy of the
+    # verifier's own venv: the image's is laid back over it
+    venv = safefs.relpath(VERIFIER_VENV)
+    if trusted and _image_dir(ifd, venv) == venv:
+        args += ["--ro-bind", f"{ns}/image/{venv}", "/" + venv]
     return args

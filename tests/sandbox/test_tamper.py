@@ -97,3 +97,14 @@ def test_a_shadow_needs_the_image_to_have_the_command():
         "/usr/local/bin/pytest",
     )
     assert tampered_paths(change, image_commands=frozenset()) == ()
+
+
+def test_writes_in_the_verifiers_venv_are_tampering():
+    """Where the verifier's view is a snapshot of the agent's container (a remote engine), the
+    agent's writes under the verifier's own venv are visible: they are tampering."""
+    from tasks.model import VERIFIER_VENV
+
+    for kind in (ChangeKind.MODIFIED, ChangeKind.ADDED, ChangeKind.DELETED):
+        assert tampered_paths([Change(VERIFIER_VENV + "/bin/pytest", kind)]) == (
+            VERIFIER_VENV + "/bin/pytest",
+        )
