@@ -442,7 +442,7 @@ def start_rollouts(c: Campaign, step: int) -> RolloutBatch:
         step=step,
         seed=cfg.harness.seed,
     )
-    return c.pool.start(step, jobs, cfg.harness, want=cfg.batch_size)
+    return c.pool.start(step, jobs, cfg.harness, want=cfg.batch_size, admission=cfg.admission)
 
 
 def trial_reward(c: Campaign, passed: int, total: int, resolved: bool) -> float:

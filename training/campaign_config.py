@@ -78,6 +78,13 @@ class CampaignConfig(BaseModel):
     oversample: float = Field(
         0.0, ge=0, description="alpha: launch ceil((1 + alpha) * B) trials, keep the first B"
     )
+    admission: Literal["launch_order", "first_finished"] = Field(
+        "launch_order",
+        description="which launched trials a step trains on: the first B by launch slot "
+        "(the oversampled tail only replaces infrastructure failures; the batch keeps the "
+        "launched length distribution) or the first B to finish (bounded step time, but a "
+        "batch filtered toward short trials, docs/ppo.md)",
+    )
     rollout_workers: int = Field(4, ge=1, description="trials (sandboxes) running at once")
     async_rollouts: bool = Field(
         True, description="one-step async: generate step k+1 while step k trains"

@@ -13,8 +13,13 @@ the first B that finish with a verdict, cancel the rest.
   aborted by rid; the agent raises `TrialCancelled` at its next turn boundary, `run_trial`
   stops its sandbox, and the trial is a CANCELLED row. A command already running finishes
   first (at most `command_timeout_s`);
-- admitting the first finishers favours short trajectories (the price of bounded step time);
-  `rollout/cancelled` and the cancelled rows show how much was cut.
+- admitting the first finishers favours short trajectories (measured: the batch is filtered by
+  length, docs/ppo.md), so it is one of two admission rules: `first_finished` (the paper's,
+  bounded step time) or `launch_order` (the campaign's default): the first B rewardable trials
+  by launch slot, decided by slot and never by finishing order, so the admitted batch has the
+  launched batch's length distribution; the oversampled tail only stands in for infrastructure
+  failures, and the step waits for its slowest admitted trial. `rollout/cancelled` and the
+  cancelled rows show how much was cut.
 
 `RolloutBatch.result()` blocks until B are admitted (or every trial is done); the cancelled
 trials are collected by `RolloutBatch.cancelled()` once they have wound down.
@@ -29,13 +34,16 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from training.harness import HarnessConfig, PolicyAgent, Rollout, rollout_trial
 
 if TYPE_CHECKING:
     from tasks.model import Task
     from training.engine_protocol import EngineClient
+
+
+Admission = Literal["launch_order", "first_finished"]
 
 
 @dataclass(frozen=True)
@@ -76,6 +84,7 @@ class RolloutBatch:
     step: int
     want: int
     launched: int
+    admission: Admission = "first_finished"
     admitted: list[Rollout] = field(default_factory=list)
     infrastructure: list[Rollout] = field(default_factory=list)
     seconds: float = 0.0
@@ -170,11 +179,17 @@ class RolloutPool:
         harness: HarnessConfig,
         *,
         want: int,
+        admission: Admission = "first_finished",
     ) -> RolloutBatch:
-        """Launch `jobs` now; the returned batch is decided in the background (`result()`)."""
+        """Launch `jobs` now; the returned batch is decided in the background (`result()`):
+        the first `want` rewardable trials to finish, or by launch slot (`admission`)."""
         if want < 1:
             raise ValueError(f"want must be >= 1, got {want}")
-        batch = RolloutBatch(step=step, want=want, launched=len(jobs), _client=self.client)
+        if admission not in ("launch_order", "first_finished"):
+            raise ValueError(f"admission must be launch_order or first_finished: {admission!r}")
+        batch = RolloutBatch(
+            step=step, want=want, launched=len(jobs), admission=admission, _client=self.client
+        )
         running = [self.submit(j, harness) for j in jobs]
         batch._running = running
         threading.Thread(
@@ -190,6 +205,9 @@ class RolloutPool:
     def _decide(self, batch: RolloutBatch, running: list[_Running]) -> None:
         t0 = time.monotonic()
         try:
+            if batch.admission == "launch_order":
+                _decide_by_slot(self.client, batch, running)
+                return
             pending = {r.future: r for r in running}
             while pending and len(batch.admitted) < batch.want:
                 done, _ = wait(list(pending), return_when=FIRST_COMPLETED)
@@ -211,6 +229,44 @@ class RolloutPool:
         finally:
             batch.seconds = time.monotonic() - t0
             batch._done.set()
+
+
+def _decide_by_slot(client: EngineClient, batch: RolloutBatch, running: list[_Running]) -> None:
+    """Admit the first `want` rewardable trials in launch-slot order: wait until every slot up
+    to the want-th rewardable one has finished, then cancel the slots after it. Which trials
+    are admitted never depends on which finished first, only on their slots (and on
+    infrastructure failures, which are skipped and counted)."""
+    by_slot = sorted(running, key=lambda r: r.job.slot)
+    pending = {r.future: r for r in running}
+    done: dict[int, Rollout] = {}
+    while True:
+        admitted: list[Rollout] = []
+        cut: int | None = None  # index in by_slot of the want-th rewardable trial
+        for i, r in enumerate(by_slot):
+            rollout = done.get(r.job.slot)
+            if rollout is None:
+                break
+            if rollout.trial.rewardable:
+                admitted.append(rollout)
+                if len(admitted) == batch.want:
+                    cut = i
+                    break
+        if cut is not None or not pending:
+            break
+        finished, _ = wait(list(pending), return_when=FIRST_COMPLETED)
+        for fut in finished:
+            r = pending.pop(fut)
+            done[r.job.slot] = fut.result()
+    batch.admitted = admitted
+    last = cut if cut is not None else len(by_slot) - 1
+    for i, r in enumerate(by_slot):
+        rollout = done.get(r.job.slot)
+        if rollout is not None and not rollout.trial.rewardable:
+            batch.infrastructure.append(rollout)
+        elif i > last:
+            if rollout is None:
+                _cancel(client, r)
+            batch._straggling.append(r)
 
 
 def _cancel(client: EngineClient, r: _Running) -> None:
