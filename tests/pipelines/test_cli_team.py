@@ -51,7 +51,7 @@ def environ(**extra: str) -> dict[str, str]:
 
 def t1(*args: str, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [T1, *args], capture_output=True, text=True, env=environ(**env), timeout=600, check=False
+        [T1, *args], capture_output=True, text=True, env=environ(**env), timeout=1500, check=False
     )
 
 
@@ -318,3 +318,34 @@ def test_ui_serves_the_store_it_names_and_logs_to_a_file(tmp_path):
     assert banner[-1] == "Ctrl-C to stop."
     assert len(err.read_text().strip().splitlines()) <= 2, err.read_text()  # starting, stopped
     assert "dagster" in logs.read_text(errors="replace").lower()
+
+
+@pytest.mark.torch
+def test_train_resume_without_a_checkpoint_is_one_line(tmp_path):
+    (tmp_path / "run").mkdir()
+    line = one_line_error(t1("train", "--resume", str(tmp_path / "run"), "--no-flow"))
+    assert "--resume" in line and "no campaign checkpoint" in line, line
+
+
+@pytest.mark.torch
+@pytest.mark.sandbox
+@pytest.mark.slow
+def test_train_resume_continues_the_run(t1_store, tmp_path):
+    """`t1 train --resume RUN_DIR` continues that run (its id, its directory) from its last
+    checkpoint to --steps in all, printing only the steps it adds."""
+    from training.warm_start import warm_started_policy
+
+    store, _, _ = t1_store
+    runs = tmp_path / "runs"
+    policy = str(warm_started_policy(reuse_stale=True))  # built once, cached
+    common = ("train", "--no-flow", "--no-report", "--store", str(store), "--runs-dir", str(runs))
+    common += ("--policy-path", policy)
+    first = t1(*common, "--steps", "1", "--eval-every", "5")
+    assert first.returncode == 0, first.stderr[-3000:]
+    (run_dir,) = runs.iterdir()
+    assert [json.loads(line)["step"] for line in first.stdout.splitlines()] == [0]
+    again = t1(*common, "--steps", "2", "--eval-every", "5", "--resume", str(run_dir))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert [json.loads(line)["step"] for line in again.stdout.splitlines()] == [1]
+    assert [p.name for p in runs.iterdir()] == [run_dir.name]  # the same run, continued
+    assert len((run_dir / "metrics.jsonl").read_text().splitlines()) == 2
