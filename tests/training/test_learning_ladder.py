@@ -2,12 +2,13 @@
 up: one decisive token; a short command (several tokens of one turn); two turns with an
 observation between them; the finish decision (work until the environment says done, then stop).
 
-Each rung trains a tiny random policy on a synthetic environment (tests/training/synthetic.py:
+Each rung trains a tiny policy on a synthetic environment (tests/training/synthetic.py:
 the policy samples, the environment gives the verdict) and fails unless the update raises the
 reward by a clear margin. Regression guards for an update that does not learn: a flipped
 advantage sign, a zero learning rate, a reward that does not reach the loss, a loss mask that
 trains on observations or misses a turn. Checked by hand: with the surrogate's sign flipped
-(ppo_math.policy_loss) or lr = 0 every rung fails.
+(ppo_math.policy_loss) or lr = 0 every rung fails. A fifth test runs the finish rung with
+truncation scored like a finish and pins the reward hack that setting invites.
 """
 
 from __future__ import annotations
@@ -112,11 +113,10 @@ def test_rung3_two_turns(warm, tmp_path, tokenizer):
     assert after - before > 0.12, f"right turns {before:.2f} -> {after:.2f}"
 
 
-def test_rung4_the_finish_decision(warm, tmp_path, tokenizer):
+def _finish_env() -> Env:
     """The work takes two turns of commands; after each the observation says not done / done.
-    Finishing before the work is done fails; finishing after it passes; a trial cut at the turn
-    limit with the work done is what the verifier would pass, and earns 0 under the default
-    truncation setting. The policy must learn to keep working and then to stop."""
+    Finishing before the work is done fails, finishing after it passes; a trial cut at the turn
+    limit (4) with the work done is what the verifier would pass."""
 
     def react(outs):
         work = sum(not finishes(o[0]) for o in outs)
@@ -127,8 +127,32 @@ def test_rung4_the_finish_decision(warm, tmp_path, tokenizer):
     def verdict(outs):
         return Finish(int(sum(not finishes(o[0]) for o in outs) >= 2), 1)
 
-    env = Env(PROMPT, 1, 4, react, verdict)
+    return Env(PROMPT, 1, 4, react, verdict)
+
+
+def _stop_rate(rollouts) -> float:
+    return sum(r.trajectory.stop == "finished" for r in rollouts) / len(rollouts)
+
+
+def test_rung4_the_finish_decision(warm, tmp_path, tokenizer):
+    """Under the default truncation setting a cut trial earns 0: the policy must learn to keep
+    working and then to stop (reward counts only finished trials)."""
     c = _c(warm, tmp_path, tokenizer, lr=2e-3, ppo_epochs=2)
     assert c.cfg.truncation == "zero"
-    before, after = train(c, env, steps=16, episodes=32)
+    before, after = train(c, _finish_env(), steps=16, episodes=32)
     assert after - before > 0.2, f"finished with the work done {before:.2f} -> {after:.2f}"
+
+
+def test_rung4_scored_truncation_is_a_free_pass(warm, tmp_path, tokenizer):
+    """The reward hack of docs/ppo.md in miniature: with a cut trial scored like a finish, the
+    same update learns to never finish (measured: stop rate 0.62-0.66 -> 0.02-0.05 over three
+    seeds, where the default raises it to 0.83-0.86). Pins why `scored` is not the default."""
+    c = _c(warm, tmp_path, tokenizer, lr=2e-3, ppo_epochs=2, truncation="scored")
+    env = _finish_env()
+    gen = torch.Generator().manual_seed(0)
+    before = _stop_rate(play(c.actor, env, 256, torch.Generator().manual_seed(1000)))
+    for step in range(16):
+        train_step(c, assemble(c, batch_of(play(c.actor, env, 32, gen), step)))
+    after = play(c.actor, env, 256, torch.Generator().manual_seed(1000))
+    assert before > 0.5 and _stop_rate(after) < 0.2, (before, _stop_rate(after))
+    assert mean_reward(after, truncation="scored") > 0.9  # "solved", by running out the clock
