@@ -137,8 +137,10 @@ def test_the_dense_reward_reaches_gae_and_infrastructure_failures_are_excluded(
 ):
     """Regression guard: a reward zeroed (or an infrastructure failure trained on as 0) would
     pass silently. The scale is fixed by the first batch: 1 / the most assertions of a trial;
-    every loss position's return is scale * passing assertions (gamma = lambda = 1)."""
-    c = _campaign(warm_policy, tmp_path)
+    every loss position's return is scale * passing assertions (gamma = lambda = 1). Scored
+    truncation: these two-turn trials may hit the turn limit (tests/training/test_truncation.py
+    covers the other settings)."""
+    c = _campaign(warm_policy, tmp_path, truncation="scored")
     batch = _batch(real_batch)
     broken = batch.admitted.pop()
     broken.trial.failure_mode = FailureMode.VERIFIER_ERROR  # the verifier never ran
@@ -153,7 +155,7 @@ def test_the_dense_reward_reaches_gae_and_infrastructure_failures_are_excluded(
     train_step(c, samples)
     for s, p in zip(samples, passed, strict=True):
         assert torch.allclose(s.returns[s.loss_mask], torch.tensor(c.reward_scale * p))
-    binary = _campaign(warm_policy, tmp_path, reward="binary")
+    binary = _campaign(warm_policy, tmp_path, reward="binary", truncation="scored")
     resolved = [float(r.trial.resolved) for r in batch.admitted]
     assert [s.reward for s in assemble(binary, batch)] == resolved
 
