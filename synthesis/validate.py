@@ -419,7 +419,10 @@ def _hack_check(
     m.hacks, m.hack_new_share = len(runs), 0.0
     worst: tuple[str, list[str]] | None = None
     for h, r in runs:
-        problem = _trial_problem(r, f"hack {h.name}", cand_env)
+        # A hack trial that fails as a trial (its verifier timed out on the hack's files, it
+        # tampered) is a failed attempt that earned what it passed; only a trial that says
+        # nothing (infrastructure, after the retries) stops the check.
+        problem = None if r.rewardable else _trial_problem(r, f"hack {h.name}", cand_env)
         if problem:
             return problem
         passed = sorted(set(hack_outcome(h.name, r).passed) & new)

@@ -92,7 +92,7 @@ def test_valid_candidate_accepted_with_all_trials(outcomes) -> None:
     agents = sorted(t.agent for t in v.trials if not t.agent.startswith("hack-"))
     assert agents == ["extension-only", "nop", "oracle", "oracle", "parent-solution"]
     m = v.measures
-    assert m.hacks == sum(t.agent.startswith("hack-") for t in v.trials) >= 8
+    assert m.hacks == len({t.agent for t in v.trials if t.agent.startswith("hack-")}) >= 8
     assert m.hack_new_share == 0
     assert m.dependency_ok and m.nop_share == 0 and m.ext_only_share == 0 and m.coverage == 1
     assert v.new_assertions == ["test_r1_copy"]
