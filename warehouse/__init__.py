@@ -4,6 +4,7 @@ Writers call the `record_*` functions; readers open a `Snapshot` (or use `t1 sql
 docs/warehouse.md for the layout, the concurrency contract and worked lineage queries.
 """
 
+import warehouse.objectstore  # noqa: F401  (registers s3:// stores with Store.at)
 from tasks.pools import Pool
 from warehouse.pools import (
     PoolExport,

@@ -51,6 +51,7 @@ import pyarrow as pa
 import warehouse.schema as schema
 from warehouse.schema import TableSpec
 from warehouse.store import (
+    OBJECT_STORES,
     CommitConflict,
     Manifest,
     PartInfo,
@@ -366,3 +367,6 @@ class S3Store(Store):
             for key in doomed:
                 (self.root / key).unlink(missing_ok=True)
         return sorted(doomed)
+
+
+OBJECT_STORES["s3"] = S3Store

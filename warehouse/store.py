@@ -22,7 +22,8 @@ Contracts:
   parts stay on disk for `retire_grace_s` so that snapshots opened before the compaction keep
   working, then a later compaction deletes them.
 
-A store at an `s3://bucket/prefix` URL (`Store.open` picks `warehouse.objectstore.S3Store`)
+A store at an `s3://bucket/prefix` URL (`Store.open` picks the class registered in
+`OBJECT_STORES`: `warehouse.objectstore.S3Store`)
 keeps the same parts and manifest content on object storage, with no lock: each commit is a
 conditional put of manifest version generation + 1, and a writer that loses the race re-reads
 and rebuilds its commit (`commit` retries on `CommitConflict`).
@@ -139,6 +140,11 @@ def resolve_store_path(path: Path | str | None = None) -> Path:
     return Path(env) if env else DEFAULT_STORE
 
 
+# Stores on object storage, by URL scheme. warehouse.objectstore registers `s3` when the
+# package is imported (warehouse/__init__.py), so this module never imports it.
+OBJECT_STORES: dict[str, Callable[[str], Store]] = {}
+
+
 def object_store_url(path: Path | str | None) -> str | None:
     """`s3://bucket/prefix` when `path` names a store on object storage, else None.
 
@@ -197,9 +203,11 @@ class Store:
         resolved = resolve_store_path(path)
         url = object_store_url(resolved)
         if url is not None:
-            from warehouse.objectstore import S3Store  # lazy: the S3 client is optional
-
-            return S3Store(url)
+            scheme = url.split("://", 1)[0]
+            factory = OBJECT_STORES.get(scheme)
+            if factory is None:
+                raise WarehouseError(f"{url}: no object store is registered for {scheme}://")
+            return factory(url)
         return cls(resolved)
 
     # ---- opening and the manifest -------------------------------------------------------
