@@ -83,13 +83,22 @@ def sleepy_trial(marks: str, trial_id: str, seconds: float) -> str:
     return trial_id
 
 
+def noop() -> None:
+    return None
+
+
+INSIDE: list[float] = []  # seconds each sandbox trial reported for itself (run_trial's total_s)
+
+
 def batch(submit: Callable[..., Future[Any]], n: int, *args: Any) -> float:
     """Wall seconds for `n` trials submitted at once."""
     run = uuid.uuid4().hex[:8]
     t0 = time.perf_counter()
     futures = [submit(f"{run}-{i}", *args) for i in range(n)]
     for f in futures:
-        f.result()
+        out = f.result()
+        if isinstance(out, float):
+            INSIDE.append(out)
     return time.perf_counter() - t0
 
 
@@ -123,21 +132,32 @@ def overhead(task: Task, trials: int, slots: int, reps: int) -> dict[str, float]
     try:
         ray_ex = RayExecutor(ExecutorConfig(address="auto"))
         batch(lambda tid, t: ray_ex.submit(tid, sandbox_trial, t), 2 * slots, task)  # workers up
-        local_s, ray_s = [], []
+        local_s, ray_s, local_in, ray_in = [], [], [], []
         with LocalExecutor(workers=slots) as local:
             for _ in range(reps):
+                INSIDE.clear()
                 local_s.append(
                     batch(lambda tid, t: local.submit(tid, sandbox_trial, t), trials, task)
                 )
+                local_in += INSIDE
+                INSIDE.clear()
                 ray_s.append(
                     batch(lambda tid, t: ray_ex.submit(tid, sandbox_trial, t), trials, task)
                 )
+                ray_in += INSIDE
+        n = 100  # Ray's own cost per trial: no-op trials one after another
+        t0 = time.perf_counter()
+        for i in range(n):
+            ray_ex.submit(f"noop-{i}", noop).result()
+        dispatch = (time.perf_counter() - t0) / n
         ray_ex.shutdown()
     finally:
         close(c)
     lo, ry = statistics.median(local_s) / trials, statistics.median(ray_s) / trials
     return {"local_s": lo, "ray_s": ry, "overhead": ry / lo - 1.0,
-            "local_all": min(local_s) / trials, "ray_all": min(ray_s) / trials}  # fmt: skip
+            "local_all": min(local_s) / trials, "ray_all": min(ray_s) / trials,
+            "dispatch": dispatch, "local_in": statistics.median(local_in),
+            "ray_in": statistics.median(ray_in)}  # fmt: skip
 
 
 def local_throughput(task: Task, trials: int, threads: int) -> float:
@@ -214,6 +234,9 @@ def main() -> None:
     print(f"| Ray 1 node, s/trial ({how}) | {o['ray_s']:.3f} |")
     print(f"| Ray overhead at 1 node (goal <= +10%) | {100 * o['overhead']:+.1f}% |")
     print(f"| best batch: local / Ray, s/trial | {o['local_all']:.3f} / {o['ray_all']:.3f} |")
+    print(f"| median trial's own run_trial seconds: local / Ray | {o['local_in']:.3f} / "
+          f"{o['ray_in']:.3f} |")  # fmt: skip
+    print(f"| Ray round trip of a no-op trial, ms (100 in sequence) | {1e3 * o['dispatch']:.1f} |")
     for k in args.nodes:
         tpm = throughput(task, args.trials, args.slots, k)
         same = local_throughput(task, args.trials, k * args.slots)

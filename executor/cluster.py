@@ -45,12 +45,14 @@ INFRASTRUCTURE_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
-def run_on_node(fn: Callable[..., Any], args: tuple[Any, ...]) -> tuple[str, Any]:
-    """What a Ray worker runs for one trial: (the node's id, `fn(*args)`)."""
-    return ray.get_runtime_context().get_node_id(), fn(*args)
+def on_node(fn: Callable[..., Any]) -> Callable[..., tuple[str, Any]]:
+    """What a Ray worker runs for one trial of `fn`: (the node's id, `fn(*args)`)."""
 
+    def run(*args: Any) -> tuple[str, Any]:
+        return ray.get_runtime_context().get_node_id(), fn(*args)
 
-_remote_trial = ray.remote(run_on_node)
+    run.__name__ = run.__qualname__ = getattr(fn, "__name__", "trial")
+    return run
 
 
 class RayExecutor:
@@ -85,6 +87,9 @@ class RayExecutor:
         self.attempts: dict[str, int] = {}
         self.placements: dict[str, str] = {}
         self.affinity: dict[str, str] = {}
+        # One Ray remote function per callable, exported once: shipping the callable with
+        # every trial cost ~25% of a trivial sandbox trial's time (benchmarks/scale.py).
+        self._remote_fns: dict[Callable[..., Any], Any] = {}
 
     def submit(
         self, trial_id: str, fn: Callable[..., T], /, *args: Any, affinity: str | None = None
@@ -113,7 +118,10 @@ class RayExecutor:
         node = self.affinity.get(affinity) if affinity is not None else None
         if node is not None:
             options["scheduling_strategy"] = NodeAffinitySchedulingStrategy(node, soft=True)
-        ref = _remote_trial.options(**options).remote(fn, args)
+        remote = self._remote_fns.get(fn)
+        if remote is None:
+            remote = self._remote_fns[fn] = ray.remote(on_node(fn))
+        ref = remote.options(**options).remote(*args)
         self.attempts[trial_id] += 1
         self._refs[trial_id] = ref
         ref.future().add_done_callback(
