@@ -69,19 +69,16 @@ def host_addresses() -> list[str]:
 
 
 def resolve(hosts: Iterable[str]) -> list[str]:
-    """IPv4 addresses of `hosts` (names or literal addresses/CIDRs), resolved on the host."""
+    """IPv4 networks of `hosts` (names or literal addresses/CIDRs), resolved on the host; an
+    unknown name is simply not reachable."""
+    hosts = list(hosts)
     out: set[str] = set()
     for host in hosts:
         try:
             out.add(str(ipaddress.ip_network(host, strict=False)))
-            continue
         except ValueError:
             pass
-        try:
-            infos = socket.getaddrinfo(host, None, family=socket.AF_INET)
-        except OSError:
-            continue  # an unknown name is simply not reachable
-        out.update(f"{info[4][0]}/32" for info in infos)
+    out.update(f"{addr}/32" for addr, _ in resolved_names(hosts))
     return sorted(out)
 
 
