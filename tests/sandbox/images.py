@@ -51,3 +51,15 @@ def tools_task(
 def pytest_task(task_id: str = "pytest-verifier", **kw):
     verifier = {"test.sh": PYTEST_TEST_SH, "test_outputs.py": PYTEST_TESTS}
     return tools_task(task_id, verifier=verifier, **kw)
+
+
+def dns_probe() -> str:
+    """Shell: one DNS query straight to the NAT's forwarder (10.0.2.3), printing
+    `dns=answered` or `dns=refused <error>`."""
+    return (
+        'python3 -c "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM);'
+        " s.settimeout(3); q = bytes.fromhex('abcd01000001000000000000')"
+        " + b'\\x04pypi\\x03org\\x00' + bytes.fromhex('00010001');"
+        "\ntry:\n s.sendto(q, ('10.0.2.3', 53)); s.recv(512)"
+        "\n print('dns=answered')\nexcept OSError as e: print('dns=refused', e)\""
+    )

@@ -27,7 +27,7 @@ from sandbox import CommandAgent, get_backend, run_trial
 from tasks.model import EnvironmentSpec, Limits, NetworkAccess, PhaseConfig
 from tasks.results import FailureMode
 from tests.factories import make_task
-from tests.sandbox.images import TOOLS_DOCKERFILE, pytest_task
+from tests.sandbox.images import TOOLS_DOCKERFILE, dns_probe, pytest_task
 
 pytestmark = pytest.mark.sandbox
 
@@ -378,15 +378,9 @@ def test_allowlist_leaves_no_dns_channel(backend):
     """Under an allowlist no resolver answers the sandbox (a forwarder would carry data out
     in the names it is asked); allowed names resolve all the same, from /etc/hosts."""
     env = EnvironmentSpec(network_mode=NetworkAccess.ALLOWLIST, allowed_hosts=["localhost"])
-    probe = (
-        'python3 -c "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM);'
-        " s.settimeout(3); q = bytes.fromhex('abcd01000001000000000000') + b'\\x04t1ex\\x03org"
-        "\\x00' + bytes.fromhex('00010001');\ntry:\n s.sendto(q, ('10.0.2.3', 53)); s.recv(512)"
-        "\n print('dns=answered')\nexcept OSError as e: print('dns=refused', e)\""
-    )
     sb = get_backend(backend).open(make_task("hostile-dns", environment=env))
     try:
-        r = sb.exec(probe, timeout_s=30)
+        r = sb.exec(dns_probe(), timeout_s=30)
     finally:
         sb.stop()
     assert "dns=refused" in r.stdout, (r.stdout, r.stderr)

@@ -18,7 +18,7 @@ from sandbox.base import NetworkMode, NetworkPolicy
 from sandbox.build import build_image
 from sandbox.local import LocalSandbox, LocalStepRunner
 from sandbox.network import host_addresses
-from tests.sandbox.images import LIMITS, tools_task
+from tests.sandbox.images import LIMITS, dns_probe, tools_task
 
 pytestmark = pytest.mark.sandbox
 NS = f"t1net{os.getpid() % 100000}"
@@ -155,21 +155,12 @@ def test_build_network_reaches_the_package_registry_only(image, internet):
     assert r.stdout.split() == ["200", "000"], r
 
 
-DNS_PROBE = (
-    'python3 -c "import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM);'
-    " s.settimeout(3); q = bytes.fromhex('abcd01000001000000000000') + b'\\x04pypi\\x03org\\x00'"
-    " + bytes.fromhex('00010001');\ntry:\n s.sendto(q, ('10.0.2.3', 53)); s.recv(512)"
-    "\n print('dns=answered')"
-    "\nexcept OSError as e: print('dns=refused', e)\""
-)
-
-
 @pytest.mark.parametrize("mode", ["internet", "allowlist"])
 def test_allowlist_closes_the_dns_forwarder(mode, image, internet):
     """Under an allowlist the NAT's DNS forwarder is unreachable: it would forward any name to
     the host's resolver, a channel out in the names asked. `internet` keeps it."""
     with LocalSandbox(image, LIMITS, network_policy=POLICIES[mode]) as sb:
-        r = sb.exec(DNS_PROBE, timeout_s=30)
+        r = sb.exec(dns_probe(), timeout_s=30)
         resolv = sb.exec("cat /etc/resolv.conf", timeout_s=10).stdout
     if mode == "allowlist":
         assert "dns=refused" in r.stdout and "nameserver" not in resolv, (r.stdout, resolv)
