@@ -21,6 +21,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any, cast
 
 import pytest
 
@@ -268,8 +269,11 @@ def test_the_prefect_form_refuses_steps_0_and_the_run_name_never_raises():
         run_name_of({"preset": "tiny-cpu", "pool": "t1", "steps": 4})
         == "tiny-cpu-t1-vlatest-4steps"
     )
-    for bad in ({"steps": 0}, {"pool": "nope"}, {"preset": None, "steps": "x"}, {}):
-        assert isinstance(run_name_of(bad), str)
+    bad_parameters: list[dict[str, object]] = [
+        {"steps": 0}, {"pool": "nope"}, {"preset": None, "steps": "x"}, {}
+    ]  # fmt: skip
+    for params in bad_parameters:
+        assert isinstance(run_name_of(params), str)
     assert run_name_of({"preset": "tiny-cpu", "steps": 0}) == "tiny-cpu-invalid-parameters"
 
 
@@ -282,7 +286,7 @@ def test_the_campaign_deployment_runs_one_campaign_at_a_time():
     options = deployment_options("http://127.0.0.1:3000")
     limit = options.pop("global_limit")
     assert limit.limit == 1 and limit.collision_strategy == ConcurrencyLimitStrategy.ENQUEUE
-    deployment = ppo_campaign.to_deployment(**options, concurrency_limit=limit)
+    deployment = cast(Any, ppo_campaign.to_deployment(**options, concurrency_limit=limit))
     assert deployment.concurrency_limit == 1
     assert deployment.parameters == {"dagster_url": "http://127.0.0.1:3000"}
 
@@ -338,8 +342,8 @@ def test_train_resume_continues_the_run(t1_store, tmp_path):
     store, _, _ = t1_store
     runs = tmp_path / "runs"
     policy = str(warm_started_policy(reuse_stale=True))  # built once, cached
-    common = ("train", "--no-flow", "--no-report", "--store", str(store), "--runs-dir", str(runs))
-    common += ("--policy-path", policy)
+    common = ("train", "--no-flow", "--no-report", "--store", str(store), "--runs-dir", str(runs),
+              "--policy-path", policy)  # fmt: skip
     first = t1(*common, "--steps", "1", "--eval-every", "5")
     assert first.returncode == 0, first.stderr[-3000:]
     (run_dir,) = runs.iterdir()

@@ -18,6 +18,7 @@ import pytest
 
 from warehouse.locks import (
     LockHeldError,
+    LockHolder,
     StoreReadOnlyError,
     exclusive,
     lock_path,
@@ -34,6 +35,12 @@ with exclusive(Path(sys.argv[1]), sys.argv[2], command="holder --job " + sys.arg
     print("held", flush=True)
     time.sleep(120)
 """
+
+
+def holder_of(path: Path) -> LockHolder:
+    holder = read_holder(path)
+    assert holder is not None, f"{path} names no holder"
+    return holder
 
 
 def hold(root: Path, job: str) -> subprocess.Popen:
@@ -67,13 +74,13 @@ def test_a_second_process_is_refused_naming_the_holder(tmp_path):
 def test_a_killed_holder_leaves_a_lock_that_is_taken_over(tmp_path):
     proc = hold(tmp_path, "pool build")
     path = lock_path(tmp_path, "pool build")
-    assert read_holder(path).pid == proc.pid
+    assert holder_of(path).pid == proc.pid
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    assert read_holder(path).is_dead()  # the file still names it ...
+    assert holder_of(path).is_dead()  # the file still names it ...
     with exclusive(tmp_path, "pool build") as stale:  # ... and it is taken over
         assert stale is not None and stale.pid == proc.pid
-        assert read_holder(path).pid == os.getpid()
+        assert holder_of(path).pid == os.getpid()
     assert read_holder(path) is None  # released: nobody to name
 
 
@@ -91,7 +98,7 @@ def test_the_same_thread_nests_another_thread_is_refused(tmp_path):
         t = threading.Thread(target=other)
         t.start()
         t.join()
-        assert read_holder(lock_path(tmp_path, "pool build")).pid == os.getpid()
+        assert holder_of(lock_path(tmp_path, "pool build")).pid == os.getpid()
     assert len(errors) == 1 and f"pid {os.getpid()}" in str(errors[0])
     with exclusive(tmp_path, "pool build"):  # all released
         pass
