@@ -69,7 +69,13 @@ class RayExecutor:
         self.cfg = cfg
         self._owns_connection = not ray.is_initialized()
         if self._owns_connection:
-            ray.init(address=cfg.address, log_to_driver=False)
+            try:
+                ray.init(address=cfg.address, log_to_driver=False)
+            except (ConnectionError, RuntimeError, ValueError) as e:
+                first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+                raise ValueError(
+                    f"executor.address {cfg.address!r}: no Ray cluster there ({first})"
+                ) from e
         offered = ray.cluster_resources().get(SLOT_RESOURCE, 0.0)
         if offered < cfg.slots_per_trial:
             if self._owns_connection:
