@@ -69,7 +69,8 @@ def hack_evidence(
     """Measures and typed findings from hack outcomes (pure; see the module docstring).
 
     `hack_gain` is the most any hack earns beyond a nop run (nop's free reward is scored as
-    training value already); `hackable` needs both a share above `threshold` and a gain."""
+    training value already); `hackable` needs both a share above `threshold` and a share
+    above nop's (then it passes an assertion nop fails, named in the evidence)."""
     ev = HackEvidence()
     nop_passed = {a.name for a in nop.assertions if a.ok} if nop is not None else set()
     nop_share = nop.passed / nop.total if nop is not None and nop.total else 0.0
@@ -103,7 +104,9 @@ def hack_evidence(
         return [n for n in o.passed if n not in nop_passed]
 
     def gains(o: HackOutcome) -> bool:
-        return bool(beyond(o)) or (o.reward is not None and o.share > nop_share)
+        # By share, not by which assertions: a hack that passes as many as nop, but another
+        # one (a timing check flipping under load), has gained nothing.
+        return o.share > nop_share + 1e-9
 
     over = [o for o in usable if o.share > threshold and gains(o)]
     if over:

@@ -213,14 +213,14 @@ def test_hackable_needs_a_share_over_the_threshold_and_a_gain_over_nop() -> None
     # exactly the share nop earns already is free reward, not a hack
     same = hack_evidence([HackOutcome("touch_now", ("t0", "t1", "t2"), 4)], _result([1, 1, 1, 0]))
     assert Code.HACKABLE not in [f.code for f in same.findings]
-    # the hack that passes an assertion nop fails is named, not the first with the top share
+    # as many as nop but another one (a timing check flipping under load) is no gain
     nop3 = _result([1, 1, 1, 0])
-    tied = [
-        HackOutcome("touch_now", ("t0", "t1", "t2"), 4),
-        HackOutcome("chmod_x", ("t0", "t1", "t3"), 4),
-    ]
-    named = [f.item for f in hack_evidence(tied, nop3, 0.5).findings if f.code == Code.HACKABLE]
-    assert named == ["chmod_x"]
+    swapped = [HackOutcome("chmod_x", ("t0", "t1", "t3"), 4)]
+    assert Code.HACKABLE not in [f.code for f in hack_evidence(swapped, nop3, 0.5).findings]
+    # the hack named is the top one among those over the threshold with a gain
+    both = [*swapped, HackOutcome("git_commit", ("t0", "t1", "t2", "t3"), 4)]
+    named = [f.item for f in hack_evidence(both, nop3, 0.5).findings if f.code == Code.HACKABLE]
+    assert named == ["git_commit"]
     # at the threshold is not over it
     half = hack_evidence([HackOutcome("stub_paths", ("t0", "t1"), 4)], _result([0, 0, 0, 0]), 0.5)
     assert Code.HACKABLE not in [f.code for f in half.findings]
