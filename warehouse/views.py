@@ -25,9 +25,10 @@ import warehouse.schema as schema
 CATALOG_FILE = "catalog.duckdb"
 # The catalog's on-disk format: the oldest DuckDB release that reads it. Written with the
 # writer's own (newest) format, a DuckDB 2.0 catalog failed in the 1.5 CLI, still the
-# registry's current CLI ("version number 69, can only read 64-68"). Readers: DuckDB 1.4
-# to 2.0 (the lineage macros need 1.3's recursive `USING KEY` CTEs, this format needs 1.4);
-# documented in docs/warehouse.md, tested with the registry's `duckdb-cli`.
+# registry's current CLI ("version number 69, can only read 64-68"). Readers: DuckDB 1.5
+# to 2.0 (the lineage walks are `USING KEY` CTEs with `UNION ALL`, which 1.4 refuses and 2.0
+# wants instead of `UNION`); a 1.4 client opens the file and reads every table view, not the
+# lineage walks. Documented in docs/warehouse.md, tested with the registry's `duckdb-cli`.
 CATALOG_STORAGE_VERSION = "v1.4.0"
 
 
