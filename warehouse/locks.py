@@ -41,7 +41,7 @@ from typing import Any, ParamSpec, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from warehouse.store import Store, WarehouseError, resolve_store_path
+from warehouse.store import Store, WarehouseError
 
 LOCK_DIR = ".locks"
 
@@ -174,8 +174,10 @@ def exclusive(root: Path, job: str, *, command: str | None = None) -> Iterator[L
 
 
 def store_root(store: Any) -> Path:
-    """The directory of a `StoreRef` (a Store, a path, or None for the default store)."""
-    return store.root if isinstance(store, Store) else resolve_store_path(store)
+    """The local directory of a `StoreRef` (a Store, a path or URL, or None for the default
+    store); for a store on object storage its local cache (the lock then orders the writers
+    of one machine only: across machines the conditional manifest put does)."""
+    return store.root if isinstance(store, Store) else Store.at(store).root
 
 
 def single_writer(job: str, *, store: str = "store") -> Callable[[Callable[P, R]], Callable[P, R]]:
