@@ -39,13 +39,11 @@ from typing import Any
 import ray
 from ray.cluster_utils import Cluster
 
-from executor import SLOT_RESOURCE, ExecutorConfig, LocalExecutor
-from executor.cluster import RayExecutor
+from executor import ExecutorConfig, LocalExecutor
+from executor.cluster import RayExecutor, simulated_cluster
 from sandbox import run_trial
 from tasks.model import Category, EnvironmentSpec, Limits, Task
 
-STORE_BYTES = 80 * 2**20
-FAST_DEATH = {"health_check_period_ms": 500, "health_check_failure_threshold": 3}
 NICENESS = [0]  # Ray's workers run at nice 15 unless told (--niceness)
 VERIFIER = (
     b"#!/bin/sh\nmkdir -p /logs/verifier\n"
@@ -103,23 +101,7 @@ def batch(submit: Callable[..., Future[Any]], n: int, *args: Any) -> float:
 
 
 def cluster(head_slots: float, workers: list[float]) -> tuple[Cluster, list[Any]]:
-    c = Cluster(
-        initialize_head=True,
-        head_node_args={
-            "num_cpus": 1,
-            "resources": {SLOT_RESOURCE: head_slots},
-            "object_store_memory": STORE_BYTES,
-            "include_dashboard": False,
-            "_system_config": {**FAST_DEATH, "worker_niceness": NICENESS[0]},
-        },
-    )
-    nodes = [
-        c.add_node(num_cpus=1, resources={SLOT_RESOURCE: s}, object_store_memory=STORE_BYTES)
-        for s in workers
-    ]
-    c.wait_for_nodes()
-    ray.init(address=c.address, log_to_driver=False)
-    return c, nodes
+    return simulated_cluster(head_slots, workers, system_config={"worker_niceness": NICENESS[0]})
 
 
 def close(c: Cluster) -> None:

@@ -10,34 +10,13 @@ from typing import Any
 
 import pytest
 
-from executor import SLOT_RESOURCE
-
-STORE_BYTES = 80 * 2**20
-FAST_DEATH = {"health_check_period_ms": 500, "health_check_failure_threshold": 3}
-
 
 def start_cluster(head_slots: float, worker_slots: list[float]) -> tuple[Any, list[Any]]:
     """A connected Ray cluster and its worker nodes (the caller shuts both down)."""
-    ray = pytest.importorskip("ray")
-    from ray.cluster_utils import Cluster
+    pytest.importorskip("ray")
+    from executor.cluster import simulated_cluster
 
-    cluster = Cluster(
-        initialize_head=True,
-        head_node_args={
-            "num_cpus": 1,
-            "resources": {SLOT_RESOURCE: head_slots},
-            "object_store_memory": STORE_BYTES,
-            "include_dashboard": False,
-            "_system_config": FAST_DEATH,
-        },
-    )
-    nodes = [
-        cluster.add_node(num_cpus=1, resources={SLOT_RESOURCE: s}, object_store_memory=STORE_BYTES)
-        for s in worker_slots
-    ]
-    cluster.wait_for_nodes()
-    ray.init(address=cluster.address, log_to_driver=False)
-    return cluster, nodes
+    return simulated_cluster(head_slots, worker_slots)
 
 
 @pytest.fixture(scope="module")
