@@ -24,6 +24,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sandbox.base import EnvironmentBuildError
+from sandbox.idmap import STORAGE_TAG, shift_tree
 from sandbox.image import DEFAULT_PATH, ImageConfig
 
 DEFAULT_TABLE = Path(__file__).with_name("bases.toml")
@@ -177,7 +178,8 @@ def _sh_quote(s: str) -> str:
 
 
 def base_dir(recipe: Recipe) -> Path:
-    return state_dir() / "bases" / recipe.key
+    """Where the recipe's root lives, its ids shifted for the local sandbox (sandbox.idmap)."""
+    return state_dir() / "bases" / f"{recipe.key}-{STORAGE_TAG}"
 
 
 def ensure_base(base: Base, *, timeout_s: float = 1800.0, log=None) -> Path:
@@ -217,6 +219,7 @@ def ensure_base(base: Base, *, timeout_s: float = 1800.0, log=None) -> Path:
                     f"base {base.name}: mmdebstrap exited {proc.returncode}: {tail}"
                 )
             _finish_root(target)
+            shift_tree(target)
             target.rename(final)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)

@@ -35,6 +35,7 @@ from typing import Protocol
 from sandbox.base import EnvironmentBuildError, ExecResult, NetworkMode, NetworkPolicy
 from sandbox.bases import Base, ensure_base, lookup, state_dir
 from sandbox.context import ContextError, copy_into_layer, digest_sources
+from sandbox.idmap import STORAGE_TAG, shift_tree
 from sandbox.image import Image, ImageConfig
 from sandbox.layerfs import ImageView, ensure_dirs, flatten
 from sandbox.stages import Config, Copy, Run, Stage, resolve
@@ -187,7 +188,7 @@ def base_image(name: str, *, log: Log | None = None) -> Image:
     pulled = pulled_base(name, state_dir())
     if pulled is not None:
         root, config, image_id = pulled
-        return Image((root,), config, "pulled-" + image_id)
+        return Image((root,), config, f"pulled-{image_id}-{STORAGE_TAG}")
     try:
         base: Base = lookup(name)
     except EnvironmentBuildError as e:
@@ -196,7 +197,7 @@ def base_image(name: str, *, log: Log | None = None) -> Image:
         root = ensure_base(base, log=log)
     except EnvironmentBuildError as e:
         raise ImageBuildError(BuildFailure.BASE_BUILD, str(e), instruction="FROM") from e
-    return Image((root,), base.recipe.config(), "base-" + base.recipe.key)
+    return Image((root,), base.recipe.config(), f"base-{base.recipe.key}-{STORAGE_TAG}")
 
 
 def layer_root() -> Path:
@@ -253,6 +254,7 @@ class _Builder:
                     try:
                         (tmp / "up").mkdir(mode=0o755)
                         make(tmp / "up")
+                        shift_tree(tmp / "up")  # what the runner wrote (COPY, WORKDIR)
                         (tmp / "up").rename(final)
                         (root / f"{key[:KEY_CHARS]}.json").write_text(
                             json.dumps(
@@ -284,6 +286,7 @@ class _Builder:
                     try:
                         (tmp / "up").mkdir(mode=0o755)
                         flatten(above, tmp / "up")
+                        shift_tree(tmp / "up")
                         (tmp / "up").rename(final)
                     finally:
                         shutil.rmtree(tmp, ignore_errors=True)
@@ -415,7 +418,7 @@ def build_ca_layer() -> Path | None:
         return None
     data = src.read_bytes()
     key = hashlib.sha256(data).hexdigest()[:KEY_CHARS]
-    final = layer_root() / f"ca-{key}"
+    final = layer_root() / f"ca-{key}-{STORAGE_TAG}"
     if final.is_dir():
         return final
     layer_root().mkdir(parents=True, exist_ok=True)
@@ -425,6 +428,7 @@ def build_ca_layer() -> Path | None:
     target.write_bytes(data)
     target.chmod(0o444)
     tmp.chmod(0o755)
+    shift_tree(tmp)
     try:
         tmp.rename(final)
     except OSError:  # built concurrently

@@ -1,19 +1,24 @@
 /* t1-sandbox-helper: the privileged steps of the local sandbox, without a shell.
  *
- *   helper holder NS DISK LAYERS UPPER WORK CGROUP_DIR
- *       The sandbox's anchor process. In a new mount and network namespace (loopback up):
+ *   helper holder NS DISK LAYERS UPPER WORK CGROUP_DIR IDMAP
+ *       The sandbox's anchor process. In a new mount and network namespace (loopback up,
+ *       ports below 1024 and ping open to the sandbox's unprivileged ids):
  *       a small tmpfs on NS; DISK (a formatted ext4 image, or "-") attached to a free loop
  *       device and mounted on NS/disk, where the writable layer lives (NS/disk/upper); or,
  *       for an image build, UPPER (a directory, overlay work dir WORK) is the writable layer. NS/root is the overlay
  *       of LAYERS (lowerdir syntax, top first) under that writable layer, NS/image a read-only
- *       view of LAYERS alone (what the image shipped). It keeps fd 3 open on NS, chroots into
+ *       view of LAYERS alone (what the image shipped). It makes the sandbox's user namespace
+ *       (IDMAP, "0 HOSTBASE COUNT", for both uid_map and gid_map: root of the sandbox is host
+ *       uid HOSTBASE) and keeps it open as fd 4. It keeps fd 3 open on NS, chroots into
  *       NS/root (so /proc/PID/root is the sandbox root), prints "ready" and waits for its
  *       stdin to close: the runner stopped it, or died. It then SIGKILLs every process of the
  *       given cgroups and exits; its namespaces, mounts and loop device go with it.
  *   helper exec HOLDER_PID CPU_SECONDS TTY PROCS_FILE... -- PROGRAM ARGS...
  *       Join the cgroups (write our pid to each PROCS_FILE), bound CPU time, enter the
  *       holder's mount and network namespaces, and with TTY=1 start a new session whose
- *       controlling terminal is stdin; exec PROGRAM (bubblewrap).
+ *       controlling terminal is stdin; then enter the holder's user namespace as its root
+ *       (host uid HOSTBASE: no capability over anything of the host's from here on) and exec
+ *       PROGRAM (bubblewrap).
  *
  * Built on first use by sandbox/launcher.py with the system C compiler.
  */
@@ -34,9 +39,51 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <grp.h>
 #include <unistd.h>
 
 static int die(const char *what) { perror(what); return 1; }
+
+static int write_file(const char *path, const char *text) {
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = write(fd, text, strlen(text));
+    close(fd);
+    return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+/* A user namespace mapped by IDMAP ("0 HOSTBASE COUNT"), returned as an open fd: a child
+ * unshares it, we write its maps, open it and let the child go (the fd keeps it alive). */
+static int make_userns(const char *idmap) {
+    int ready[2], go[2];
+    char b = 0, path[64];
+    if (pipe2(ready, O_CLOEXEC) || pipe2(go, O_CLOEXEC)) return -1;
+    pid_t c = fork();
+    if (c < 0) return -1;
+    if (c == 0) {
+        close(ready[0]);
+        close(go[1]);
+        if (unshare(CLONE_NEWUSER) || write(ready[1], "x", 1) != 1) _exit(1);
+        if (read(go[0], &b, 1) < 0) _exit(1); /* until the parent holds the namespace */
+        _exit(0);
+    }
+    close(ready[1]);
+    close(go[0]);
+    int fd = -1;
+    if (read(ready[0], &b, 1) == 1) {
+        snprintf(path, sizeof path, "/proc/%d/uid_map", (int)c);
+        int ok = !write_file(path, idmap);
+        snprintf(path, sizeof path, "/proc/%d/gid_map", (int)c);
+        ok = ok && !write_file(path, idmap);
+        snprintf(path, sizeof path, "/proc/%d/ns/user", (int)c);
+        if (ok) fd = open(path, O_RDONLY);
+    }
+    close(go[1]);
+    close(ready[0]);
+    waitpid(c, NULL, 0);
+    return fd;
+}
 
 static int loopback_up(void) {
     struct ifreq ifr;
@@ -121,13 +168,24 @@ static void kill_group(int dirfd) {
 
 static int holder(char **a) {
     const char *ns = a[0], *disk = a[1], *layers = a[2], *upper = a[3], *work = a[4];
+    const char *idmap = a[6];
+    unsigned long base = 0, count = 0;
+    if (sscanf(idmap, "0 %lu %lu", &base, &count) != 2 || base == 0 || count == 0) {
+        fprintf(stderr, "bad IDMAP %s\n", idmap);
+        return 2;
+    }
     char root[4096], image[4096], dsk[4096], up[4096], wk[4096], opts[8192];
     signal(SIGINT, SIG_IGN);
     signal(SIGHUP, SIG_IGN);
     if (unshare(CLONE_NEWNS | CLONE_NEWNET)) return die("unshare");
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL)) return die("make-private");
     if (loopback_up()) return die("loopback");
-    if (mount("t1-sandbox", ns, "tmpfs", MS_NOSUID | MS_NODEV, "size=256m,mode=0700"))
+    /* As Docker does: the sandbox's root may bind low ports and ping in its own network. */
+    if (write_file("/proc/sys/net/ipv4/ip_unprivileged_port_start", "0") ||
+        write_file("/proc/sys/net/ipv4/ping_group_range", "0 2147483647"))
+        return die("network sysctls");
+    /* 0711: the sandbox's root (an unprivileged host uid) passes through to its places. */
+    if (mount("t1-sandbox", ns, "tmpfs", MS_NOSUID | MS_NODEV, "size=256m,mode=0711"))
         return die("mount tmpfs");
     snprintf(root, sizeof root, "%s/root", ns);
     snprintf(image, sizeof image, "%s/image", ns);
@@ -139,6 +197,7 @@ static int holder(char **a) {
         snprintf(wk, sizeof wk, "%s/work", dsk);
         if ((mkdir(up, 0755) && errno != EEXIST) || (mkdir(wk, 0700) && errno != EEXIST))
             return die("mkdir upper");
+        if (chown(up, (uid_t)base, (gid_t)base)) return die("chown upper"); /* the root dir */
     } else {
         snprintf(up, sizeof up, "%s", upper);
         snprintf(wk, sizeof wk, "%s", work);
@@ -147,13 +206,18 @@ static int holder(char **a) {
     if (mount("t1-root", root, "overlay", 0, opts)) return die("mount sandbox root");
     if (strchr(layers, ':')) {
         snprintf(opts, sizeof opts, "lowerdir=%s", layers);
-        if (mount("t1-image", image, "overlay", MS_RDONLY, opts)) return die("mount image view");
+        if (mount("t1-image", image, "overlay", MS_RDONLY | MS_NOSUID | MS_NODEV, opts))
+            return die("mount image view");
     } else if (mount(layers, image, NULL, MS_BIND, NULL) ||
-               mount(NULL, image, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL)) {
+               mount(NULL, image, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV,
+                     NULL)) {
         return die("bind image view");
     }
     int nsfd = open(ns, O_RDONLY | O_DIRECTORY); /* fd 3: the runner reaches NS through it */
     if (nsfd != 3) return die("ns fd");
+    int userns = make_userns(idmap); /* fd 4: `exec` enters it through /proc/PID/fd/4 */
+    if (userns < 0) return die("user namespace");
+    if (userns != 4 && (dup2(userns, 4) != 4 || close(userns))) return die("user namespace fd");
     int cgfd = open(a[5], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (cgfd < 0) return die(a[5]);
     if (chroot(root) || chdir("/")) return die("chroot");
@@ -193,14 +257,21 @@ static int enter(int argc, char **a) {
         if (setsid() < 0) return die("setsid");
         if (ioctl(0, TIOCSCTTY, 0) < 0) return die("TIOCSCTTY");
     }
+    /* Last: after this we hold no capability outside the sandbox's user namespace. */
+    snprintf(path, sizeof path, "/proc/%s/fd/4", a[0]);
+    int user = open(path, O_RDONLY | O_CLOEXEC);
+    if (user < 0 || setns(user, CLONE_NEWUSER)) return die("enter user namespace");
+    close(user);
+    if (setgroups(0, NULL) || setresgid(0, 0, 0) || setresuid(0, 0, 0))
+        return die("become the sandbox's root");
     execvp(a[i + 1], &a[i + 1]);
     return die(a[i + 1]);
 }
 
 int main(int argc, char **argv) {
-    if (argc == 8 && !strcmp(argv[1], "holder")) return holder(argv + 2);
+    if (argc == 9 && !strcmp(argv[1], "holder")) return holder(argv + 2);
     if (argc > 5 && !strcmp(argv[1], "exec")) return enter(argc - 2, argv + 2);
-    fprintf(stderr, "usage: helper holder NS DISK LAYERS UPPER WORK CGROUP_DIR | "
+    fprintf(stderr, "usage: helper holder NS DISK LAYERS UPPER WORK CGROUP_DIR IDMAP | "
                     "exec PID CPU TTY PROCS... -- CMD\n");
     return 2;
 }

@@ -37,7 +37,7 @@ import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
-from sandbox import network, safefs, seccomp
+from sandbox import idmap, network, safefs, seccomp
 from sandbox.base import (
     DiskFull,
     ExecResult,
@@ -191,11 +191,12 @@ class LocalSandbox:
             work_dir = self.upper_dir.with_name(self.upper_dir.name + ".work")
             self.upper_dir.mkdir(parents=True, exist_ok=True)
             work_dir.mkdir(parents=True, exist_ok=True)
+            idmap.shift_tree(self.upper_dir)  # what the runner put there is the sandbox's
             upper, work = str(self.upper_dir), str(work_dir)
         layers = ":".join(str(p) for p in reversed(self.image.layers))
         self._holder = subprocess.Popen(
             [self._helper, "holder", NS_DIR, disk, layers, upper, work,
-             str(self._cgroup.path("pids"))],
+             str(self._cgroup.path("pids")), idmap.uid_map_line().strip()],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             start_new_session=True,
         )  # fmt: skip
@@ -218,13 +219,15 @@ class LocalSandbox:
         (etc / "resolv.conf").write_text(_resolv_conf(self.network_policy))
         (etc / "hosts").write_text(HOSTS + _allowed_hosts_lines(self.network_policy))
         (etc / "hostname").write_text("sandbox\n")
+        for f in ETC_FILES:
+            os.chown(etc / f, *idmap.ROOT)  # the sandbox's root may edit them, as in Docker
         if self.upper_dir is None:
             # Resolved in the sandbox: a link the image ships at these paths stays inside it.
             with self._root_fd() as root:
                 for d, mode in (("logs/agent", 0o777), ("logs/verifier", 0o755)):
-                    os.close(safefs.makedirs(root, d))
+                    os.close(safefs.makedirs(root, d, owner=idmap.ROOT))
                     safefs.chmod_dir(root, d, mode)
-                os.close(safefs.makedirs(root, self.workdir))
+                os.close(safefs.makedirs(root, self.workdir, owner=idmap.ROOT))
 
     def _write_lease(self, *, holder: int) -> None:
         info = {"runner": os.getpid(), "holder": holder, "started": time.time()}
@@ -469,6 +472,7 @@ class LocalSandbox:
             (vdir / "logs").mkdir(parents=True)
             (vdir / "logs").chmod(0o777)  # whatever the verifier's user; only it sees the dir
             _write_files(vdir / "tests", tests)
+            idmap.shift_tree(vdir)  # the sandbox's root owns them, as an upload would
         except OSError as e:
             raise SandboxError(f"could not stage the verifier's files: {e}") from e
         hooks = (*ROOT_CONFIG, *(f"{m}.py" for m in STARTUP_MODULES))
@@ -499,9 +503,9 @@ class LocalSandbox:
         try:
             with self._root_fd() as root:
                 for place in ("tests", "logs/verifier"):
-                    safefs.ensure_real_dir(root, place)
+                    safefs.ensure_real_dir(root, place, owner=idmap.ROOT)
                 if safefs.lstat(root, cwd) is None:
-                    os.close(safefs.makedirs(root, cwd))
+                    os.close(safefs.makedirs(root, cwd, owner=idmap.ROOT))
         except OSError as e:
             if e.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise DiskFull(f"sandbox {self.id}: the agent filled the disk: {e}") from e
@@ -528,7 +532,10 @@ class LocalSandbox:
             with self._root_fd() as root:
                 for rel, data in files.items():
                     dest = normalize_dest(dest_dir, rel)
-                    safefs.write_file(root, dest, data, 0o755 if rel.endswith(".sh") else mode)
+                    safefs.write_file(
+                        root, dest, data, 0o755 if rel.endswith(".sh") else mode,
+                        owner=idmap.ROOT,
+                    )  # fmt: skip
         except OSError as e:
             if e.errno in (errno.ENOSPC, errno.EDQUOT):
                 raise DiskFull(f"sandbox {self.id}: disk full while uploading to {dest_dir}") from e

@@ -22,6 +22,7 @@ import resource
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sandbox.idmap import unshift_map
 from sandbox.image import ImageConfig
 from sandbox.local import STATE_DIR
 
@@ -300,10 +302,14 @@ def import_base(
             return str(image.id)
     except Exception:  # noqa: BLE001 - docker.errors.ImageNotFound
         pass
+    # The stored root's ids are shifted for the local sandbox (sandbox.idmap): the image
+    # gets the root's own ids back.
+    ids = unshift_map(Path(tempfile.mkdtemp(prefix="t1-ids-")) / "ids")
     tar = subprocess.Popen(
-        ["tar", "--numeric-owner", "--xattrs", "-C", str(rootfs), "-cf", "-", "."],
+        ["tar", "--numeric-owner", "--xattrs", f"--owner-map={ids}", f"--group-map={ids}",
+         "-C", str(rootfs), "-cf", "-", "."],
         stdout=subprocess.PIPE,
-    )
+    )  # fmt: skip
     assert tar.stdout is not None
     changes = [f"ENV {k}={json.dumps(v)}" for k, v in config.env.items()]
     changes += [f"WORKDIR {config.workdir}", f"LABEL {BASE_LABEL}={key}"]
@@ -315,7 +321,9 @@ def import_base(
         out = client.api.import_image_from_stream(tar.stdout, changes=changes)
     finally:
         tar.stdout.close()
-        if tar.wait() != 0:
+        code = tar.wait()
+        shutil.rmtree(ids.parent, ignore_errors=True)
+        if code != 0:
             raise RuntimeError(f"tar of base root filesystem {rootfs} failed")
     image_id = _imported_id(out)
     client.images.get(image_id).tag(repo, tag or "latest")

@@ -22,6 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from sandbox.idmap import STORAGE_TAG, shift_tree
 from sandbox.image import DEFAULT_PATH, ImageConfig
 
 PULL_ENV = "T1_PULL_IMAGES"
@@ -88,7 +89,7 @@ def _pulled(name: str, state_dir: str) -> tuple[Path, ImageConfig, str] | None:
 
 def _export(client: Any, image: Any, root: Path) -> tuple[Path, ImageConfig, str]:
     key = str(image.id).split(":")[-1][:16]
-    final = root / key
+    final = root / f"{key}-{STORAGE_TAG}"
     config = config_of(image.attrs)
     if (final / "rootfs").is_dir():
         return final / "rootfs", config, key
@@ -111,6 +112,7 @@ def _export(client: Any, image: Any, root: Path) -> tuple[Path, ImageConfig, str
             tar.stdin.close()
             if tar.wait() != 0:
                 raise RuntimeError(f"extracting image {image.id} failed")
+            shift_tree(tmp / "rootfs")
             (tmp / "config.json").write_text(json.dumps(image.attrs.get("Config") or {}))
             tmp.rename(final)
         finally:

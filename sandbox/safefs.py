@@ -69,38 +69,46 @@ def open_root(path: str | os.PathLike[str]) -> int:
     return os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
 
 
-def makedirs(root: int, path: str, mode: int = 0o755) -> int:
+Owner = tuple[int, int] | None  # (uid, gid) on the host for what we create; None: ours
+
+
+def makedirs(root: int, path: str, mode: int = 0o755, *, owner: Owner = None) -> int:
     """`mkdir -p` of the sandbox path `path`; returns an O_RDONLY fd of the directory. A
-    component that resolves to a non-directory raises NotADirectoryError."""
+    component that resolves to a non-directory raises NotADirectoryError. Directories it
+    creates are given to `owner`."""
     rel = relpath(path)
     try:
         return openat2(root, rel, os.O_RDONLY | os.O_DIRECTORY)
     except FileNotFoundError:
         pass
     parent, name = posixpath.split(rel)
-    pfd = makedirs(root, parent or ".", mode)
+    pfd = makedirs(root, parent or ".", mode, owner=owner)
     try:
         try:
             os.mkdir(name, mode, dir_fd=pfd)
+            made = True
         except FileExistsError:
-            pass  # made by another thread, or a link to be resolved in the sandbox
+            made = False  # made by another thread, or a link to be resolved in the sandbox
         try:
-            return openat2(root, rel, os.O_RDONLY | os.O_DIRECTORY)
+            fd = openat2(root, rel, os.O_RDONLY | os.O_DIRECTORY)
         except FileNotFoundError:
             # a dangling link (to nowhere in the sandbox): the directory replaces it
             os.unlink(name, dir_fd=pfd)
             os.mkdir(name, mode, dir_fd=pfd)
-            return openat2(root, rel, os.O_RDONLY | os.O_DIRECTORY)
+            fd, made = openat2(root, rel, os.O_RDONLY | os.O_DIRECTORY), True
+        if made and owner is not None:
+            os.fchown(fd, *owner)
+        return fd
     finally:
         os.close(pfd)
 
 
-def write_file(root: int, path: str, data: bytes, mode: int) -> None:
-    """Create or replace the regular file `path`; a link or special file at its name is
-    replaced (never written through)."""
+def write_file(root: int, path: str, data: bytes, mode: int, *, owner: Owner = None) -> None:
+    """Create or replace the regular file `path` (given to `owner`, as are the directories
+    made for it); a link or special file at its name is replaced (never written through)."""
     rel = relpath(path)
     parent, name = posixpath.split(rel)
-    pfd = makedirs(root, parent or ".")
+    pfd = makedirs(root, parent or ".", owner=owner)
     try:
         try:
             st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
@@ -114,6 +122,8 @@ def write_file(root: int, path: str, data: bytes, mode: int) -> None:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
+            if owner is not None:
+                os.fchown(fd, *owner)  # before the mode: chown clears setuid bits
             os.fchmod(fd, mode)
         finally:
             os.close(fd)
@@ -255,12 +265,12 @@ def available() -> bool:
     return True
 
 
-def ensure_real_dir(dirfd: int, path: str, mode: int = 0o755) -> None:
+def ensure_real_dir(dirfd: int, path: str, mode: int = 0o755, *, owner: Owner = None) -> None:
     """Make every component of `path` below `dirfd` a real directory: whatever else stands
     at a component (a file, a link, a FIFO) is removed first, never followed. For the
     runner's own places (/tests, /logs/verifier) after the agent phase: what the agent put
-    there cannot keep the verifier from starting. Raises OSError (ENOSPC when the disk or its
-    inodes are full)."""
+    there cannot keep the verifier from starting. Directories it makes are given to `owner`.
+    Raises OSError (ENOSPC when the disk or its inodes are full)."""
     fd = os.dup(dirfd)
     try:
         for name in relpath(path).split("/"):
@@ -278,6 +288,8 @@ def ensure_real_dir(dirfd: int, path: str, mode: int = 0o755) -> None:
             sub = os.open(
                 name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=fd
             )
+            if st is None and owner is not None:
+                os.fchown(sub, *owner)
             os.close(fd)
             fd = sub
     finally:
