@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sandbox import safefs, seccomp
+from sandbox import idmap, safefs, seccomp
 from sandbox.base import (
     AgentSabotage,
     DiskFull,
@@ -60,6 +60,11 @@ REPORT_DIR = "/logs/verifier"
 MAX_DOWNLOAD_BYTES = 64 * 1024 * 1024
 # Capabilities dropped from the engine's default set (as in the local backend).
 CAP_DROP = ["MKNOD", "NET_RAW"]
+# Podman's user namespace for every sandbox container: the local backend's id map (the
+# explicit mapping needs no /etc/subuid entry for rootful Podman).
+PODMAN_USERNS = (
+    f"auto:uidmapping=0:{idmap.BASE}:{idmap.SIZE},gidmapping=0:{idmap.BASE}:{idmap.SIZE}"
+)
 TOOLCHAIN_PROBE = (
     "bash sh dash env timeout sleep python python3 pytest py.test pip pip3 uv uvx "
     + " ".join(f"python3.{i} pip3.{i}" for i in range(6, 15))
@@ -128,6 +133,28 @@ class DockerSandbox:
             raise SandboxError(f"sandbox {self.id} is not running")
         return str(self._container.id)
 
+    def _start_container(self, image: str, options: dict[str, Any]) -> Any:
+        """`containers.run(image, **options)` (detached), in a user namespace of its own on a
+        Podman engine: root of the container is host uid idmap.BASE, as on the local backend
+        (the SDK takes no user-namespace mode but "host", so the request is made here). A
+        Docker engine maps ids as its daemon is configured (`userns-remap`, docs/sandbox.md)."""
+        if not self._podman:
+            return self.client.containers.run(image, **options)
+        from docker.models.containers import _create_container_args
+
+        create = {k: v for k, v in options.items() if k != "detach"}
+        args = _create_container_args(
+            {**create, "image": image, "version": self.client.api._version}
+        )
+        args["host_config"]["UsernsMode"] = PODMAN_USERNS
+        container_id = self.client.api.create_container(**args)["Id"]
+        try:
+            self.client.api.start(container_id)
+        except BaseException:
+            self.client.api.remove_container(container_id, force=True)
+            raise
+        return self.client.containers.get(container_id)
+
     def _network_mode(self, policy: NetworkPolicy) -> str:
         if policy.mode == NetworkMode.NONE:
             return "none"
@@ -183,13 +210,13 @@ class DockerSandbox:
             options["storage_opt"] = {"size": f"{self.limits.disk_mb}M"}
         try:
             try:
-                container = self.client.containers.run(image, **options)
+                container = self._start_container(image, options)
             except Exception as e:  # noqa: BLE001 - the storage driver may have no quotas
                 if "storage-opt" not in str(e) or "storage_opt" not in options:
                     raise
                 _DISK_QUOTA[engine] = False
                 del options["storage_opt"]
-                container = self.client.containers.run(image, **options)
+                container = self._start_container(image, options)
         except Exception as e:  # noqa: BLE001 - APIError, ImageNotFound
             raise SandboxError(f"container start failed: {e}") from e
         try:
@@ -218,6 +245,9 @@ class DockerSandbox:
         self._container = self._run_container(self.image, self.id, self.policy)
         try:
             self._container.put_archive("/", _LOG_DIRS)
+            root = self._mount_path(self._container.id)
+            if root is not None:
+                adopt_engine_dirs(root, self.config.workdir or "/")
             image_id = str(self._container.image.id)
             if image_id not in _TOOLCHAIN:  # which toolchain commands the image has, once
                 r = self.exec(
@@ -607,12 +637,38 @@ def check_engine_reads(agent_root: Path) -> None:
         os.close(fd)
 
 
+def adopt_engine_dirs(root: Path, workdir: str) -> None:
+    """Give the container's root the directories of `workdir` that the engine made as host
+    root at container start (Podman 4 makes a missing WORKDIR so, outside the container's
+    user namespace, where its root may not write in it). Every id of the image is mapped, so
+    a host-root owner can only be the engine's; resolved in `root`, never followed out."""
+    fd = safefs.open_root(root)
+    try:
+        path = ""
+        for name in safefs.relpath(workdir).split("/"):
+            if name in ("", "."):
+                continue
+            path = f"{path}/{name}"
+            st = safefs.stat_in_root(fd, path)
+            if st is None or not stat.S_ISDIR(st.st_mode):
+                return
+            if st.st_uid == 0 or st.st_gid == 0:
+                sub = safefs.openat2(fd, safefs.relpath(path), os.O_RDONLY | os.O_DIRECTORY)
+                try:
+                    os.fchown(sub, *idmap.ROOT)
+                finally:
+                    os.close(sub)
+    finally:
+        os.close(fd)
+
+
 def fix_verifier_places(agent_root: Path) -> None:
     """/logs/verifier (and /logs) real directories again in the agent's root, whatever the
-    agent left there (removed, never followed), so the report volume can be mounted."""
+    agent left there (removed, never followed), so the report volume can be mounted; what
+    is made is the container's root's (its user namespace, PODMAN_USERNS)."""
     fd = safefs.open_root(agent_root)
     try:
-        safefs.ensure_real_dir(fd, "logs/verifier")
+        safefs.ensure_real_dir(fd, "logs/verifier", owner=idmap.ROOT)
     except OSError as e:
         if e.errno in (errno.ENOSPC, errno.EDQUOT):
             raise DiskFull(f"the agent filled the disk: {e}") from e

@@ -57,7 +57,12 @@ from sandbox.verifier_view import tamper_scan, verifier_binds
 from tasks.model import Limits
 
 STATE_DIR = Path(os.environ.get("T1_SANDBOX_STATE", "/var/cache/t1-forge"))
-STATE_MODE = 0o700  # layer caches hold task images' setuid files: no other host user gets in
+# Traversable, not listable: a rootful Podman's user-namespaced runtime walks to its storage
+# below (sandbox.podman); what is ours below is private (PRIVATE_DIRS).
+STATE_MODE = 0o711
+# Layer caches (task images' setuid files, even if id-shifted), the helper, leases: no other
+# host user gets in.
+PRIVATE_DIRS = ("l", "bases", "pulled", "bin", "run")
 RUN_DIR = STATE_DIR / "run"  # per sandbox: a lease file (for gc) and, briefly, its disk image
 NS_DIR = "/run/t1-forge/ns"  # a mountpoint that only exists populated inside holders
 # Docker's default capability set without MKNOD and NET_RAW; never SYS_ADMIN or NET_ADMIN.
@@ -96,11 +101,17 @@ _LIVE: weakref.WeakSet[LocalSandbox] = weakref.WeakSet()
 
 
 def private_state_dir() -> Path:
-    """STATE_DIR, created (or narrowed) to mode 0700: the image layers under it keep the
-    setuid bits their Dockerfiles set, so no other user of this host may reach them."""
+    """STATE_DIR (mode STATE_MODE) with its PRIVATE_DIRS created (or narrowed) to mode 0700:
+    the image layers keep the setuid bits their Dockerfiles set, so no other user of this
+    host may reach them."""
     STATE_DIR.mkdir(mode=STATE_MODE, parents=True, exist_ok=True)
-    if STATE_DIR.stat().st_mode & 0o077:
+    if stat.S_IMODE(STATE_DIR.stat().st_mode) != STATE_MODE:
         STATE_DIR.chmod(STATE_MODE)
+    for name in PRIVATE_DIRS:
+        d = STATE_DIR / name
+        d.mkdir(mode=0o700, exist_ok=True)
+        if d.stat().st_mode & 0o077:
+            d.chmod(0o700)
     return STATE_DIR
 
 

@@ -20,6 +20,7 @@ import pytest
 from sandbox import bases, build
 from sandbox.base import ExecResult, NetworkMode, NetworkPolicy
 from sandbox.build import BuildFailure, BuildStats, ImageBuildError, build_image
+from sandbox.idmap import host_id
 from sandbox.layerfs import OPAQUE, ImageView, flatten
 from tasks.model import EnvironmentSpec, Limits, Task
 
@@ -126,7 +127,7 @@ def test_copy_file_dir_wildcard_and_modes(state: Path) -> None:
     assert stat.S_IMODE(os.stat(host(img, "/d/a.csv")).st_mode) == 0o644
     assert view(img).listdir("/w/t") == ["x.txt", "y.txt"]
     assert host(img, "/renamed").read_bytes() == b"x"
-    assert os.stat(host(img, "/d/a.csv")).st_uid == 0
+    assert os.stat(host(img, "/d/a.csv")).st_uid == host_id(0)  # the image's root, shifted
     assert img.config.workdir == "/w"
 
 
@@ -156,9 +157,9 @@ def test_copy_chown_and_chmod(state: Path) -> None:
         RecordingRunner(),
     )
     st = os.stat(host(img, "/o/f"))
-    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (1000, 50, 0o600)
+    assert (st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)) == (host_id(1000), host_id(50), 0o600)
     st = os.stat(host(img, "/o/g"))
-    assert (st.st_uid, st.st_gid) == (1000, 1001)
+    assert (st.st_uid, st.st_gid) == (host_id(1000), host_id(1001))
 
 
 def test_copy_unknown_user_is_a_copy_error(state: Path) -> None:

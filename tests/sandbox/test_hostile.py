@@ -113,17 +113,24 @@ def test_task_archive_cannot_slip_out_of_the_layer(backend, canary):
 
 
 def test_setuid_files_of_images_are_out_of_reach_of_host_users():
-    """Layer caches hold task images' setuid-root binaries: the state directory is private."""
+    """Layer caches hold task images' setuid-root binaries: the layer cache is private,
+    and the binary is setuid to the sandbox's root, an unprivileged host uid, not to root."""
     from sandbox.local import STATE_DIR
 
+    name = f"suid-{uuid.uuid4().hex[:8]}"  # a layer no earlier run has cached
     task = image_task(
-        SEED_BASE
-        + "RUN cp /bin/true /usr/local/bin/suid-true && chmod 4755 /usr/local/bin/suid-true\n",
+        SEED_BASE + f"RUN cp /bin/true /usr/local/bin/{name} && chmod 4755 /usr/local/bin/{name}\n",
         "hostile-setuid",
     )
     r = run_trial(task, "nop", "local")
     assert not r.failure_mode.infrastructure, r.failure_detail
-    assert stat.S_IMODE(os.stat(STATE_DIR).st_mode) & 0o077 == 0, oct(os.stat(STATE_DIR).st_mode)
+    assert stat.S_IMODE(os.stat(STATE_DIR).st_mode) & 0o044 == 0, oct(os.stat(STATE_DIR).st_mode)
+    layers = STATE_DIR / "l"
+    assert stat.S_IMODE(os.stat(layers).st_mode) & 0o077 == 0, oct(os.stat(layers).st_mode)
+    found = [os.lstat(p) for p in (STATE_DIR / "l").glob(f"*/usr/local/bin/{name}")]
+    assert found, "the setuid layer was not found in the cache"
+    for st in found:
+        assert st.st_mode & stat.S_ISUID and st.st_uid != 0, (oct(st.st_mode), st.st_uid)
 
 
 # -- the agent as adversary: the host --------------------------------------------------------
@@ -197,6 +204,45 @@ def test_agent_runs_with_no_capability_over_the_host(backend):
     eff = int(out.split("CapEff:")[1].split()[0], 16)
     for bit in (2, 12, 16, 17, 19, 21):
         assert not eff & (1 << bit), (bit, hex(eff))
+
+
+def test_agent_root_is_an_unprivileged_host_user(backend):
+    """Root in the sandbox is not root of the host: the sandbox's user namespace maps its uid
+    and gid 0 to unprivileged host ids and maps nothing at all onto host id 0."""
+    out = agent_run(make_task(), backend, "cat /proc/self/uid_map /proc/self/gid_map; id -u")
+    rows = [tuple(int(x) for x in ln.split()) for ln in out.splitlines() if len(ln.split()) == 3]
+    assert len(rows) >= 2, out
+    for _inside, outside, count in rows:
+        assert not outside <= 0 < outside + count, rows  # host root is not in the map
+    assert [r[1] >= 1000 for r in rows if r[0] == 0] == [True, True], rows
+    assert out.split()[-1] == "0", out  # the agent is root inside, as tasks expect
+
+
+def test_agent_processes_run_as_an_unprivileged_host_uid(backend):
+    """Seen from the host, a process the agent started belongs to no host account: its real,
+    effective and saved uids are all outside the host's own ids (never 0)."""
+    marker = f"29{uuid.uuid4().int % 10**6:06d}"  # a sleep no other test runs
+    sb = get_backend(backend).open(make_task())
+    try:
+        sb.session().run(f"sleep {marker} >/dev/null 2>&1 &", timeout_s=20)
+        uids = []
+        for _ in range(50):
+            for pid in filter(str.isdigit, os.listdir("/proc")):
+                try:
+                    if Path(f"/proc/{pid}/cmdline").read_bytes() != f"sleep\0{marker}\0".encode():
+                        continue
+                    status = Path(f"/proc/{pid}/status").read_text()
+                except OSError:
+                    continue
+                line = next(ln for ln in status.splitlines() if ln.startswith("Uid:"))
+                uids += [int(u) for u in line.split()[1:]]
+            if uids:
+                break
+            time.sleep(0.1)
+    finally:
+        sb.stop()
+    assert uids, "the agent's process was not seen from the host"
+    assert min(uids) >= 100_000, uids
 
 
 def test_download_of_a_planted_link_returns_no_host_file(backend, canary):
