@@ -12,6 +12,12 @@ from tests.sandbox.images import tools_task
 pytestmark = pytest.mark.sandbox
 
 
+WAIT_FOR_PORT = (
+    "for i in $(seq 150); do curl -s -o /dev/null http://127.0.0.1:{port}/ && break;"
+    " sleep 0.1; done"
+)
+
+
 @pytest.fixture(scope="module")
 def sandbox():
     sb = get_backend("local").open(tools_task())
@@ -21,8 +27,9 @@ def sandbox():
 
 def test_server_started_in_one_command_is_used_in_the_next(sandbox):
     s = sandbox.session()
-    r = s.run("cd /tmp && python3 -m http.server 8123 >/dev/null 2>&1 & sleep 0.7", timeout_s=10)
+    r = s.run("cd /tmp && python3 -m http.server 8123 >/dev/null 2>&1 &", timeout_s=10)
     assert r.exit_code == 0
+    s.run(WAIT_FOR_PORT.format(port=8123), timeout_s=20)  # python starts slowly under load
     r = s.run("curl -s -o /dev/null -w '%{http_code}' http://127.0.0.1:8123/", timeout_s=10)
     assert r.stdout.strip().endswith("200"), r
 
@@ -84,9 +91,10 @@ def test_two_sandboxes_listen_on_the_same_port():
         for sb, word in ((a, "alpha"), (b, "beta")):
             sb.session().run(
                 f"mkdir -p /srv/{word} && echo {word} > /srv/{word}/id && cd /srv/{word} && "
-                "python3 -m http.server 8080 >/dev/null 2>&1 & sleep 0.7",
+                "python3 -m http.server 8080 >/dev/null 2>&1 &",
                 timeout_s=10,
             )
+            sb.session().run(WAIT_FOR_PORT.format(port=8080), timeout_s=20)
         for sb, word in ((a, "alpha"), (b, "beta")):
             r = sb.session().run("curl -s http://127.0.0.1:8080/id", timeout_s=10)
             assert r.stdout.strip() == word

@@ -90,7 +90,9 @@ def test_installed_packages_are_visible_only_in_trusted_paths():
 def test_kept_processes_serve_the_verifier():
     serve = "cd /tmp && echo hi > index.html && (python3 -m http.server 8088 >/dev/null 2>&1 &)"
     check = (
-        b"#!/bin/bash\nsleep 0.5\n"
+        b"#!/bin/bash\n"  # a server still starting (a loaded machine) is waited for, 15 s at most
+        b"for i in $(seq 150); do curl -s -o /dev/null http://127.0.0.1:8088/ && break;"
+        b" sleep 0.1; done\n"
         b'[ "$(curl -s http://127.0.0.1:8088/index.html)" = hi ] && r=1 || r=0\n'
         b"echo $r > /logs/verifier/reward.txt\n"
     )
