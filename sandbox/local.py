@@ -230,8 +230,8 @@ class LocalSandbox:
         (etc / "resolv.conf").write_text(_resolv_conf(self.network_policy))
         (etc / "hosts").write_text(HOSTS + _allowed_hosts_lines(self.network_policy))
         (etc / "hostname").write_text("sandbox\n")
-        for f in ETC_FILES:
-            os.chown(etc / f, *idmap.ROOT)  # the sandbox's root may edit them, as in Docker
+        for name in ETC_FILES:
+            os.chown(etc / name, *idmap.ROOT)  # the sandbox's root may edit them, as in Docker
         if self.upper_dir is None:
             # Resolved in the sandbox: a link the image ships at these paths stays inside it.
             with self._root_fd() as root:
