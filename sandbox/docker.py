@@ -43,6 +43,7 @@ from sandbox.docker_api import docker_client, endpoint, exec_exit_code, is_podma
 from sandbox.docker_build import build_image, image_config, tar_bytes
 from sandbox.docker_hosts import answers, configured_pool
 from sandbox.docker_session import DockerSession
+from sandbox.git_guards import driver_sections, guard_env
 from sandbox.image import DEFAULT_PATH, ImageConfig
 from sandbox.podman import CONTAINER_LABEL, ENDPOINT_LABEL
 from sandbox.tamper import ROOT_CONFIG, STARTUP_MODULES, Change, ChangeKind
@@ -487,7 +488,11 @@ class DockerSandbox:
             entry_points=entry_points,
             workdir=cwd,
         )
-        env = {**self.config.env, **env}
+        git_drivers = driver_sections(  # read from the agent's (stopped) container, like above
+            [c.path for c in changes if c.kind != ChangeKind.DELETED],
+            lambda p: self._download(agent, p).get(p.rsplit("/", 1)[-1]),
+        )
+        env = guard_env({**self.config.env, **env}, git_drivers)
         result = self._exec(
             verifier, command, timeout=timeout_s, cwd=cwd, env=env, user=user or "0"
         )
