@@ -100,11 +100,15 @@ def _open():
 
 
 def pytest_configure(config):
+    """The first pytest of the run opens the channel and records through an object registered
+    with its own plugin manager only, so that pytest sessions run inside it (pytester's
+    in-process runs) add nothing."""
     global _CHANNEL
     if _CHANNEL is None:
         _CHANNEL = _open()
         if _CHANNEL is not None:
             _CHANNEL.emit("start", pid=os.getpid())
+            config.pluginmanager.register(_Recorder(_CHANNEL), "t1_verdict_recorder")
 
 
 def _message(report):
@@ -130,28 +134,27 @@ def _outcome(report):
     return None
 
 
-def pytest_runtest_logreport(report):
-    if _CHANNEL is None:
-        return
-    outcome = _outcome(report)
-    if outcome is not None:
-        _CHANNEL.tests += 1
-        _CHANNEL.emit(
-            "test",
-            name=report.nodeid,
-            outcome=outcome,
-            message=_message(report) if outcome != "passed" else "",
-            duration=float(getattr(report, "duration", 0.0) or 0.0),
-        )
+class _Recorder:
+    def __init__(self, channel):
+        self.channel = channel
 
+    def pytest_runtest_logreport(self, report):
+        outcome = _outcome(report)
+        if outcome is not None:
+            self.channel.tests += 1
+            self.channel.emit(
+                "test",
+                name=report.nodeid,
+                outcome=outcome,
+                message=_message(report) if outcome != "passed" else "",
+                duration=float(getattr(report, "duration", 0.0) or 0.0),
+            )
 
-def pytest_collectreport(report):
-    if _CHANNEL is not None and report.failed:
-        _CHANNEL.tests += 1
-        _CHANNEL.emit("test", name=report.nodeid or "collection", outcome="error",
-                      message=_message(report), duration=0.0)  # fmt: skip
+    def pytest_collectreport(self, report):
+        if report.failed:
+            self.channel.tests += 1
+            self.channel.emit("test", name=report.nodeid or "collection", outcome="error",
+                              message=_message(report), duration=0.0)  # fmt: skip
 
-
-def pytest_sessionfinish(session, exitstatus):
-    if _CHANNEL is not None:
-        _CHANNEL.emit("end", exitstatus=int(exitstatus), tests=_CHANNEL.tests)
+    def pytest_sessionfinish(self, session, exitstatus):
+        self.channel.emit("end", exitstatus=int(exitstatus), tests=self.channel.tests)

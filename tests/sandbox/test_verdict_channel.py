@@ -54,14 +54,26 @@ def broken():
 
 def test_error(broken):
     pass
+
+
+def test_runs_pytest_inside():
+    import os
+
+    inner = os.path.join(os.path.dirname(__file__), "inner_x.py")
+    assert pytest.main(["-q", "-p", "no:cacheprovider", inner]) == 1
 """
+INNER = "def test_inner():\n    assert False\n"
 
 
 def run_pytest(tmp: Path, channel: Channel, *extra_runs: str) -> bytes:
     """pytest on TESTS with the plugin staged as the harness stages it; `extra_runs` are
     further shell commands the entry script runs afterwards."""
     tests, logs = tmp / "tests", tmp / "logs"
-    for rel, data in {**channel.files(), "test_x.py": TESTS.encode()}.items():
+    for rel, data in {
+        **channel.files(),
+        "test_x.py": TESTS.encode(),
+        "inner_x.py": INNER.encode(),
+    }.items():
         (tests / rel).parent.mkdir(parents=True, exist_ok=True)
         (tests / rel).write_bytes(data)
     logs.mkdir()
@@ -93,6 +105,7 @@ def test_pytest_records_are_the_verdict(tmp_path):
         "test_skipped": AssertionStatus.SKIPPED,
         "test_known": AssertionStatus.XFAIL,
         "test_error": AssertionStatus.ERROR,
+        "test_runs_pytest_inside": AssertionStatus.PASSED,  # its own session adds nothing
     }
     bad = next(a for a in verdict.report.assertions if a.name.endswith("test_bad"))
     assert "assert 1 == 2" in bad.message
