@@ -26,7 +26,7 @@ import pytest
 
 from sandbox import CommandAgent, get_backend, run_trial
 from tasks.model import EnvironmentSpec, Limits, NetworkAccess, PhaseConfig, Task
-from tasks.results import FailureMode
+from tasks.results import FailureMode, ReportSource
 from tests.factories import make_task
 from tests.sandbox.images import TOOLS_DOCKERFILE, dns_probe, pytest_task, tools_task
 
@@ -578,15 +578,18 @@ def test_program_run_by_the_tests_cannot_read_the_report_key(backend):
     assert r.failure_mode == FailureMode.NONE and r.passed == 1, (r.failure_mode, r.report)
 
 
-def test_honest_program_run_by_the_tests_is_judged(backend):
-    """The control: the same verifier, a program that does nothing hostile and the work done:
-    pytest's records are the verdict, every test passed."""
+@pytest.mark.parametrize("user", ["", "nobody"])
+def test_honest_program_run_by_the_tests_is_judged(backend, user):
+    """The control: the same verifiers, a program that does nothing hostile and the work done:
+    pytest's records are the verdict, every test passed (also for a verifier user that cannot
+    remove the staged key, only empty it)."""
     for test_sh in (JUNIT_TEST_SH, SUMMARY_TEST_SH):
         task = tools_task(
             "honest-program", verifier={"test.sh": test_sh, "test_outputs.py": PROGRAM_TESTS}
-        )
+        ).model_copy(update={"verifier_config": PhaseConfig(user=user or None)})
         r = run_trial(task, CommandAgent("echo true > /app/prog.sh; echo ok > /app/done"), backend)
         assert r.failure_mode == FailureMode.NONE and r.resolved, (r.failure_mode, r.report)
+        assert r.report.source == ReportSource.PYTEST
         assert [a.status.value for a in r.report.assertions] == ["passed", "passed"]
 
 
