@@ -25,7 +25,7 @@ from sandbox.base import (
 )
 from sandbox.git_guards import fixed_env
 from sandbox.policy import network_policy
-from sandbox.verdict_channel import RECORDS_FILE, Channel, RecordsStatus, open_channel
+from sandbox.verdict_channel import Channel, RecordsStatus, open_channel
 from tasks.model import Healthcheck, Task
 from tasks.reports import collect_report, declared_sources, report_verdict, runs_pytest
 from tasks.results import (
@@ -155,8 +155,8 @@ def verify(sandbox: Sandbox, task: Task, result: TrialResult) -> None:
     tests, command, env = task.verifier, f"bash {TESTS_DIR}/test.sh", verifier_env(task)
     if channel is not None:
         tests = {**tests, **channel.files()}
-        command = channel.command(command, TESTS_DIR)
-        env = {**env, **channel.env(TESTS_DIR, VERIFIER_LOGS)}
+        command = channel.command(command, TESTS_DIR, VERIFIER_LOGS)
+        env = {**env, **channel.env(VERIFIER_LOGS)}
     run = sandbox.verify(
         tests,
         command,
@@ -194,7 +194,7 @@ def verify(sandbox: Sandbox, task: Task, result: TrialResult) -> None:
     elif r.oom_killed:
         result.failure_mode = FailureMode.OUT_OF_MEMORY
         result.failure_detail = "verifier killed by the OOM killer"
-    elif channel is not None:
+    elif channel is not None and channel.loaded(run.files):
         _channel_verdict(channel, run.files, result)
     else:
         # The report, or its absence, scored as Terminal-Bench does (tasks.reports): without
@@ -212,7 +212,7 @@ def _channel_verdict(channel: Channel, files: dict[str, bytes], result: TrialRes
     not authenticate is tampering; records missing, cut short or from a keyless second pytest
     are a failed attempt (reward 0, the agent's doing: its program can delete them, or stop
     or kill pytest), never infrastructure."""
-    verdict = channel.verdict(files.get(RECORDS_FILE))
+    verdict = channel.verdict(files)
     if verdict.status == RecordsStatus.VERIFIED:
         result.report = verdict.report
         return

@@ -7,15 +7,18 @@ its stdout proves nothing. For a verifier that runs pytest, the harness instead 
 verdict from records its own plugin (`sandbox/verdict_plugin.py`) writes from inside the
 pytest process, authenticated with a per-run key that only that process holds once tests run:
 
-1. `open_channel()` makes a fresh 32-byte key; `files()` stages it and the plugin under
-   /tests/.t1-verdict, `env()` and `command()` make every pytest of the run load the plugin.
+1. `open_channel()` makes a fresh 32-byte key; `files()` stages it and the plugin (with a
+   `pytest11` entry point) under /tests/.t1-verdict; `command()` puts that directory on the
+   Python path and moves the key into the report directory before the entry script runs.
 2. The plugin reads and destroys the key before any test module is imported, makes pytest
    non-dumpable and appends one HMAC-authenticated, sequence-numbered record per outcome and a
    closing one.
 3. `verdict()` checks the records (pure): authenticated, contiguous and closed is the verdict;
    a line that does not authenticate is tampering (only a writer without the key makes one);
    records missing or cut short are a failed attempt (the agent's program deleted them, or
-   stopped or killed the test runner), never infrastructure.
+   stopped or killed the test runner), never infrastructure. When no pytest loaded the plugin
+   (`loaded()`: the key is still in the report directory, e.g. the entry script replaced
+   PYTHONPATH), the report is read as for any other verifier.
 """
 
 from __future__ import annotations
@@ -30,12 +33,15 @@ from pathlib import Path
 
 from tasks.results import AssertionResult, AssertionStatus, ReportSource, VerifierReport
 
-CHANNEL_DIR = ".t1-verdict"  # under /tests
+CHANNEL_DIR = ".t1-verdict"  # under /tests: the plugin, its entry point, the staged key
 PLUGIN_MODULE = "t1_verdict"
+DIST_INFO = f"{CHANNEL_DIR}/t1_verdict-1.0.dist-info"
 KEY_FILE = f"{CHANNEL_DIR}/key"
-KEY_FILE_MODE = 0o666  # a verifier user other than root must be able to destroy it
+KEY_FILE_MODE = 0o666  # a verifier user other than root must be able to empty it
 RECORDS_FILE = "t1-verdict.jsonl"  # in the report directory
+REPORT_KEY_FILE = ".t1-verdict-key"  # in the report directory, until pytest consumes it
 PLUGIN_SOURCE = (Path(__file__).parent / "verdict_plugin.py").read_bytes()
+ENTRY_POINTS = f"[pytest11]\n{PLUGIN_MODULE} = {PLUGIN_MODULE}\n".encode()
 KEY_BYTES = 32
 MAX_RECORDS = 100_000
 _OUTCOMES = {
@@ -80,25 +86,35 @@ class Channel:
         """Files to stage under /tests along with the task's tests."""
         return {
             f"{CHANNEL_DIR}/{PLUGIN_MODULE}.py": PLUGIN_SOURCE,
+            f"{DIST_INFO}/METADATA": b"Metadata-Version: 2.1\nName: t1-verdict\nVersion: 1.0\n",
+            f"{DIST_INFO}/entry_points.txt": ENTRY_POINTS,
             KEY_FILE: self.key.hex().encode(),
         }
 
-    def env(self, tests_dir: str, report_dir: str) -> dict[str, str]:
+    def env(self, report_dir: str) -> dict[str, str]:
         return {
-            "T1_VERDICT_KEY": f"{tests_dir}/{KEY_FILE}",
+            "T1_VERDICT_KEY": f"{report_dir}/{REPORT_KEY_FILE}",
             "T1_VERDICT_RECORDS": f"{report_dir}/{RECORDS_FILE}",
         }
 
-    def command(self, entry: str, tests_dir: str) -> str:
-        """`entry` with the plugin importable and loaded by every pytest it starts (added to
-        what the image's or the task's environment already sets)."""
+    def command(self, entry: str, tests_dir: str, report_dir: str) -> str:
+        """`entry` with the plugin on the Python path (added to what the image or the task
+        set), where pytest finds it by its `pytest11` entry point; the key moved to the report
+        directory (emptied in /tests), where the harness sees whether pytest consumed it."""
+        staged, moved = f"{tests_dir}/{KEY_FILE}", f"{report_dir}/{REPORT_KEY_FILE}"
         return (
-            f'export PYTHONPATH="{tests_dir}/{CHANNEL_DIR}${{PYTHONPATH:+:$PYTHONPATH}}"'
-            f' PYTEST_PLUGINS="{PLUGIN_MODULE}${{PYTEST_PLUGINS:+,$PYTEST_PLUGINS}}"; exec {entry}'
+            f'export PYTHONPATH="{tests_dir}/{CHANNEL_DIR}${{PYTHONPATH:+:$PYTHONPATH}}"; '
+            f"{{ cat {staged} > {moved} && : > {staged}; }} 2>/dev/null; exec {entry}"
         )
 
-    def verdict(self, data: bytes | None) -> ChannelVerdict:
-        return read_records(data, self.key)
+    def loaded(self, files: dict[str, bytes]) -> bool:
+        """Whether a pytest loaded the plugin: the key left in the report directory is gone or
+        changed. Only the plugin, or a program that read the key before it, removes it; a
+        program the tests run cannot put it back without knowing it."""
+        return files.get(REPORT_KEY_FILE) != self.key.hex().encode()
+
+    def verdict(self, files: dict[str, bytes]) -> ChannelVerdict:
+        return read_records(files.get(RECORDS_FILE), self.key)
 
 
 def open_channel() -> Channel:

@@ -2,9 +2,9 @@
 "The report channel").
 
 Not imported by the project: `sandbox.verdict_channel` ships this file's text into the
-verifier's view (/tests/.t1-verdict/t1_verdict.py) and every pytest the verifier starts loads
-it (PYTEST_PLUGINS, PYTHONPATH). It runs on the image's Python, so it is stdlib-only and
-written for Python 3.6.
+verifier's view (/tests/.t1-verdict/t1_verdict.py, on PYTHONPATH) with a `pytest11` entry
+point, so every pytest the verifier starts loads it. It runs on the image's Python, so it is
+stdlib-only and written for Python 3.6.
 
 When pytest configures itself (before it imports a test module, so before any test runs) the
 plugin reads the run's key from the file T1_VERDICT_KEY names and destroys it (unlink, else

@@ -17,6 +17,7 @@ from sandbox.verdict_channel import (
     KEY_FILE,
     PLUGIN_MODULE,
     RECORDS_FILE,
+    REPORT_KEY_FILE,
     Channel,
     RecordsStatus,
     open_channel,
@@ -65,7 +66,9 @@ def test_runs_pytest_inside():
 INNER = "def test_inner():\n    assert False\n"
 
 
-def run_pytest(tmp: Path, channel: Channel, *extra_runs: str) -> bytes:
+def run_pytest(
+    tmp: Path, channel: Channel, *extra_runs: str, prefix: str = "true"
+) -> dict[str, bytes]:
     """pytest on TESTS with the plugin staged as the harness stages it; `extra_runs` are
     further shell commands the entry script runs afterwards."""
     tests, logs = tmp / "tests", tmp / "logs"
@@ -78,25 +81,30 @@ def run_pytest(tmp: Path, channel: Channel, *extra_runs: str) -> bytes:
         (tests / rel).write_bytes(data)
     logs.mkdir()
     script = "; ".join(
-        [f"{sys.executable} -m pytest -q -p no:cacheprovider {tests}/test_x.py", *extra_runs]
+        [
+            prefix,
+            f"{sys.executable} -m pytest -q -p no:cacheprovider {tests}/test_x.py",
+            *extra_runs,
+        ]
     )
     (tmp / "entry.sh").write_text(script + "\n")
-    env = {**os.environ, **channel.env(str(tests), str(logs))}
-    env.pop("PYTEST_PLUGINS", None)
+    env = {**os.environ, **channel.env(str(logs))}
+    env.pop("PYTHONPATH", None)
     subprocess.run(
-        ["bash", "-c", channel.command(f"bash {tmp}/entry.sh", str(tests))],
+        ["bash", "-c", channel.command(f"bash {tmp}/entry.sh", str(tests), str(logs))],
         env=env,
         capture_output=True,
         timeout=60,
     )
-    assert not (tests / KEY_FILE).exists(), "the plugin left the key behind"
-    path = logs / RECORDS_FILE
-    return path.read_bytes() if path.exists() else b""
+    assert (tests / KEY_FILE).read_bytes() == b"", "the staged key was left behind"
+    return {p.name: p.read_bytes() for p in logs.iterdir()}
 
 
 def test_pytest_records_are_the_verdict(tmp_path):
     channel = open_channel()
-    verdict = channel.verdict(run_pytest(tmp_path, channel))
+    files = run_pytest(tmp_path, channel)
+    assert channel.loaded(files)
+    verdict = channel.verdict(files)
     assert verdict.status == RecordsStatus.VERIFIED, verdict.detail
     got = {a.name.rsplit("::", 1)[1]: a.status for a in verdict.report.assertions}
     assert got == {
@@ -110,9 +118,17 @@ def test_pytest_records_are_the_verdict(tmp_path):
     bad = next(a for a in verdict.report.assertions if a.name.endswith("test_bad"))
     assert "assert 1 == 2" in bad.message
     # under another key nothing authenticates
-    assert read_records(run_pytest(tmp_path / "b", channel), os.urandom(32)).status == (
-        RecordsStatus.FORGED
-    )
+    records = run_pytest(tmp_path / "b", channel)[RECORDS_FILE]
+    assert read_records(records, os.urandom(32)).status == RecordsStatus.FORGED
+
+
+def test_an_entry_script_that_replaces_the_python_path_loads_no_plugin(tmp_path):
+    """Such a verifier is judged as one without the channel: the key is still in the report
+    directory, so the harness knows no pytest consumed it; pytest itself runs as usual."""
+    channel = open_channel()
+    files = run_pytest(tmp_path, channel, "true", prefix="export PYTHONPATH=/nowhere")
+    assert not channel.loaded(files) and RECORDS_FILE not in files
+    assert channel.loaded({}) and channel.loaded({REPORT_KEY_FILE: b"0" * 64})
 
 
 def test_a_second_pytest_run_voids_and_a_nested_one_is_silent(tmp_path):
@@ -129,7 +145,7 @@ def test_a_second_pytest_run_voids_and_a_nested_one_is_silent(tmp_path):
 
 
 def _lines(channel: Channel, tmp: Path) -> list[str]:
-    return run_pytest(tmp, channel).decode().splitlines()
+    return run_pytest(tmp, channel)[RECORDS_FILE].decode().splitlines()
 
 
 @pytest.mark.parametrize(
@@ -154,9 +170,9 @@ def _lines(channel: Channel, tmp: Path) -> list[str]:
 def test_edited_records_are_told_apart(tmp_path, edit, status):
     channel = open_channel()
     lines = _lines(channel, tmp_path)
-    assert channel.verdict("\n".join(lines).encode()).status == RecordsStatus.VERIFIED
+    assert read_records("\n".join(lines).encode(), channel.key).status == RecordsStatus.VERIFIED
     edited = "\n".join(edit(lines)).encode()
-    assert channel.verdict(edited).status == status
+    assert read_records(edited, channel.key).status == status
 
 
 def test_which_verifiers_the_channel_covers():
