@@ -41,6 +41,7 @@ KEY_FILE_MODE = 0o666  # a verifier user other than root must be able to empty i
 RECORDS_FILE = "t1-verdict.jsonl"  # in the report directory
 REPORT_KEY_FILE = ".t1-verdict-key"  # in the report directory, until pytest consumes it
 PLUGIN_SOURCE = (Path(__file__).parent / "verdict_plugin.py").read_bytes()
+SITECUSTOMIZE_SOURCE = (Path(__file__).parent / "verdict_sitecustomize.py").read_bytes()
 ENTRY_POINTS = f"[pytest11]\n{PLUGIN_MODULE} = {PLUGIN_MODULE}\n".encode()
 KEY_BYTES = 32
 MAX_RECORDS = 100_000
@@ -88,6 +89,7 @@ class Channel:
             f"{CHANNEL_DIR}/{PLUGIN_MODULE}.py": PLUGIN_SOURCE,
             f"{DIST_INFO}/METADATA": b"Metadata-Version: 2.1\nName: t1-verdict\nVersion: 1.0\n",
             f"{DIST_INFO}/entry_points.txt": ENTRY_POINTS,
+            f"{CHANNEL_DIR}/sitecustomize.py": SITECUSTOMIZE_SOURCE,
             KEY_FILE: self.key.hex().encode(),
         }
 

@@ -122,6 +122,15 @@ def test_pytest_records_are_the_verdict(tmp_path):
     assert read_records(records, os.urandom(32)).status == RecordsStatus.FORGED
 
 
+def test_a_pytest_without_plugin_autoload_still_reports(tmp_path):
+    """LiveCodeBench Pro's verifiers set PYTEST_DISABLE_PLUGIN_AUTOLOAD=1: the plugin is then
+    named in PYTEST_PLUGINS by the staged sitecustomize, in pytest's process only."""
+    channel = open_channel()
+    files = run_pytest(tmp_path, channel, prefix="export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1")
+    assert channel.loaded(files)
+    assert channel.verdict(files).status == RecordsStatus.VERIFIED
+
+
 def test_an_entry_script_that_replaces_the_python_path_loads_no_plugin(tmp_path):
     """Such a verifier is judged as one without the channel: the key is still in the report
     directory, so the harness knows no pytest consumed it; pytest itself runs as usual."""
