@@ -43,6 +43,7 @@ from sandbox.docker_api import docker_client, endpoint, exec_exit_code, is_podma
 from sandbox.docker_build import build_image, image_config, tar_bytes
 from sandbox.docker_hosts import answers, configured_pool
 from sandbox.docker_session import DockerSession
+from sandbox.git_guards import driver_sections, guard_env
 from sandbox.image import DEFAULT_PATH, ImageConfig
 from sandbox.podman import CONTAINER_LABEL, ENDPOINT_LABEL
 from sandbox.tamper import ROOT_CONFIG, STARTUP_MODULES, Change, ChangeKind
@@ -503,6 +504,8 @@ class DockerSandbox:
         )
         verifier = self._create(lambda: self._run_container(base, run_id, policy, volumes, mounts))
         self._upload(verifier, tests, TESTS_DIR, 0o644)
+        if user not in ("", "0", "root"):  # whatever the verifier's user, it writes its report
+            self._open_report_dir(verifier)
         entry_points = {  # read from the agent's (stopped) container: the view hides them
             c.path: self._download(agent, c.path)
             .get(c.path.rsplit("/", 1)[-1], b"")
@@ -517,12 +520,29 @@ class DockerSandbox:
             entry_points=entry_points,
             workdir=cwd,
         )
-        env = {**self.config.env, **env}
+        git_drivers = driver_sections(  # read from the agent's (stopped) container, like above
+            [c.path for c in changes if c.kind != ChangeKind.DELETED],
+            lambda p: self._download(agent, p).get(p.rsplit("/", 1)[-1]),
+        )
+        env = guard_env({**self.config.env, **env}, git_drivers)
         result = self._exec(
             verifier, command, timeout=timeout_s, cwd=cwd, env=env, user=user or "0"
         )
         files = self._download(verifier, REPORT_DIR)
         return VerifierRun(result=result, files=files, tampered=tampered)
+
+    def _open_report_dir(self, container: Any) -> None:
+        """The report volume writable by any user (as the local backend's): only the
+        verifier's container mounts it."""
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            info = tarfile.TarInfo(REPORT_DIR.strip("/"))
+            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o777, int(time.time())
+            tar.addfile(info)
+        try:
+            container.put_archive("/", buf.getvalue())
+        except Exception as e:  # noqa: BLE001 - APIError
+            raise SandboxError(f"sandbox {self.id}: the report directory: {e}") from e
 
     def _mount_path(self, container_id: str) -> Path | None:
         """Where a local Podman has a container's root filesystem mounted (None elsewhere)."""

@@ -49,11 +49,13 @@ from sandbox.base import (
     normalize_dest,
 )
 from sandbox.cgroups import SandboxCgroup, cgroups_available
+from sandbox.git_guards import guard_env
 from sandbox.image import DEFAULT_PATH, Image
 from sandbox.launcher import helper_path
 from sandbox.session import PtySession
 from sandbox.tamper import ROOT_CONFIG, STARTUP_MODULES
-from sandbox.verifier_view import tamper_scan, verifier_binds
+from sandbox.verdict_channel import staged_file_mode
+from sandbox.verifier_view import agent_git_drivers, layer_changes, tamper_scan, verifier_binds
 from tasks.model import Limits
 
 STATE_DIR = Path(os.environ.get("T1_SANDBOX_STATE", "/var/cache/t1-forge"))
@@ -475,7 +477,9 @@ class LocalSandbox:
         disk_full = _disk_full(ns / "disk")
         upper, image = ns / "disk" / "upper", ns / "image"
         path_dirs = self.image.config.env.get("PATH", DEFAULT_PATH).split(":")
-        tampered = tamper_scan(upper, image, workdir=cwd, path_dirs=path_dirs)
+        changes = layer_changes(upper, image)
+        tampered = tamper_scan(upper, image, workdir=cwd, path_dirs=path_dirs, changes=changes)
+        git_drivers = agent_git_drivers(root, changes)
         self._prepare_verifier_places(cwd)
         vdir = ns / "v"
         shutil.rmtree(vdir, ignore_errors=True)
@@ -495,7 +499,8 @@ class LocalSandbox:
         ]  # fmt: skip
         result = self._run(
             "verify", ["/bin/bash", "-c", command], timeout=timeout_s, cwd=cwd,
-            env={**BASE_ENV, **self.image.config.env, **env}, user=user, binds=binds,
+            env=guard_env({**BASE_ENV, **self.image.config.env, **env}, git_drivers),
+            user=user, binds=binds,
         )  # fmt: skip
         vfd = safefs.open_root(vdir)
         try:
@@ -694,7 +699,7 @@ def _write_files(dest: Path, files: dict[str, bytes]) -> None:
         target = Path(normalize_dest(str(dest), rel))
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_bytes(data)
-        target.chmod(0o755 if rel.endswith(".sh") else 0o644)
+        target.chmod(staged_file_mode(rel))
 
 
 class _Reaper:

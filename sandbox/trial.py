@@ -23,10 +23,19 @@ from sandbox.base import (
     Sandbox,
     SandboxError,
 )
+from sandbox.git_guards import fixed_env
 from sandbox.policy import network_policy
+from sandbox.verdict_channel import Channel, RecordsStatus, open_channel
 from tasks.model import Healthcheck, Task
-from tasks.reports import collect_report, declared_sources, report_verdict
-from tasks.results import FailureMode, TrialResult
+from tasks.reports import collect_report, declared_sources, report_verdict, runs_pytest
+from tasks.results import (
+    AssertionResult,
+    AssertionStatus,
+    FailureMode,
+    ReportSource,
+    TrialResult,
+    VerifierReport,
+)
 
 TESTS_DIR = "/tests"
 SOLUTION_DIR = "/solution"
@@ -122,24 +131,10 @@ def _agent_failure(outcome: AgentOutcome) -> FailureMode:
 # come first; these win): no user site directory, whose packages the agent could have planted.
 VERIFIER_ENV = {"PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 # git run by the verifier in the agent's repositories ignores the programs the agent could
-# have configured there (command-scope settings win over a repository's .git/config):
-# fsmonitor runs on every `git status`, hooks on commits and checkouts, pager and editor on
-# `git log`/`commit`. Not covered (docs/sandbox.md): filter and textconv drivers.
-GIT_GUARDS = {
-    "core.fsmonitor": "false",
-    "core.hooksPath": "/dev/null",
-    "core.pager": "cat",
-    "core.editor": "true",
-    "sequence.editor": "true",
-    "core.sshCommand": "false",
-    "core.askPass": "",
-    "credential.helper": "",
-    "diff.external": "",
-    "protocol.ext.allow": "never",
-}
-VERIFIER_ENV |= {"GIT_CONFIG_COUNT": str(len(GIT_GUARDS))}
-for _i, (_key, _value) in enumerate(GIT_GUARDS.items()):
-    VERIFIER_ENV |= {f"GIT_CONFIG_KEY_{_i}": _key, f"GIT_CONFIG_VALUE_{_i}": _value}
+# have configured there (command-scope settings win over the repository's, the user's and the
+# system's): sandbox.git_guards.GIT_GUARDS here; the drivers the agent named are added by the
+# backend from the configuration files the agent wrote (sandbox.git_guards.guard_env).
+VERIFIER_ENV |= fixed_env()
 SIGNAL_EXIT_CODES = range(129, 129 + 64)  # 128 + N: the entry (or its last command) was killed
 
 
@@ -150,16 +145,24 @@ def verifier_env(task: Task) -> dict[str, str]:
 def verify(sandbox: Sandbox, task: Task, result: TrialResult) -> None:
     """Run the held-out verifier in its own view and collect per-assertion outcomes.
 
-    Only the report formats the task's verifier declares are read (`declared_sources`), from
-    a report directory nothing but the verifier could write to.
+    A verifier that runs pytest is judged by what pytest itself reports through the report
+    channel (sandbox.verdict_channel), never by files or output its tests' programs could
+    write. Otherwise only the report formats the task's verifier declares are read
+    (`declared_sources`), from a report directory nothing but the verifier could write to.
     """
     t0 = time.monotonic()
+    channel = open_channel() if runs_pytest(task.verifier) else None
+    tests, command, env = task.verifier, f"bash {TESTS_DIR}/test.sh", verifier_env(task)
+    if channel is not None:
+        tests = {**tests, **channel.files()}
+        command = channel.command(command, TESTS_DIR, VERIFIER_LOGS)
+        env = {**env, **channel.env(VERIFIER_LOGS)}
     run = sandbox.verify(
-        task.verifier,
-        f"bash {TESTS_DIR}/test.sh",
+        tests,
+        command,
         timeout_s=task.limits.verifier_timeout_s,
         cwd=sandbox.workdir,
-        env=verifier_env(task),
+        env=env,
         user=task.verifier_config.user or "",
         network=network_policy(task, task.verifier_config),
         keep_agent_processes=task.keep_agent_processes,
@@ -191,6 +194,8 @@ def verify(sandbox: Sandbox, task: Task, result: TrialResult) -> None:
     elif r.oom_killed:
         result.failure_mode = FailureMode.OUT_OF_MEMORY
         result.failure_detail = "verifier killed by the OOM killer"
+    elif channel is not None and channel.loaded(run.files):
+        _channel_verdict(channel, run.files, result)
     else:
         # The report, or its absence, scored as Terminal-Bench does (tasks.reports): without
         # a report a non-zero exit or a compile failure is a failed attempt, and only what
@@ -200,6 +205,24 @@ def verify(sandbox: Sandbox, task: Task, result: TrialResult) -> None:
         if verdict.failure_mode != FailureMode.NONE:
             result.failure_mode = verdict.failure_mode
         result.failure_detail = verdict.detail
+
+
+def _channel_verdict(channel: Channel, files: dict[str, bytes], result: TrialResult) -> None:
+    """The verdict of a pytest-run verifier: pytest's authenticated records. A record that does
+    not authenticate is tampering; records missing, cut short or from a keyless second pytest
+    are a failed attempt (reward 0, the agent's doing: its program can delete them, or stop
+    or kill pytest), never infrastructure."""
+    verdict = channel.verdict(files)
+    if verdict.status == RecordsStatus.VERIFIED:
+        result.report = verdict.report
+        return
+    result.failure_detail = f"no verdict from pytest's report channel: {verdict.detail}"
+    if verdict.status == RecordsStatus.FORGED:
+        result.failure_mode = FailureMode.TAMPERED
+        result.report = VerifierReport(source=ReportSource.PYTEST, parse_error=verdict.detail)
+        return
+    failed = AssertionResult(name="verifier", status=AssertionStatus.FAILED, message=verdict.detail)
+    result.report = VerifierReport(assertions=[failed], source=ReportSource.REWARD, reward=0.0)
 
 
 def killed_by_signal(r: ExecResult) -> bool:

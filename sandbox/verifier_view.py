@@ -27,6 +27,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from sandbox import safefs
+from sandbox.git_guards import MAX_CONFIG_BYTES, driver_sections, is_config_file
 from sandbox.tamper import (
     STANDARD_PATH_DIRS,
     TOOLCHAIN_COMMAND,
@@ -92,13 +93,19 @@ def image_commands(image: Path, path_dirs: Sequence[str] = ()) -> frozenset[str]
 
 
 def tamper_scan(
-    upper: Path, image: Path, *, workdir: str, path_dirs: Sequence[str] = ()
+    upper: Path,
+    image: Path,
+    *,
+    workdir: str,
+    path_dirs: Sequence[str] = (),
+    changes: list[Change] | None = None,
 ) -> list[str]:
     """Absolute sandbox paths the agent wrote (created, changed or deleted) that the verifier's
     run depends on (the rule: sandbox/tamper.py). `upper` is the agent's writable layer,
     `image` the image's own view, both as this process sees them; `path_dirs` the image's
-    PATH. Files are read as data: no link followed, regular files only, capped."""
-    changes = layer_changes(upper, image)
+    PATH; `changes` the layer's changes when already listed. Files are read as data: no link
+    followed, regular files only, capped."""
+    changes = layer_changes(upper, image) if changes is None else changes
     entry_points = {}
     ufd = safefs.open_root(upper)
     try:
@@ -117,6 +124,20 @@ def tamper_scan(
         workdir=workdir,
     )
     return list(hits)
+
+
+def agent_git_drivers(root: Path, changes: Sequence[Change]) -> set[tuple[str, str]]:
+    """The git driver sections (sandbox.git_guards) defined by the configuration files the
+    agent wrote, and the files they include, read in the agent's root `root` (as this process
+    sees it), regular files only, capped."""
+    paths = [c.path for c in changes if c.kind != ChangeKind.DELETED and is_config_file(c.path)]
+    if not paths:
+        return set()
+    fd = safefs.open_root(root)
+    try:
+        return driver_sections(paths, lambda p: safefs.read_file(fd, p, MAX_CONFIG_BYTES))
+    finally:
+        os.close(fd)
 
 
 def _image_dir(image_fd: int, name: str) -> str | None:

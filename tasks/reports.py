@@ -217,6 +217,35 @@ def _invoked(text: str, verifier: dict[str, bytes]) -> list[str]:
     return out
 
 
+def _scripts(verifier: dict[str, bytes]) -> dict[str, str]:
+    """The entry script and the scripts it runs, transitively: name -> text as code."""
+    entry = next((name for name in ENTRY_SCRIPTS if name in verifier), None)
+    if entry is None:
+        return {}
+    texts: dict[str, str] = {}
+    seen, queue = {entry}, [entry]
+    while queue and len(seen) <= MAX_INVOKED:
+        name = queue.pop(0)
+        texts[name] = _code(verifier[name].decode("utf-8", "replace"))
+        for rel in _invoked(texts[name], verifier):
+            if rel not in seen:
+                seen.add(rel)
+                queue.append(rel)
+    return texts
+
+
+def _found_sources(verifier: dict[str, bytes]) -> frozenset[ReportSource]:
+    """The formats the entry script and the scripts it runs name (empty: none, or no entry)."""
+    texts = list(_scripts(verifier).values())
+    found = {src for src, pattern in _DECLARES if any(pattern.search(t) for t in texts)}
+    if ReportSource.PYTEST in found:
+        for name in _PYTEST_CONFIG:
+            if name in verifier:
+                config = _code(verifier[name].decode("utf-8", "replace"))
+                found |= {src for src, pattern in _DECLARES[:2] if pattern.search(config)}
+    return frozenset(found)
+
+
 def declared_sources(verifier: dict[str, bytes]) -> frozenset[ReportSource]:
     """The report formats a task's verifier can write, read from its entry script
     (tests/test.sh, else run-tests.sh) and the scripts it runs, transitively (pure).
@@ -228,24 +257,25 @@ def declared_sources(verifier: dict[str, bytes]) -> frozenset[ReportSource]:
     pytest, its configuration files in tests/ do (addopts). A verifier with no entry script,
     or whose scripts name no format, keeps every source (nothing to restrict by).
     """
-    entry = next((name for name in ENTRY_SCRIPTS if name in verifier), None)
-    if entry is None:
-        return ALL_SOURCES
-    seen, queue, texts = {entry}, [entry], []
-    while queue and len(seen) <= MAX_INVOKED:
-        text = _code(verifier[queue.pop(0)].decode("utf-8", "replace"))
-        texts.append(text)
-        for rel in _invoked(text, verifier):
-            if rel not in seen:
-                seen.add(rel)
-                queue.append(rel)
-    found = {src for src, pattern in _DECLARES if any(pattern.search(t) for t in texts)}
-    if ReportSource.PYTEST in found:
-        for name in _PYTEST_CONFIG:
-            if name in verifier:
-                config = _code(verifier[name].decode("utf-8", "replace"))
-                found |= {src for src, pattern in _DECLARES[:2] if pattern.search(config)}
-    return frozenset(found) or ALL_SOURCES
+    return _found_sources(verifier) or ALL_SOURCES
+
+
+_INSTALLS = re.compile(r"\b(pip3?|uv\s+pip|uv\s+add|apt(-get)?|apk|conda|poetry)\s+(install|add)\b")
+_RUNS_PYTEST = re.compile(r"(?<![\w.-])(pytest|py\.test)(-3)?(?![\w.-])")
+
+
+def runs_pytest(verifier: dict[str, bytes]) -> bool:
+    """The verifier's entry script, or a shell script it runs, runs pytest (pure): its
+    verdict is then what pytest itself reports through the report channel
+    (sandbox.verdict_channel). Lines that install packages do not count, nor do Python files
+    (bug pinned: the seeds' run_checks.py mentions pytest in its docstring and runs none)."""
+    for name, text in _scripts(verifier).items():
+        if name.endswith(".py"):
+            continue
+        lines = (line for line in text.splitlines() if not _INSTALLS.search(line))
+        if any(_RUNS_PYTEST.search(line) for line in lines):
+            return True
+    return False
 
 
 def collect_report(

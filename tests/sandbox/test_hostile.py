@@ -10,6 +10,7 @@ forged, and nothing the agent does turns its own failure into an infrastructure 
 
 from __future__ import annotations
 
+import base64
 import io
 import os
 import resource
@@ -24,10 +25,10 @@ from pathlib import Path
 import pytest
 
 from sandbox import CommandAgent, get_backend, run_trial
-from tasks.model import EnvironmentSpec, Limits, NetworkAccess, PhaseConfig
-from tasks.results import FailureMode
+from tasks.model import EnvironmentSpec, Limits, NetworkAccess, PhaseConfig, Task
+from tasks.results import FailureMode, ReportSource
 from tests.factories import make_task
-from tests.sandbox.images import TOOLS_DOCKERFILE, dns_probe, pytest_task
+from tests.sandbox.images import TOOLS_DOCKERFILE, dns_probe, pytest_task, tools_task
 
 pytestmark = pytest.mark.sandbox
 
@@ -56,7 +57,7 @@ def snapshot(d: Path) -> dict[str, tuple[int, int, bytes]]:
     return out
 
 
-def image_task(dockerfile: str, task_id: str, **kw) -> object:
+def image_task(dockerfile: str, task_id: str, **kw) -> Task:
     env = EnvironmentSpec(files={"Dockerfile": dockerfile.encode(), **kw.pop("files", {})})
     return make_task(task_id, environment=env, **kw)
 
@@ -513,3 +514,209 @@ def test_agent_cannot_swap_system_directories_under_the_verifier(backend, attack
     assert "/bin/sh" in r.failure_detail and r.passed == 0
     # and the verifier's own run saw the image's shell, not the agent's
     assert [a.status.value for a in r.report.assertions] == ["passed"] * 3, r.verifier_output
+
+
+# -- the agent as adversary: the report channel ----------------------------------------------
+# pytest-based verifiers (Harbor's JUnit/CTRF layout, Terminal-Bench's `-rA` summary) whose
+# tests run the agent's program as a subprocess: the program forges the test runner's report
+# without killing it.
+PROGRAM_TESTS = b"""import subprocess
+from pathlib import Path
+
+
+def test_program_runs():
+    subprocess.run(["bash", "/app/prog.sh"], check=True, timeout=20)
+
+
+def test_done_says_ok():
+    assert Path("/app/done").read_text().strip() == "ok"
+"""
+JUNIT_TEST_SH = b"""#!/bin/bash
+pytest -rA -p no:cacheprovider --junitxml=/logs/verifier/junit.xml /tests/test_outputs.py
+"""
+SUMMARY_TEST_SH = b"""#!/bin/bash
+pytest -rA -p no:cacheprovider /tests/test_outputs.py && r=1 || r=0
+echo $r > /logs/verifier/reward.txt
+"""
+FORGED_JUNIT = (
+    '<?xml version="1.0"?><testsuites><testsuite name="pytest" tests="2">'
+    '<testcase classname="test_outputs" name="test_program_runs" time="0.1"/>'
+    '<testcase classname="test_outputs" name="test_done_says_ok" time="0.1"/>'
+    "</testsuite></testsuites>"
+)
+# The program's parent is pytest; pytest's parent the entry script's shell.
+FORGERS = {
+    # a background process holds the entry script, waits for pytest's own report and
+    # rewrites it as all-passed, then lets the script go on
+    "junit-rewrite": f"""#!/bin/bash
+PY=$PPID; SH=$(awk '{{print $4}}' /proc/$PY/stat); R=/logs/verifier
+(
+  kill -STOP $SH
+  until grep -qs '</testsuite>' $R/junit.xml; do sleep 0.02; done
+  sleep 0.1
+  printf '%s' '{FORGED_JUNIT}' > $R/junit.xml
+  kill -CONT $SH
+) </dev/null >/dev/null 2>&1 &
+exit 0
+""",
+    # pytest's write lands in /dev/null; a report under another declared name is read
+    "junit-redirect": f"""#!/bin/bash
+ln -sfn /dev/null /logs/verifier/junit.xml
+printf '%s' '{FORGED_JUNIT}' > /logs/verifier/results.xml
+""",
+    # the entry script is stopped until pytest has exited, then an all-passed summary is
+    # printed to the script's own stdout (the last block counts) and the script resumed
+    "summary-stop-cont": """#!/bin/bash
+PY=$PPID; SH=$(awk '{print $4}' /proc/$PY/stat)
+(
+  kill -STOP $SH
+  while [ -e /proc/$PY ] && [ "$(awk '{print $3}' /proc/$PY/stat)" != Z ]; do sleep 0.02; done
+  printf '%s\\n' '=========== short test summary info ===========' \\
+    'PASSED test_outputs.py::test_program_runs' 'PASSED test_outputs.py::test_done_says_ok' \\
+    '=========== 2 passed in 0.1s ===========' > /proc/$SH/fd/1
+  kill -CONT $SH
+) </dev/null >/dev/null 2>&1 &
+exit 0
+""",
+    # the records of pytest's plugin removed, or a line appended to them
+    "records-deleted": """#!/bin/bash
+rm -f /logs/verifier/t1-verdict.jsonl
+""",
+    "records-appended": """#!/bin/bash
+echo '{"b":"{\\"kind\\":\\"test\\",\\"name\\":\\"x\\",\\"outcome\\":\\"passed\\"}","m":"00"}' \\
+  >> /logs/verifier/t1-verdict.jsonl
+""",
+}
+# The program hunts for the run's key where a process of the verifier could find it: the
+# staged key file, pytest's environment, memory and descriptors. What it could read is
+# printed to the entry script's stdout (LEAK), and that the hunt ran (HUNTED).
+KEY_HUNT = r"""#!/bin/bash
+PY=$PPID; SH=$(awk '{print $4}' /proc/$PY/stat); out=/proc/$SH/fd/1
+k=$(cat /tests/.t1-verdict/key 2>/dev/null); [ -n "$k" ] && echo "LEAK key-file" > $out
+tr '\0' '
+' < /proc/$PY/environ 2>/dev/null | grep -q . && echo "LEAK environ" > $out
+head -c1 /proc/$PY/mem 2>/dev/null >/dev/null && echo "LEAK mem" > $out
+for f in /proc/$PY/fd/*; do [ -r "$f" ] && [ -e "$f" ] && echo "LEAK fd $f" > $out; done
+python3 -c "
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+buf = ctypes.create_string_buffer(64)
+local = (ctypes.c_void_p * 2)(ctypes.addressof(buf), 64)
+maps = open('/proc/%d/maps' % $PY).read() if os.access('/proc/%d/maps' % $PY, os.R_OK) else ''
+print('LEAK maps' if maps else '', end='')
+print('LEAK ptrace' if libc.ptrace(16, $PY, 0, 0) == 0 else '', end='')
+" > $out 2>/dev/null
+echo HUNTED > $out
+"""
+
+
+def test_program_run_by_the_tests_cannot_read_the_report_key(backend):
+    """The key that authenticates pytest's records is out of reach of the tests' programs:
+    destroyed before they run, and pytest non-dumpable (no /proc environ, mem, fd, maps, no
+    ptrace attach)."""
+    task = tools_task(
+        "hostile-key-hunt", verifier={"test.sh": JUNIT_TEST_SH, "test_outputs.py": PROGRAM_TESTS}
+    )
+    prog = base64.b64encode(KEY_HUNT.encode()).decode()
+    r = run_trial(task, CommandAgent(f"echo {prog} | base64 -d > /app/prog.sh"), backend)
+    assert "HUNTED" in r.verifier_output, r.verifier_output
+    assert "LEAK" not in r.verifier_output, r.verifier_output
+    assert r.failure_mode == FailureMode.NONE and r.passed == 1, (r.failure_mode, r.report)
+
+
+@pytest.mark.parametrize("user", ["", "nobody"])
+def test_honest_program_run_by_the_tests_is_judged(backend, user):
+    """The control: the same verifiers, a program that does nothing hostile and the work done:
+    pytest's records are the verdict, every test passed (also for a verifier user that cannot
+    remove the staged key, only empty it)."""
+    for test_sh in (JUNIT_TEST_SH, SUMMARY_TEST_SH):
+        task = tools_task(
+            "honest-program", verifier={"test.sh": test_sh, "test_outputs.py": PROGRAM_TESTS}
+        ).model_copy(update={"verifier_config": PhaseConfig(user=user or None)})
+        r = run_trial(task, CommandAgent("echo true > /app/prog.sh; echo ok > /app/done"), backend)
+        assert r.failure_mode == FailureMode.NONE and r.resolved, (r.failure_mode, r.report)
+        assert r.report.source == ReportSource.PYTEST
+        assert [a.status.value for a in r.report.assertions] == ["passed", "passed"]
+
+
+@pytest.mark.parametrize("forger", sorted(FORGERS))
+def test_program_run_by_the_tests_cannot_forge_the_report(backend, forger):
+    """The verifier's tests run the agent's program; the program leaves the test runner alive
+    and forges what the runner reports. The agent did not do the work (no /app/done): the
+    trial must not be resolved, whatever the forger wrote, and must not be infrastructure."""
+    test_sh = SUMMARY_TEST_SH if forger.startswith("summary") else JUNIT_TEST_SH
+    task = tools_task(
+        f"hostile-forge-{forger}",
+        verifier={"test.sh": test_sh, "test_outputs.py": PROGRAM_TESTS},
+    )
+    prog = base64.b64encode(FORGERS[forger].encode()).decode()
+    r = run_trial(task, CommandAgent(f"echo {prog} | base64 -d > /app/prog.sh"), backend)
+    assert not r.failure_mode.infrastructure, (r.failure_mode, r.failure_detail)
+    assert not r.resolved and r.passed <= 1, (r.failure_mode, r.report, r.verifier_output)
+
+
+# git drivers: the repository's attributes name a driver that the agent's configuration (the
+# repository's, the global or system one, an included file) defines as its own program; the
+# verifier runs everyday git commands in the agent's tree.
+GIT_DRIVER_VERIFIER = b"""#!/bin/bash
+cd /app/repo
+for c in "status --porcelain" "diff" "diff --cached" "log -p -2" "show HEAD" "add -A" \\
+         "checkout HEAD -- ." "clone -q file:///app/repo /tmp/t1-clone"; do
+  timeout 10 git $c >/dev/null 2>&1 </dev/null
+done
+out=/logs/verifier/ctrf.json
+if [ -e /tmp/t1-hook-ran ]; then h=failed; else h=passed; fi
+if [ -f /app/done ]; then d=passed; else d=failed; fi
+printf '{"results":{"tool":{"name":"sh"},"tests":[' > $out
+printf '{"name":"no-hook","status":"%s"},{"name":"done","status":"%s"}]}}' $h $d >> $out
+"""
+GIT_HOOK = '#!/bin/sh\ntouch /tmp/t1-hook-ran\n[ -f "$1" ] && exec cat "$1"\nexec cat\n'
+GIT_DRIVERS = {
+    "filter-clean-smudge": ("repo", "* filter=x", '[filter "x"]\n clean = H\n smudge = H\n'),
+    "filter-process": ("repo", "* filter=x", '[filter "x"]\n process = H\n required\n'),
+    "textconv": ("repo", "* diff=x", '[diff "x"]\n textconv = H\n'),
+    "external-diff": ("repo", "* diff=x", '[diff "x"]\n command = H\n'),
+    "info-attributes": ("repo", "info:* filter=x", '[filter "x"]\n clean = H\n'),
+    "global-config": ("/root/.gitconfig", "* diff=x", '[diff "x"]\n textconv = H\n'),
+    "system-config": ("/etc/gitconfig", "* filter=x", '[filter "x"]\n clean = H\n'),
+    "included-file": ("include", "* filter=x", '[filter "x"]\n clean = H\n'),
+}
+
+
+def _git_driver_agent(where: str, attributes: str, config: str) -> str:
+    config = config.replace("H", "/tmp/hook.sh")
+    target = {"repo": "/app/repo/.git/config", "include": "/app/notes.txt"}.get(where, where)
+    lines = [
+        f"printf '%s' {_sh_quote(GIT_HOOK)} > /tmp/hook.sh; chmod +x /tmp/hook.sh",
+        f"printf '%s' {_sh_quote(config)} >> {target}",
+        "echo changed >> /app/repo/f; touch /app/done",
+    ]
+    if where == "include":
+        lines.append("printf '[include]\\n path = /app/notes.txt\\n' >> /app/repo/.git/config")
+    if attributes.startswith("info:"):
+        lines.append(
+            f"mkdir -p /app/repo/.git/info; echo '{attributes[5:]}'"
+            " > /app/repo/.git/info/attributes"
+        )
+    elif attributes:
+        lines.append(f"echo '{attributes}' > /app/repo/.gitattributes")
+    return "; ".join(lines)
+
+
+def _sh_quote(text: str) -> str:
+    return "'" + text.replace("'", "'\\''") + "'"
+
+
+@pytest.mark.parametrize("driver", sorted(GIT_DRIVERS))
+def test_git_in_the_agents_tree_runs_no_agent_driver(backend, driver):
+    """git status/diff/log/add/checkout/clone by the verifier in the agent's repository run no
+    filter, textconv or external diff the agent configured, wherever it
+    configured it (the repository, ~/.gitconfig, /etc/gitconfig, an included file)."""
+    task = image_task(
+        SEED_BASE + "RUN git init -q /app/repo && echo a > /app/repo/f && git -C /app/repo add f"
+        " && git -C /app/repo -c user.name=t -c user.email=t@t commit -q -m i\n",
+        "hostile-git-driver",
+    ).model_copy(update={"verifier": {"test.sh": GIT_DRIVER_VERIFIER}})
+    r = run_trial(task, CommandAgent(_git_driver_agent(*GIT_DRIVERS[driver])), backend)
+    assert r.failure_mode == FailureMode.NONE, (r.failure_mode, r.failure_detail)
+    assert [a.status.value for a in r.report.assertions] == ["passed", "passed"], r.report

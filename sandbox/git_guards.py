@@ -1,0 +1,142 @@
+"""Command-scope git settings for the verifier: git run by the verifier in the agent's tree runs
+no program the agent configured (docs/sandbox.md, the threat model).
+
+git reads settings from the system file (/etc/gitconfig), the user's (~/.gitconfig), the
+repository's (.git/config and what it includes) and the command scope (`GIT_CONFIG_COUNT`/
+`GIT_CONFIG_KEY_n`/`GIT_CONFIG_VALUE_n` in the environment), the last winning. The agent can
+write all but the last. Settings with fixed names that run a program are pinned in
+`GIT_GUARDS`. Drivers are named by the agent: `.gitattributes` (or .git/info/attributes) maps
+paths to a driver name and the configuration defines it: `filter.<name>.clean`/`smudge`/
+`process` (run by status, diff, add, checkout), `diff.<name>.textconv` and `.command` (diff,
+log -p, show), `merge.<name>.driver` (merge), `remote.<name>.uploadpack`/`receivepack` (fetch,
+push). `driver_sections` reads the names from the configuration files the agent wrote (and the
+files they include); `guard_env` pins each named driver to a harmless program of the toolchain.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Callable, Iterable, Mapping
+
+# Settings with fixed names: fsmonitor runs on every `git status`, hooks on commits and
+# checkouts, pager and editor on `git log`/`commit`.
+GIT_GUARDS = {
+    "core.fsmonitor": "false",
+    "core.hooksPath": "/dev/null",
+    "core.pager": "cat",
+    "core.editor": "true",
+    "sequence.editor": "true",
+    "core.sshCommand": "false",
+    "core.askPass": "",
+    "credential.helper": "",
+    "diff.external": "",
+    "protocol.ext.allow": "never",
+}
+# git's own diff of the two files an external diff driver is handed (path old-file old-hex
+# old-mode new-file new-hex new-mode); exit 1 (they differ) is success.
+NATIVE_DIFF = 'f() { git --no-pager diff --no-ext-diff --no-index -- "$2" "$5"; [ $? -le 1 ]; }; f'
+# Per driver section: each setting that names a program, and what it is pinned to. An empty
+# `process` is no long-running filter (measured on git 2.39); an empty textconv or external
+# diff is a command git fails to run, hence `cat` and git's own diff.
+DRIVER_SETTINGS: dict[str, dict[str, str]] = {
+    "filter": {"clean": "cat", "smudge": "cat", "process": "", "required": "false"},
+    "diff": {"textconv": "cat", "command": NATIVE_DIFF},
+    "merge": {"driver": "git merge-file -q %A %O %B"},
+    "remote": {"uploadpack": "git-upload-pack", "receivepack": "git-receive-pack"},
+}
+CONFIG_NAMES = frozenset({"config", "config.worktree", ".gitconfig", "gitconfig"})
+MAX_CONFIG_BYTES = 1 << 20
+MAX_INCLUDES = 32
+_HEADER = re.compile(r'^\s*\[\s*([A-Za-z0-9.-]+)(?:\s+"((?:[^"\\\n]|\\.)*)")?\s*\](.*)$')
+_ENTRY = re.compile(r"^\s*([A-Za-z][A-Za-z0-9-]*)\s*(?:=\s*(.*))?$")
+
+
+def is_config_file(path: str) -> bool:
+    """A path git may read settings from (by its name; included files are followed)."""
+    return posixpath.basename(path) in CONFIG_NAMES
+
+
+def _value(raw: str) -> str:
+    out, quoted = [], False
+    for ch in raw.strip():
+        if ch == '"':
+            quoted = not quoted
+            continue
+        if ch in "#;" and not quoted:
+            break
+        out.append(ch)
+    return "".join(out).strip()
+
+
+def parse_config(text: str) -> tuple[set[tuple[str, str]], list[str]]:
+    """(driver sections, include paths) of one git configuration file's text (pure).
+
+    Sections are (kind, name) for the kinds of DRIVER_SETTINGS, in both header forms
+    (`[filter "x"]` and the old `[filter.x]`); include paths are the `path` values of
+    `[include]` and `[includeIf ...]` sections, as written."""
+    sections: set[tuple[str, str]] = set()
+    includes: list[str] = []
+    current = ""
+    for line in text.splitlines():
+        header = _HEADER.match(line)
+        if header is not None:
+            name, sub, line = header.group(1).lower(), header.group(2), header.group(3)
+            if sub is None and "." in name:
+                name, sub = name.split(".", 1)
+            current = name
+            if name in DRIVER_SETTINGS and sub is not None:
+                sections.add((name, re.sub(r"\\(.)", r"\1", sub)))
+        entry = _ENTRY.match(line)
+        if entry is not None and current in ("include", "includeif"):
+            if entry.group(1).lower() == "path" and entry.group(2):
+                includes.append(_value(entry.group(2)))
+    return sections, includes
+
+
+def driver_sections(
+    paths: Iterable[str], read: Callable[[str], bytes | None], *, home: str = "/root"
+) -> set[tuple[str, str]]:
+    """Driver sections defined in the configuration files `paths` (absolute sandbox paths the
+    agent wrote) and the files they include, transitively; `read` returns a file's bytes (None
+    when it is no regular file)."""
+    found: set[tuple[str, str]] = set()
+    queue = [p for p in paths if is_config_file(p)]
+    seen, budget = set(queue), len(queue) + MAX_INCLUDES
+    while queue and budget > 0:
+        path, budget = queue.pop(0), budget - 1
+        data = read(path)
+        if data is None:
+            continue
+        sections, includes = parse_config(data[:MAX_CONFIG_BYTES].decode("utf-8", "replace"))
+        found |= sections
+        for inc in includes:
+            if inc.startswith("~/"):
+                inc = posixpath.join(home, inc[2:])
+            target = posixpath.normpath(posixpath.join(posixpath.dirname(path), inc))
+            if target not in seen:
+                seen.add(target)
+                queue.append(target)
+    return found
+
+
+def fixed_env() -> dict[str, str]:
+    """GIT_GUARDS as command-scope settings in the environment."""
+    env = {"GIT_CONFIG_COUNT": str(len(GIT_GUARDS))}
+    for i, (key, value) in enumerate(GIT_GUARDS.items()):
+        env |= {f"GIT_CONFIG_KEY_{i}": key, f"GIT_CONFIG_VALUE_{i}": value}
+    return env
+
+
+def guard_env(env: Mapping[str, str], sections: Iterable[tuple[str, str]]) -> dict[str, str]:
+    """`env` with command-scope settings added after those it has (`GIT_CONFIG_COUNT`) that
+    pin every program setting of `sections` (pure)."""
+    out = dict(env)
+    count = int(out.get("GIT_CONFIG_COUNT", "0") or 0)
+    for kind, name in sorted(sections):
+        for key, value in DRIVER_SETTINGS[kind].items():
+            out[f"GIT_CONFIG_KEY_{count}"] = f"{kind}.{name}.{key}"
+            out[f"GIT_CONFIG_VALUE_{count}"] = value
+            count += 1
+    out["GIT_CONFIG_COUNT"] = str(count)
+    return out

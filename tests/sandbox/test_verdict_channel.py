@@ -1,0 +1,199 @@
+"""The report channel's two ends without a sandbox: pytest with the plugin writes records that
+`read_records` accepts under the run's key, and every way of forging or cutting them is
+told apart (sandbox.verdict_channel; the attacks in a sandbox are in test_hostile.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sandbox.verdict_channel import (
+    CHANNEL_DIR,
+    KEY_FILE,
+    PLUGIN_MODULE,
+    RECORDS_FILE,
+    REPORT_KEY_FILE,
+    Channel,
+    RecordsStatus,
+    open_channel,
+    read_records,
+    staged_file_mode,
+)
+from tasks.reports import runs_pytest
+from tasks.results import AssertionStatus
+
+TESTS = """import pytest
+
+
+def test_ok():
+    pass
+
+
+def test_bad():
+    assert 1 == 2
+
+
+@pytest.mark.skip(reason="not here")
+def test_skipped():
+    pass
+
+
+@pytest.mark.xfail(reason="known")
+def test_known():
+    assert False
+
+
+@pytest.fixture
+def broken():
+    raise RuntimeError("fixture")
+
+
+def test_error(broken):
+    pass
+
+
+def test_runs_pytest_inside():
+    import os
+
+    inner = os.path.join(os.path.dirname(__file__), "inner_x.py")
+    assert pytest.main(["-q", "-p", "no:cacheprovider", inner]) == 1
+"""
+INNER = "def test_inner():\n    assert False\n"
+
+
+def run_pytest(
+    tmp: Path, channel: Channel, *extra_runs: str, prefix: str = "true"
+) -> dict[str, bytes]:
+    """pytest on TESTS with the plugin staged as the harness stages it; `extra_runs` are
+    further shell commands the entry script runs afterwards."""
+    tests, logs = tmp / "tests", tmp / "logs"
+    for rel, data in {
+        **channel.files(),
+        "test_x.py": TESTS.encode(),
+        "inner_x.py": INNER.encode(),
+    }.items():
+        (tests / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tests / rel).write_bytes(data)
+    logs.mkdir()
+    script = "; ".join(
+        [
+            prefix,
+            f"{sys.executable} -m pytest -q -p no:cacheprovider {tests}/test_x.py",
+            *extra_runs,
+        ]
+    )
+    (tmp / "entry.sh").write_text(script + "\n")
+    env = {**os.environ, **channel.env(str(logs))}
+    env.pop("PYTHONPATH", None)
+    subprocess.run(
+        ["bash", "-c", channel.command(f"bash {tmp}/entry.sh", str(tests), str(logs))],
+        env=env,
+        capture_output=True,
+        timeout=60,
+    )
+    assert (tests / KEY_FILE).read_bytes() == b"", "the staged key was left behind"
+    return {p.name: p.read_bytes() for p in logs.iterdir()}
+
+
+def test_pytest_records_are_the_verdict(tmp_path):
+    channel = open_channel()
+    files = run_pytest(tmp_path, channel)
+    assert channel.loaded(files)
+    verdict = channel.verdict(files)
+    assert verdict.status == RecordsStatus.VERIFIED, verdict.detail
+    got = {a.name.rsplit("::", 1)[1]: a.status for a in verdict.report.assertions}
+    assert got == {
+        "test_ok": AssertionStatus.PASSED,
+        "test_bad": AssertionStatus.FAILED,
+        "test_skipped": AssertionStatus.SKIPPED,
+        "test_known": AssertionStatus.XFAIL,
+        "test_error": AssertionStatus.ERROR,
+        "test_runs_pytest_inside": AssertionStatus.PASSED,  # its own session adds nothing
+    }
+    bad = next(a for a in verdict.report.assertions if a.name.endswith("test_bad"))
+    assert "assert 1 == 2" in bad.message
+    # under another key nothing authenticates
+    records = run_pytest(tmp_path / "b", channel)[RECORDS_FILE]
+    assert read_records(records, os.urandom(32)).status == RecordsStatus.FORGED
+
+
+def test_a_pytest_without_plugin_autoload_still_reports(tmp_path):
+    """LiveCodeBench Pro's verifiers set PYTEST_DISABLE_PLUGIN_AUTOLOAD=1: the plugin is then
+    named in PYTEST_PLUGINS by the staged sitecustomize, in pytest's process only."""
+    channel = open_channel()
+    files = run_pytest(tmp_path, channel, prefix="export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1")
+    assert channel.loaded(files)
+    assert channel.verdict(files).status == RecordsStatus.VERIFIED
+
+
+def test_an_entry_script_that_replaces_the_python_path_loads_no_plugin(tmp_path):
+    """Such a verifier is judged as one without the channel: the key is still in the report
+    directory, so the harness knows no pytest consumed it; pytest itself runs as usual."""
+    channel = open_channel()
+    files = run_pytest(tmp_path, channel, "true", prefix="export PYTHONPATH=/nowhere")
+    assert not channel.loaded(files) and RECORDS_FILE not in files
+    assert channel.loaded({}) and channel.loaded({REPORT_KEY_FILE: b"0" * 64})
+
+
+def test_a_second_pytest_run_voids_and_a_nested_one_is_silent(tmp_path):
+    channel = open_channel()
+    again = f"{sys.executable} -m pytest -q -p no:cacheprovider {tmp_path}/tests/test_x.py"
+    assert channel.verdict(run_pytest(tmp_path, channel, again)).status == RecordsStatus.UNKEYED
+    # a pytest started from inside the keyed one (its tests' children) writes nothing
+    channel = open_channel()
+    nested = tmp_path / "n"
+    data = run_pytest(
+        nested, channel, f"T1_VERDICT_NESTED=1 {again.replace(str(tmp_path), str(nested))}"
+    )
+    assert channel.verdict(data).status == RecordsStatus.VERIFIED
+
+
+def _lines(channel: Channel, tmp: Path) -> list[str]:
+    return run_pytest(tmp, channel)[RECORDS_FILE].decode().splitlines()
+
+
+@pytest.mark.parametrize(
+    ("edit", "status"),
+    [
+        (lambda ls: [], RecordsStatus.MISSING),
+        (lambda ls: ls[:-1], RecordsStatus.CUT_SHORT),
+        (lambda ls: ls[:2] + ls[3:], RecordsStatus.FORGED),  # one outcome dropped
+        (lambda ls: ls[:1] + ls[2:3] + ls[1:2] + ls[3:], RecordsStatus.FORGED),  # reordered
+        (lambda ls: [*ls, ls[1]], RecordsStatus.FORGED),  # replayed after the end
+        (
+            lambda ls: [x.replace('\\"failed\\"', '\\"passed\\"') for x in ls],
+            RecordsStatus.FORGED,
+        ),
+        (
+            lambda ls: [*ls[:-1], json.dumps({"b": '{"kind":"end"}', "m": "0" * 64}), ls[-1]],
+            RecordsStatus.FORGED,
+        ),
+    ],
+    ids=["missing", "cut-short", "dropped", "reordered", "replayed", "flipped", "unsigned"],
+)
+def test_edited_records_are_told_apart(tmp_path, edit, status):
+    channel = open_channel()
+    lines = _lines(channel, tmp_path)
+    assert read_records("\n".join(lines).encode(), channel.key).status == RecordsStatus.VERIFIED
+    edited = "\n".join(edit(lines)).encode()
+    assert read_records(edited, channel.key).status == status
+
+
+def test_which_verifiers_the_channel_covers():
+    assert runs_pytest({"test.sh": b"pytest --ctrf /logs/verifier/ctrf.json /tests"})
+    assert runs_pytest({"test.sh": b"bash /tests/run.sh", "run.sh": b"uv run pytest -rA"})
+    assert not runs_pytest({"test.sh": b"python3 /tests/run_checks.py /tests/test_outputs.py"})
+    assert not runs_pytest({"test_outputs.py": b"import pytest"})  # no entry script
+    runner = b'"""Prints a pytest-style -rA summary."""\nimport sys\n'
+    assert not runs_pytest(
+        {"test.sh": b"python3 /tests/run_checks.py t.py", "run_checks.py": runner}
+    )
+    assert not runs_pytest({"test.sh": b"pip install pytest==8.3.5\npython3 /tests/check.py"})
+    assert runs_pytest({"test.sh": b"uv pip install pytest\n$VENV/bin/pytest -rA /tests"})
+    assert staged_file_mode(KEY_FILE) == 0o666 and staged_file_mode("test.sh") == 0o755
+    assert f"{CHANNEL_DIR}/{PLUGIN_MODULE}.py" in open_channel().files()
