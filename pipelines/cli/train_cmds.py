@@ -130,6 +130,7 @@ def _run_plain(request, runs_dir, store, policy_path, dagster_url, report, resum
     """`run_campaign` with a progress bar and a JSON line per step; evaluations reported to
     Dagster best-effort."""
     from pipelines.campaign_plan import campaign_config, split_campaign_tasks
+    from pipelines.campaign_provenance import recorded_campaign, start_record
     from pipelines.cli.output import progress
     from pipelines.reporting import report_evaluation
     from training.campaign import CampaignHooks, run_campaign
@@ -152,6 +153,7 @@ def _run_plain(request, runs_dir, store, policy_path, dagster_url, report, resum
             "campaign_run_id": summary.run_id,
             "pool": split.pool,
             "pool_version": split.pool_version,
+            "audit_version": split.audit_version or "unknown",
         }
         try:
             report_evaluation(metadata, webserver_url=dagster_url)
@@ -165,4 +167,5 @@ def _run_plain(request, runs_dir, store, policy_path, dagster_url, report, resum
             advance()
 
         hooks = CampaignHooks(on_step=on_step, on_evaluation=on_evaluation if report else None)
-        run_campaign(cfg, hooks=hooks, tasks=split.train, eval_tasks=split.held_out)
+        with recorded_campaign(cfg, start_record(cfg, split, preset=request.preset)):
+            run_campaign(cfg, hooks=hooks, tasks=split.train, eval_tasks=split.held_out)
