@@ -7,6 +7,8 @@ The options' defaults are `CampaignRequest`'s (the deployment's parameters and t
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import typer
@@ -75,12 +77,34 @@ def train(
     _check(request, store)
     dagster_home()
     if flow:
-        for step, metrics in enumerate(
-            _run_flow(request, runs_dir, store, policy_path, dagster_url, resume)
-        ):
-            _print_step(step, metrics)
+        with _prefect_server_for_flow():
+            for step, metrics in enumerate(
+                _run_flow(request, runs_dir, store, policy_path, dagster_url, resume)
+            ):
+                _print_step(step, metrics)
     else:
         _run_plain(request, runs_dir, store, policy_path, dagster_url, report, resume)
+
+
+@contextmanager
+def _prefect_server_for_flow() -> Iterator[None]:
+    """With no PREFECT_API_URL, Prefect starts a temporary server on PREFECT_HOME's database:
+    hold that database for the run, and refuse in one line (exit 2) when a server already runs
+    on it (`t1 ui`: the second server failed with "database is locked")."""
+    from prefect.settings import PREFECT_API_URL, PREFECT_HOME
+
+    from pipelines.services import PrefectDatabaseInUseError, prefect_database
+
+    if PREFECT_API_URL.value():
+        yield
+        return
+    home = Path(PREFECT_HOME.value()).expanduser().resolve()
+    with ExitStack() as stack:
+        try:
+            stack.enter_context(prefect_database(home, None))
+        except PrefectDatabaseInUseError as e:
+            raise _fail(f"{e}; or pass --no-flow") from None
+        yield
 
 
 def _print_step(step: int, metrics: dict[str, float]) -> None:

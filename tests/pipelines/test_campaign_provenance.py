@@ -116,3 +116,17 @@ def test_the_following_dagster_run_reports_each_checkpoint_once_with_a_link(tmp_
     assert md["campaign_run_id"].value == cfg.run_id and md["dagster_run_id"].value == "d-1"
     assert md["validate/pass_rate"].value == 0.5 and md["checkpoint"].value == "v1"
     assert second.metadata["checkpoint"].value == "v2"
+
+
+def test_no_flow_run_url_without_a_prefect_ui() -> None:
+    """Regression: under `t1 train`'s temporary server the evaluation carried a relative
+    link (`/runs/flow-run/<id>`) to a server gone when the command ended."""
+    pytest.importorskip("prefect")
+    from prefect.settings import PREFECT_API_URL, PREFECT_UI_URL, temporary_settings
+
+    from pipelines.campaign_deployment import flow_run_url
+
+    with temporary_settings(updates={PREFECT_API_URL: None, PREFECT_UI_URL: None}):
+        assert flow_run_url("abc") is None
+    with temporary_settings(updates={PREFECT_API_URL: "http://127.0.0.1:4200/api"}):
+        assert flow_run_url("abc") == "http://127.0.0.1:4200/runs/flow-run/abc"
