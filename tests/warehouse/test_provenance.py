@@ -171,7 +171,11 @@ def test_the_documented_provenance_queries_run(snap, graph) -> None:
         ("r1", "v5", "t1", 2, "a-2", "tiny-cpu", "cafe", "flow-r1-2", "dagster-r1", 0.5, 2.5)
     ]
     # v2's tasks best first, with their lineage.
-    assert tasks == [(1, "k", 3, "compose", "s1", 3), (2, "g", 2, "mutate", "s1", 2), (3, "e", 2, "crossover", "s1", 2)]  # fmt: skip
+    assert tasks == [
+        (1, "k", 3, "compose", "s1", 3),
+        (2, "g", 2, "mutate", "s1", 2),
+        (3, "e", 2, "crossover", "s1", 2),
+    ]
     # K's ancestors: D at 1 (and S1, its direct parent, at its longest path 3), A at 2.
     assert [(r[0], r[1]) for r in ancestors] == [("d", 1), ("a", 2), ("s1", 3)]
     # The rollouts r1 trained before it failed were on v1.
