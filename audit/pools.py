@@ -103,7 +103,12 @@ def record_t1(
     members = t1_members(final_decisions(store, version, only), size)
     if not members:
         return None, []
-    pv = record_pool(writable_store(store), T1, [(m.task_hash, m.composite) for m in members])
+    pv = record_pool(
+        writable_store(store),
+        T1,
+        [(m.task_hash, m.composite) for m in members],
+        audit_version=version,
+    )
     return pv, members
 
 

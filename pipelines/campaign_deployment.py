@@ -10,7 +10,7 @@ Dagster starts runs of it with `start_campaign_run` (`run_deployment`, over HTTP
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 from uuid import UUID
@@ -70,11 +70,14 @@ def run_name_of(parameters: dict[str, Any]) -> str:
         return f"{Path(preset).stem or 'campaign'}-invalid-parameters"
 
 
-def flow_run_url(flow_run_id: object) -> str:
-    """The Prefect UI page of a flow run (PREFECT_UI_URL, derived from the API URL)."""
+def flow_run_url(flow_run_id: object) -> str | None:
+    """The Prefect UI page of a flow run (PREFECT_UI_URL, derived from the API URL); None
+    when no UI is known (a temporary server: a relative link to a server that is gone)."""
     from prefect.settings import PREFECT_UI_URL
 
     base = PREFECT_UI_URL.value() or ""
+    if not base.startswith(("http://", "https://")):
+        return None
     return f"{base.rstrip('/')}/runs/flow-run/{flow_run_id}"
 
 
@@ -113,6 +116,27 @@ def start_campaign_run(
         ) from e
 
 
+def follow_flow_run(flow_run_id: UUID, timeout_s: float, poll_s: float = 5.0) -> Iterator[Any]:
+    """Poll a flow run until it is final, yielding the FlowRun at every poll (the last one
+    yielded is final); TimeoutError after `timeout_s`."""
+    from prefect.client.orchestration import get_client
+
+    deadline = time.monotonic() + timeout_s
+    with get_client(sync_client=True) as client:
+        while True:
+            run = client.read_flow_run(flow_run_id)
+            yield run
+            if run.state is not None and run.state.is_final():
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"flow run {flow_run_id} not finished after {timeout_s:.0f} s")
+            time.sleep(poll_s)
+
+
+def state_name(run: Any) -> str:
+    return (run.state.name if run.state else None) or "unknown"
+
+
 def wait_for_flow_run(
     flow_run_id: UUID,
     timeout_s: float,
@@ -121,19 +145,10 @@ def wait_for_flow_run(
 ) -> Any:
     """Poll a flow run until it is final; returns the FlowRun (TimeoutError after
     `timeout_s`). `on_state` gets each new state name."""
-    from prefect.client.orchestration import get_client
-
-    deadline = time.monotonic() + timeout_s
-    seen = ""
-    with get_client(sync_client=True) as client:
-        while True:
-            run = client.read_flow_run(flow_run_id)
-            name = (run.state.name if run.state else None) or "unknown"
-            if name != seen and on_state is not None:
-                on_state(name)
-            seen = name
-            if run.state is not None and run.state.is_final():
-                return run
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"flow run {flow_run_id} not finished after {timeout_s:.0f} s")
-            time.sleep(poll_s)
+    seen, run = "", None
+    for run in follow_flow_run(flow_run_id, timeout_s, poll_s):
+        name = state_name(run)
+        if name != seen and on_state is not None:
+            on_state(name)
+        seen = name
+    return run

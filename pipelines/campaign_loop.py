@@ -6,6 +6,7 @@ and the evaluation comes back into `evaluation_results` with its pool version; t
 
 from __future__ import annotations
 
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,10 +18,12 @@ from pipelines.defs.evaluation import EVALUATION_RESULTS
 from pipelines.defs.resources import ForgeConfig
 from pipelines.main_job import forge_run_config
 from pipelines.services import (
+    PrefectDatabaseInUseError,
     ServiceError,
     Services,
     free_port,
     port_in_use,
+    prefect_database,
     prefect_env,
     prefect_services,
 )
@@ -56,7 +59,12 @@ def run_campaign_loop(
     env = prefect_env(host, port, prefect_home)
     before = latest_evaluation(instance)
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "ab") as log, Services(env, log=log) as servers:
+    database = ExitStack()
+    try:
+        database.enter_context(prefect_database(prefect_home, env["PREFECT_API_URL"]))
+    except PrefectDatabaseInUseError as e:
+        return LoopOutcome(False, "", error=str(e))
+    with database, open(log_path, "ab") as log, Services(env, log=log) as servers:
         try:
             for service in prefect_services(host, port):
                 servers.start(service)

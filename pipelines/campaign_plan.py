@@ -26,6 +26,7 @@ class CampaignTasks:
     train: list[Task]
     held_out: list[Task]
     excluded: list[str] = field(default_factory=list)  # task ids
+    audit_version: str | None = None  # the audit that selected the version, where recorded
 
 
 def split_campaign_tasks(
@@ -41,7 +42,7 @@ def split_campaign_tasks(
 
     pool = Pool.parse(pool).value
     _, held_out = campaign_tasks(cfg.model_copy(update={"pool": None}))
-    v, members, related = _members_and_relatives(cfg, pool, version, held_out)
+    v, members, related, audit = _members_and_relatives(cfg, pool, version, held_out)
     related |= {t.content_hash for t in held_out}  # held-out tasks the store never recorded
     if pool == Pool.SEED and cfg.train_task_ids is not None:
         members = [t for t in members if t.id in set(cfg.train_task_ids)]
@@ -52,15 +53,16 @@ def split_campaign_tasks(
             "by lineage to the held-out evaluation tasks)"
         )
     excluded = [t.id for t in members if t.content_hash in related]
-    return CampaignTasks(pool, v, train, held_out, excluded)
+    return CampaignTasks(pool, v, train, held_out, excluded, audit)
 
 
 def _members_and_relatives(
     cfg: CampaignConfig, pool: str, version: int | None, held_out: list[Task]
-) -> tuple[int, list[Task], set[str]]:
+) -> tuple[int, list[Task], set[str], str | None]:
     from tasks.corpus import load_seeds
     from warehouse import Snapshot, StoreNotFoundError, load_pool, pool_tasks, pool_version
     from warehouse.lineage import relatives
+    from warehouse.provenance import pool_audit_version
 
     try:
         with Snapshot.open(cfg.store) as snap:
@@ -68,11 +70,12 @@ def _members_and_relatives(
             if recorded:
                 v = pool_version(snap, pool, version)
                 members = pool_tasks(load_pool(snap, pool, v))
-                return v, members, relatives(snap, [t.content_hash for t in held_out])
+                related = relatives(snap, [t.content_hash for t in held_out])
+                return v, members, related, pool_audit_version(snap, pool, v)
     except StoreNotFoundError:
         if pool != Pool.SEED or version is not None:
             raise
-    return 0, load_seeds(), set()  # seeds have no recorded relatives but themselves
+    return 0, load_seeds(), set(), None  # seeds have no recorded relatives but themselves
 
 
 def _has_versions(snap, pool: str) -> bool:

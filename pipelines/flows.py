@@ -2,8 +2,12 @@
 `training.campaign.run_campaign` (the loop is written once, there) and adds what a Prefect
 user expects around it:
 
-- a run name from the parameters and tags `campaign:<run id>`, `pool:<pool>`,
-  `pool_version:<v>` (the version resolved when the run asked for the latest);
+- a run name from the parameters, renamed once the pool version is resolved (a run for "the
+  latest" is named after the version it trains on), and tags `campaign:<run id>`,
+  `pool:<pool>`, `pool_version:<v>`;
+- a `campaigns` row in the warehouse when the run starts and one when it ends (finished or
+  failed), with the pool version, audit version, preset, config hash and both orchestrators'
+  run ids (`pipelines.campaign_provenance`);
 - retries on the I/O tasks (reading the pool, labelling the run, reporting to Dagster);
 - a progress artifact and a log line per step, a markdown artifact per evaluation (its
   figures, the pool version, links to Dagster) and a table of the steps' main metrics;
@@ -39,6 +43,7 @@ from pipelines.campaign_deployment import (
     run_name_of,
 )
 from pipelines.campaign_plan import CampaignTasks, campaign_config, split_campaign_tasks
+from pipelines.campaign_provenance import recorded_campaign, start_record
 from pipelines.reporting import report_evaluation
 from tasks.pools import Pool
 from training.campaign_config import CampaignConfig
@@ -62,14 +67,15 @@ def campaign_tasks_of(cfg: CampaignConfig, pool: str, version: int | None) -> Ca
 
 
 @task(retries=2, retry_delay_seconds=2, cache_policy=NONE)
-def run_labels(tags: list[str]) -> None:
-    """Add tags to this flow run (the resolved pool version is known only now)."""
+def run_labels(tags: list[str], name: str) -> None:
+    """Add tags to this flow run and name it after the resolved pool version (a run started
+    for "the latest" was named `...-vlatest` before the version was known)."""
     from prefect.client.orchestration import get_client
 
     run_id = runtime.flow_run.id
     with get_client(sync_client=True) as client:
         current = client.read_flow_run(run_id).tags
-        client.update_flow_run(run_id, tags=sorted({*current, *tags}))
+        client.update_flow_run(run_id, name=name, tags=sorted({*current, *tags}))
 
 
 @task(retries=3, retry_delay_seconds=[2, 10, 30], cache_policy=NONE)
@@ -132,6 +138,7 @@ def ppo_campaign(
     dagster_url: str | None = None,
     dagster_run_id: str | None = None,
     resume_from: str | None = None,
+    report_evaluations: bool = True,
 ) -> list[dict[str, float]]:
     """A PPO campaign on a pool version; returns every step's metrics.
 
@@ -141,13 +148,16 @@ def ppo_campaign(
         preset: name under training/presets/ or a TOML path.
         steps: PPO steps; empty: the preset's.
         eval_every: evaluate every K steps and after the last; empty: the preset's.
-        audit_version: the audit version that selected the pool version (set by Dagster).
+        audit_version: the audit version that selected the pool version, for versions the
+            warehouse has none recorded for (Dagster sets it from the pool asset).
         store: warehouse directory; empty: $T1_WAREHOUSE, else data/warehouse.
         policy_path: initial checkpoint; empty: the warm-started tiny policy.
         runs_dir: where the run's directory goes (<runs_dir>/<run id>); empty: the preset's.
         dagster_url: Dagster webserver to report evaluations to; empty: $DAGSTER_HOME.
         dagster_run_id: the Dagster run that started this campaign (for links back).
         resume_from: a run directory (or checkpoint) to continue; empty: a new run.
+        report_evaluations: report each evaluation to Dagster; off when the Dagster run that
+            started this campaign follows it and reports them itself (attached to that run).
     """
     from training.campaign import CampaignHooks, run_campaign
 
@@ -166,14 +176,17 @@ def ppo_campaign(
     )
     run_id = str(cfg.run_id)
     split = campaign_tasks_of(cfg, request.pool, request.pool_version)
+    split.audit_version = split.audit_version or audit_version or None
     logger = get_run_logger()
     logger.info(
         f"campaign run {run_id}: {len(split.train)} tasks of {split.pool} v{split.pool_version}"
-        f", {len(split.held_out)} held out; {len(split.excluded)} excluded by lineage "
-        f"{split.excluded[:5]}"
+        f" (audit {split.audit_version or 'unknown'}), {len(split.held_out)} held out; "
+        f"{len(split.excluded)} excluded by lineage {split.excluded[:5]}"
     )
+    resolved = request.model_copy(update={"pool_version": split.pool_version or None})
     labels = run_labels(
         [f"campaign:{run_id}", f"pool:{split.pool}", f"pool_version:{split.pool_version}"],
+        resolved.run_name(),
         return_state=True,
     )
     if labels.is_failed():
@@ -189,25 +202,37 @@ def ppo_campaign(
         shown = ", ".join(f"{k}={metrics[k]:.4g}" for k in STEP_COLUMNS[:3] if k in metrics)
         logger.info(f"step {done}/{cfg.steps}: {shown}")
 
+    flow_run_id = str(runtime.flow_run.id)
+    url = flow_run_url(flow_run_id)
+
     def on_evaluation(summary: Any) -> None:
         metadata = {
             **summary.metadata(),
             "campaign_run_id": summary.run_id,
             "pool": split.pool,
             "pool_version": split.pool_version,
-            "audit_version": audit_version or "unknown",
-            "prefect_flow_run_id": str(runtime.flow_run.id),
-            "prefect_flow_run_url": flow_run_url(runtime.flow_run.id),
+            "audit_version": split.audit_version or "unknown",
+            "prefect_flow_run_id": flow_run_id,
+            **({"prefect_flow_run_url": url} if url else {}),
             **links,
         }
         evaluation_artifact(metadata)
-        report_best_effort(metadata, dagster_url)
+        if report_evaluations:
+            report_best_effort(metadata, dagster_url)
 
     def on_checkpoint(step: int, path: Any) -> None:
         logger.info(f"checkpoint after step {step + 1}: {path}")
 
     hooks = CampaignHooks(on_step=on_step, on_evaluation=on_evaluation, on_checkpoint=on_checkpoint)
-    result = run_campaign(cfg, hooks=hooks, tasks=split.train, eval_tasks=split.held_out)
+    start = start_record(
+        cfg,
+        split,
+        preset=request.preset,
+        prefect_flow_run_id=flow_run_id,
+        dagster_run_id=dagster_run_id,
+    )
+    with recorded_campaign(cfg, start):
+        result = run_campaign(cfg, hooks=hooks, tasks=split.train, eval_tasks=split.held_out)
     metrics_artifact(run_id, result.metrics)
     return result.metrics
 

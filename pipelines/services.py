@@ -14,14 +14,19 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
 import httpx
 
+from warehouse.locks import LockHeldError, current_command, exclusive
+
 DAGSTER_PORT, PREFECT_PORT = 3000, 4200  # the UIs' default ports (`t1 ui`)
+# The lock a process holds under PREFECT_HOME while a Prefect server it started runs there.
+PREFECT_SERVER_JOB = "prefect server"
 
 
 class ServiceError(RuntimeError):
@@ -69,6 +74,34 @@ def prefect_env(host: str, port: int, home: Path) -> dict[str, str]:
         "PREFECT_SERVER_API_HOST": host,
         "PREFECT_SERVER_API_PORT": str(port),
     }
+
+
+class PrefectDatabaseInUseError(RuntimeError):
+    """Another process runs a Prefect server on this Prefect home's database."""
+
+
+@contextmanager
+def prefect_database(home: Path, api_url: str | None) -> Iterator[None]:
+    """Hold `home`'s server lock while a Prefect server started here runs on its database.
+
+    Two servers on one SQLite database (a `t1 ui` and `t1 train`'s temporary server, two
+    `t1 ui`s on other ports) fail mid-run with "database is locked"; the second is refused
+    instead, with `PrefectDatabaseInUseError` naming the holder and its API URL, if any.
+    """
+    label = f"API {api_url}" if api_url else "a temporary server"
+    with ExitStack() as stack:
+        try:
+            stack.enter_context(
+                exclusive(home, PREFECT_SERVER_JOB, command=f"{current_command()}; {label}")
+            )
+        except LockHeldError as e:
+            who = e.holder.describe() if e.holder else "another process"
+            raise PrefectDatabaseInUseError(
+                f"a Prefect server already runs on the database in {home}: {who}; a second "
+                "one there fails with 'database is locked': set PREFECT_API_URL to that "
+                "server's API (`t1 ui` prints it), or use another PREFECT_HOME"
+            ) from None
+        yield
 
 
 def dagster_services(host: str, port: int) -> list[Service]:

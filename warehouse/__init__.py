@@ -18,6 +18,7 @@ from warehouse.pools import (
 )
 from warehouse.recording import (
     record_audits,
+    record_campaign,
     record_evaluations,
     record_rows,
     record_tasks,
@@ -27,6 +28,8 @@ from warehouse.recording import (
 from warehouse.records import (
     AssertionRecord,
     AuditRecord,
+    CampaignRecord,
+    CampaignStatus,
     EvaluationRecord,
     PoolMemberRecord,
     TaskRecord,
@@ -45,6 +48,8 @@ from warehouse.store import (
 __all__ = [
     "AssertionRecord",
     "AuditRecord",
+    "CampaignRecord",
+    "CampaignStatus",
     "EvaluationRecord",
     "Pool",
     "PoolExport",
@@ -64,6 +69,7 @@ __all__ = [
     "pool_tasks",
     "pool_version",
     "record_audits",
+    "record_campaign",
     "record_evaluations",
     "record_pool",
     "record_rows",

@@ -56,8 +56,12 @@ def record_pool(
     *,
     version: int | None = None,
     tasks: Iterable[Task] = (),
+    audit_version: str | None = None,
 ) -> PoolVersion:
     """Record `members` (best first; rank = position + 1) as a version of `pool`.
+
+    `audit_version` names the audit whose decisions selected the members (T1), so a
+    training run on this version can say which audit it trained on.
 
     `version=None` takes the next version number (chosen under the write lock), unless the
     latest version has exactly these members and scores, which is then returned unchanged (so
@@ -115,7 +119,14 @@ def record_pool(
             )
         chosen["version"] = v
         rows = [
-            PoolMemberRecord(pool=pool, pool_version=v, task_hash=h, rank=i + 1, score=s)
+            PoolMemberRecord(
+                pool=pool,
+                pool_version=v,
+                task_hash=h,
+                rank=i + 1,
+                score=s,
+                audit_version=audit_version,
+            )
             for i, (h, s) in enumerate(pairs)
         ]
         return {

@@ -15,6 +15,7 @@ from tasks.model import Task
 from tasks.results import TrialResult
 from warehouse.records import (
     AuditRecord,
+    CampaignRecord,
     EvaluationRecord,
     Record,
     TaskRecord,
@@ -125,6 +126,11 @@ def record_trajectories(store: StoreRef, rows: Iterable[TrajectoryRecord]) -> Wr
 
 def record_evaluations(store: StoreRef, rows: Iterable[EvaluationRecord]) -> WriteResult:
     return record_rows(store, _only(rows, EvaluationRecord))
+
+
+def record_campaign(store: StoreRef, row: CampaignRecord) -> WriteResult:
+    """A campaign run's start or end row (see `warehouse.provenance`)."""
+    return record_rows(store, _only([row], CampaignRecord))
 
 
 def _only(records: Iterable[Record], cls: type[Record]) -> list[Record]:

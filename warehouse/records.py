@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Any, ClassVar, Self
 
 import pyarrow as pa
@@ -21,6 +22,7 @@ from tasks.results import AssertionStatus, FailureMode, ReportSource, TrialResul
 from warehouse.schema import (
     ASSERTION_RESULTS,
     AUDITS,
+    CAMPAIGNS,
     EVALUATIONS,
     POOL_MEMBERS,
     SYNTH_CANDIDATES,
@@ -308,6 +310,7 @@ class PoolMemberRecord(Record):
     rank: int = Field(ge=1)
     score: float | None = None
     recorded_at: datetime = Field(default_factory=_now)
+    audit_version: str | None = None
 
     @field_validator("task_hash")
     @classmethod
@@ -352,6 +355,34 @@ class EvaluationRecord(Record):
     assertions_total: int | None = Field(None, ge=0)
     failure_mode: FailureMode | None = None
     weight_version: int | None = Field(None, ge=0)
+
+
+class CampaignStatus(StrEnum):
+    STARTED = "started"
+    FINISHED = "finished"
+    FAILED = "failed"
+
+
+class CampaignRecord(Record):
+    """A training campaign run's start or end: what it trains on and who started it."""
+
+    table: ClassVar[TableSpec] = CAMPAIGNS
+
+    run_id: str = Field(min_length=1)
+    started_at: datetime
+    status: CampaignStatus
+    ended_at: datetime | None = None
+    pool: str = Field(min_length=1)
+    pool_version: int = Field(ge=0)  # 0: the bundled seed corpus, no recorded version
+    audit_version: str | None = None
+    preset: str = Field(min_length=1)
+    config_hash: str = Field(min_length=1)
+    steps: int = Field(ge=1)
+    prefect_flow_run_id: str | None = None
+    dagster_run_id: str | None = None
+    resumed_from: str | None = None
+    detail: str | None = None
+    recorded_at: datetime = Field(default_factory=_now)
 
 
 class SynthCandidateRecord(Record):
@@ -476,6 +507,7 @@ RECORD_TYPES: dict[str, type[Record]] = {
         PoolMemberRecord,
         TrajectoryRecord,
         EvaluationRecord,
+        CampaignRecord,
         SynthCandidateRecord,
         SynthRoundRecord,
         SynthProfileRecord,

@@ -167,6 +167,9 @@ POOL_MEMBERS = TableSpec(
         ("rank", pa.int32(), False),
         ("score", pa.float64(), True),
         ("recorded_at", TIMESTAMP, False),
+        # Additive (provenance): the audit version whose decisions selected this version
+        # (T1); NULL for pools no audit selects and for versions recorded before.
+        ("audit_version", pa.string(), True),
     ),
 )
 
@@ -217,6 +220,36 @@ EVALUATIONS = TableSpec(
         ("assertions_total", pa.int32(), True),
         ("failure_mode", pa.string(), True),
         ("weight_version", pa.int64(), True),
+    ),
+)
+
+CAMPAIGNS = TableSpec(
+    name="campaigns",
+    key=("run_id", "started_at", "status"),
+    nocase=("pool",),
+    doc="One row when a training campaign run starts (status 'started') and one when it ends "
+    "('finished' or 'failed'); `evaluations.campaign` and `trajectories.campaign` hold the run "
+    "id. The view `campaign_runs` gives one row per start with its outcome.",
+    schema=_fields(
+        ("run_id", pa.string(), False),
+        # When this start of the run began (a resumed run has one start per resume); the end
+        # row repeats it, so a start and its end share (run_id, started_at).
+        ("started_at", TIMESTAMP, False),
+        ("status", pa.string(), False),  # started | finished | failed
+        ("ended_at", TIMESTAMP, True),
+        ("pool", pa.string(), False),
+        ("pool_version", pa.int32(), False),
+        ("audit_version", pa.string(), True),
+        ("preset", pa.string(), False),
+        # sha256 of the run's config without its run id and resume path: two runs with the
+        # same settings share it.
+        ("config_hash", pa.string(), False),
+        ("steps", pa.int32(), False),
+        ("prefect_flow_run_id", pa.string(), True),
+        ("dagster_run_id", pa.string(), True),
+        ("resumed_from", pa.string(), True),
+        ("detail", pa.string(), True),  # why a failed run failed (its error, one line)
+        ("recorded_at", TIMESTAMP, False),
     ),
 )
 
@@ -332,6 +365,7 @@ TABLES: dict[str, TableSpec] = {
         POOL_MEMBERS,
         TRAJECTORIES,
         EVALUATIONS,
+        CAMPAIGNS,
         SYNTH_CANDIDATES,
         SYNTH_ROUNDS,
         SYNTH_PROFILES,

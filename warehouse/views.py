@@ -20,6 +20,7 @@ from pathlib import Path
 import duckdb
 
 import warehouse.lineage as lineage
+import warehouse.provenance as provenance
 import warehouse.schema as schema
 
 CATALOG_FILE = "catalog.duckdb"
@@ -74,6 +75,7 @@ def reader_statements(parts: Mapping[str, Sequence[Path]], *, with_lineage: bool
     for name, spec in schema.TABLES.items():
         out.append(empty_table_ddl(name))
         out.append(f"CREATE VIEW {name} AS {view_sql(spec, parts.get(name, ()))}")
+    out.extend(provenance.PROVENANCE_SQL)
     if with_lineage:
         out.extend(lineage.LINEAGE_SQL)
     return out

@@ -7,6 +7,8 @@ The options' defaults are `CampaignRequest`'s (the deployment's parameters and t
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import typer
@@ -75,12 +77,34 @@ def train(
     _check(request, store)
     dagster_home()
     if flow:
-        for step, metrics in enumerate(
-            _run_flow(request, runs_dir, store, policy_path, dagster_url, resume)
-        ):
-            _print_step(step, metrics)
+        with _prefect_server_for_flow():
+            for step, metrics in enumerate(
+                _run_flow(request, runs_dir, store, policy_path, dagster_url, resume)
+            ):
+                _print_step(step, metrics)
     else:
         _run_plain(request, runs_dir, store, policy_path, dagster_url, report, resume)
+
+
+@contextmanager
+def _prefect_server_for_flow() -> Iterator[None]:
+    """With no PREFECT_API_URL, Prefect starts a temporary server on PREFECT_HOME's database:
+    hold that database for the run, and refuse in one line (exit 2) when a server already runs
+    on it (`t1 ui`: the second server failed with "database is locked")."""
+    from prefect.settings import PREFECT_API_URL, PREFECT_HOME
+
+    from pipelines.services import PrefectDatabaseInUseError, prefect_database
+
+    if PREFECT_API_URL.value():
+        yield
+        return
+    home = Path(PREFECT_HOME.value()).expanduser().resolve()
+    with ExitStack() as stack:
+        try:
+            stack.enter_context(prefect_database(home, None))
+        except PrefectDatabaseInUseError as e:
+            raise _fail(f"{e}; or pass --no-flow") from None
+        yield
 
 
 def _print_step(step: int, metrics: dict[str, float]) -> None:
@@ -130,6 +154,7 @@ def _run_plain(request, runs_dir, store, policy_path, dagster_url, report, resum
     """`run_campaign` with a progress bar and a JSON line per step; evaluations reported to
     Dagster best-effort."""
     from pipelines.campaign_plan import campaign_config, split_campaign_tasks
+    from pipelines.campaign_provenance import recorded_campaign, start_record
     from pipelines.cli.output import progress
     from pipelines.reporting import report_evaluation
     from training.campaign import CampaignHooks, run_campaign
@@ -152,6 +177,7 @@ def _run_plain(request, runs_dir, store, policy_path, dagster_url, report, resum
             "campaign_run_id": summary.run_id,
             "pool": split.pool,
             "pool_version": split.pool_version,
+            "audit_version": split.audit_version or "unknown",
         }
         try:
             report_evaluation(metadata, webserver_url=dagster_url)
@@ -165,4 +191,5 @@ def _run_plain(request, runs_dir, store, policy_path, dagster_url, report, resum
             advance()
 
         hooks = CampaignHooks(on_step=on_step, on_evaluation=on_evaluation if report else None)
-        run_campaign(cfg, hooks=hooks, tasks=split.train, eval_tasks=split.held_out)
+        with recorded_campaign(cfg, start_record(cfg, split, preset=request.preset)):
+            run_campaign(cfg, hooks=hooks, tasks=split.train, eval_tasks=split.held_out)

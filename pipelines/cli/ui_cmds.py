@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 import typer
@@ -23,10 +24,12 @@ from pipelines.main_job import dagster_home
 from pipelines.services import (
     DAGSTER_PORT,
     PREFECT_PORT,
+    PrefectDatabaseInUseError,
     ServiceError,
     Services,
     dagster_services,
     port_in_use,
+    prefect_database,
     prefect_env,
     prefect_services,
 )
@@ -65,7 +68,7 @@ def ui(
     """Start the Dagster UI (and the Prefect UI with the campaign deployment); Ctrl-C stops
     everything. The servers log to --log-file; the banner (URLs, warehouse, log file) is
     printed last, once every server answers. Exit codes: 0 stopped by Ctrl-C, 1 a server
-    failed, 2 a port is taken."""
+    failed, 2 a port is taken or a Prefect server already runs on the Prefect home."""
     wanted = {"--port": port, **({"--prefect-port": prefect_port} if prefect else {})}
     if prefect and port == prefect_port:
         raise _fail(f"--port and --prefect-port are both {port}; choose two ports", 2)
@@ -86,8 +89,14 @@ def ui(
     signal.signal(signal.SIGINT, _stop)
     signal.signal(signal.SIGTERM, _stop)
     note = "; Prefect" if prefect else ""
+    database = ExitStack()
+    if prefect:
+        try:
+            database.enter_context(prefect_database(phome, env["PREFECT_API_URL"]))
+        except PrefectDatabaseInUseError as e:
+            raise _fail(str(e), 2) from None
     typer.echo(f"starting Dagster{note} (server logs: {logs}) ...", err=True)
-    with open(logs, "ab") as log, Services(env, log=log) as servers:
+    with database, open(logs, "ab") as log, Services(env, log=log) as servers:
         try:
             dagster = dagster_services(host, port)
             if prefect:

@@ -18,11 +18,13 @@ from pipelines.campaign_deployment import (
     CampaignRequest,
     NoDeploymentError,
     flow_run_url,
+    follow_flow_run,
     start_campaign_run,
-    wait_for_flow_run,
+    state_name,
 )
 from pipelines.defs.evaluation import EVALUATION_RESULTS
 from pipelines.defs.resources import ForgeConfig
+from pipelines.reporting import recorded_evaluations, typed_metadata
 from tasks.pools import Pool
 from warehouse import pool_version
 
@@ -54,13 +56,17 @@ def audit_version_of(instance: dg.DagsterInstance, pool: str, version: int) -> s
 @dg.op(out=dg.Out(dict))
 def campaign_flow_run(
     context: dg.OpExecutionContext, config: TrainCampaignConfig, forge: ForgeConfig
-) -> Iterator[dg.AssetObservation | dg.Output]:
+) -> Iterator[dg.AssetObservation | dg.AssetMaterialization | dg.Output]:
     """Start the campaign on the chosen pool version as a Prefect flow run (and follow it)."""
     try:
         version = pool_version(forge.store_path, config.pool, config.pool_version)
     except ValueError as e:  # no such pool version (or no store): say so in one line
         raise dg.Failure(description=str(e)) from None
     request = CampaignRequest(**{**config.model_dump(), "pool_version": version})
+    # A run launched from the Launchpad has no tags yet; the sensor's carry these already.
+    context.instance.add_run_tags(
+        context.run_id, {"pool": request.pool, "pool_version": str(version)}
+    )
     dagster_url = os.environ.get(DAGSTER_URL_ENV)
     try:
         run = start_campaign_run(
@@ -70,19 +76,22 @@ def campaign_flow_run(
                 "store": str(forge.store_path.resolve()),
                 "dagster_url": dagster_url,
                 "dagster_run_id": context.run_id,
+                # This run reports the evaluations while it follows the campaign.
+                "report_evaluations": not config.wait,
             },
             tags=("campaign", f"pool:{request.pool}", f"pool_version:{version}"),
         )
     except NoDeploymentError as e:
         raise dg.Failure(description=str(e)) from e
     url = flow_run_url(run.id)
-    context.log.info(f"started Prefect flow run {run.name}: {url}")
+    link = {"prefect_flow_run": dg.MetadataValue.url(url)} if url else {}
+    context.log.info(f"started Prefect flow run {run.name}: {url or run.id}")
     # Shown at once in this run's events and on evaluation_results: the link to Prefect.
     yield dg.AssetObservation(
         asset_key=EVALUATION_RESULTS,
         description=f"campaign started on {request.pool} v{version}",
         metadata={
-            "prefect_flow_run": dg.MetadataValue.url(url),
+            **link,
             "flow_run_name": run.name,
             "pool": request.pool,
             "pool_version": version,
@@ -90,19 +99,42 @@ def campaign_flow_run(
     )
     state = "Scheduled"
     if config.wait:
-        final = wait_for_flow_run(
-            run.id, config.timeout_minutes * 60, lambda s: context.log.info(f"flow run: {s}")
-        )
-        state = final.state.name
-        if not final.state.is_completed():
+        reported: set[str] = set()
+        final = None
+        for final in follow_flow_run(run.id, config.timeout_minutes * 60):
+            if state_name(final) != state:
+                state = state_name(final)
+                context.log.info(f"flow run: {state}")
+            yield from evaluation_events(forge, str(run.id), url, reported)
+        if final is None or final.state is None or not final.state.is_completed():
             raise dg.Failure(
-                description=f"the campaign's flow run ended {state}: {url}",
-                metadata={"prefect_flow_run": dg.MetadataValue.url(url)},
+                description=f"the campaign's flow run ended {state}: {url or run.id}",
+                metadata=link,
             )
     yield dg.Output(
         {"flow_run_id": str(run.id), "url": url, "state": state},
-        metadata={"prefect_flow_run": dg.MetadataValue.url(url), "state": state},
+        metadata={**link, "state": state},
     )
+
+
+def evaluation_events(
+    forge: ForgeConfig, flow_run_id: str, flow_run_link: str | None, reported: set[str]
+) -> Iterator[dg.AssetMaterialization]:
+    """A materialization of `evaluation_results` per checkpoint the flow run has recorded in
+    the warehouse since the last call (`reported` keeps the checkpoints already reported),
+    attached to this run; the Prefect link is a URL value."""
+    for md in recorded_evaluations(forge.store_path, flow_run_id):
+        if md["checkpoint"] in reported:
+            continue
+        reported.add(md["checkpoint"])
+        if flow_run_link:
+            md["prefect_flow_run_url"] = flow_run_link
+        yield dg.AssetMaterialization(
+            asset_key=EVALUATION_RESULTS,
+            description=f"{md['checkpoint']} of {md['campaign_run_id']} on "
+            f"{md.get('pool')} v{md.get('pool_version')}",
+            metadata=typed_metadata(md),
+        )
 
 
 @dg.job(

@@ -9,7 +9,7 @@ materializes `evaluation_summary` from the warehouse.
 import dagster as dg
 
 from pipelines.defs.resources import ForgeConfig
-from warehouse import open_snapshot
+from warehouse import Snapshot
 
 EVALUATION_RESULTS = dg.AssetKey("evaluation_results")
 
@@ -25,23 +25,32 @@ evaluation_results = dg.AssetSpec(
 
 @dg.asset(group_name="training", deps=[EVALUATION_RESULTS], kinds={"duckdb"})
 def evaluation_summary(forge: ForgeConfig) -> dg.MaterializeResult:
-    """Resolved rate and mean dense score per campaign checkpoint, from the warehouse."""
-    with open_snapshot(forge.store_path) as snap:
-        rows = snap.rows(
-            """SELECT campaign, checkpoint, benchmark, count(*) AS tasks,
-                      avg(CASE WHEN resolved THEN 1.0 ELSE 0.0 END) AS resolved_rate,
-                      avg(dense_score) AS mean_dense
-               FROM evaluations GROUP BY ALL ORDER BY campaign, checkpoint"""
-        )
-    lines = ["| campaign | checkpoint | benchmark | tasks | resolved | dense |", "|---" * 6 + "|"]
-    lines += [
-        f"| {r['campaign']} | {r['checkpoint']} | {r['benchmark']} | {r['tasks']} | "
-        f"{r['resolved_rate']:.3f} | {(r['mean_dense'] or 0):.2f} |"
-        for r in rows
-    ]
+    """Resolved rate and mean dense score per campaign checkpoint, with the pool version (and
+    audit) it trained on, from the warehouse's `evaluation_scores`."""
+    with Snapshot.open(forge.store_path, with_lineage=False) as snap:
+        rows = snap.rows(SUMMARY_QUERY)
     return dg.MaterializeResult(
-        metadata={"checkpoints": len(rows), "summary": dg.MetadataValue.md("\n".join(lines))}
+        metadata={"checkpoints": len(rows), "summary": dg.MetadataValue.md(summary_table(rows))}
     )
+
+
+SUMMARY_QUERY = "SELECT * FROM evaluation_scores ORDER BY run_id, recorded_at, checkpoint"
+
+
+def summary_table(rows: list[dict]) -> str:
+    """`evaluation_scores` rows as a markdown table (pool `?` for runs that recorded none)."""
+    lines = [
+        "| campaign | checkpoint | pool | audit | benchmark | tasks | resolved | dense |",
+        "|---" * 8 + "|",
+    ]
+    for r in rows:
+        pool = f"{r['pool']} v{r['pool_version']}" if r["pool"] is not None else "?"
+        lines.append(
+            f"| {r['run_id']} | {r['checkpoint']} | {pool} | {r['audit_version'] or '?'} | "
+            f"{r['benchmark']} | {r['tasks']} | {r['resolved_rate']:.3f} | "
+            f"{r['dense_score']:.2f} |"
+        )
+    return "\n".join(lines)
 
 
 evaluation_summary_job = dg.define_asset_job(

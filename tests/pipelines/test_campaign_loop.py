@@ -1,7 +1,7 @@
 """The loop headless, as `t1 demo` ends: a real Prefect server and the served deployment in
 subprocesses, Dagster's `train_campaign` job in process; the campaign's evaluation comes back
 into `evaluation_results` with the pool version and the audit version the pool asset
-recorded, and `evaluation_summary` is refreshed."""
+recorded, attached to the Dagster run, and `evaluation_summary` is refreshed."""
 
 from __future__ import annotations
 
@@ -41,6 +41,9 @@ def test_campaign_on_t1_reports_back_with_its_pool_version(t1_store, tmp_path, m
             steps=1,
         )
         summary = instance.get_latest_materialization_event(dg.AssetKey("evaluation_summary"))
+        (latest,) = instance.fetch_materializations(
+            dg.AssetKey("evaluation_results"), limit=1
+        ).records
     log = (tmp_path / "servers.log").read_text(errors="replace")[-3000:]
     assert out.success, f"{out.error}\n{log}"
     e = out.evaluation
@@ -48,4 +51,9 @@ def test_campaign_on_t1_reports_back_with_its_pool_version(t1_store, tmp_path, m
     assert e["dagster_run_id"] == out.dagster_run_id
     assert e["checkpoint"] == "v1" and e["campaign_run_id"].startswith("tiny-cpu-")
     assert summary is not None
+    # Reported by the Dagster run that started and followed the campaign, attached to it
+    # (it was runless), the Prefect link a URL value (it was text over HTTP).
+    assert latest.run_id == out.dagster_run_id
+    link = latest.asset_materialization.metadata["prefect_flow_run_url"]
+    assert isinstance(link, dg.UrlMetadataValue) and link.value.startswith("http://127.0.0.1:")
     assert summary.asset_materialization.metadata["checkpoints"].value == 1

@@ -324,6 +324,60 @@ def test_ui_serves_the_store_it_names_and_logs_to_a_file(tmp_path):
     assert "dagster" in logs.read_text(errors="replace").lower()
 
 
+HOLD_PREFECT = """
+import sys, time
+from pathlib import Path
+from pipelines.services import prefect_database
+with prefect_database(Path(sys.argv[1]), "http://127.0.0.1:4299/api"):
+    print("held", flush=True)
+    time.sleep(300)
+"""
+
+
+@pytest.fixture
+def prefect_home_in_use(tmp_path: Path) -> Iterator[tuple[Path, subprocess.Popen]]:
+    """A Prefect home whose database a server (as `t1 ui` holds it) is running on."""
+    home = tmp_path / "prefect-home"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLD_PREFECT, str(home)], stdout=subprocess.PIPE, text=True,
+        env=environ(),
+    )  # fmt: skip
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
+        yield home, proc
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+@pytest.mark.torch
+def test_train_refuses_a_second_prefect_server_on_a_database_in_use(tmp_path, prefect_home_in_use):
+    """Regression: `t1 train` with no PREFECT_API_URL started a temporary Prefect server on
+    the database a running `t1 ui` served ('database is locked' mid-run)."""
+    home, server = prefect_home_in_use
+    env = {k: v for k, v in environ().items() if k != "PREFECT_API_URL"}
+    result = subprocess.run(
+        [T1, "train", "--pool", "seed", "--steps", "1", "--store", str(tmp_path / "wh")],
+        capture_output=True, text=True, timeout=600, check=False, cwd=tmp_path,
+        env={**env, "PREFECT_HOME": str(home), "DAGSTER_HOME": str(tmp_path / "dh")},
+    )  # fmt: skip
+    line = one_line_error(result)
+    assert f"pid {server.pid}" in line and "http://127.0.0.1:4299/api" in line, line
+    assert "database is locked" in line and "PREFECT_API_URL" in line, line
+    assert not (tmp_path / "runs").exists()  # refused before any run started
+
+
+def test_ui_refuses_a_prefect_home_another_server_runs_on(tmp_path, prefect_home_in_use):
+    from pipelines.services import free_port
+
+    home, server = prefect_home_in_use
+    line = one_line_error(
+        t1("ui", "--port", str(free_port()), "--prefect-port", str(free_port()),
+           "--prefect-home", str(home), DAGSTER_HOME=str(tmp_path / "dh"))
+    )  # fmt: skip
+    assert f"pid {server.pid}" in line and "already runs on the database" in line, line
+
+
 @pytest.mark.torch
 def test_train_resume_without_a_checkpoint_is_one_line(tmp_path):
     (tmp_path / "run").mkdir()

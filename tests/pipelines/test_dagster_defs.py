@@ -225,6 +225,30 @@ def test_train_campaign_without_a_prefect_server_fails_in_one_line(tmp_path):
         assert "unknown pool 'nope'" in failure({"pool": "nope"})
 
 
+def test_a_launchpad_run_of_train_campaign_is_tagged_with_the_pool_version(tmp_path):
+    """Regression: runs launched from the UI carried no pool tags (only the sensor's did)."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from pipelines.defs.campaign import train_campaign
+    from pipelines.services import free_port
+    from tasks.corpus import load_seeds
+    from warehouse import record_pool
+
+    seeds = load_seeds()[:2]
+    record_pool(tmp_path / "wh", "t1", seeds, tasks=seeds)
+    record_pool(tmp_path / "wh", "t1", seeds[:1])
+    dead = f"http://127.0.0.1:{free_port()}/api"
+    with dg.instance_for_test() as instance, temporary_settings(updates={PREFECT_API_URL: dead}):
+        result = train_campaign.execute_in_process(
+            resources={"forge": ForgeConfig(store=str(tmp_path / "wh"))},
+            instance=instance,
+            raise_on_error=False,
+        )
+        tags = instance.get_run_by_id(result.run_id).tags
+    assert not result.success  # no Prefect server; the tags are set before it is asked
+    assert (tags["pool"], tags["pool_version"]) == ("t1", "2")
+
+
 def test_forge_config_has_one_source_per_default(monkeypatch):
     """Regression: the per-round budget was set in five places with three values, and
     `t1 demo` passed it through os.environ. Now a field's default is written once (or taken

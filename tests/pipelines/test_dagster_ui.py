@@ -6,7 +6,8 @@ instance (temporary DAGSTER_HOME, PREFECT_HOME and store, a small synthesis budg
    appeared only after three launches).
 2. The loop: Jobs -> train_campaign -> Launchpad -> Launch run. The job starts the Prefect
    deployment `t1 ui` serves; the campaign trains on t1 and its evaluation arrives in
-   `evaluation_results` with the pool version, linked to both runs.
+   `evaluation_results` with the pool version, linked to both runs; from the asset's page
+   the Prefect link (a URL value) is followed to the flow run.
 
 Screenshots are saved under artifacts/ as test artifacts.
 """
@@ -227,11 +228,30 @@ def test_start_a_campaign_on_t1_from_dagster(ui: UI, page):
     (evaluation,) = [a for a in artifacts if a["type"] == "markdown"]
     assert "t1 v1" in evaluation["data"] and run["runId"] in evaluation["data"]
 
+    tags = ui.graphql(
+        """query($id: ID!) { runOrError(runId: $id) { ... on Run { tags { key value } } } }""",
+        {"id": run["runId"]},
+    )["runOrError"]["tags"]
+    tag = {t["key"]: t["value"] for t in tags}
+    assert (tag["pool"], tag["pool_version"]) == ("t1", "1")  # a Launchpad run, tagged
+
     page.goto(f"{ui.dagster}/assets/evaluation_results", timeout=60_000)
     dismiss_welcome(page)
     page.get_by_placeholder("Filter metadata keys").fill("pool")
     page.get_by_text("pool_version").first.wait_for(timeout=60_000)
     page.screenshot(path=str(ARTIFACTS / "ui-evaluation-with-pool-version.png"))
+    # The evaluation's Prefect link is a URL value (it was text): follow it from the asset.
+    page.get_by_placeholder("Filter metadata keys").fill("prefect_flow_run_url")
+    link = page.get_by_role("link", name=md["prefect_flow_run_url"]).first
+    link.wait_for(timeout=60_000)
+    page.screenshot(path=str(ARTIFACTS / "ui-evaluation-prefect-link.png"))
+    with page.context.expect_page(timeout=60_000) as opened:
+        click(page, link)
+    prefect_page = opened.value
+    prefect_page.wait_for_load_state(timeout=60_000)
+    assert prefect_page.url.startswith(md["prefect_flow_run_url"])
+    prefect_page.get_by_text("pool_version:1").first.wait_for(timeout=60_000)
+    prefect_page.screenshot(path=str(ARTIFACTS / "ui-evaluation-link-followed-to-prefect.png"))
     page.goto(f"{ui.dagster}/runs/{run['runId']}", timeout=60_000)  # Dagster -> Prefect
     page.get_by_role("link", name=md["prefect_flow_run_url"]).first.wait_for(timeout=60_000)
     page.screenshot(path=str(ARTIFACTS / "ui-campaign-run-links-prefect.png"))

@@ -85,7 +85,8 @@ def test_flow_trains_on_t1_and_reports_with_the_pool_version(t1_store, tmp_path,
                 if any("not reported to Dagster" in m for m in logs):
                     break
                 time.sleep(0.5)
-    assert run.name == "tiny-cpu-t1-vlatest-1steps"
+    # Started for "the latest": renamed after the version it resolved (was `...-vlatest`).
+    assert run.name == "tiny-cpu-t1-v1-1steps"
     campaign_tag = [t for t in run.tags if t.startswith("campaign:")]
     assert {"pool:t1", "pool_version:1"} <= set(run.tags) and len(campaign_tag) == 1
     run_id = campaign_tag[0].removeprefix("campaign:")
@@ -96,9 +97,16 @@ def test_flow_trains_on_t1_and_reports_with_the_pool_version(t1_store, tmp_path,
     with open_snapshot(store) as snap:
         trained = {r[0] for r in snap.sql("SELECT DISTINCT task_hash FROM trajectories").rows}
         campaigns = snap.sql("SELECT DISTINCT campaign FROM evaluations ORDER BY 1").rows
+        runs = snap.sql(
+            "SELECT run_id, status, pool, pool_version, prefect_flow_run_id FROM campaign_runs "
+            "ORDER BY started_at"
+        ).rows
     assert trained == {t.content_hash for t in train}  # never the held-out task's child
     assert len(campaigns) == 2  # a re-run is a new run id: its evaluations are kept
     assert len(list((tmp_path / "runs").iterdir())) == 2  # and its own directory
+    # Each run is in `campaigns`, finished, with its pool version and flow run id.
+    assert runs[0] == (run_id, "finished", "t1", 1, str(flow_run_id))
+    assert [r[1:4] for r in runs[1:]] == [("finished", "t1", 1)]
 
     with dg.DagsterInstance.get() as instance:
         events = instance.fetch_materializations(dg.AssetKey("evaluation_results"), limit=10)
