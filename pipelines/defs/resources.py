@@ -22,6 +22,7 @@ from audit.judge_llm import LlmConfig
 from audit.pools import T1_FULL_SIZE
 from audit.rubric import load_rubric
 from audit.selection import SelectionConfig
+from executor import ADDRESS_ENV, LOCAL, ExecutorConfig
 from synthesis.rounds import SynthConfig
 from synthesis.validate import ValidationConfig
 from warehouse import Store
@@ -67,6 +68,20 @@ class ForgeConfig(dg.ConfigurableResource):
         description=f"oracle reruns (full scale: {ExecConfig.model_fields['reruns'].default})",
     )
     reports_dir: str = Field("artifacts/reports", description="where pool reports are written")
+    cluster_address: str = Field(
+        LOCAL,
+        description="where the sandbox trials run (synthesis validation, the audit's judge, "
+        "the campaign's rollouts): 'local' threads in this run's process, or a Ray address "
+        "(auto, host:6379, ray://host:10001; docs/scale.md)",
+    )
+    trial_workers: int | None = Field(
+        None,
+        ge=1,
+        description="units in flight: synthesis threads and audit tasks at once (None: the "
+        f"stages' defaults, {SynthConfig.workers} and "
+        f"{SelectionConfig.model_fields['task_workers'].default}); on a cluster about its "
+        "sandbox slots",
+    )
 
     @property
     def store_path(self) -> Path:
@@ -75,6 +90,10 @@ class ForgeConfig(dg.ConfigurableResource):
     def open_store(self) -> Store:
         """The warehouse the assets write to (created on first use)."""
         return Store.open(self.store_path, create=True)
+
+    def executor_config(self) -> ExecutorConfig:
+        """The one executor of this run's fan-out (Ray's slots, not Dagster's processes)."""
+        return ExecutorConfig(address=self.cluster_address)
 
     def selection_config(self) -> SelectionConfig:
         llm = None
@@ -90,6 +109,8 @@ class ForgeConfig(dg.ConfigurableResource):
                 max_mutants=self.audit_mutants,
             ),
             llm=llm,
+            executor=self.executor_config(),
+            **({"task_workers": self.trial_workers} if self.trial_workers else {}),
         )
 
     def synth_config(self) -> SynthConfig:
@@ -101,6 +122,8 @@ class ForgeConfig(dg.ConfigurableResource):
             benchmark=Path(self.benchmark_dir) if self.benchmark_dir else None,
             seed_ids=ids,
             validation=ValidationConfig(backend=self.sandbox_backend),
+            executor=self.executor_config(),
+            **({"workers": self.trial_workers} if self.trial_workers else {}),
         )
 
 
@@ -112,6 +135,7 @@ LOCAL_ENV = {
     "T1_DEMO_ROUNDS": "rounds",
     "T1_DEMO_PER_ROUND": "per_round",
     "T1_DEMO_SEED_IDS": "seed_ids",
+    "T1_RAY_ADDRESS": "cluster_address",
 }
 # Configured: each of these must be set (read when a run starts).
 CONFIGURED_ENV = {
@@ -132,6 +156,8 @@ def forge_config_from_env() -> ForgeConfig:
         overrides = {f: os.environ[v] for v, f in LOCAL_ENV.items() if v in os.environ}
     elif env == "configured":
         overrides = {f: dg.EnvVar(v) for v, f in CONFIGURED_ENV.items()}
+        if ADDRESS_ENV in os.environ:  # optional: unset, the trials run in the run's process
+            overrides["cluster_address"] = dg.EnvVar(ADDRESS_ENV)
     else:
         raise ValueError(f"T1_ENV must be 'local' or 'configured', got {env!r}")
     return ForgeConfig(**overrides)
