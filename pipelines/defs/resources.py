@@ -11,6 +11,7 @@ launch builds T1 in minutes, and say what they shrink.
 """
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +102,7 @@ class ForgeConfig(dg.ConfigurableResource):
             llm = LlmConfig(
                 base_url=self.llm_base_url, model=self.llm_model, api_key=self.llm_api_key or "none"
             )
-        return SelectionConfig(
+        cfg = SelectionConfig(
             rubric=load_rubric("t1"),
             exec=ExecConfig(
                 backend=self.sandbox_backend,
@@ -110,12 +111,14 @@ class ForgeConfig(dg.ConfigurableResource):
             ),
             llm=llm,
             executor=self.executor_config(),
-            **({"task_workers": self.trial_workers} if self.trial_workers else {}),
         )
+        if self.trial_workers:
+            return cfg.model_copy(update={"task_workers": self.trial_workers})
+        return cfg
 
     def synth_config(self) -> SynthConfig:
         ids = tuple(i for i in self.seed_ids.split(",") if i)
-        return SynthConfig(
+        cfg = SynthConfig(
             rounds=self.rounds,
             per_round=self.per_round,
             campaign=self.campaign,
@@ -123,8 +126,8 @@ class ForgeConfig(dg.ConfigurableResource):
             seed_ids=ids,
             validation=ValidationConfig(backend=self.sandbox_backend),
             executor=self.executor_config(),
-            **({"workers": self.trial_workers} if self.trial_workers else {}),
         )
+        return replace(cfg, workers=self.trial_workers) if self.trial_workers else cfg
 
 
 # Environment variable -> field. Local: any of these that is set overrides the field's default.
