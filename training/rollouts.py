@@ -53,6 +53,7 @@ from training.harness import HarnessConfig, PolicyAgent, Rollout, rollout_trial
 
 if TYPE_CHECKING:
     from tasks.model import Task
+    from tasks.results import FailureMode
 
 
 Admission = Literal["launch_order", "first_finished"]
@@ -214,29 +215,12 @@ class RolloutPool:
     def _run(self, job: RolloutJob, agent: PolicyAgent, trial_id: str) -> Rollout:
         if agent.cancel.is_set():  # cancelled before it started: nothing to reclaim
             return _cancelled_before_start(job, agent, self.backend)
-        if self.remote is not None:
-            return self._run_remote(job, agent, trial_id)
+        if self.remote is not None and self._remote_fn is not None:
+            return _run_remote(self.remote, self._remote_fn, job, agent, trial_id, self.backend)
         agent.tokenizer = self._thread_tokenizer()
         rollout = rollout_trial(job.task, agent, backend=self.backend)
         rollout.sample = job.slot
         return rollout
-
-    def _run_remote(self, job: RolloutJob, agent: PolicyAgent, trial_id: str) -> Rollout:
-        """Submit the trial to the cluster and wait for it (this thread holds its place)."""
-        assert self.remote is not None and self._remote_fn is not None
-        fut = self.remote.submit(
-            trial_id, self._remote_fn, job, agent.config, affinity=job.task.environment_hash
-        )
-        if agent.cancel.is_set():  # cancelled while it was being submitted
-            self.remote.cancel(trial_id)
-        try:
-            return fut.result()
-        except CancelledError:
-            return _cancelled_before_start(job, agent, self.backend, "cancelled on its node")
-        except TrialLost as e:
-            return _lost(job, agent, self.backend, e)
-        finally:
-            self.remote.forget(trial_id)
 
     def submit(self, job: RolloutJob, harness: HarnessConfig, batch: str = "") -> _Running:
         agent = PolicyAgent(
@@ -351,6 +335,29 @@ def _decide_by_slot(client: EngineClient, batch: RolloutBatch, running: list[_Ru
             batch._straggling.append(r)
 
 
+def _run_remote(
+    remote: Executor,
+    fn: RemoteRollout,
+    job: RolloutJob,
+    agent: PolicyAgent,
+    trial_id: str,
+    backend: str,
+) -> Rollout:
+    """Submit one trial to the cluster and wait for it (the calling pool thread holds its
+    place); what the machinery did to it comes back as a row."""
+    fut = remote.submit(trial_id, fn, job, agent.config, affinity=job.task.environment_hash)
+    if agent.cancel.is_set():  # cancelled while it was being submitted
+        remote.cancel(trial_id)
+    try:
+        return fut.result()
+    except CancelledError:
+        return _cancelled_before_start(job, agent, backend, "cancelled on its node")
+    except TrialLost as e:
+        return _lost(job, agent, backend, e)
+    finally:
+        remote.forget(trial_id)
+
+
 def _cancel(client: EngineClient, r: _Running) -> None:
     """Cancel one trial: its agent stops at the next turn boundary, its request now (on a
     cluster: the executor interrupts it on its node)."""
@@ -381,7 +388,9 @@ def _lost(job: RolloutJob, agent: PolicyAgent, backend: str, e: TrialLost) -> Ro
     return _row(job, agent, backend, FailureMode.SANDBOX_ERROR, f"lost: {e}"[:1000])
 
 
-def _row(job: RolloutJob, agent: PolicyAgent, backend: str, mode: Any, detail: str) -> Rollout:
+def _row(
+    job: RolloutJob, agent: PolicyAgent, backend: str, mode: FailureMode, detail: str
+) -> Rollout:
     import uuid
 
     from tasks.results import TrialResult

@@ -35,7 +35,8 @@ def finished(job: Any) -> Rollout:
 
 class ScriptedExecutor:
     """Settles trial `<pool>:<batch>:<slot>` as `script[slot]` says: 'lost' (TrialLost), 'ok'
-    (a finished rollout of its job), 'hold' (never, until cancelled). Records submits,
+    (a finished rollout of its job, once every slot was submitted), 'hold' (never, until
+    cancelled). Records submits,
     cancels and forgets."""
 
     def __init__(self, script: dict[int, str]) -> None:
@@ -45,6 +46,7 @@ class ScriptedExecutor:
         self.cancelled: list[str] = []
         self.forgotten: list[str] = []
         self.lock = threading.Lock()
+        self.all_submitted = threading.Event()
 
     def submit(self, trial_id: str, fn: Any, /, *args: Any, affinity: str | None = None):
         fut: Future[Any] = Future()
@@ -54,8 +56,16 @@ class ScriptedExecutor:
         what = self.script[int(trial_id.rsplit(":", 1)[1])]
         if what == "lost":
             fut.set_exception(TrialLost(trial_id, 4, "NodeDiedError: gone"))
-        elif what == "ok":
-            fut.set_result(finished(args[0]))
+        elif what == "ok":  # once every trial is on the cluster (a deterministic straggler)
+            job = args[0]
+
+            def finish() -> None:
+                self.all_submitted.wait(30)
+                fut.set_result(finished(job))
+
+            threading.Thread(target=finish, daemon=True).start()
+        if len(self.submitted) == len(self.script):
+            self.all_submitted.set()
         return fut
 
     def cancel(self, trial_id: str) -> bool:
