@@ -17,8 +17,9 @@
    recorded exactly once.
 
 4. `--project`: instead of 1-3, the CPU seconds of the work itself, measured here on real
-   trials (`resource.getrusage` of this process and its sandboxes, which is what a node's
-   cores spend, whatever the load), projected to the paper's scale:
+   trials (a cpuacct cgroup holding this process and every sandbox process it starts: what a
+   node's cores spend, much less sensitive to the machine's load than wall time), projected
+   to the paper's scale:
    - a synthesis round of `--candidates` candidates of real seed tasks (`run_synthesis`, no
      LLM, the default validation: oracle reruns, nop, extension-only, parent, scripted hacks),
      after profiling its seeds: CPU seconds per validated candidate and per recorded trial;
@@ -39,7 +40,6 @@ from __future__ import annotations
 import argparse
 import math
 import os
-import resource
 import statistics
 import subprocess
 import tempfile
@@ -210,14 +210,33 @@ def recovery(slots: int) -> dict[str, float]:
             "base_s": base}  # fmt: skip
 
 
+CPUACCT = Path("/sys/fs/cgroup/cpuacct")
+ACCOUNT: list[Path] = []  # this run's own cpuacct group, once joined
+
+
+def join_cpu_account() -> None:
+    """Move this process into a cpuacct group of its own: every process it starts after
+    (the sandboxes' helpers, shells, verifiers) is counted there. `getrusage` is not enough:
+    it misses the sandboxes' processes (a 0.65 s busy loop in a trial read as 0.01 s)."""
+    if not (CPUACCT / "cgroup.procs").exists():
+        raise SystemExit("--project needs the cgroup v1 cpuacct controller (root)")
+    group = CPUACCT / f"t1-scale-bench-{os.getpid()}"
+    group.mkdir(exist_ok=True)
+    (group / "cgroup.procs").write_text(str(os.getpid()))
+    ACCOUNT.append(group)
+
+
+def leave_cpu_account() -> None:
+    for group in ACCOUNT:
+        (CPUACCT / "cgroup.procs").write_text(str(os.getpid()))
+        group.rmdir()
+    ACCOUNT.clear()
+
+
 def cpu_seconds() -> float:
-    """CPU seconds (user + system) of this process and of its waited-for children so far: the
-    driver's own work and every sandbox process it started."""
-    own, kids = (
-        resource.getrusage(resource.RUSAGE_SELF),
-        resource.getrusage(resource.RUSAGE_CHILDREN),
-    )
-    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+    """CPU seconds (user + system) this process and everything it started have used since it
+    joined its cpuacct group: the driver's own work and every sandbox process."""
+    return int((ACCOUNT[0] / "cpuacct.usage").read_text()) / 1e9
 
 
 class TurnsAgent:
@@ -367,7 +386,11 @@ def main() -> None:
     if args.project:
         load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
         print(f"machine: {os.cpu_count()} cores; before: {load}")
-        project(args)
+        join_cpu_account()
+        try:
+            project(args)
+        finally:
+            leave_cpu_account()
         load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
         print(f"\nafter: {load}")
         return
