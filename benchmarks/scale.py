@@ -27,7 +27,8 @@
      reclaim) and the same trial typing `--commands` light commands into its session, so
      CPU = fixed + turns x per-command (the engine's tokens are on GPUs, not counted here);
    then 38k candidates and steps of 256 rollouts on N nodes (`--node-cores`, `--nodes-at-scale`,
-   `--utilisation`, `--turns`): every assumption is printed beside the numbers.
+   `--utilisation`, `--turns`, and `--extra-trial-cpu`: what a heavier task's trial adds to
+   the light seeds measured): every assumption is printed beside the numbers.
 
 Ray starts its workers at nice 15; the trials here run at `--niceness` (default 0, the local
 pool's priority) so that both compete equally with the machine's other load.
@@ -334,35 +335,39 @@ def project(args: argparse.Namespace) -> None:
     )
     print(f"| rollout trial, sandbox CPU s per light command (of {args.commands}) | "
           f"{r['per_command']:.3f} |")  # fmt: skip
-    total_h = 38_000 * s["cpu_per_candidate"] / 3600
+    per_candidate = s["trials"] / s["candidates"]
     print(f"\nAssumptions: nodes of {cores} cores, one sandbox slot per core, {100 * u:.0f}% of "
-          "the cores busy with trials; a candidate costs what it cost here (these seeds, the "
-          "default validation, warm image caches); the paper's tasks run heavier commands "
-          "than these, so both figures are floors. 38k = validated candidates (RST-38k counts "
-          f"accepted tasks: at this run's acceptance of {100 * accept:.0f}%, "
-          f"{38_000 / accept if accept else float('nan'):,.0f} candidates).")  # fmt: skip
-    print(
-        "\n| 38k candidates validated | CPU hours | "
-        + " | ".join(f"wall h, {n} node(s)" for n in args.nodes_at_scale)
-        + " |"
-    )
-    print("|---" * (2 + len(args.nodes_at_scale)) + "|")
-    walls = " | ".join(f"{total_h / (n * cores * u):.1f}" for n in args.nodes_at_scale)
-    print(f"| at {s['cpu_per_candidate']:.1f} CPU s each | {total_h:,.0f} | {walls} |")
+          "the cores busy with trials, warm image caches. A candidate runs the trials it ran "
+          f"here ({per_candidate:.0f} recorded; the default validation) and each costs what it "
+          "cost here plus `extra` CPU s: the seeds measured do little work (a few file "
+          "operations, a shell verifier), the paper's tasks build and test software, so the "
+          "`extra 0` rows are floors and the others say what heavier tasks cost. 38k = "
+          "validated candidates (RST-38k counts accepted tasks: at this run's acceptance of "
+          f"{100 * accept:.0f}%, {38_000 / accept if accept else float('nan'):,.0f} "
+          "candidates).")  # fmt: skip
+    head = " | ".join(f"wall h, {n} node(s)" for n in args.nodes_at_scale)
+    print(f"\n| 38k candidates | CPU s each | CPU hours | {head} |")
+    print("|---" * (3 + len(args.nodes_at_scale)) + "|")
+    for extra in args.extra_trial_cpu:
+        each = s["cpu_per_candidate"] + per_candidate * extra
+        total_h = 38_000 * each / 3600
+        walls = " | ".join(f"{total_h / (n * cores * u):.2f}" for n in args.nodes_at_scale)
+        print(f"| extra {extra:g} CPU s per trial | {each:.1f} | {total_h:,.0f} | {walls} |")
     slots = math.ceil(args.batch * (1 + args.oversample))
     print(
-        f"\nA step launches {slots} rollouts (256 x (1 + {args.oversample})), each holding "
-        f"a slot (a core) for its whole trial: {math.ceil(slots / (cores * u))} node(s) "
-        "hold them at once. The sandbox CPU a step needs, beside the engine's GPUs:"
+        f"\nA step launches {slots} rollouts ({args.batch} x (1 + {args.oversample})), each "
+        f"holding a slot (a core) for its whole trial: {math.ceil(slots / (cores * u))} "
+        "node(s) hold them at once, whatever they compute. Their sandbox CPU, beside the "
+        f"engine's GPUs, per {args.step_minutes:.0f}-min step (the engine sets the step time):"
     )
-    print(
-        "\n| turns per trial | sandbox CPU s per trial | CPU s per step | busy cores over a "
-        f"{args.step_minutes:.0f}-min step |\n|---|---|---|---|"
-    )
+    print("\n| turns per trial | extra CPU s per trial | sandbox CPU s per trial | CPU s per step "
+          "| cores busy on average |\n|---|---|---|---|---|")  # fmt: skip
     for turns in args.turns:
-        per = r["fixed"] + turns * r["per_command"]
-        step = slots * per
-        print(f"| {turns} | {per:.1f} | {step:,.0f} | {step / (60 * args.step_minutes):.1f} |")
+        for extra in args.extra_trial_cpu:
+            per = r["fixed"] + turns * r["per_command"] + extra
+            step = slots * per
+            print(f"| {turns} | {extra:g} | {per:.1f} | {step:,.0f} | "
+                  f"{step / (60 * args.step_minutes):.1f} |")  # fmt: skip
 
 
 def main() -> None:
@@ -382,6 +387,10 @@ def main() -> None:
     ap.add_argument("--batch", type=int, default=256, help="rollouts trained on per step")
     ap.add_argument("--oversample", type=float, default=0.25, help="alpha of the scheduler")
     ap.add_argument("--step-minutes", type=float, default=30.0, help="assumed step wall time")
+    ap.add_argument(
+        "--extra-trial-cpu", type=float, nargs="+", default=[0.0, 10.0, 60.0],
+        help="CPU s a heavier task's trial adds (builds, test suites): one row each",
+    )  # fmt: skip
     args = ap.parse_args()
     if args.project:
         load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
