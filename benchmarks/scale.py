@@ -16,6 +16,20 @@
    extra wall time against the same batch without a loss. Asserts that every trial is
    recorded exactly once.
 
+4. `--project`: instead of 1-3, the CPU seconds of the work itself, measured here on real
+   trials (a cpuacct cgroup holding this process and every sandbox process it starts: what a
+   node's cores spend, much less sensitive to the machine's load than wall time), projected
+   to the paper's scale:
+   - a synthesis round of `--candidates` candidates of real seed tasks (`run_synthesis`, no
+     LLM, the default validation: oracle reruns, nop, extension-only, parent, scripted hacks),
+     after profiling its seeds: CPU seconds per validated candidate and per recorded trial;
+   - a rollout trial's sandbox side on real seed tasks: a nop trial (environment, verifier,
+     reclaim) and the same trial typing `--commands` light commands into its session, so
+     CPU = fixed + turns x per-command (the engine's tokens are on GPUs, not counted here);
+   then 38k candidates and steps of 256 rollouts on N nodes (`--node-cores`, `--nodes-at-scale`,
+   `--utilisation`, `--turns`, and `--extra-trial-cpu`: what a heavier task's trial adds to
+   the light seeds measured): every assumption is printed beside the numbers.
+
 Ray starts its workers at nice 15; the trials here run at `--niceness` (default 0, the local
 pool's priority) so that both compete equally with the machine's other load.
 
@@ -25,6 +39,7 @@ Prints a table (and `uptime`: the load the numbers were taken under); asserts no
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import statistics
 import subprocess
@@ -196,6 +211,165 @@ def recovery(slots: int) -> dict[str, float]:
             "base_s": base}  # fmt: skip
 
 
+CPUACCT = Path("/sys/fs/cgroup/cpuacct")
+ACCOUNT: list[Path] = []  # this run's own cpuacct group, once joined
+
+
+def join_cpu_account() -> None:
+    """Move this process into a cpuacct group of its own: every process it starts after
+    (the sandboxes' helpers, shells, verifiers) is counted there. `getrusage` is not enough:
+    it misses the sandboxes' processes (a 0.65 s busy loop in a trial read as 0.01 s)."""
+    if not (CPUACCT / "cgroup.procs").exists():
+        raise SystemExit("--project needs the cgroup v1 cpuacct controller (root)")
+    group = CPUACCT / f"t1-scale-bench-{os.getpid()}"
+    group.mkdir(exist_ok=True)
+    (group / "cgroup.procs").write_text(str(os.getpid()))
+    ACCOUNT.append(group)
+
+
+def leave_cpu_account() -> None:
+    for group in ACCOUNT:
+        (CPUACCT / "cgroup.procs").write_text(str(os.getpid()))
+        group.rmdir()
+    ACCOUNT.clear()
+
+
+def cpu_seconds() -> float:
+    """CPU seconds (user + system) this process and everything it started have used since it
+    joined its cpuacct group: the driver's own work and every sandbox process."""
+    return int((ACCOUNT[0] / "cpuacct.usage").read_text()) / 1e9
+
+
+class TurnsAgent:
+    """A scripted agent typing `commands` light commands into the trial's one shell session,
+    one at a time like an agent's turns (a floor for what a turn costs a sandbox node)."""
+
+    name = "turns"
+
+    def __init__(self, commands: int) -> None:
+        self.commands = commands
+
+    def run(self, sandbox: Any, task: Task, deadline: float) -> Any:
+        from sandbox import AgentOutcome
+
+        r = None
+        for i in range(self.commands):
+            r = sandbox.session().run(
+                f"ls -la /app > /dev/null; echo turn {i} | wc -c", timeout_s=30
+            )
+        return AgentOutcome.from_exec(r) if r is not None else AgentOutcome(exit_code=0)
+
+
+SEED_IDS = ("ds-sensor-summary-stats", "vc-gitignore-untrack", "sa-dedupe-hardlinks")
+
+
+def measure_synthesis(candidates: int) -> dict[str, float]:
+    """CPU and wall seconds per validated candidate of one local synthesis round."""
+    from synthesis import ledger
+    from synthesis.rounds import SynthConfig, run_synthesis, seed_parents
+    from synthesis.sampler import Caps
+    from warehouse import Store
+
+    cfg = SynthConfig(
+        rounds=1, per_round=candidates, seed=5, campaign="scale-bench", seed_ids=SEED_IDS,
+        caps=Caps(children_per_parent=candidates, root_share=1.0, category_share=1.0,
+                  family_share=1.0),
+    )  # fmt: skip
+    with tempfile.TemporaryDirectory() as tmp:
+        store = Store.open(Path(tmp) / "wh", create=True)
+        seed_parents(store, cfg)  # profiling is once per seed, not per candidate
+        cpu0, t0 = cpu_seconds(), time.perf_counter()
+        (stats,) = run_synthesis(cfg, store)
+        cpu, wall = cpu_seconds() - cpu0, time.perf_counter() - t0
+        counts = ledger.validation_trial_counts(store, cfg.campaign)
+    trials = sum(n for modes in counts.values() for n in modes.values())
+    return {"candidates": stats.candidates, "accepted": stats.accepted, "trials": trials,
+            "cpu_per_candidate": cpu / stats.candidates, "wall_per_candidate": wall /
+            stats.candidates, "cpu_per_trial": cpu / max(1, trials),
+            "workers": cfg.workers}  # fmt: skip
+
+
+def measure_rollout_side(commands: int, reps: int) -> dict[str, float]:
+    """Sandbox CPU of a rollout trial without its engine: fixed (nop) and per command."""
+    from tasks.corpus import load_seeds
+
+    tasks = [t for t in load_seeds() if t.id in SEED_IDS]
+    for t in tasks:  # warm each environment's image once
+        run_trial(t, "nop")
+    fixed, with_turns = [], []
+    for _ in range(reps):
+        for t in tasks:
+            c0 = cpu_seconds()
+            r = run_trial(t, "nop")
+            fixed.append(cpu_seconds() - c0)
+            c0 = cpu_seconds()
+            r2 = run_trial(t, TurnsAgent(commands))
+            with_turns.append(cpu_seconds() - c0)
+            for x in (r, r2):
+                if x.failure_mode.infrastructure:
+                    raise RuntimeError(f"{t.id}: {x.failure_mode} {x.failure_detail[:200]}")
+    f, w = statistics.median(fixed), statistics.median(with_turns)
+    return {"fixed": f, "per_command": max(0.0, w - f) / commands, "trials": len(fixed)}
+
+
+def project(args: argparse.Namespace) -> None:
+    """Measure (`measure_synthesis`, `measure_rollout_side`) and print the projection."""
+    s = measure_synthesis(args.candidates)
+    r = measure_rollout_side(args.commands, args.reps)
+    accept = s["accepted"] / s["candidates"] if s["candidates"] else float("nan")
+    u, cores = args.utilisation, args.node_cores
+    print("\n| measured (this machine) | value |\n|---|---|")
+    print(
+        f"| synthesis round: candidates / accepted / recorded validation trials | "
+        f"{s['candidates']:.0f} / {s['accepted']:.0f} / {s['trials']:.0f} |"
+    )
+    print(f"| CPU s per validated candidate (driver + sandboxes) | {s['cpu_per_candidate']:.1f} |")
+    print(
+        f"| wall s per candidate ({s['workers']:.0f} validations at once) | "
+        f"{s['wall_per_candidate']:.1f} |"
+    )
+    print(f"| CPU s per recorded validation trial | {s['cpu_per_trial']:.2f} |")
+    print(
+        f"| rollout trial, sandbox CPU s without commands (nop, median of {r['trials']:.0f}) | "
+        f"{r['fixed']:.2f} |"
+    )
+    print(f"| rollout trial, sandbox CPU s per light command (of {args.commands}) | "
+          f"{r['per_command']:.3f} |")  # fmt: skip
+    per_candidate = s["trials"] / s["candidates"]
+    print(f"\nAssumptions: nodes of {cores} cores, one sandbox slot per core, {100 * u:.0f}% of "
+          "the cores busy with trials, warm image caches. A candidate runs the trials it ran "
+          f"here ({per_candidate:.0f} recorded; the default validation) and each costs what it "
+          "cost here plus `extra` CPU s: the seeds measured do little work (a few file "
+          "operations, a shell verifier), the paper's tasks build and test software, so the "
+          "`extra 0` rows are floors and the others say what heavier tasks cost. 38k = "
+          "validated candidates (RST-38k counts accepted tasks: at this run's acceptance of "
+          f"{100 * accept:.0f}%, {38_000 / accept if accept else float('nan'):,.0f} "
+          "candidates).")  # fmt: skip
+    head = " | ".join(f"wall h, {n} node(s)" for n in args.nodes_at_scale)
+    print(f"\n| 38k candidates | CPU s each | CPU hours | {head} |")
+    print("|---" * (3 + len(args.nodes_at_scale)) + "|")
+    for extra in args.extra_trial_cpu:
+        each = s["cpu_per_candidate"] + per_candidate * extra
+        total_h = 38_000 * each / 3600
+        walls = " | ".join(f"{total_h / (n * cores * u):.2f}" for n in args.nodes_at_scale)
+        print(f"| extra {extra:g} CPU s per trial | {each:.1f} | {total_h:,.0f} | {walls} |")
+    slots = math.ceil(args.batch * (1 + args.oversample))
+    print(
+        f"\nA step launches {slots} rollouts ({args.batch} x (1 + {args.oversample})), each "
+        f"holding a slot (a core) for its whole trial: {math.ceil(slots / (cores * u))} "
+        "node(s) hold them at once, whatever they compute. Their sandbox CPU, beside the "
+        f"engine's GPUs, per {args.step_minutes:.0f}-min step (the engine sets the step time):"
+    )
+    print("\n| turns per trial | extra CPU s per trial | sandbox CPU s per trial | CPU s per step "
+          "| cores busy on average |\n|---|---|---|---|---|")  # fmt: skip
+    for turns in args.turns:
+        for extra in args.extra_trial_cpu:
+            per = r["fixed"] + turns * r["per_command"] + extra
+            step = slots * per
+            print(f"| {turns} | {extra:g} | {per:.1f} | {step:,.0f} | "
+                  f"{step / (60 * args.step_minutes):.1f} |")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trials", type=int, default=24, help="trials per batch")
@@ -203,7 +377,32 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3, help="alternating local/Ray batches")
     ap.add_argument("--nodes", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--niceness", type=int, default=0, help="Ray workers' nice (Ray's own: 15)")
+    ap.add_argument("--project", action="store_true", help="measure CPU s and project (4.)")
+    ap.add_argument("--candidates", type=int, default=6, help="synthesis candidates measured")
+    ap.add_argument("--commands", type=int, default=20, help="light commands per turns trial")
+    ap.add_argument("--node-cores", type=int, default=64)
+    ap.add_argument("--nodes-at-scale", type=int, nargs="+", default=[1, 8, 32, 128])
+    ap.add_argument("--utilisation", type=float, default=0.8, help="share of cores in trials")
+    ap.add_argument("--turns", type=int, nargs="+", default=[10, 50, 300])
+    ap.add_argument("--batch", type=int, default=256, help="rollouts trained on per step")
+    ap.add_argument("--oversample", type=float, default=0.25, help="alpha of the scheduler")
+    ap.add_argument("--step-minutes", type=float, default=30.0, help="assumed step wall time")
+    ap.add_argument(
+        "--extra-trial-cpu", type=float, nargs="+", default=[0.0, 10.0, 60.0],
+        help="CPU s a heavier task's trial adds (builds, test suites): one row each",
+    )  # fmt: skip
     args = ap.parse_args()
+    if args.project:
+        load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+        print(f"machine: {os.cpu_count()} cores; before: {load}")
+        join_cpu_account()
+        try:
+            project(args)
+        finally:
+            leave_cpu_account()
+        load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+        print(f"\nafter: {load}")
+        return
     NICENESS[0] = args.niceness
     task = bench_task()
     sandbox_trial(task)  # warm the image cache once

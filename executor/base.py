@@ -69,7 +69,7 @@ class TrialLost(RuntimeError):
 
 
 class Executor(Protocol):
-    """Runs trials somewhere; five members, everything else is a free function over them."""
+    """Runs trials somewhere; six members, everything else is a free function over them."""
 
     def submit(
         self, trial_id: str, fn: Callable[..., T], /, *args: Any, affinity: str | None = None
@@ -86,6 +86,12 @@ class Executor(Protocol):
 
     def result_of(self, trial_id: str) -> Future[Any] | None:
         """The future of a submitted trial id (None when unknown)."""
+        ...
+
+    def forget(self, trial_id: str) -> None:
+        """Drop a settled trial id's record (a long-lived executor, the campaign's, would
+        keep every result otherwise). The id is then unknown: submitting it again runs it
+        again, so forget only what the caller has recorded. A trial not yet settled is kept."""
         ...
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None: ...

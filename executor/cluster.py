@@ -17,6 +17,7 @@ once. Ray is imported here only, and only when a program's executor address is n
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
 from concurrent.futures import wait as wait_all
@@ -59,8 +60,9 @@ class RayExecutor:
     """The executor interface over a Ray cluster (see the module docstring).
 
     Connects to `cfg.address` unless Ray is already initialised in this process (then that
-    connection is used and left open on shutdown). `placements` (trial id -> node id) and
-    `affinity` (key -> node id) are the driver's record, readable by tests and benchmarks.
+    connection is used and left open on shutdown). `placements` (trial id -> node id),
+    `affinity` (key -> node id) and `ran_on` (node id -> trials) are the driver's record,
+    readable by tests and benchmarks.
     """
 
     def __init__(self, cfg: ExecutorConfig) -> None:
@@ -93,6 +95,8 @@ class RayExecutor:
         self.attempts: dict[str, int] = {}
         self.placements: dict[str, str] = {}
         self.affinity: dict[str, str] = {}
+        # Trials settled with a result per node id (kept when `forget` drops `placements`).
+        self.ran_on: Counter[str] = Counter()
         # One Ray remote function per callable, exported once: shipping the callable with
         # every trial cost ~25% of a trivial sandbox trial's time (benchmarks/scale.py).
         self._remote_fns: dict[Callable[..., Any], Any] = {}
@@ -144,9 +148,9 @@ class RayExecutor:
         done: Future[Any],
     ) -> None:
         with self._lock:
-            fut = self._futures[trial_id]
-            if fut.done() or self._refs.get(trial_id) is not ref:
-                return  # cancelled, or a stale attempt: the trial is recorded once
+            fut = self._futures.get(trial_id)
+            if fut is None or fut.done() or self._refs.get(trial_id) is not ref:
+                return  # forgotten, cancelled, or a stale attempt: the trial is recorded once
             try:
                 node, value = done.result()
             except rex.TaskCancelledError:
@@ -164,6 +168,7 @@ class RayExecutor:
                 _settle_once(fut, exception=e)
                 return
             self.placements[trial_id] = node
+            self.ran_on[node] += 1
             if affinity is not None:
                 self.affinity[affinity] = node
             _settle_once(fut, value=value)
@@ -185,6 +190,16 @@ class RayExecutor:
     def result_of(self, trial_id: str) -> Future[Any] | None:
         with self._lock:
             return self._futures.get(trial_id)
+
+    def forget(self, trial_id: str) -> None:
+        with self._lock:
+            fut = self._futures.get(trial_id)
+            if fut is None or not fut.done():
+                return
+            del self._futures[trial_id]
+            self._refs.pop(trial_id, None)
+            self.attempts.pop(trial_id, None)
+            self.placements.pop(trial_id, None)
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         if cancel_futures:

@@ -42,6 +42,12 @@ class LocalExecutor:
         with self._lock:
             return self._futures.get(trial_id)
 
+    def forget(self, trial_id: str) -> None:
+        with self._lock:
+            fut = self._futures.get(trial_id)
+            if fut is not None and fut.done():
+                del self._futures[trial_id]
+
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         self._pool.shutdown(wait=wait, cancel_futures=cancel_futures)
 

@@ -39,6 +39,14 @@ EvalEvery = Annotated[
 Preset = Annotated[
     str, Field(min_length=1, description="name under training/presets/ or a TOML path")
 ]
+ClusterAddress = Annotated[
+    str | None,
+    Field(
+        min_length=1,
+        description="where the rollout and evaluation trials run: 'local', or a Ray address "
+        "(auto, host:6379, ray://host:10001); None: the preset's, else $T1_RAY_ADDRESS",
+    ),
+]
 # One campaign at a time per deployment: a second run waits (AwaitingConcurrencySlot).
 CAMPAIGN_CONCURRENCY_LIMIT = 1
 
@@ -51,6 +59,7 @@ class CampaignRequest(BaseModel):
     preset: Preset = "tiny-cpu"
     steps: Steps = None
     eval_every: EvalEvery = None
+    cluster_address: ClusterAddress = None
 
     def run_name(self) -> str:
         """`<preset>-<pool>-v<version or latest>[-<steps>steps]`: the flow run's name."""

@@ -8,7 +8,7 @@ trains: it shares the held-out task's environment, checks or solution path.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from tasks.model import Task
@@ -93,9 +93,11 @@ def campaign_config(
     policy_path: str | None,
     runs_dir: str | None,
     resume_from: str | None = None,
+    cluster_address: str | None = None,
 ) -> CampaignConfig:
     """The preset with this launch's choices and a new run id (unique per run, known before
     the run starts so the orchestrator can name and tag it); resuming, the resumed run's id.
+    `cluster_address` (None: the preset's) is where the trials run (`ExecutorConfig`).
     Raises ValueError naming the directory when `resume_from` holds no checkpoint."""
     from training.campaign import new_run_id
     from training.checkpoint import latest_checkpoint, read_state
@@ -113,4 +115,9 @@ def campaign_config(
         run_id = read_state(latest_checkpoint(base.resume_from)).run_id
     else:
         run_id = new_run_id(base.campaign)
-    return CampaignConfig.model_validate({**base.model_dump(), "run_id": run_id, "pool": pool})
+    executor = base.executor
+    if cluster_address is not None:
+        executor = replace(executor, address=cluster_address)
+    return CampaignConfig.model_validate(
+        {**base.model_dump(), "run_id": run_id, "pool": pool, "executor": executor}
+    )

@@ -35,6 +35,7 @@ from prefect.cache_policies import NONE
 
 from pipelines.campaign_deployment import (
     CampaignRequest,
+    ClusterAddress,
     EvalEvery,
     PoolVersion,
     Preset,
@@ -129,6 +130,7 @@ def ppo_campaign(
     pool: Pool = Pool(DEFAULTS.pool),
     pool_version: PoolVersion = DEFAULTS.pool_version,
     preset: Preset = DEFAULTS.preset,
+    cluster_address: ClusterAddress = DEFAULTS.cluster_address,
     steps: Steps = DEFAULTS.steps,
     eval_every: EvalEvery = DEFAULTS.eval_every,
     audit_version: str = "",
@@ -146,6 +148,8 @@ def ppo_campaign(
         pool: pool to train on (t1, rst, tmax, seed).
         pool_version: pool version; empty: the latest recorded.
         preset: name under training/presets/ or a TOML path.
+        cluster_address: where the trials run: local, or a Ray address (auto, host:6379,
+            ray://host:10001); empty: the preset's, else $T1_RAY_ADDRESS.
         steps: PPO steps; empty: the preset's.
         eval_every: evaluate every K steps and after the last; empty: the preset's.
         audit_version: the audit version that selected the pool version, for versions the
@@ -162,8 +166,9 @@ def ppo_campaign(
     from training.campaign import CampaignHooks, run_campaign
 
     request = CampaignRequest(
-        pool=pool, pool_version=pool_version, preset=preset, steps=steps, eval_every=eval_every
-    )
+        pool=pool, pool_version=pool_version, preset=preset, steps=steps, eval_every=eval_every,
+        cluster_address=cluster_address,
+    )  # fmt: skip
     cfg = campaign_config(
         request.preset,
         steps=request.steps,
@@ -173,6 +178,7 @@ def ppo_campaign(
         policy_path=policy_path,
         runs_dir=runs_dir,
         resume_from=resume_from,
+        cluster_address=request.cluster_address,
     )
     run_id = str(cfg.run_id)
     split = campaign_tasks_of(cfg, request.pool, request.pool_version)

@@ -343,6 +343,10 @@ def setup(
         served = client.weight_version()
         if served != str(version):
             raise ValueError(f"engine at {url} serves weight version {served!r}, not {version}")
+        pool = RolloutPool(
+            client, tokenizer, workers=cfg.rollout_workers, backend=cfg.sandbox_backend,
+            executor=cfg.executor, name=run_id,
+        )  # fmt: skip
     except BaseException:
         client.close()
         if engine is not None:
@@ -362,9 +366,7 @@ def setup(
         actor_opt=actor_opt,
         critic_opt=critic_opt,
         client=client,
-        pool=RolloutPool(
-            client, tokenizer, workers=cfg.rollout_workers, backend=cfg.sandbox_backend
-        ),
+        pool=pool,
         tokenizer=tokenizer,
         engine=engine,
         behavior=behavior,
@@ -382,13 +384,16 @@ def _start_engine(cfg: CampaignConfig, weights: Path, version: int) -> tuple[Any
     if cfg.local_engine == "process":
         from training.engine_local import spawn_local_engine
 
-        proc = spawn_local_engine(weights, weight_version=str(version), seed=cfg.seed)
+        proc = spawn_local_engine(
+            weights, weight_version=str(version), seed=cfg.seed, host=cfg.engine_host
+        )
         return proc, proc.url
     from training.engine_local import LocalEngine
 
     engine = LocalEngine(
-        weights, seed=cfg.seed, weight_version=str(version), skip_tokenizer_init=True
-    )
+        weights, seed=cfg.seed, weight_version=str(version), skip_tokenizer_init=True,
+        host=cfg.engine_host,
+    )  # fmt: skip
     return engine, engine.start()
 
 

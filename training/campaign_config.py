@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from executor import ExecutorConfig
 from training.harness import HarnessConfig
 from training.r3 import FailurePolicy
 
@@ -44,7 +45,17 @@ class CampaignConfig(BaseModel):
     local_engine: Literal["process", "thread"] = Field(
         "process", description="local engine as a child process (parallel) or an in-process thread"
     )
+    engine_host: str = Field(
+        "127.0.0.1",
+        description="address the local engine binds and trials connect to: 127.0.0.1 (this "
+        "machine), or on a cluster this node's IP, reachable from every sandbox node",
+    )
     sandbox_backend: str = Field("local", description="sandbox backend of every trial")
+    executor: ExecutorConfig = Field(
+        default_factory=ExecutorConfig,
+        description="where rollout and evaluation trials run: 'local' threads, or a Ray "
+        "cluster (docs/scale.md); rollout_workers stays the number of trials in flight",
+    )
 
     # ---- tasks ------------------------------------------------------------------------------
     pool: str | None = Field(

@@ -111,6 +111,7 @@ class LocalEngine:
         weight_version: str = "0",
         seed: int = 0,
         port: int = 0,
+        host: str = "127.0.0.1",
         max_running_requests: int = 64,
         prefix_cache_tokens: int = 1_000_000,
         skip_tokenizer_init: bool = False,
@@ -126,6 +127,7 @@ class LocalEngine:
         self.prefix_cache_tokens = prefix_cache_tokens
         self._seed = seed
         self._port = port
+        self._host = host
         self._cv = threading.Condition()
         self._waiting: collections.deque[_Seq] = collections.deque()
         self._running: list[_Seq] = []
@@ -160,14 +162,15 @@ class LocalEngine:
         return f"http://{host}:{port}"
 
     def start(self) -> str:
-        """Start the scheduler, bind 127.0.0.1 and serve in daemon threads; returns the URL."""
+        """Start the scheduler, bind `host` (127.0.0.1 unless told: the engine has no
+        authentication) and serve in daemon threads; returns the URL."""
         self._start_scheduler()
         engine = self
 
         class Handler(_Handler):
             owner = engine
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", self._port), Handler)
+        self._server = ThreadingHTTPServer((self._host, self._port), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
         self._thread.start()
@@ -725,6 +728,7 @@ def spawn_local_engine(
     weight_version: str = "0",
     seed: int = 0,
     port: int = 0,
+    host: str = "127.0.0.1",
     threads: int = 1,
     skip_tokenizer_init: bool = True,
     ready_timeout_s: float = 180.0,
@@ -745,6 +749,8 @@ def spawn_local_engine(
         str(seed),
         "--port",
         str(port),
+        "--host",
+        host,
         "--threads",
         str(threads),
     ]
@@ -782,6 +788,9 @@ def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--model-path", type=Path, required=True)
     p.add_argument("--port", type=int, default=0)
+    p.add_argument(
+        "--host", default="127.0.0.1", help="address to bind and advertise (a cluster: this IP)"
+    )
     p.add_argument("--weight-version", default="0")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
@@ -793,6 +802,7 @@ def main(argv: list[str] | None = None) -> None:
         weight_version=args.weight_version,
         seed=args.seed,
         port=args.port,
+        host=args.host,
         skip_tokenizer_init=args.skip_tokenizer_init,
     )
     url = engine.start()

@@ -17,6 +17,7 @@ from training.harness import HarnessConfig, Rollout
 from training.rollouts import RolloutJob, plan_jobs
 
 if TYPE_CHECKING:
+    from executor import ExecutorConfig
     from tasks.model import Task
     from warehouse import EvaluationRecord
 
@@ -186,9 +187,12 @@ def evaluate_policy(
     backend: str = "local",
     seed: int = 0,
     benchmark: str = "heldout",
+    executor: ExecutorConfig | None = None,
+    engine_host: str = "127.0.0.1",
 ) -> tuple[EvaluationSummary, list[Rollout]]:
     """Evaluate a checkpoint outside a campaign: its own local engine, `workers` trials at
-    once, every task `samples` times at `harness.temperature`."""
+    once, every task `samples` times at `harness.temperature`; on a cluster `executor` the
+    trials run on its nodes and reach the engine at `engine_host` (docs/scale.md)."""
     from training.chat_tokenizer import load_chat_tokenizer
     from training.engine_local import LocalEngine
     from training.engine_protocol import EngineClient
@@ -196,12 +200,17 @@ def evaluate_policy(
 
     tokenizer = load_chat_tokenizer(Path(policy_path))
     jobs = evaluation_jobs(tasks, samples, seed=seed)
-    with LocalEngine(Path(policy_path), seed=seed, skip_tokenizer_init=True) as engine:
+    with LocalEngine(
+        Path(policy_path), seed=seed, skip_tokenizer_init=True, host=engine_host
+    ) as engine:
         mc = engine.model.config
         client = EngineClient(
             engine.base_url, num_layers=mc.num_hidden_layers, top_k=mc.num_experts_per_tok
         )
-        pool = RolloutPool(client, tokenizer, workers=workers, backend=backend)
+        pool = RolloutPool(
+            client, tokenizer, workers=workers, backend=backend, executor=executor,
+            name=f"evaluation-{Path(policy_path).name}",
+        )  # fmt: skip
         try:
             rollouts = pool.run_all(jobs, harness)
         finally:

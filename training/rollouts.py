@@ -23,6 +23,17 @@ the first B that finish with a verdict, cancel the rest.
 
 `RolloutBatch.result()` blocks until B are admitted (or every trial is done); the cancelled
 trials are collected by `RolloutBatch.cancelled()` once they have wound down.
+
+Where the trials run (`executor`, the campaign's `ExecutorConfig`): `local` (the default) runs
+each trial in the pool's own thread, as above. On a Ray cluster each of the pool's threads
+submits its trial to the executor as a `RemoteRollout` (trial id `<pool>:<batch>:<slot>`,
+placed by the task's environment hash) and waits for it: the threads bound the trials in
+flight to `workers`, in launch order; the trial runs on a node with a free sandbox slot, in
+that node's sandbox, and talks to the engine over HTTP at the client's URL (which every node
+must reach). A straggler cancel there is `Executor.cancel` (KeyboardInterrupt in the worker,
+`run_trial` reclaims the sandbox; its request in flight is not aborted by rid and runs out on
+the engine) and comes back as a CANCELLED row without the partial trajectory; a trial the
+machinery lost (`executor.TrialLost`) is an infrastructure row, never reward.
 """
 
 from __future__ import annotations
@@ -32,15 +43,17 @@ import math
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, CancelledError, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from executor import Executor, ExecutorConfig, TrialLost, open_executor
+from training.engine_protocol import EngineClient
 from training.harness import HarnessConfig, PolicyAgent, Rollout, rollout_trial
 
 if TYPE_CHECKING:
     from tasks.model import Task
-    from training.engine_protocol import EngineClient
+    from tasks.results import FailureMode
 
 
 Admission = Literal["launch_order", "first_finished"]
@@ -75,6 +88,35 @@ class _Running:
     job: RolloutJob
     agent: PolicyAgent
     future: Future[Rollout]
+    trial_id: str = ""
+    remote: Executor | None = field(default=None, repr=False)
+
+
+@dataclass(eq=False)  # hashed by identity: the executor exports one remote function per pool
+class RemoteRollout:
+    """One rollout trial as it runs on a cluster node: its own engine client (HTTP, to the
+    campaign's engine) and the pool's tokenizer, both shipped once per worker process."""
+
+    engine_url: str
+    num_layers: int
+    top_k: int
+    tokenizer: Any
+    backend: str
+
+    def __call__(self, job: RolloutJob, harness: HarnessConfig) -> Rollout:
+        client = _node_clients.get(self.engine_url)
+        if client is None:
+            client = _node_clients[self.engine_url] = EngineClient(
+                self.engine_url, num_layers=self.num_layers, top_k=self.top_k
+            )
+        # A Ray worker runs one task at a time: the tokenizer unpickled here is its own.
+        agent = PolicyAgent(client, self.tokenizer, harness)
+        rollout = rollout_trial(job.task, agent, backend=self.backend)
+        rollout.sample = job.slot
+        return rollout
+
+
+_node_clients: dict[str, EngineClient] = {}  # per worker process, by engine URL
 
 
 @dataclass
@@ -128,7 +170,8 @@ class RolloutPool:
     """A pool of `workers` trial threads sharing one engine client.
 
     Each trial gets its own `PolicyAgent` (own cancel event, own tokenizer copy: the fast
-    tokenizer is not shared across threads)."""
+    tokenizer is not shared across threads). With a cluster `executor` the threads hand their
+    trials to it (module docstring); `name` makes the pool's trial ids unique (the run id)."""
 
     def __init__(
         self,
@@ -137,18 +180,31 @@ class RolloutPool:
         *,
         workers: int,
         backend: str = "local",
+        executor: ExecutorConfig | None = None,
+        name: str = "rollouts",
     ):
         if workers < 1:
             raise ValueError(f"workers must be >= 1, got {workers}")
         self.client = client
         self.backend = backend
         self.workers = workers
+        self.name = name
         self._tokenizer = tokenizer
         self._local = threading.local()
         self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="rollout")
+        self._batches = 0
+        self.remote: Executor | None = None
+        self._remote_fn: RemoteRollout | None = None
+        if executor is not None and not executor.local:
+            self.remote = open_executor(executor)
+            self._remote_fn = RemoteRollout(
+                client.base_url, client.num_layers, client.top_k, tokenizer, backend
+            )
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+        if self.remote is not None:
+            self.remote.shutdown(wait=False, cancel_futures=True)
 
     def _thread_tokenizer(self) -> Any:
         tok = getattr(self._local, "tokenizer", None)
@@ -156,21 +212,29 @@ class RolloutPool:
             tok = self._local.tokenizer = copy.deepcopy(self._tokenizer)
         return tok
 
-    def _run(self, job: RolloutJob, agent: PolicyAgent) -> Rollout:
-        agent.tokenizer = self._thread_tokenizer()
+    def _run(self, job: RolloutJob, agent: PolicyAgent, trial_id: str) -> Rollout:
         if agent.cancel.is_set():  # cancelled before it started: nothing to reclaim
             return _cancelled_before_start(job, agent, self.backend)
+        if self.remote is not None and self._remote_fn is not None:
+            return _run_remote(self.remote, self._remote_fn, job, agent, trial_id, self.backend)
+        agent.tokenizer = self._thread_tokenizer()
         rollout = rollout_trial(job.task, agent, backend=self.backend)
         rollout.sample = job.slot
         return rollout
 
-    def submit(self, job: RolloutJob, harness: HarnessConfig) -> _Running:
+    def submit(self, job: RolloutJob, harness: HarnessConfig, batch: str = "") -> _Running:
         agent = PolicyAgent(
             self.client,
             self._tokenizer,
             harness.model_copy(update={"seed": job.seed}),
         )
-        return _Running(job, agent, self._pool.submit(self._run, job, agent))
+        trial_id = f"{self.name}:{batch}:{job.slot}"
+        future = self._pool.submit(self._run, job, agent, trial_id)
+        return _Running(job, agent, future, trial_id, self.remote)
+
+    def _batch_name(self, label: str) -> str:
+        self._batches += 1
+        return f"{label}{self._batches}"
 
     def start(
         self,
@@ -190,7 +254,8 @@ class RolloutPool:
         batch = RolloutBatch(
             step=step, want=want, launched=len(jobs), admission=admission, _client=self.client
         )
-        running = [self.submit(j, harness) for j in jobs]
+        name = self._batch_name(f"step{step}-")
+        running = [self.submit(j, harness, name) for j in jobs]
         batch._running = running
         threading.Thread(
             target=self._decide, args=(batch, running), daemon=True, name=f"batch-{step}"
@@ -199,7 +264,8 @@ class RolloutPool:
 
     def run_all(self, jobs: Sequence[RolloutJob], harness: HarnessConfig) -> list[Rollout]:
         """Every job to completion (evaluation: no oversampling, nothing cancelled), in order."""
-        running = [self.submit(j, harness) for j in jobs]
+        name = self._batch_name("all")
+        running = [self.submit(j, harness, name) for j in jobs]
         return [r.future.result() for r in running]
 
     def _decide(self, batch: RolloutBatch, running: list[_Running]) -> None:
@@ -220,7 +286,7 @@ class RolloutPool:
                     elif len(batch.admitted) < batch.want:
                         batch.admitted.append(rollout)
                     else:
-                        batch._straggling.append(_Running(r.job, r.agent, fut))
+                        batch._straggling.append(r)
             for r in pending.values():
                 _cancel(self.client, r)
                 batch._straggling.append(r)
@@ -269,9 +335,36 @@ def _decide_by_slot(client: EngineClient, batch: RolloutBatch, running: list[_Ru
             batch._straggling.append(r)
 
 
+def _run_remote(
+    remote: Executor,
+    fn: RemoteRollout,
+    job: RolloutJob,
+    agent: PolicyAgent,
+    trial_id: str,
+    backend: str,
+) -> Rollout:
+    """Submit one trial to the cluster and wait for it (the calling pool thread holds its
+    place); what the machinery did to it comes back as a row."""
+    fut = remote.submit(trial_id, fn, job, agent.config, affinity=job.task.environment_hash)
+    if agent.cancel.is_set():  # cancelled while it was being submitted
+        remote.cancel(trial_id)
+    try:
+        return fut.result()
+    except CancelledError:
+        return _cancelled_before_start(job, agent, backend, "cancelled on its node")
+    except TrialLost as e:
+        return _lost(job, agent, backend, e)
+    finally:
+        remote.forget(trial_id)
+
+
 def _cancel(client: EngineClient, r: _Running) -> None:
-    """Cancel one trial: its agent stops at the next turn boundary, its request now."""
+    """Cancel one trial: its agent stops at the next turn boundary, its request now (on a
+    cluster: the executor interrupts it on its node)."""
     r.agent.cancel.set()
+    if r.remote is not None:
+        r.remote.cancel(r.trial_id)
+        return
     rid = r.agent.current_rid
     if rid is not None:
         try:
@@ -280,10 +373,27 @@ def _cancel(client: EngineClient, r: _Running) -> None:
             pass
 
 
-def _cancelled_before_start(job: RolloutJob, agent: PolicyAgent, backend: str) -> Rollout:
+def _cancelled_before_start(
+    job: RolloutJob, agent: PolicyAgent, backend: str, detail: str = "cancelled before it started"
+) -> Rollout:
+    from tasks.results import FailureMode
+
+    return _row(job, agent, backend, FailureMode.CANCELLED, detail)
+
+
+def _lost(job: RolloutJob, agent: PolicyAgent, backend: str, e: TrialLost) -> Rollout:
+    """A trial the cluster lost (its node died on every attempt): infrastructure, no reward."""
+    from tasks.results import FailureMode
+
+    return _row(job, agent, backend, FailureMode.SANDBOX_ERROR, f"lost: {e}"[:1000])
+
+
+def _row(
+    job: RolloutJob, agent: PolicyAgent, backend: str, mode: FailureMode, detail: str
+) -> Rollout:
     import uuid
 
-    from tasks.results import FailureMode, TrialResult
+    from tasks.results import TrialResult
     from training.harness import AgentTrajectory
 
     trial = TrialResult(
@@ -292,8 +402,8 @@ def _cancelled_before_start(job: RolloutJob, agent: PolicyAgent, backend: str) -
         task_hash=job.task.content_hash,
         agent=agent.name,
         backend=backend,
-        failure_mode=FailureMode.CANCELLED,
-        failure_detail="cancelled before it started",
+        failure_mode=mode,
+        failure_detail=detail,
     )
     return Rollout(trial, AgentTrajectory(task_id=job.task.id, stop="aborted"), sample=job.slot)
 

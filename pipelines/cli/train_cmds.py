@@ -38,6 +38,7 @@ def train(
     preset: str = typer.Option(DEFAULTS.preset, help=FIELDS["preset"].description),
     steps: int | None = typer.Option(None, help=FIELDS["steps"].description),
     eval_every: int | None = typer.Option(None, help=FIELDS["eval_every"].description),
+    cluster_address: str | None = typer.Option(None, help=FIELDS["cluster_address"].description),
     runs_dir: Path | None = typer.Option(
         None,
         help="each run writes config, metrics and weights in <dir>/<run id> (default: "
@@ -66,8 +67,9 @@ def train(
 
     try:
         request = CampaignRequest(
-            pool=pool, pool_version=pool_version, preset=preset, steps=steps, eval_every=eval_every
-        )
+            pool=pool, pool_version=pool_version, preset=preset, steps=steps,
+            eval_every=eval_every, cluster_address=cluster_address,
+        )  # fmt: skip
     except ValidationError as e:
         raise _fail(validation_message(e)) from None
     if policy_path is not None and not policy_path.is_dir():
@@ -168,6 +170,7 @@ def _run_plain(request, runs_dir, store, policy_path, dagster_url, report, resum
         policy_path=str(policy_path) if policy_path else None,
         runs_dir=str(runs_dir) if runs_dir else None,
         resume_from=str(resume) if resume else None,
+        cluster_address=request.cluster_address,
     )
     split = split_campaign_tasks(cfg, request.pool, request.pool_version)
 

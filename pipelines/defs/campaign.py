@@ -62,7 +62,11 @@ def campaign_flow_run(
         version = pool_version(forge.store_path, config.pool, config.pool_version)
     except ValueError as e:  # no such pool version (or no store): say so in one line
         raise dg.Failure(description=str(e)) from None
-    request = CampaignRequest(**{**config.model_dump(), "pool_version": version})
+    # The run's cluster: the launch's own, else the forge resource's (one executor per run).
+    cluster = config.cluster_address or forge.cluster_address
+    request = CampaignRequest(
+        **{**config.model_dump(), "pool_version": version, "cluster_address": cluster}
+    )
     # A run launched from the Launchpad has no tags yet; the sensor's carry these already.
     context.instance.add_run_tags(
         context.run_id, {"pool": request.pool, "pool_version": str(version)}

@@ -11,6 +11,7 @@ launch builds T1 in minutes, and say what they shrink.
 """
 
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from audit.judge_llm import LlmConfig
 from audit.pools import T1_FULL_SIZE
 from audit.rubric import load_rubric
 from audit.selection import SelectionConfig
+from executor import ADDRESS_ENV, LOCAL, ExecutorConfig
 from synthesis.rounds import SynthConfig
 from synthesis.validate import ValidationConfig
 from warehouse import Store
@@ -67,6 +69,20 @@ class ForgeConfig(dg.ConfigurableResource):
         description=f"oracle reruns (full scale: {ExecConfig.model_fields['reruns'].default})",
     )
     reports_dir: str = Field("artifacts/reports", description="where pool reports are written")
+    cluster_address: str = Field(
+        LOCAL,
+        description="where the sandbox trials run (synthesis validation, the audit's judge, "
+        "the campaign's rollouts): 'local' threads in this run's process, or a Ray address "
+        "(auto, host:6379, ray://host:10001; docs/scale.md)",
+    )
+    trial_workers: int | None = Field(
+        None,
+        ge=1,
+        description="units in flight: synthesis threads and audit tasks at once (None: the "
+        f"stages' defaults, {SynthConfig.workers} and "
+        f"{SelectionConfig.model_fields['task_workers'].default}); on a cluster about its "
+        "sandbox slots",
+    )
 
     @property
     def store_path(self) -> Path:
@@ -76,13 +92,17 @@ class ForgeConfig(dg.ConfigurableResource):
         """The warehouse the assets write to (created on first use)."""
         return Store.open(self.store_path, create=True)
 
+    def executor_config(self) -> ExecutorConfig:
+        """The one executor of this run's fan-out (Ray's slots, not Dagster's processes)."""
+        return ExecutorConfig(address=self.cluster_address)
+
     def selection_config(self) -> SelectionConfig:
         llm = None
         if self.llm_base_url and self.llm_model:
             llm = LlmConfig(
                 base_url=self.llm_base_url, model=self.llm_model, api_key=self.llm_api_key or "none"
             )
-        return SelectionConfig(
+        cfg = SelectionConfig(
             rubric=load_rubric("t1"),
             exec=ExecConfig(
                 backend=self.sandbox_backend,
@@ -90,18 +110,24 @@ class ForgeConfig(dg.ConfigurableResource):
                 max_mutants=self.audit_mutants,
             ),
             llm=llm,
+            executor=self.executor_config(),
         )
+        if self.trial_workers:
+            return cfg.model_copy(update={"task_workers": self.trial_workers})
+        return cfg
 
     def synth_config(self) -> SynthConfig:
         ids = tuple(i for i in self.seed_ids.split(",") if i)
-        return SynthConfig(
+        cfg = SynthConfig(
             rounds=self.rounds,
             per_round=self.per_round,
             campaign=self.campaign,
             benchmark=Path(self.benchmark_dir) if self.benchmark_dir else None,
             seed_ids=ids,
             validation=ValidationConfig(backend=self.sandbox_backend),
+            executor=self.executor_config(),
         )
+        return replace(cfg, workers=self.trial_workers) if self.trial_workers else cfg
 
 
 # Environment variable -> field. Local: any of these that is set overrides the field's default.
@@ -112,6 +138,7 @@ LOCAL_ENV = {
     "T1_DEMO_ROUNDS": "rounds",
     "T1_DEMO_PER_ROUND": "per_round",
     "T1_DEMO_SEED_IDS": "seed_ids",
+    "T1_RAY_ADDRESS": "cluster_address",
 }
 # Configured: each of these must be set (read when a run starts).
 CONFIGURED_ENV = {
@@ -132,6 +159,8 @@ def forge_config_from_env() -> ForgeConfig:
         overrides = {f: os.environ[v] for v, f in LOCAL_ENV.items() if v in os.environ}
     elif env == "configured":
         overrides = {f: dg.EnvVar(v) for v, f in CONFIGURED_ENV.items()}
+        if ADDRESS_ENV in os.environ:  # optional: unset, the trials run in the run's process
+            overrides["cluster_address"] = dg.EnvVar(ADDRESS_ENV)
     else:
         raise ValueError(f"T1_ENV must be 'local' or 'configured', got {env!r}")
     return ForgeConfig(**overrides)

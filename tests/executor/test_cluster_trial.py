@@ -72,6 +72,18 @@ def test_cancel_stops_a_running_trial(one_node_cluster):
     ex.shutdown()
 
 
+def test_forget_drops_a_settled_trial_but_keeps_its_node_count(one_node_cluster):
+    ex = RayExecutor(ExecutorConfig(address="auto"))
+    assert ex.submit("p", pow, 3, 2).result(60) == 9
+    node = ex.placements["p"]
+    ex.forget("p")
+    assert ex.result_of("p") is None and "p" not in ex.placements and "p" not in ex.attempts
+    assert ex.ran_on[node] == 1
+    assert ex.submit("p", pow, 3, 3).result(60) == 27  # forgotten: a new trial
+    assert ex.ran_on[node] == 2
+    ex.shutdown()
+
+
 def test_a_cluster_without_enough_slots_is_refused_by_name(one_node_cluster):
     with pytest.raises(ValueError, match="t1_sandbox_slot"):
         RayExecutor(ExecutorConfig(address="auto", slots_per_trial=99))

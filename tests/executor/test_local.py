@@ -67,6 +67,22 @@ def test_cancel_drops_a_trial_that_has_not_started():
         assert busy.result() is True
 
 
+def test_forget_drops_a_settled_id_and_keeps_a_running_one():
+    """A long-lived executor (the campaign's) forgets what its caller recorded: the id is then
+    unknown and would run again; a trial still running is not forgotten."""
+    release = threading.Event()
+    with LocalExecutor(workers=2) as ex:
+        done = ex.submit("done", _square, 3)
+        assert done.result() == 9
+        running = ex.submit("running", release.wait, 30)
+        ex.forget("done")
+        ex.forget("running")
+        assert ex.result_of("done") is None and ex.result_of("running") is running
+        again = ex.submit("done", _square, 4)
+        assert again is not done and again.result() == 16
+        release.set()
+
+
 def test_workers_bound_concurrency():
     live, peak = [0], [0]
     lock = threading.Lock()
