@@ -219,6 +219,15 @@ def test_agent_root_is_an_unprivileged_host_user(backend):
     assert out.split()[-1] == "0", out  # the agent is root inside, as tasks expect
 
 
+def test_the_sandboxs_root_owns_a_workdir_the_engine_made(backend):
+    """A WORKDIR the image never created is made at container start by the engine (Podman 4:
+    as host root, outside the container's user namespace, where the sandbox's root could not
+    write in it): the runner gives it to the sandbox's root, as the image's own would be."""
+    task = image_task("FROM t1-forge/base:bookworm\nWORKDIR /made/by/engine\n", "engine-workdir")
+    out = agent_run(task, backend, "touch mine && stat -c '%u %g' . && echo wrote")
+    assert out.split()[-3:] == ["0", "0", "wrote"], out
+
+
 def test_agent_processes_run_as_an_unprivileged_host_uid(backend):
     """Seen from the host, a process the agent started belongs to no host account: its real,
     effective and saved uids are all outside the host's own ids (never 0)."""
