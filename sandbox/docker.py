@@ -62,9 +62,12 @@ MAX_DOWNLOAD_BYTES = 64 * 1024 * 1024
 # Capabilities dropped from the engine's default set (as in the local backend).
 CAP_DROP = ["MKNOD", "NET_RAW"]
 # Podman's user namespace for every sandbox container: the local backend's id map (the
-# explicit mapping needs no /etc/subuid entry for rootful Podman).
+# explicit mapping needs no /etc/subuid entry for rootful Podman). The explicit size keeps
+# Podman 4.3 from sizing the namespace from the image's layers, a lock-order deadlock with a
+# concurrent container start (measured: a test session hung in inspect_image for 35 min).
 PODMAN_USERNS = (
-    f"auto:uidmapping=0:{idmap.BASE}:{idmap.SIZE},gidmapping=0:{idmap.BASE}:{idmap.SIZE}"
+    f"auto:size={idmap.SIZE},"
+    f"uidmapping=0:{idmap.BASE}:{idmap.SIZE},gidmapping=0:{idmap.BASE}:{idmap.SIZE}"
 )
 TOOLCHAIN_PROBE = (
     "bash sh dash env timeout sleep python python3 pytest py.test pip pip3 uv uvx "
