@@ -48,11 +48,13 @@ from audit.rubric import Dimension
 from audit.static_checks import (
     VerifierFacts,
     alignment_share,
+    container_of,
     declared_inputs,
     decode,
+    given_containers,
+    readable_texts,
     solution_text,
     static_findings,
-    visible_texts,
 )
 from audit.trials import (
     PERTURBATIONS,
@@ -514,8 +516,10 @@ def run_exec_judge(
             baseline, perturbed, texts, script, task.instruction, text_inputs, asserted, tracks
         )
         computed = computed_tokens(texts, {pa.mode: pa.texts for pa, _ in usable})
-        visible = visible_texts(task)
+        visible = readable_texts(task)
+        given_channels = given_containers(task)
         input_where = {f"environment/{n}" for n in inputs}
+        input_where |= {w for w in visible if container_of(w) in given_channels}
         findings += answer_leaks(computed, texts, visible, input_where)
         by_mode = {pa.mode: pa.texts for pa, _ in usable}
         findings += oracle_answers(texts, by_mode, visible, asserted)  # what no repair states

@@ -24,7 +24,7 @@ import posixpath
 import re
 from collections.abc import Mapping
 
-from audit.static_checks import labelled_line
+from audit.static_checks import channel_kind, is_channel, labelled_line, normalize, whole_field
 from audit.verdict import Code, Finding, Source
 
 _TOKEN = re.compile(r"(?<![\w.])(-?\d+(?:\.\d+)?|[A-Za-z_][A-Za-z0-9_.@-]*[A-Za-z0-9_])(?![\w])")
@@ -221,7 +221,7 @@ def answer_leaks(
             base = posixpath.basename(where)
             found: list[tuple[str, str]] = []
             multiline = len(whole.splitlines()) >= 2 and len(whole) >= 20
-            if multiline and where not in inputs and whole in text:
+            if multiline and where not in inputs and normalize(whole) in normalize(text):
                 found.append((whole[:60], f"{where} holds the whole computed output {p}"))
             content = text.strip()
             lines = {ln.strip() for ln in whole.splitlines() if tokens(ln) & values}
@@ -239,6 +239,9 @@ def answer_leaks(
                     found.append((v, f"{where} holds {v!r} and nothing else"))
                 elif label is not None:
                     found.append((v, f"{where} labels it: {label[:100]!r}"))
+                elif is_channel(where) and where not in inputs and whole_field(v, text):
+                    kind = channel_kind(where)
+                    found.append((v, f"{where} ({kind} never named) holds {v!r} as a field"))
             for v, why in found:
                 if (v, where) in seen:
                     continue

@@ -43,7 +43,8 @@ VARIANTS: dict[Defect, tuple[str, ...]] = {
     Defect.HIDDEN: ("extra-file", "case-mismatch", "json-key", "line-format", "status-line",
                     "subdirectory"),
     Defect.LEAKAGE: ("test-copy", "expected-file", "answer-file", "labelled-note",
-                     "asserts-in-instruction", "bare-value-file"),
+                     "asserts-in-instruction", "bare-value-file", "archive-member",
+                     "git-history", "encoded-note", "serialized-cache"),
     Defect.SHORTCUT: ("echo-number", "heredoc-output", "partial", "printf-values",
                       "python-literal", "word-answer"),
     Defect.WEAK: ("exists-only", "non-empty", "first-line", "line-count", "substring",
@@ -599,11 +600,60 @@ def _plant_leakage(d: Draft, variant: str, files: dict[str, bytes]) -> None:
             d.style == "shell"
         ):  # make the checks Python so the quoted asserts are the verifier's own
             d.style = "pytest"
+    elif variant in CHANNEL_LEAKS:
+        name, blobs = channel_leak(rng, variant, o, hideout)
+        if variant == "git-history":
+            d.env.update({f"app/{k}": v for k, v in blobs.items()})
+        else:
+            d.env[name] = blobs[name]
     else:  # bare-value-file
         value = o.content.strip().splitlines()[-1]
         d.env[f"{hideout}/{rng.choice(['last_run', 'state', 'cache.dat', 'prev'])}"] = (
             value + "\n"
         ).encode()
+
+
+CHANNEL_LEAKS = ("archive-member", "git-history", "encoded-note", "serialized-cache")
+
+
+def _member_name(rng: random.Random, o: Output) -> str:
+    base = o.path.rsplit("/", 1)[1]
+    return rng.choice([f"expected/{base}", f"golden/{base}", "answers.txt",
+                       f"fixtures/{base}.expected", f"snapshot/{base}"])  # fmt: skip
+
+
+def channel_leak(
+    rng: random.Random, variant: str, o: Output, hideout: str
+) -> tuple[str, dict[str, bytes]]:
+    """The expected content of output `o` hidden in a channel plain text search misses:
+    an archive member (tar, tar.gz, zip), a file of a git repository's history (deleted
+    from the work tree, loose or packed, or a dangling blob), a note in UTF-16, Latin-1 or
+    base64, or a serialized cache (pickle, SQLite, compiled Python). Returns (environment
+    name, files); git-history's files are a `.git` directory relative to the workdir."""
+    from audit import channel_forms
+
+    value = o.content
+    if variant == "archive-member":
+        kind = rng.choice(["tar", "tar.gz", "zip"])
+        name = f"{hideout}/{rng.choice(['bundle', 'assets', 'backup', 'vendor'])}.{kind}"
+        members = {_member_name(rng, o): value.encode(), "README": b"packaged assets\n"}
+        return name, {name: channel_forms.archive(kind, members)}
+    if variant == "git-history":
+        how = rng.choice(["deleted", "dangling", "message"])
+        return ".git", channel_forms.git_history(
+            {_member_name(rng, o): value.encode()}, how, packed=rng.random() < 0.5
+        )
+    if variant == "encoded-note":
+        form = rng.choice(["utf-16", "latin-1", "base64"])
+        label = rng.choice(["Expected output", "answer", "Résultat correct (expected)"])
+        note = f"Notes ({rng.choice(_WORDS)} é)\n{label}:\n{value}"
+        name = f"{hideout}/{rng.choice(['notes', 'NOTES', 'memo'])}.txt"
+        return name, {name: channel_forms.encoded(form, note)}
+    form = rng.choice(["pickle", "sqlite", "pyc"])
+    ext = {"pickle": ".pkl", "sqlite": ".db", "pyc": ".pyc"}[form]
+    name = f"{hideout}/{rng.choice(['cache', 'state', 'results', 'memo'])}{ext}"
+    record = {o.path.rsplit("/", 1)[1]: value, "generated": rng.choice(_WORDS)}
+    return name, {name: channel_forms.serialized(form, record)}
 
 
 def _plant_shortcut(d: Draft, variant: str) -> None:

@@ -23,6 +23,7 @@ import posixpath
 import re
 from dataclasses import dataclass, field
 
+from audit.channels import ChannelLimits, channel_views
 from audit.verdict import Code, Finding, Source
 from tasks.literals import (
     CONVENTION_KINDS,
@@ -99,6 +100,81 @@ def visible_texts(task: Task) -> dict[str, str]:
         if text is not None:
             out[f"environment/{name}"] = text
     return out
+
+
+_GIT_TASK = re.compile(r"\bgit\b|\brepo(?:sitory)?\b|\bcommits?\b|\bbranch(?:es)?\b", re.I)
+
+
+def container_of(where: str) -> str:
+    """The file (or repository) a channel view comes from: `environment/app/a.tar!x` ->
+    `environment/app/a.tar`, `environment/app/.git!blob:x` -> `environment/app/.git`."""
+    return where.split("!", 1)[0]
+
+
+def is_channel(where: str) -> bool:
+    """A view of a non-text channel (an archive member, a git object, a decoded file)."""
+    return "!" in where
+
+
+def channel_kind(where: str) -> str:
+    """What a channel view is, for people: `a git object`, `a pickle file`, ..."""
+    tail = where.split("!", 1)[1]
+    if ".git" in where.split("!", 1)[0].split("/"):
+        return "a git object"
+    if tail.startswith(("pickle", "sqlite", "pyc")):
+        return f"a {tail} file"
+    if tail.startswith(("utf-16", "latin-1", "base64", "strings")):
+        return f"{tail.split('@')[0]} text"
+    return "an archive member"
+
+
+def whole_field(value: str, text: str) -> bool:
+    """`value` is a whole line (a field of a decoded record) of `text`, and long enough to
+    be an answer rather than a coincidence: a number of >= 2 digits, a word of >= 3."""
+    v = value.strip()
+    if len(v.replace(".", "").lstrip("-")) < (2 if v[:1].isdigit() or v[:1] == "-" else 3):
+        return False
+    if "\n" in v:
+        return normalize(v) in normalize(text)
+    return any(ln.strip() == v for ln in text.splitlines())
+
+
+def channel_inputs(task: Task) -> set[str]:
+    """Archives and repositories the instruction hands the agent (named by image path, file
+    name, or, for a repository, its directory): their members are the agent's data."""
+    image = image_paths(task.environment.files, task.environment.workdir)
+    instruction = task.instruction
+    out = set()
+    for name in task.environment.files:
+        parts = name.split("/")
+        if ".git" in parts:  # a repository is data when the task is about git
+            if _GIT_TASK.search(instruction):
+                out.add("/".join(parts[: parts.index(".git") + 1]))
+        elif decode(task.environment.files[name]) is None:
+            base = posixpath.basename(name)
+            if _bounded_in(image.get(name, name), instruction) or (
+                len(base) >= 5 and _bounded_in(base, instruction)
+            ):
+                out.add(name)
+    return out
+
+
+def given_containers(task: Task) -> set[str]:
+    """`channel_inputs` as the `where` names of views (`environment/...`)."""
+    return {f"environment/{n}" for n in channel_inputs(task)}
+
+
+def channel_texts(task: Task, limits: ChannelLimits | None = None) -> dict[str, str]:
+    """Views of the environment's non-text channels (`audit.channels`): archive members,
+    git objects, serialized and compiled files, other encodings, base64 runs."""
+    files = {f"environment/{n}": d for n, d in task.environment.files.items()}
+    return channel_views(files, limits).views
+
+
+def readable_texts(task: Task) -> dict[str, str]:
+    """Everything the agent can read before it starts: `visible_texts` and the views of
+    the environment's non-text channels."""
+    return visible_texts(task) | channel_texts(task)
 
 
 def solution_text(task: Task) -> str:
@@ -382,7 +458,7 @@ def _has_checks(name: str, text: str) -> bool:
 def test_leakage(task: Task, facts: VerifierFacts) -> list[Finding]:
     """Verifier code, expected-output files or expected values visible to the agent."""
     out: list[Finding] = []
-    visible = visible_texts(task)
+    visible = readable_texts(task)
     texts = verifier_texts(task)
     flat = {w: normalize(t) for w, t in visible.items()}
     line_sets = {w: set(_lines(t)) for w, t in visible.items()}
@@ -421,6 +497,7 @@ def test_leakage(task: Task, facts: VerifierFacts) -> list[Finding]:
             leak("assertions", where, f"{where} contains the verifier's {what}")
     # expected values, judged in context
     inputs = {f"environment/{n}" for n in declared_inputs(task)}
+    inputs |= {w for w in visible if container_of(w) in given_containers(task)}
     answers = [
         v.literal
         for v in facts.coverage
@@ -442,6 +519,9 @@ def test_leakage(task: Task, facts: VerifierFacts) -> list[Finding]:
                 why = f"{where} holds exactly the expected value {value!r} and nothing else"
             elif (line := labelled_line(value, text)) is not None:
                 why = f"{where} labels the expected value: {line[:100]!r}"
+            elif is_channel(where) and where not in inputs and whole_field(value, text):
+                why = f"{where} ({channel_kind(where)} the instruction never names) holds "
+                why += f"the expected value {value!r} as a whole field"
             else:
                 continue
             leak(value, where, f"{why} (asserted at {lit.where})")
