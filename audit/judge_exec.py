@@ -70,6 +70,7 @@ from sandbox.trial import AgentOutcome, run_trial
 from tasks.hacks import hack_outcome, hack_scripts
 from tasks.literals import LiteralKind
 from tasks.literals.coverage import image_paths
+from tasks.literals.model import FORM_KINDS
 from tasks.model import Task
 from tasks.results import TrialResult
 from warehouse.records import AuditRecord
@@ -298,7 +299,7 @@ def run_exec_judge(
     wd = task.environment.workdir
     dirs = sorted({wd} | {posixpath.dirname(p) for p in facts.paths if p.count("/") >= 2})
     probe_paths = [lit.value for lit in st.hidden if lit.kind == LiteralKind.PATH]
-    skip = (LiteralKind.PATH, LiteralKind.FORMAT)
+    skip = (LiteralKind.PATH, LiteralKind.FORMAT, *FORM_KINDS)  # a form is not a string
     probe_lits = [lit.value for lit in st.hidden if lit.kind not in skip]  # fmt: skip
     agent = EffectsOracleAgent(
         probe_paths, probe_lits, dirs, cfg.max_effect_bytes, cfg.max_effect_files

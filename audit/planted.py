@@ -41,7 +41,7 @@ class Defect(StrEnum):
 
 VARIANTS: dict[Defect, tuple[str, ...]] = {
     Defect.HIDDEN: ("extra-file", "case-mismatch", "json-key", "line-format", "status-line",
-                    "subdirectory"),
+                    "subdirectory", "file-mode", "ordering", "encoding"),
     Defect.LEAKAGE: ("test-copy", "expected-file", "answer-file", "labelled-note",
                      "asserts-in-instruction", "bare-value-file", "archive-member",
                      "git-history", "encoded-note", "serialized-cache"),
@@ -538,12 +538,93 @@ def _plant_hidden(d: Draft, variant: str) -> None:
         d.checks = [_skip_last_line(c, o) for c in d.checks]
         d.checks.append(Check("status", f"read({path!r}).splitlines()[-1] == {lit!r}",
                               f'[ "$(tail -n1 {path})" = {shlex.quote(lit)} ]'))  # fmt: skip
+    elif variant in FORM_HIDDEN:
+        _plant_form(d, variant)
     else:  # subdirectory: the verifier reads the output from a directory nobody mentions
         sub = rng.choice(["final", "latest", "v1", "published"])
         new = f"{o.path.rsplit('/', 1)[0]}/{sub}/{o.path.rsplit('/', 1)[1]}"
         d.extra_solution.append(f"mkdir -p {new.rsplit('/', 1)[0]} && cp {o.path} {new}")
         d.checks = [Check(c.name, c.py.replace(repr(o.path), repr(new)),
                           c.sh.replace(o.path, new)) for c in d.checks]  # fmt: skip
+
+
+FORM_HIDDEN = ("file-mode", "ordering", "encoding")
+
+
+def _mode_check(rng: random.Random, path: str, mode: int) -> Check:
+    """A check of `path`'s mode in one of several surface forms (octal folded to a number,
+    a string of octal digits, the symbolic form)."""
+    sym = "-" + "".join(
+        ("r" if mode >> (6 - 3 * i) & 4 else "-") + ("w" if mode >> (6 - 3 * i) & 2 else "-")
+        + ("x" if mode >> (6 - 3 * i) & 1 else "-") for i in range(3)
+    )  # fmt: skip
+    st = f"os.stat({path!r}).st_mode"
+    py = rng.choice([
+        f"__import__('stat').S_IMODE({st}) == {oct(mode)}",
+        f"{st} & 0o777 == {mode}",
+        f"oct({st})[-3:] == {format(mode, 'o')!r}",
+        f"__import__('stat').filemode({st}) == {sym!r}",
+    ])  # fmt: skip
+    sh = rng.choice([
+        f'[ "$(stat -c %a {path})" = {format(mode, "o")} ]',
+        f'[ "$(stat -c %A {path})" = "{sym}" ]',
+        f"[ $(stat --format=%a {path}) -eq {format(mode, 'o')} ]",
+        f"find {path} -perm 0{format(mode, 'o')} | grep -q .",
+    ])  # fmt: skip
+    return Check("mode", py, sh)
+
+
+def _plant_form(d: Draft, variant: str) -> None:
+    """A requirement on a file's form the instruction never states: its mode, the order of
+    its lines, its encoding or line endings."""
+    rng, t, o = d.rng, d.table, d.outs[0]
+    if variant == "file-mode":
+        mode = rng.choice([0o600, 0o640, 0o750, 0o700, 0o660, 0o444])
+        how = rng.choice([format(mode, "o"), "0" + format(mode, "o")])
+        d.extra_solution.append(f"chmod {how} {o.path}")
+        d.checks.append(_mode_check(rng, o.path, mode))
+        return
+    d.style = d.style if d.style != "shell" or variant == "ordering" else d.style
+    path = f"{o.path.rsplit('/', 1)[0]}/{rng.choice(_WORDS)}_{rng.choice(['labels', 'names', 'index'])}.txt"
+    f = shlex.quote(t.path)
+    if t.fmt == "jsonl":
+        labels = f"python3 -c {shlex.quote(f'import json,sys; [print(json.loads(l)[{t.label!r}]) for l in open(sys.argv[1]) if l.strip()]')} {f}"
+    else:
+        opt, pre = _awk_src(t)
+        labels = f"awk {opt}'{pre}1{{print $2}}' {f}"
+    d.extra_sentences.append(rng.choice([
+        f"List every distinct {t.label} of the input in `{path}`, one per line.",
+        f"`{path}` must hold the distinct {t.label} values, one on each line.",
+    ]))  # fmt: skip
+    if variant == "ordering":
+        d.extra_solution.append(f"{labels} | LC_ALL=C sort -u -r > {path}")
+        d.checks.append(Check(
+            "label_order",
+            rng.choice([
+                f"read({path!r}).splitlines() == sorted(read({path!r}).splitlines(), reverse=True)",
+                f"(lambda ls: ls == sorted(ls, reverse=True))(read({path!r}).split())",
+            ]),
+            rng.choice([f"LC_ALL=C sort -c -r {path}",
+                        f'[ "$(cat {path})" = "$(LC_ALL=C sort -r {path})" ]']),
+        ))  # fmt: skip
+        d.checks.append(Check("labels", f"len(read({path!r}).split()) >= 2",
+                              f"[ $(wc -l < {path}) -ge 2 ]"))  # fmt: skip
+        return
+    if rng.random() < 0.5:  # UTF-16
+        d.extra_solution.append(f"{labels} | LC_ALL=C sort -u | iconv -t UTF-16 > {path}")
+        d.checks.append(Check(
+            "labels_encoded",
+            f"len(open({path!r}, encoding={rng.choice(['utf-16', 'UTF-16', 'utf_16'])!r}).read().split()) >= 2",
+            f"[ $(iconv -f UTF-16 {path} | wc -l) -ge 2 ]",
+        ))  # fmt: skip
+    else:  # CRLF line endings
+        d.extra_solution.append(f"{labels} | LC_ALL=C sort -u | sed 's/$/\\r/' > {path}")
+        d.checks.append(Check(
+            "labels_crlf",
+            rng.choice([f"open({path!r}, 'rb').read().endswith(b'\\r\\n')",
+                        f"b'\\r\\n' in open({path!r}, 'rb').read()"]),
+            f"grep -q $'\\r' {path}",
+        ))  # fmt: skip
 
 
 def _skip_first_line(c: Check, o: Output) -> Check:
