@@ -75,7 +75,7 @@ from tasks.model import Task
 from tasks.results import TrialResult
 from warehouse.records import AuditRecord
 
-EXEC_VERSION = "4"
+EXEC_VERSION = "5"
 EXEC_JUDGE = "exec"
 
 Runner = Callable[..., TrialResult]
@@ -121,6 +121,9 @@ class ExecConfig(BaseModel):
     max_effect_files: int = Field(40, ge=0)
     max_output_bytes: int = Field(1_000_000, ge=0)
     """Outputs larger than this are not mutated."""
+    trace: bool = True
+    """Trace the files the reference solution reads (the host's strace, shipped into the
+    sandbox): a file no one declared that holds an unchanged output is a cached answer."""
     hacks: bool = True
     """Run every scripted hack of `tasks.hacks` as the agent (one trial each)."""
     hackable_share: float = Field(HACKABLE_SHARE, ge=0, le=1)
@@ -302,7 +305,7 @@ def run_exec_judge(
     skip = (LiteralKind.PATH, LiteralKind.FORMAT, *FORM_KINDS)  # a form is not a string
     probe_lits = [lit.value for lit in st.hidden if lit.kind not in skip]  # fmt: skip
     agent = EffectsOracleAgent(
-        probe_paths, probe_lits, dirs, cfg.max_effect_bytes, cfg.max_effect_files
+        probe_paths, probe_lits, dirs, cfg.max_effect_bytes, cfg.max_effect_files, cfg.trace
     )
     oracle = run(task, agent)
     if not oracle.rewardable:
@@ -505,6 +508,22 @@ def run_exec_judge(
     m["reruns"] = float(sum(f.code != Code.RERUN_SKIPPED for f in flaky))
     m["rerun_stable"] = 0.0 if any(f.code == Code.FLAKY_VERIFIER for f in flaky) else 1.0
 
+    # what the traced solution read that neither the instruction nor the inputs declare
+    m["solution_traced"] = 1.0 if agent.traced else 0.0
+    undeclared = [p for p in agent.reads if p not in set(inputs.values()) and not named_in(p, task)]
+    for p in undeclared[:20]:
+        why = "the reference solution read it (traced); the instruction names it nowhere"
+        findings.append(Finding(code=Code.SOLUTION_READ, source=Source.TRIAL, item=p, evidence=why))
+    if cfg.trace and not agent.traced:
+        findings.append(
+            Finding(
+                code=Code.RERUN_SKIPPED,
+                source=Source.INFRA,
+                item="trace",
+                evidence=agent.trace_detail,
+            )
+        )
+
     # shortcut and computed values visible to the agent
     usable = [(pa, r) for pa, r in perts if r.rewardable]
     if usable:
@@ -513,8 +532,17 @@ def run_exec_judge(
         texts = {p: agent.outputs[p] for p in new_outputs if p in agent.outputs}
         asserted = [lit.value for lit in facts.literals]
         tracks = any(not r.resolved for pa, r in usable if pa.mode in CONTENT_PERTURBATIONS)
+        cache = {p: t for p, t in agent.read_texts.items() if p in undeclared}
         findings += shortcut_findings(
-            baseline, perturbed, texts, script, task.instruction, text_inputs, asserted, tracks
+            baseline,
+            perturbed,
+            texts,
+            script,
+            task.instruction,
+            text_inputs,
+            asserted,
+            tracks,
+            cache,
         )
         computed = computed_tokens(texts, {pa.mode: pa.texts for pa, _ in usable})
         visible = readable_texts(task)
@@ -527,6 +555,21 @@ def run_exec_judge(
     m["solution_steps"] = float(len(solution_steps(script)[0]))
     ev.findings = _dedupe(findings)
     return ev
+
+
+def named_in(path: str, task: Task) -> bool:
+    """Does the instruction name `path` (absolute, relative to the workdir, or by a
+    distinctive file name)?"""
+    wd = task.environment.workdir.rstrip("/")
+    base = posixpath.basename(path)
+    forms = [path]
+    if path.startswith(wd + "/"):
+        forms.append(path[len(wd) + 1 :])
+    if len(base) >= 5 and "." in base:
+        forms.append(base)
+    return any(
+        re.search(rf"(?<![\w/.-]){re.escape(f)}(?![\w-]|\.\w)", task.instruction) for f in forms
+    )
 
 
 def _nop_findings(nop: TrialResult, cfg: ExecConfig, m: dict, findings: list[Finding]) -> None:

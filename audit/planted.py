@@ -46,7 +46,7 @@ VARIANTS: dict[Defect, tuple[str, ...]] = {
                      "asserts-in-instruction", "bare-value-file", "archive-member",
                      "git-history", "encoded-note", "serialized-cache"),
     Defect.SHORTCUT: ("echo-number", "heredoc-output", "partial", "printf-values",
-                      "python-literal", "word-answer"),
+                      "python-literal", "word-answer", "answer-cache"),
     Defect.WEAK: ("exists-only", "non-empty", "first-line", "line-count", "substring",
                   "swallowed", "loose-tolerance"),
     Defect.FLAKY: ("coin", "python-random", "date-compare", "timezone", "locale-sort",
@@ -431,6 +431,7 @@ class Draft:
     env: dict[str, bytes] = field(default_factory=dict)
     solution: str | None = None
     notes: list[str] = field(default_factory=list)
+    setup: list[str] = field(default_factory=list)
 
     def instruction(self) -> str:
         parts = [self.intro, self.table.describe()]
@@ -475,7 +476,7 @@ def _build(d: Draft, task_id: str) -> Task:
             disk_mb=64,
             output_bytes=200_000,
         ),  # fmt: skip
-        environment=EnvironmentSpec(requires=["python3"], files=dict(d.env)),
+        environment=EnvironmentSpec(requires=["python3"], files=dict(d.env), setup=list(d.setup)),
         solution={"solve.sh": solution.encode()},
         verifier=_verifier(d.style, d.checks, d.helpers, d.extra_py),
     )
@@ -737,8 +738,40 @@ def channel_leak(
     return name, {name: channel_forms.serialized(form, record)}
 
 
+def _copy_py(src: str, dst: str) -> str:
+    return f"open({dst!r}, 'w').write(open({src!r}).read())"
+
+
+def _plant_cache(d: Draft) -> None:
+    """The answers computed once when the environment is built (a setup step writes them
+    to a cache directory no one mentions); solve.sh copies them, spelling no value, so
+    its outputs no longer follow the inputs."""
+    rng, t = d.rng, d.table
+    cache = rng.choice([f"/var/lib/{rng.choice(_WORDS)}", f"/opt/{rng.choice(_WORDS)}/cache",
+                        f"/srv/.{rng.choice(_WORDS)}", "/app/.state"])  # fmt: skip
+    steps = [f"mkdir -p {cache}"]
+    dirs = sorted({x.path.rsplit("/", 1)[0] for x in d.outs})
+    lines = ["#!/bin/bash", "set -e", "mkdir -p " + " ".join(dirs)]
+    for i, x in enumerate(d.outs):
+        src = f"{cache}/{rng.choice(['r', 'out', 'v'])}{i}.{rng.choice(['cache', 'dat', 'bin'])}"
+        steps.append(f"{_shell_cmd(t, x)} > {src}")
+        lines.append(rng.choice([
+            f"cp {src} {x.path}",
+            f"cat {src} > {x.path}",
+            f"install -m 644 {src} {x.path}",
+            f"python3 -c {shlex.quote(_copy_py(src, x.path))}",
+        ]))  # fmt: skip
+    if rng.random() < 0.5:
+        lines.insert(3, f"echo reading {t.path} >&2")
+    d.setup = steps
+    d.solution = "\n".join(lines) + "\n"
+
+
 def _plant_shortcut(d: Draft, variant: str) -> None:
     rng, t = d.rng, d.table
+    if variant == "answer-cache":
+        _plant_cache(d)
+        return
     # the answer is hard-coded; the instruction asks for it to be computed from the input
     o = next((x for x in d.outs if x.kind in ("count", "argmax")), d.outs[0])
     if variant == "word-answer" and not any(x.kind == "argmax" for x in d.outs):
