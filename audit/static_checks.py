@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import posixpath
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from audit.channels import ChannelLimits, channel_views
@@ -112,12 +113,15 @@ def container_of(where: str) -> str:
 
 
 def is_channel(where: str) -> bool:
-    """A view of a non-text channel (an archive member, a git object, a decoded file)."""
-    return "!" in where
+    """A view of a hidden channel: an archive member, a git object, a decoded file, or a
+    file the environment's build wrote (`image:/path`)."""
+    return "!" in where or where.startswith("image:")
 
 
 def channel_kind(where: str) -> str:
     """What a channel view is, for people: `a git object`, `a pickle file`, ..."""
+    if "!" not in where:
+        return "a file the build wrote"
     tail = where.split("!", 1)[1]
     if ".git" in where.split("!", 1)[0].split("/"):
         return "a git object"
@@ -169,6 +173,26 @@ def channel_texts(task: Task, limits: ChannelLimits | None = None) -> dict[str, 
     git objects, serialized and compiled files, other encodings, base64 runs."""
     files = {f"environment/{n}": d for n, d in task.environment.files.items()}
     return channel_views(files, limits).views
+
+
+def built_texts(built: Mapping[str, bytes], limits: ChannelLimits | None = None) -> dict[str, str]:
+    """Views of the files a built environment holds beyond the task's own (`image:<path>`):
+    text files as they are, the rest through `audit.channels`."""
+    files = {f"image:{p}": d for p, d in built.items()}
+    out = {w: t for w, d in files.items() if (t := decode(d)) is not None and "/.git/" not in w}
+    return out | channel_views(files, limits).views
+
+
+def given_view(where: str, task: Task) -> bool:
+    """A view of data the task hands over: a built file or container whose image path the
+    instruction names, or a repository when the task is about git."""
+    root = container_of(where).removeprefix("image:")
+    if ".git" in root.split("/") or "/.git/" in root:
+        return _GIT_TASK.search(task.instruction) is not None
+    base = posixpath.basename(root)
+    return _bounded_in(root, task.instruction) or (
+        len(base) >= 5 and _bounded_in(base, task.instruction)
+    )
 
 
 def readable_texts(task: Task) -> dict[str, str]:
@@ -504,10 +528,24 @@ def test_leakage(task: Task, facts: VerifierFacts) -> list[Finding]:
         if v.literal.kind in ANSWER_KINDS and v.where != "instruction.md"
         and not (v.where or "").startswith("alternative")
     ]  # fmt: skip
+    for value, where, why in value_leaks(answers, visible, inputs):
+        leak(value, where, why)
+    return out
+
+
+def value_leaks(
+    answers: list[Literal], visible: Mapping[str, str], inputs: set[str]
+) -> list[tuple[str, str, str]]:
+    """(value, where, why) of each expected value found where the agent reads it, in a
+    context that marks it as the answer: a file named like one, a file holding the value
+    and nothing else, a line labelling it, or a whole field of a hidden channel (an archive
+    member, a git object, a decoded or built file) the instruction never names. `inputs`:
+    the `where` names of data the agent is told to read (values there are its data)."""
+    out = []
     for where, text in visible.items():
         if where == "instruction.md" or "Dockerfile" in where:
             continue
-        name = where.removeprefix("environment/")
+        name = where.removeprefix("environment/").removeprefix("image:")
         content = text.strip()
         for lit in answers:
             value = lit.value.strip()
@@ -524,7 +562,7 @@ def test_leakage(task: Task, facts: VerifierFacts) -> list[Finding]:
                 why += f"the expected value {value!r} as a whole field"
             else:
                 continue
-            leak(value, where, f"{why} (asserted at {lit.where})")
+            out.append((value, where, f"{why} (asserted at {lit.where})"))
     return out
 
 

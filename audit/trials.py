@@ -16,12 +16,14 @@ download) before or after it; what it observed stays on the agent object as type
 
 from __future__ import annotations
 
+import io
 import os
 import posixpath
 import re
 import shlex
 import shutil
 import subprocess
+import tarfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -171,6 +173,68 @@ def _solve_traced(
     return AgentOutcome.from_exec(r), data.decode("utf-8", "replace"), ""
 
 
+# Where a built environment keeps what its build wrote besides the working directory.
+BUILT_DIRS = ("/opt", "/srv", "/var/lib", "/var/backups", "/var/opt", "/home", "/root",
+              "/mnt", "/data", "/usr/local/share")  # fmt: skip
+_BUILT_PRUNE = (*PRUNE, "/var/lib/apt", "/var/lib/systemd", "/var/lib/pam", "/var/lib/ucf",
+                "/root/.cache", "/usr/local/lib")  # fmt: skip
+
+
+def built_files(
+    sandbox: Sandbox,
+    dirs: list[str],
+    given: set[str],
+    max_files: int = 300,
+    max_bytes: int = 16_000_000,
+    file_bytes: int = 2_000_000,
+) -> tuple[dict[str, bytes], list[str]]:
+    """The files of a built environment an agent can read that the task's files are not
+    (what the Dockerfile's RUN steps and setup wrote: caches, repositories, archives),
+    under `dirs`, bounded in count and bytes: ({image path: bytes}, what was left out).
+    Read in one tar stream from a scratch directory removed at once."""
+    q = " ".join(shlex.quote(d) for d in dirs)
+    prune = " -o ".join(f"-path {p}" for p in _BUILT_PRUNE)
+    listing = sandbox.exec(
+        f"find {q} -xdev \\( {prune} -o -name __pycache__ \\) -prune -o -type f "
+        f"-size -{file_bytes // 1024 + 1}k -printf '%s\\t%p\\n' 2>/dev/null | head -n 5000",
+        timeout_s=60,
+        cwd="/",
+    ).stdout
+    chosen: list[str] = []
+    total, left = 0, []
+    for line in listing.splitlines():
+        size_s, _, path = line.partition("\t")
+        if not path or path in given or "\n" in path:
+            continue
+        size = int(size_s) if size_s.isdigit() else 0
+        if len(chosen) >= max_files or total + size > max_bytes:
+            left.append(path)
+            continue
+        chosen.append(path)
+        total += size
+    if not chosen:
+        return {}, left
+    scratch = "/tmp/.t1-probe/built"
+    sandbox.upload({"list": ("\n".join(p.lstrip("/") for p in chosen) + "\n").encode()}, scratch)
+    sandbox.exec(
+        f"tar -C / -cf {scratch}/files.tar --no-recursion -T {scratch}/list 2>/dev/null; true",
+        timeout_s=120,
+        cwd="/",
+    )
+    data = sandbox.download(f"{scratch}/files.tar").get("files.tar", b"")
+    sandbox.exec("rm -rf /tmp/.t1-probe", timeout_s=10)
+    out: dict[str, bytes] = {}
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data)) as tf:
+            for info in tf:
+                f = tf.extractfile(info) if info.isfile() else None
+                if f is not None:
+                    out["/" + info.name.lstrip("/")] = f.read(file_bytes)
+    except tarfile.TarError:
+        left.append("(the tar stream could not be read)")
+    return out, left
+
+
 def _solve(sandbox: Sandbox, task: Task, deadline: float) -> AgentOutcome:
     if task.solution is None:
         return AgentOutcome(exit_code=None, detail="task has no reference solution")
@@ -197,6 +261,7 @@ class EffectsOracleAgent:
         max_bytes: int = 65536,
         max_files: int = 40,
         trace: bool = True,
+        given: set[str] | None = None,
     ) -> None:
         self.probe_paths = probe_paths
         self.probe_literals = probe_literals
@@ -215,6 +280,9 @@ class EffectsOracleAgent:
         self.trace_detail = ""
         self.reads: list[str] = []  # files the solution read that are not the system's
         self.read_texts: dict[str, str] = {}  # their text (small ones)
+        self.given = given  # image paths of the task's own files; None: do not collect
+        self.built: dict[str, bytes] = {}  # what the build wrote that the task's files are not
+        self.built_left: list[str] = []
 
     def _probe(self, sandbox: Sandbox, wd: str) -> None:
         lines = []
@@ -237,6 +305,9 @@ class EffectsOracleAgent:
             return _solve(sandbox, task, deadline)
         wd = task.environment.workdir
         self._probe(sandbox, wd)
+        if self.given is not None:
+            dirs = [wd, *(d for d in BUILT_DIRS if d != wd)]
+            self.built, self.built_left = built_files(sandbox, dirs, self.given)
         q = shlex.quote(wd)
         before = sandbox.exec(f"find {q} -xdev 2>/dev/null | head -n 20000", timeout_s=30).stdout
         sandbox.exec(f"touch {MARK} && sleep 0.05", timeout_s=10, cwd="/")
