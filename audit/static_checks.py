@@ -189,10 +189,16 @@ def given_view(where: str, task: Task) -> bool:
     root = container_of(where).removeprefix("image:")
     if ".git" in root.split("/") or "/.git/" in root:
         return _GIT_TASK.search(task.instruction) is not None
-    base = posixpath.basename(root)
-    return _bounded_in(root, task.instruction) or (
-        len(base) >= 5 and _bounded_in(base, task.instruction)
-    )
+    base, instruction = posixpath.basename(root), task.instruction
+    if _bounded_in(root, instruction) or (len(base) >= 5 and _bounded_in(base, instruction)):
+        return True
+    wd = task.environment.workdir.rstrip("/") or "/"
+    parent = posixpath.dirname(root)
+    while parent not in ("/", "", wd):  # under a directory the instruction hands over
+        if _bounded_in(parent, instruction):
+            return True
+        parent = posixpath.dirname(parent)
+    return False
 
 
 def readable_texts(task: Task) -> dict[str, str]:

@@ -14,7 +14,7 @@ import pytest
 from audit import channel_forms, static_checks
 from audit.channels import ChannelLimits, channel_views, pickle_text, utf16
 from audit.planted import CHANNEL_LEAKS, Defect, generate
-from audit.static_checks import readable_texts, static_findings
+from audit.static_checks import built_texts, given_view, readable_texts, static_findings
 from audit.verdict import Code
 from tasks.model import EnvironmentSpec
 
@@ -96,3 +96,14 @@ def test_a_repository_or_archive_the_task_hands_over_is_data():
     given = p.task.model_copy(update={"instruction": said, "environment": env})
     leaks = [f for f in static_findings(given).findings if f.code == Code.TEST_LEAKAGE]
     assert not [f for f in leaks if "whole field" in f.evidence], leaks
+
+
+def test_built_files_under_a_named_directory_are_data_and_a_built_cache_is_not():
+    task = generate(8, Defect.LEAKAGE, "answer-file").task
+    said = task.instruction + "\nThe service's files are in `/srv/service`.\n"
+    task = task.model_copy(update={"instruction": said})
+    assert given_view("image:/srv/service/config/settings.env", task)
+    assert not given_view("image:/var/lib/kelp/r0.cache", task)
+    assert not given_view(f"image:{task.environment.workdir}/.state/r0", task)
+    views = built_texts({"/var/lib/kelp/r0.cache": b"317\n", "/opt/a.tgz": b"\x1f\x8bbad"})
+    assert views["image:/var/lib/kelp/r0.cache"] == "317\n"
