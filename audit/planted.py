@@ -18,6 +18,7 @@ docs/audit.md.
 
 from __future__ import annotations
 
+import base64
 import json
 import random
 import shlex
@@ -754,7 +755,10 @@ def _plant_cache(d: Draft) -> None:
     lines = ["#!/bin/bash", "set -e", "mkdir -p " + " ".join(dirs)]
     for i, x in enumerate(d.outs):
         src = f"{cache}/{rng.choice(['r', 'out', 'v'])}{i}.{rng.choice(['cache', 'dat', 'bin'])}"
-        steps.append(f"{_shell_cmd(t, x)} > {src}")
+        step = f"{_shell_cmd(t, x)} > {src}"
+        if "\n" in step:  # one setup step is one line (a RUN line): a multi-line program
+            step = f"echo {base64.b64encode(step.encode()).decode()} | base64 -d | sh"
+        steps.append(step)
         lines.append(rng.choice([
             f"cp {src} {x.path}",
             f"cat {src} > {x.path}",
