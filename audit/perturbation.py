@@ -119,10 +119,12 @@ def shortcut_findings(
     `cache_reads`: {path: text} of files the traced solution read that are neither inputs
     nor named by the instruction.
 
-    An unchanged output is a shortcut when it holds checked values the solution spells out,
-    when the verifier expects it to follow the inputs (whether or not the solution spells
-    its values), or when the solution copied it from a file no one declared (a cached
-    answer). An output the solution authors as a document (`authored`) is none of these."""
+    An unchanged output is a shortcut when the solution copied it from a file no one
+    declared (a cached answer, whether or not solve.sh spells a value), or when it holds
+    checked values the solution spells out. An output the solution authors as a document
+    (`authored`) is no spelled answer. (That the verifier expects the outputs to follow the
+    inputs is task-wide evidence: alone it flagged a clean output that legitimately
+    survives the perturbations, so it only lets one-digit values count as spelled.)"""
     reads_inputs = verifier_tracks_inputs
     out: list[Finding] = []
     modes = ", ".join(sorted(perturbed))
@@ -152,7 +154,6 @@ def shortcut_findings(
         head = f"{p} is byte-identical whether the declared inputs {names} are kept or "
         head += f"perturbed ({modes}; a run that did not write it is no change)"
         cache = cached_answer(text, cache_reads or {})
-        unstated = sorted(t for t in tokens(text) | small if not _bounded(t, instruction))
         if cache is not None:
             why = head + f"; the solution read it from {cache}, a file the instruction never "
             why += "names and no input: a cached answer"
@@ -163,12 +164,6 @@ def shortcut_findings(
             why = head + "; an authored document (a script or config solve.sh writes out)"
             out.append(
                 Finding(code=Code.INPUTS_PERTURBED, source=Source.TRIAL, item=p, evidence=why)
-            )
-        elif reads_inputs and unstated and not spelled:
-            why = head + f"; it holds {unstated[:5]}, which the instruction never gives, and "
-            why += "the verifier expects it to follow the inputs"
-            out.append(
-                Finding(code=Code.SOLUTION_SHORTCUT, source=Source.TRIAL, item=p, evidence=why)
             )
         elif spelled:
             how = "expects them to follow the inputs" if reads_inputs else "asserts them"

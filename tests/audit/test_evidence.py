@@ -201,9 +201,11 @@ def test_a_cached_answer_is_a_shortcut_whether_or_not_solve_sh_spells_it():
     # a file read that does not hold the output is no cache
     other = shortcut_findings(*args, False, {"/app/lib/helpers.py": "def f(): pass\n"})
     assert {f.code for f in other} == {Code.INPUTS_PERTURBED}
-    # the verifier expects the output to follow the inputs: a shortcut, spelled or not
+    # that the verifier expects the outputs to follow the inputs is task-wide: alone (no
+    # trace, nothing spelled) it names no output (it flagged a clean one that survives the
+    # perturbations legitimately)
     tracked = shortcut_findings(*args, True)
-    assert [f.code for f in tracked] == [Code.SOLUTION_SHORTCUT]
+    assert {f.code for f in tracked} == {Code.INPUTS_PERTURBED}
 
 
 def test_an_authored_script_is_no_shortcut():
