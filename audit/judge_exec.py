@@ -3,8 +3,9 @@
 For one task it reads the bundle (`audit.static_checks`), then runs, in fresh sandboxes:
 
 1. the oracle once, instrumented (`audit.trials.EffectsOracleAgent`): a probe of the initial
-   environment for hidden-requirement candidates, the solution's filesystem effects and its
-   small outputs;
+   environment for hidden-requirement candidates, what the environment's build wrote beyond
+   the task's files (searched for expected values, `audit.channels`), the solution run under
+   the host's strace (the files it reads), its filesystem effects and its small outputs;
 2. a nop trial; plain oracle reruns and reruns under a shifted clock, another timezone,
    locale, hash seed and directory order (`audit.variants`: flaky verifier);
 3. the oracle after its declared inputs are deleted, digit-shifted and thinned
@@ -46,13 +47,19 @@ from audit.perturbation import (
 )
 from audit.rubric import Dimension
 from audit.static_checks import (
+    ANSWER_KINDS,
     VerifierFacts,
     alignment_share,
+    built_texts,
+    container_of,
     declared_inputs,
     decode,
+    given_containers,
+    given_view,
+    readable_texts,
     solution_text,
     static_findings,
-    visible_texts,
+    value_leaks,
 )
 from audit.trials import (
     PERTURBATIONS,
@@ -68,11 +75,12 @@ from sandbox.trial import AgentOutcome, run_trial
 from tasks.hacks import hack_outcome, hack_scripts
 from tasks.literals import LiteralKind
 from tasks.literals.coverage import image_paths
+from tasks.literals.model import FORM_KINDS
 from tasks.model import Task
 from tasks.results import TrialResult
 from warehouse.records import AuditRecord
 
-EXEC_VERSION = "4"
+EXEC_VERSION = "5"
 EXEC_JUDGE = "exec"
 
 Runner = Callable[..., TrialResult]
@@ -118,6 +126,12 @@ class ExecConfig(BaseModel):
     max_effect_files: int = Field(40, ge=0)
     max_output_bytes: int = Field(1_000_000, ge=0)
     """Outputs larger than this are not mutated."""
+    built: bool = True
+    """Search what the environment's build wrote (beyond the task's files) for expected
+    values: read back from the sandbox before the solution runs, bounded."""
+    trace: bool = True
+    """Trace the files the reference solution reads (the host's strace, shipped into the
+    sandbox): a file no one declared that holds an unchanged output is a cached answer."""
     hacks: bool = True
     """Run every scripted hack of `tasks.hacks` as the agent (one trial each)."""
     hackable_share: float = Field(HACKABLE_SHARE, ge=0, le=1)
@@ -296,10 +310,17 @@ def run_exec_judge(
     wd = task.environment.workdir
     dirs = sorted({wd} | {posixpath.dirname(p) for p in facts.paths if p.count("/") >= 2})
     probe_paths = [lit.value for lit in st.hidden if lit.kind == LiteralKind.PATH]
-    skip = (LiteralKind.PATH, LiteralKind.FORMAT)
+    skip = (LiteralKind.PATH, LiteralKind.FORMAT, *FORM_KINDS)  # a form is not a string
     probe_lits = [lit.value for lit in st.hidden if lit.kind not in skip]  # fmt: skip
+    env_image = image_paths(task.environment.files, wd)
     agent = EffectsOracleAgent(
-        probe_paths, probe_lits, dirs, cfg.max_effect_bytes, cfg.max_effect_files
+        probe_paths,
+        probe_lits,
+        dirs,
+        cfg.max_effect_bytes,
+        cfg.max_effect_files,
+        cfg.trace,
+        set(env_image.values()) if cfg.built else None,
     )
     oracle = run(task, agent)
     if not oracle.rewardable:
@@ -367,7 +388,6 @@ def run_exec_judge(
     if units and share < cfg.min_coverage:
         why = f"{len(missed)}/{len(units)} solution effects unchecked, e.g. {missed[:4]}"
         findings.append(Finding(code=Code.LOW_COVERAGE, source=Source.TRIAL, evidence=why))
-    env_image = image_paths(task.environment.files, wd)
     inputs = {n: env_image[n] for n in declared_inputs(task) if n in env_image and is_data(n)}
     input_bytes = {p: task.environment.files[n] for n, p in inputs.items()}
     text_inputs = {p: t for p, b in input_bytes.items() if (t := decode(b)) is not None}
@@ -502,6 +522,36 @@ def run_exec_judge(
     m["reruns"] = float(sum(f.code != Code.RERUN_SKIPPED for f in flaky))
     m["rerun_stable"] = 0.0 if any(f.code == Code.FLAKY_VERIFIER for f in flaky) else 1.0
 
+    # expected values in what the build wrote (caches, repositories, archives)
+    built = built_texts(agent.built)
+    m["built_files"] = float(len(agent.built))
+    given_built = {w for w in built if given_view(w, task)}
+    answers_ = [lit for lit in facts.literals if lit.kind in ANSWER_KINDS]
+    covered_ = {
+        v.literal.value for v in facts.coverage if v.covered and v.where == "instruction.md"
+    }
+    answers_ = [lit for lit in answers_ if lit.value not in covered_]
+    for value, _where, why in value_leaks(answers_, built, given_built):
+        findings.append(
+            Finding(code=Code.TEST_LEAKAGE, source=Source.TRIAL, item=value, evidence=why)
+        )
+
+    # what the traced solution read that neither the instruction nor the inputs declare
+    m["solution_traced"] = 1.0 if agent.traced else 0.0
+    undeclared = [p for p in agent.reads if p not in set(inputs.values()) and not named_in(p, task)]
+    for p in undeclared[:20]:
+        why = "the reference solution read it (traced); the instruction names it nowhere"
+        findings.append(Finding(code=Code.SOLUTION_READ, source=Source.TRIAL, item=p, evidence=why))
+    if cfg.trace and not agent.traced:
+        findings.append(
+            Finding(
+                code=Code.RERUN_SKIPPED,
+                source=Source.INFRA,
+                item="trace",
+                evidence=agent.trace_detail,
+            )
+        )
+
     # shortcut and computed values visible to the agent
     usable = [(pa, r) for pa, r in perts if r.rewardable]
     if usable:
@@ -510,18 +560,44 @@ def run_exec_judge(
         texts = {p: agent.outputs[p] for p in new_outputs if p in agent.outputs}
         asserted = [lit.value for lit in facts.literals]
         tracks = any(not r.resolved for pa, r in usable if pa.mode in CONTENT_PERTURBATIONS)
+        cache = {p: t for p, t in agent.read_texts.items() if p in undeclared}
         findings += shortcut_findings(
-            baseline, perturbed, texts, script, task.instruction, text_inputs, asserted, tracks
+            baseline,
+            perturbed,
+            texts,
+            script,
+            task.instruction,
+            text_inputs,
+            asserted,
+            tracks,
+            cache,
         )
         computed = computed_tokens(texts, {pa.mode: pa.texts for pa, _ in usable})
-        visible = visible_texts(task)
-        input_where = {f"environment/{n}" for n in inputs}
+        visible = readable_texts(task) | built
+        given_channels = given_containers(task)
+        input_where = {f"environment/{n}" for n in inputs} | given_built
+        input_where |= {w for w in visible if container_of(w) in given_channels}
         findings += answer_leaks(computed, texts, visible, input_where)
         by_mode = {pa.mode: pa.texts for pa, _ in usable}
         findings += oracle_answers(texts, by_mode, visible, asserted)  # what no repair states
     m["solution_steps"] = float(len(solution_steps(script)[0]))
     ev.findings = _dedupe(findings)
     return ev
+
+
+def named_in(path: str, task: Task) -> bool:
+    """Does the instruction name `path` (absolute, relative to the workdir, or by a
+    distinctive file name)?"""
+    wd = task.environment.workdir.rstrip("/")
+    base = posixpath.basename(path)
+    forms = [path]
+    if path.startswith(wd + "/"):
+        forms.append(path[len(wd) + 1 :])
+    if len(base) >= 5 and "." in base:
+        forms.append(base)
+    return any(
+        re.search(rf"(?<![\w/.-]){re.escape(f)}(?![\w-]|\.\w)", task.instruction) for f in forms
+    )
 
 
 def _nop_findings(nop: TrialResult, cfg: ExecConfig, m: dict, findings: list[Finding]) -> None:

@@ -24,7 +24,7 @@ import posixpath
 import re
 from collections.abc import Mapping
 
-from audit.static_checks import labelled_line
+from audit.static_checks import channel_kind, is_channel, labelled_line, normalize, whole_field
 from audit.verdict import Code, Finding, Source
 
 _TOKEN = re.compile(r"(?<![\w.])(-?\d+(?:\.\d+)?|[A-Za-z_][A-Za-z0-9_.@-]*[A-Za-z0-9_])(?![\w])")
@@ -65,6 +65,39 @@ def unchanged_outputs(
     ]
 
 
+_AUTHORED_SUFFIXES = (".sh", ".bash", ".py", ".pl", ".rb", ".js", ".service", ".timer",
+                      ".socket", ".conf", ".cfg", ".ini", ".toml", ".yaml", ".yml", ".mk",
+                      ".desktop", ".rules", ".cron", ".env")  # fmt: skip
+_AUTHORED_NAMES = ("Makefile", "Dockerfile", "crontab", "config")
+
+
+def authored(path: str, text: str, solution: str) -> bool:
+    """An output the solution authors as a document (a script, a unit file, a config):
+    a program or config by its name or shebang, most of whose lines solve.sh writes out.
+    Its constants are the author's work, not an answer read off the inputs."""
+    base = posixpath.basename(path)
+    kind = text.startswith("#!") or base.endswith(_AUTHORED_SUFFIXES) or base in _AUTHORED_NAMES
+    lines = [normalize(ln) for ln in text.splitlines() if len(normalize(ln)) >= 3]
+    if not kind or not lines:
+        return False
+    flat = normalize(solution)
+    return sum(ln in flat for ln in lines) >= 0.6 * len(lines)
+
+
+def cached_answer(text: str, reads: Mapping[str, str]) -> str | None:
+    """A file the solution read (not an input, not named by the instruction) that holds the
+    output's content: the whole of it, or every one of its lines."""
+    whole = normalize(text)
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if not whole:
+        return None
+    for path, content in sorted(reads.items()):
+        flat = normalize(content)
+        if whole in flat or (lines and all(_bounded(ln, content) for ln in lines)):
+            return path
+    return None
+
+
 def shortcut_findings(
     baseline: Mapping[str, str | None],
     perturbed: Mapping[str, Mapping[str, str | None]],
@@ -74,6 +107,7 @@ def shortcut_findings(
     inputs: Mapping[str, str],
     asserted: list[str],
     verifier_tracks_inputs: bool,
+    cache_reads: Mapping[str, str] | None = None,
 ) -> list[Finding]:
     """Shortcut findings (and per-output evidence) from the perturbation trials.
 
@@ -81,7 +115,16 @@ def shortcut_findings(
     the same after each perturbation; `texts`: the baseline outputs' text; `inputs`: the
     declared inputs' text by image path; `asserted`: the verifier's asserted literal values;
     `verifier_tracks_inputs`: the verifier rejected the (unchanged) outputs once the inputs'
-    content changed: its expectation follows the inputs the solution ignored."""
+    content changed: its expectation follows the inputs the solution ignored;
+    `cache_reads`: {path: text} of files the traced solution read that are neither inputs
+    nor named by the instruction.
+
+    An unchanged output is a shortcut when the solution copied it from a file no one
+    declared (a cached answer, whether or not solve.sh spells a value), or when it holds
+    checked values the solution spells out. An output the solution authors as a document
+    (`authored`) is no spelled answer. (That the verifier expects the outputs to follow the
+    inputs is task-wide evidence: alone it flagged a clean output that legitimately
+    survives the perturbations, so it only lets one-digit values count as spelled.)"""
     reads_inputs = verifier_tracks_inputs
     out: list[Finding] = []
     modes = ", ".join(sorted(perturbed))
@@ -110,7 +153,19 @@ def shortcut_findings(
         )
         head = f"{p} is byte-identical whether the declared inputs {names} are kept or "
         head += f"perturbed ({modes}; a run that did not write it is no change)"
-        if spelled:
+        cache = cached_answer(text, cache_reads or {})
+        if cache is not None:
+            why = head + f"; the solution read it from {cache}, a file the instruction never "
+            why += "names and no input: a cached answer"
+            out.append(
+                Finding(code=Code.SOLUTION_SHORTCUT, source=Source.TRIAL, item=p, evidence=why)
+            )
+        elif authored(p, text, solution):
+            why = head + "; an authored document (a script or config solve.sh writes out)"
+            out.append(
+                Finding(code=Code.INPUTS_PERTURBED, source=Source.TRIAL, item=p, evidence=why)
+            )
+        elif spelled:
             how = "expects them to follow the inputs" if reads_inputs else "asserts them"
             why = head + f"; solve.sh spells out {spelled[:5]}, which the instruction never "
             why += f"gives and the verifier {how}"
@@ -221,7 +276,7 @@ def answer_leaks(
             base = posixpath.basename(where)
             found: list[tuple[str, str]] = []
             multiline = len(whole.splitlines()) >= 2 and len(whole) >= 20
-            if multiline and where not in inputs and whole in text:
+            if multiline and where not in inputs and normalize(whole) in normalize(text):
                 found.append((whole[:60], f"{where} holds the whole computed output {p}"))
             content = text.strip()
             lines = {ln.strip() for ln in whole.splitlines() if tokens(ln) & values}
@@ -239,6 +294,9 @@ def answer_leaks(
                     found.append((v, f"{where} holds {v!r} and nothing else"))
                 elif label is not None:
                     found.append((v, f"{where} labels it: {label[:100]!r}"))
+                elif is_channel(where) and where not in inputs and whole_field(v, text):
+                    kind = channel_kind(where)
+                    found.append((v, f"{where} ({kind} never named) holds {v!r} as a field"))
             for v, why in found:
                 if (v, where) in seen:
                     continue

@@ -18,6 +18,7 @@ docs/audit.md.
 
 from __future__ import annotations
 
+import base64
 import json
 import random
 import shlex
@@ -41,11 +42,12 @@ class Defect(StrEnum):
 
 VARIANTS: dict[Defect, tuple[str, ...]] = {
     Defect.HIDDEN: ("extra-file", "case-mismatch", "json-key", "line-format", "status-line",
-                    "subdirectory"),
+                    "subdirectory", "file-mode", "ordering", "encoding"),
     Defect.LEAKAGE: ("test-copy", "expected-file", "answer-file", "labelled-note",
-                     "asserts-in-instruction", "bare-value-file"),
+                     "asserts-in-instruction", "bare-value-file", "archive-member",
+                     "git-history", "encoded-note", "serialized-cache"),
     Defect.SHORTCUT: ("echo-number", "heredoc-output", "partial", "printf-values",
-                      "python-literal", "word-answer"),
+                      "python-literal", "word-answer", "answer-cache"),
     Defect.WEAK: ("exists-only", "non-empty", "first-line", "line-count", "substring",
                   "swallowed", "loose-tolerance"),
     Defect.FLAKY: ("coin", "python-random", "date-compare", "timezone", "locale-sort",
@@ -430,6 +432,7 @@ class Draft:
     env: dict[str, bytes] = field(default_factory=dict)
     solution: str | None = None
     notes: list[str] = field(default_factory=list)
+    setup: list[str] = field(default_factory=list)
 
     def instruction(self) -> str:
         parts = [self.intro, self.table.describe()]
@@ -474,7 +477,7 @@ def _build(d: Draft, task_id: str) -> Task:
             disk_mb=64,
             output_bytes=200_000,
         ),  # fmt: skip
-        environment=EnvironmentSpec(requires=["python3"], files=dict(d.env)),
+        environment=EnvironmentSpec(requires=["python3"], files=dict(d.env), setup=list(d.setup)),
         solution={"solve.sh": solution.encode()},
         verifier=_verifier(d.style, d.checks, d.helpers, d.extra_py),
     )
@@ -537,12 +540,93 @@ def _plant_hidden(d: Draft, variant: str) -> None:
         d.checks = [_skip_last_line(c, o) for c in d.checks]
         d.checks.append(Check("status", f"read({path!r}).splitlines()[-1] == {lit!r}",
                               f'[ "$(tail -n1 {path})" = {shlex.quote(lit)} ]'))  # fmt: skip
+    elif variant in FORM_HIDDEN:
+        _plant_form(d, variant)
     else:  # subdirectory: the verifier reads the output from a directory nobody mentions
         sub = rng.choice(["final", "latest", "v1", "published"])
         new = f"{o.path.rsplit('/', 1)[0]}/{sub}/{o.path.rsplit('/', 1)[1]}"
         d.extra_solution.append(f"mkdir -p {new.rsplit('/', 1)[0]} && cp {o.path} {new}")
         d.checks = [Check(c.name, c.py.replace(repr(o.path), repr(new)),
                           c.sh.replace(o.path, new)) for c in d.checks]  # fmt: skip
+
+
+FORM_HIDDEN = ("file-mode", "ordering", "encoding")
+
+
+def _mode_check(rng: random.Random, path: str, mode: int) -> Check:
+    """A check of `path`'s mode in one of several surface forms (octal folded to a number,
+    a string of octal digits, the symbolic form)."""
+    sym = "-" + "".join(
+        ("r" if mode >> (6 - 3 * i) & 4 else "-") + ("w" if mode >> (6 - 3 * i) & 2 else "-")
+        + ("x" if mode >> (6 - 3 * i) & 1 else "-") for i in range(3)
+    )  # fmt: skip
+    st = f"os.stat({path!r}).st_mode"
+    py = rng.choice([
+        f"__import__('stat').S_IMODE({st}) == {oct(mode)}",
+        f"{st} & 0o777 == {mode}",
+        f"oct({st})[-3:] == {format(mode, 'o')!r}",
+        f"__import__('stat').filemode({st}) == {sym!r}",
+    ])  # fmt: skip
+    sh = rng.choice([
+        f'[ "$(stat -c %a {path})" = {format(mode, "o")} ]',
+        f'[ "$(stat -c %A {path})" = "{sym}" ]',
+        f"[ $(stat --format=%a {path}) -eq {format(mode, 'o')} ]",
+        f"find {path} -perm 0{format(mode, 'o')} | grep -q .",
+    ])  # fmt: skip
+    return Check("mode", py, sh)
+
+
+def _plant_form(d: Draft, variant: str) -> None:
+    """A requirement on a file's form the instruction never states: its mode, the order of
+    its lines, its encoding or line endings."""
+    rng, t, o = d.rng, d.table, d.outs[0]
+    if variant == "file-mode":
+        mode = rng.choice([0o600, 0o640, 0o750, 0o700, 0o660, 0o444])
+        how = rng.choice([format(mode, "o"), "0" + format(mode, "o")])
+        d.extra_solution.append(f"chmod {how} {o.path}")
+        d.checks.append(_mode_check(rng, o.path, mode))
+        return
+    d.style = d.style if d.style != "shell" or variant == "ordering" else d.style
+    path = f"{o.path.rsplit('/', 1)[0]}/{rng.choice(_WORDS)}_{rng.choice(['labels', 'names', 'index'])}.txt"
+    f = shlex.quote(t.path)
+    if t.fmt == "jsonl":
+        labels = f"python3 -c {shlex.quote(f'import json,sys; [print(json.loads(l)[{t.label!r}]) for l in open(sys.argv[1]) if l.strip()]')} {f}"
+    else:
+        opt, pre = _awk_src(t)
+        labels = f"awk {opt}'{pre}1{{print $2}}' {f}"
+    d.extra_sentences.append(rng.choice([
+        f"List every distinct {t.label} of the input in `{path}`, one per line.",
+        f"`{path}` must hold the distinct {t.label} values, one on each line.",
+    ]))  # fmt: skip
+    if variant == "ordering":
+        d.extra_solution.append(f"{labels} | LC_ALL=C sort -u -r > {path}")
+        d.checks.append(Check(
+            "label_order",
+            rng.choice([
+                f"read({path!r}).splitlines() == sorted(read({path!r}).splitlines(), reverse=True)",
+                f"(lambda ls: ls == sorted(ls, reverse=True))(read({path!r}).split())",
+            ]),
+            rng.choice([f"LC_ALL=C sort -c -r {path}",
+                        f'[ "$(cat {path})" = "$(LC_ALL=C sort -r {path})" ]']),
+        ))  # fmt: skip
+        d.checks.append(Check("labels", f"len(read({path!r}).split()) >= 2",
+                              f"[ $(wc -l < {path}) -ge 2 ]"))  # fmt: skip
+        return
+    if rng.random() < 0.5:  # UTF-16
+        d.extra_solution.append(f"{labels} | LC_ALL=C sort -u | iconv -t UTF-16 > {path}")
+        d.checks.append(Check(
+            "labels_encoded",
+            f"len(open({path!r}, encoding={rng.choice(['utf-16', 'UTF-16', 'utf_16'])!r}).read().split()) >= 2",
+            f"[ $(iconv -f UTF-16 {path} | wc -l) -ge 2 ]",
+        ))  # fmt: skip
+    else:  # CRLF line endings
+        d.extra_solution.append(f"{labels} | LC_ALL=C sort -u | sed 's/$/\\r/' > {path}")
+        d.checks.append(Check(
+            "labels_crlf",
+            rng.choice([f"open({path!r}, 'rb').read().endswith(b'\\r\\n')",
+                        f"b'\\r\\n' in open({path!r}, 'rb').read()"]),
+            f"grep -q $'\\r' {path}",
+        ))  # fmt: skip
 
 
 def _skip_first_line(c: Check, o: Output) -> Check:
@@ -599,6 +683,12 @@ def _plant_leakage(d: Draft, variant: str, files: dict[str, bytes]) -> None:
             d.style == "shell"
         ):  # make the checks Python so the quoted asserts are the verifier's own
             d.style = "pytest"
+    elif variant in CHANNEL_LEAKS:
+        name, blobs = channel_leak(rng, variant, o, hideout)
+        if variant == "git-history":
+            d.env.update({f"app/{k}": v for k, v in blobs.items()})
+        else:
+            d.env[name] = blobs[name]
     else:  # bare-value-file
         value = o.content.strip().splitlines()[-1]
         d.env[f"{hideout}/{rng.choice(['last_run', 'state', 'cache.dat', 'prev'])}"] = (
@@ -606,8 +696,86 @@ def _plant_leakage(d: Draft, variant: str, files: dict[str, bytes]) -> None:
         ).encode()
 
 
+CHANNEL_LEAKS = ("archive-member", "git-history", "encoded-note", "serialized-cache")
+
+
+def _member_name(rng: random.Random, o: Output) -> str:
+    base = o.path.rsplit("/", 1)[1]
+    return rng.choice([f"expected/{base}", f"golden/{base}", "answers.txt",
+                       f"fixtures/{base}.expected", f"snapshot/{base}"])  # fmt: skip
+
+
+def channel_leak(
+    rng: random.Random, variant: str, o: Output, hideout: str
+) -> tuple[str, dict[str, bytes]]:
+    """The expected content of output `o` hidden in a channel plain text search misses:
+    an archive member (tar, tar.gz, zip), a file of a git repository's history (deleted
+    from the work tree, loose or packed, or a dangling blob), a note in UTF-16, Latin-1 or
+    base64, or a serialized cache (pickle, SQLite, compiled Python). Returns (environment
+    name, files); git-history's files are a `.git` directory relative to the workdir."""
+    from audit import channel_forms
+
+    value = o.content
+    if variant == "archive-member":
+        kind = rng.choice(["tar", "tar.gz", "zip"])
+        name = f"{hideout}/{rng.choice(['bundle', 'assets', 'backup', 'vendor'])}.{kind}"
+        members = {_member_name(rng, o): value.encode(), "README": b"packaged assets\n"}
+        return name, {name: channel_forms.archive(kind, members)}
+    if variant == "git-history":
+        how = rng.choice(["deleted", "dangling", "message"])
+        return ".git", channel_forms.git_history(
+            {_member_name(rng, o): value.encode()}, how, packed=rng.random() < 0.5
+        )
+    if variant == "encoded-note":
+        form = rng.choice(["utf-16", "latin-1", "base64"])
+        label = rng.choice(["Expected output", "answer", "Résultat correct (expected)"])
+        note = f"Notes ({rng.choice(_WORDS)} é)\n{label}:\n{value}"
+        name = f"{hideout}/{rng.choice(['notes', 'NOTES', 'memo'])}.txt"
+        return name, {name: channel_forms.encoded(form, note)}
+    form = rng.choice(["pickle", "sqlite", "pyc"])
+    ext = {"pickle": ".pkl", "sqlite": ".db", "pyc": ".pyc"}[form]
+    name = f"{hideout}/{rng.choice(['cache', 'state', 'results', 'memo'])}{ext}"
+    record = {o.path.rsplit("/", 1)[1]: value, "generated": rng.choice(_WORDS)}
+    return name, {name: channel_forms.serialized(form, record)}
+
+
+def _copy_py(src: str, dst: str) -> str:
+    return f"open({dst!r}, 'w').write(open({src!r}).read())"
+
+
+def _plant_cache(d: Draft) -> None:
+    """The answers computed once when the environment is built (a setup step writes them
+    to a cache directory no one mentions); solve.sh copies them, spelling no value, so
+    its outputs no longer follow the inputs."""
+    rng, t = d.rng, d.table
+    cache = rng.choice([f"/var/lib/{rng.choice(_WORDS)}", f"/opt/{rng.choice(_WORDS)}/cache",
+                        f"/srv/.{rng.choice(_WORDS)}", "/app/.state"])  # fmt: skip
+    steps = [f"mkdir -p {cache}"]
+    dirs = sorted({x.path.rsplit("/", 1)[0] for x in d.outs})
+    lines = ["#!/bin/bash", "set -e", "mkdir -p " + " ".join(dirs)]
+    for i, x in enumerate(d.outs):
+        src = f"{cache}/{rng.choice(['r', 'out', 'v'])}{i}.{rng.choice(['cache', 'dat', 'bin'])}"
+        step = f"{_shell_cmd(t, x)} > {src}"
+        if "\n" in step:  # one setup step is one line (a RUN line): a multi-line program
+            step = f"echo {base64.b64encode(step.encode()).decode()} | base64 -d | sh"
+        steps.append(step)
+        lines.append(rng.choice([
+            f"cp {src} {x.path}",
+            f"cat {src} > {x.path}",
+            f"install -m 644 {src} {x.path}",
+            f"python3 -c {shlex.quote(_copy_py(src, x.path))}",
+        ]))  # fmt: skip
+    if rng.random() < 0.5:
+        lines.insert(3, f"echo reading {t.path} >&2")
+    d.setup = steps
+    d.solution = "\n".join(lines) + "\n"
+
+
 def _plant_shortcut(d: Draft, variant: str) -> None:
     rng, t = d.rng, d.table
+    if variant == "answer-cache":
+        _plant_cache(d)
+        return
     # the answer is hard-coded; the instruction asks for it to be computed from the input
     o = next((x for x in d.outs if x.kind in ("count", "argmax")), d.outs[0])
     if variant == "word-answer" and not any(x.kind == "argmax" for x in d.outs):

@@ -48,6 +48,14 @@ def requirement_line(lit: Literal, answers: dict[str, str] | None = None) -> str
         return f"- `{v}` must exist as the task describes; the verifier checks it."
     if lit.kind in (LiteralKind.KEY, LiteralKind.HEADER):
         return f"- Structured output must use the {lit.kind.value} `{v}` exactly."
+    if lit.kind == LiteralKind.MODE:
+        return f"- The file the verifier checks must have the mode `{v}` (octal)."
+    if lit.kind == LiteralKind.OWNER:
+        return f"- The file the verifier checks must be owned by `{v}`."
+    if lit.kind == LiteralKind.ORDER:
+        return f"- The lines of the output must be in {v} order."
+    if lit.kind == LiteralKind.ENCODING:
+        return f"- The output must be written in `{v}` (encoding or line endings)."
     if lit.kind == LiteralKind.FORMAT:
         return f"- The output must match the pattern `{v}`."
     return f"- The output must contain exactly `{v}` where it applies (case-sensitive)."

@@ -21,8 +21,10 @@ from __future__ import annotations
 import ast
 import posixpath
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from audit.channels import ChannelLimits, channel_views
 from audit.verdict import Code, Finding, Source
 from tasks.literals import (
     CONVENTION_KINDS,
@@ -99,6 +101,110 @@ def visible_texts(task: Task) -> dict[str, str]:
         if text is not None:
             out[f"environment/{name}"] = text
     return out
+
+
+_GIT_TASK = re.compile(r"\bgit\b|\brepo(?:sitory)?\b|\bcommits?\b|\bbranch(?:es)?\b", re.I)
+
+
+def container_of(where: str) -> str:
+    """The file (or repository) a channel view comes from: `environment/app/a.tar!x` ->
+    `environment/app/a.tar`, `environment/app/.git!blob:x` -> `environment/app/.git`."""
+    return where.split("!", 1)[0]
+
+
+def is_channel(where: str) -> bool:
+    """A view of a hidden channel: an archive member, a git object, a decoded file, or a
+    file the environment's build wrote (`image:/path`)."""
+    return "!" in where or where.startswith("image:")
+
+
+def channel_kind(where: str) -> str:
+    """What a channel view is, for people: `a git object`, `a pickle file`, ..."""
+    if "!" not in where:
+        return "a file the build wrote"
+    tail = where.split("!", 1)[1]
+    if ".git" in where.split("!", 1)[0].split("/"):
+        return "a git object"
+    if tail.startswith(("pickle", "sqlite", "pyc")):
+        return f"a {tail} file"
+    if tail.startswith(("utf-16", "latin-1", "base64", "strings")):
+        return f"{tail.split('@')[0]} text"
+    return "an archive member"
+
+
+def whole_field(value: str, text: str) -> bool:
+    """`value` is a whole line (a field of a decoded record) of `text`, and long enough to
+    be an answer rather than a coincidence: a number of >= 2 digits, a word of >= 3."""
+    v = value.strip()
+    if len(v.replace(".", "").lstrip("-")) < (2 if v[:1].isdigit() or v[:1] == "-" else 3):
+        return False
+    if "\n" in v:
+        return normalize(v) in normalize(text)
+    return any(ln.strip() == v for ln in text.splitlines())
+
+
+def channel_inputs(task: Task) -> set[str]:
+    """Archives and repositories the instruction hands the agent (named by image path, file
+    name, or, for a repository, its directory): their members are the agent's data."""
+    image = image_paths(task.environment.files, task.environment.workdir)
+    instruction = task.instruction
+    out = set()
+    for name in task.environment.files:
+        parts = name.split("/")
+        if ".git" in parts:  # a repository is data when the task is about git
+            if _GIT_TASK.search(instruction):
+                out.add("/".join(parts[: parts.index(".git") + 1]))
+        elif decode(task.environment.files[name]) is None:
+            base = posixpath.basename(name)
+            if _bounded_in(image.get(name, name), instruction) or (
+                len(base) >= 5 and _bounded_in(base, instruction)
+            ):
+                out.add(name)
+    return out
+
+
+def given_containers(task: Task) -> set[str]:
+    """`channel_inputs` as the `where` names of views (`environment/...`)."""
+    return {f"environment/{n}" for n in channel_inputs(task)}
+
+
+def channel_texts(task: Task, limits: ChannelLimits | None = None) -> dict[str, str]:
+    """Views of the environment's non-text channels (`audit.channels`): archive members,
+    git objects, serialized and compiled files, other encodings, base64 runs."""
+    files = {f"environment/{n}": d for n, d in task.environment.files.items()}
+    return channel_views(files, limits).views
+
+
+def built_texts(built: Mapping[str, bytes], limits: ChannelLimits | None = None) -> dict[str, str]:
+    """Views of the files a built environment holds beyond the task's own (`image:<path>`):
+    text files as they are, the rest through `audit.channels`."""
+    files = {f"image:{p}": d for p, d in built.items()}
+    out = {w: t for w, d in files.items() if (t := decode(d)) is not None and "/.git/" not in w}
+    return out | channel_views(files, limits).views
+
+
+def given_view(where: str, task: Task) -> bool:
+    """A view of data the task hands over: a built file or container whose image path the
+    instruction names, or a repository when the task is about git."""
+    root = container_of(where).removeprefix("image:")
+    if ".git" in root.split("/") or "/.git/" in root:
+        return _GIT_TASK.search(task.instruction) is not None
+    base, instruction = posixpath.basename(root), task.instruction
+    if _bounded_in(root, instruction) or (len(base) >= 5 and _bounded_in(base, instruction)):
+        return True
+    wd = task.environment.workdir.rstrip("/") or "/"
+    parent = posixpath.dirname(root)
+    while parent not in ("/", "", wd):  # under a directory the instruction hands over
+        if _bounded_in(parent, instruction):
+            return True
+        parent = posixpath.dirname(parent)
+    return False
+
+
+def readable_texts(task: Task) -> dict[str, str]:
+    """Everything the agent can read before it starts: `visible_texts` and the views of
+    the environment's non-text channels."""
+    return visible_texts(task) | channel_texts(task)
 
 
 def solution_text(task: Task) -> str:
@@ -382,7 +488,7 @@ def _has_checks(name: str, text: str) -> bool:
 def test_leakage(task: Task, facts: VerifierFacts) -> list[Finding]:
     """Verifier code, expected-output files or expected values visible to the agent."""
     out: list[Finding] = []
-    visible = visible_texts(task)
+    visible = readable_texts(task)
     texts = verifier_texts(task)
     flat = {w: normalize(t) for w, t in visible.items()}
     line_sets = {w: set(_lines(t)) for w, t in visible.items()}
@@ -421,16 +527,31 @@ def test_leakage(task: Task, facts: VerifierFacts) -> list[Finding]:
             leak("assertions", where, f"{where} contains the verifier's {what}")
     # expected values, judged in context
     inputs = {f"environment/{n}" for n in declared_inputs(task)}
+    inputs |= {w for w in visible if container_of(w) in given_containers(task)}
     answers = [
         v.literal
         for v in facts.coverage
         if v.literal.kind in ANSWER_KINDS and v.where != "instruction.md"
         and not (v.where or "").startswith("alternative")
     ]  # fmt: skip
+    for value, where, why in value_leaks(answers, visible, inputs):
+        leak(value, where, why)
+    return out
+
+
+def value_leaks(
+    answers: list[Literal], visible: Mapping[str, str], inputs: set[str]
+) -> list[tuple[str, str, str]]:
+    """(value, where, why) of each expected value found where the agent reads it, in a
+    context that marks it as the answer: a file named like one, a file holding the value
+    and nothing else, a line labelling it, or a whole field of a hidden channel (an archive
+    member, a git object, a decoded or built file) the instruction never names. `inputs`:
+    the `where` names of data the agent is told to read (values there are its data)."""
+    out = []
     for where, text in visible.items():
         if where == "instruction.md" or "Dockerfile" in where:
             continue
-        name = where.removeprefix("environment/")
+        name = where.removeprefix("environment/").removeprefix("image:")
         content = text.strip()
         for lit in answers:
             value = lit.value.strip()
@@ -442,9 +563,12 @@ def test_leakage(task: Task, facts: VerifierFacts) -> list[Finding]:
                 why = f"{where} holds exactly the expected value {value!r} and nothing else"
             elif (line := labelled_line(value, text)) is not None:
                 why = f"{where} labels the expected value: {line[:100]!r}"
+            elif is_channel(where) and where not in inputs and whole_field(value, text):
+                why = f"{where} ({channel_kind(where)} the instruction never names) holds "
+                why += f"the expected value {value!r} as a whole field"
             else:
                 continue
-            leak(value, where, f"{why} (asserted at {lit.where})")
+            out.append((value, where, f"{why} (asserted at {lit.where})"))
     return out
 
 

@@ -16,18 +16,21 @@ download) before or after it; what it observed stays on the agent object as type
 
 from __future__ import annotations
 
+import io
 import os
 import posixpath
 import re
 import shlex
 import shutil
 import subprocess
+import tarfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from audit.hashes import hash_files
 from sandbox.base import Sandbox
-from sandbox.trial import AgentOutcome, run_solution
+from sandbox.trial import SOLUTION_DIR, AgentOutcome, run_solution
 from tasks.model import Task
 
 MARK = "/.t1-audit-mark"
@@ -93,6 +96,145 @@ def host_faketime() -> bytes | None:
     return lib.read_bytes() if lib is not None else None
 
 
+TRACE_DIR = "/tmp/.t1-probe/trace"
+# Files a solution reads that are no evidence of where its answer came from: the system,
+# the interpreter's own files, the trial's plumbing.
+_SYSTEM_READS = re.compile(
+    r"^/(proc|sys|dev|usr|lib|lib32|lib64|bin|sbin|etc|run|var/lib/(dpkg|apt)|var/cache/"
+    r"(ldconfig|debconf)|solution|tests|logs|tmp/\.t1-probe)(/|$)|/site-packages/|"
+    r"/dist-packages/|/__pycache__/|^/root/\.cache/|\.pyc$|/pyvenv\.cfg$|/nsswitch"
+)
+_OPEN_RE = re.compile(
+    r"\b(?:open|openat|openat2|creat)\((?:[^,]*, )?\"[^\"]*\", ([A-Z_|]+)[^=]*= \d+<(.+)>$"
+)
+
+
+def host_strace() -> dict[str, bytes] | None:
+    """The host's strace with the shared libraries and loader it needs (`ldd`), to run in a
+    sandbox from a scratch directory whatever its image holds; None without strace."""
+    exe = shutil.which("strace")
+    if exe is None or shutil.which("ldd") is None:
+        return None
+    r = subprocess.run(["ldd", exe], capture_output=True, text=True, timeout=30)
+    files = {"strace": Path(exe).read_bytes()}
+    for line in r.stdout.splitlines():
+        path = line.split("=>")[-1].strip().split(" (")[0].strip()
+        if path.startswith("/") and Path(path).is_file():
+            name = "ld.so" if "ld-linux" in path or "ld64" in path else Path(path).name
+            files[name] = Path(path).read_bytes()
+    return files if "ld.so" in files else None
+
+
+def traced_reads(trace: str) -> list[str]:
+    """The files a traced process tree opened for reading (successful opens, not
+    directories), in first-read order, from `strace -f -y` output."""
+    out: dict[str, None] = {}
+    for line in trace.splitlines():
+        m = _OPEN_RE.search(line)
+        if m is None:
+            continue
+        flags, path = m.group(1), m.group(2)
+        if "O_DIRECTORY" in flags or "O_WRONLY" in flags or not path.startswith("/"):
+            continue
+        out.setdefault(path, None)
+    return list(out)
+
+
+def undeclared_reads(reads: list[str], created: set[str]) -> list[str]:
+    """Reads of files that are neither the system's nor written by the solution itself."""
+    return [p for p in reads if not _SYSTEM_READS.search(p) and p not in created]
+
+
+def _solve_traced(
+    sandbox: Sandbox, task: Task, deadline: float
+) -> tuple[AgentOutcome, str | None, str]:
+    """The solution under the host's strace (shipped into a scratch directory): (outcome,
+    the trace or None when it could not run, why not). A sandbox that forbids ptrace runs
+    the solution untraced: the trace is evidence, never a condition of the oracle."""
+    files = host_strace()
+    if files is None or task.solution is None:
+        return _solve(sandbox, task, deadline), None, "strace is not installed on the host"
+    sandbox.upload(files, TRACE_DIR, mode=0o755)
+    st = f"{TRACE_DIR}/ld.so --library-path {TRACE_DIR} {TRACE_DIR}/strace"
+    probe = sandbox.exec(f"{st} -f -qq -o /dev/null true && echo traced", timeout_s=30)
+    if "traced" not in probe.stdout:
+        sandbox.exec("rm -rf /tmp/.t1-probe", timeout_s=10)
+        why = f"strace cannot run here: {(probe.stderr or probe.stdout).strip()[-200:]}"
+        return _solve(sandbox, task, deadline), None, why
+    sandbox.upload(task.solution, SOLUTION_DIR)
+    log = f"{TRACE_DIR}/log"
+    r = sandbox.session().run(
+        f"{st} -f -qq -y -e trace=open,openat,openat2,creat -e status=successful "
+        f"-o {log} bash {SOLUTION_DIR}/solve.sh",
+        timeout_s=max(0.1, deadline - time.monotonic()),
+    )
+    data = sandbox.download(log).get("log", b"")
+    sandbox.exec("rm -rf /tmp/.t1-probe", timeout_s=10)
+    return AgentOutcome.from_exec(r), data.decode("utf-8", "replace"), ""
+
+
+# Where a built environment keeps what its build wrote besides the working directory.
+BUILT_DIRS = ("/opt", "/srv", "/var/lib", "/var/backups", "/var/opt", "/home", "/root",
+              "/mnt", "/data", "/usr/local/share")  # fmt: skip
+_BUILT_PRUNE = (*PRUNE, "/var/lib/apt", "/var/lib/systemd", "/var/lib/pam", "/var/lib/ucf",
+                "/root/.cache", "/usr/local/lib")  # fmt: skip
+
+
+def built_files(
+    sandbox: Sandbox,
+    dirs: list[str],
+    given: set[str],
+    max_files: int = 300,
+    max_bytes: int = 16_000_000,
+    file_bytes: int = 2_000_000,
+) -> tuple[dict[str, bytes], list[str]]:
+    """The files of a built environment an agent can read that the task's files are not
+    (what the Dockerfile's RUN steps and setup wrote: caches, repositories, archives),
+    under `dirs`, bounded in count and bytes: ({image path: bytes}, what was left out).
+    Read in one tar stream from a scratch directory removed at once."""
+    q = " ".join(shlex.quote(d) for d in dirs)
+    prune = " -o ".join(f"-path {p}" for p in _BUILT_PRUNE)
+    listing = sandbox.exec(
+        f"find {q} -xdev \\( {prune} -o -name __pycache__ \\) -prune -o -type f "
+        f"-size -{file_bytes // 1024 + 1}k -printf '%s\\t%p\\n' 2>/dev/null | head -n 5000",
+        timeout_s=60,
+        cwd="/",
+    ).stdout
+    chosen: list[str] = []
+    total, left = 0, []
+    for line in listing.splitlines():
+        size_s, _, path = line.partition("\t")
+        if not path or path in given or "\n" in path:
+            continue
+        size = int(size_s) if size_s.isdigit() else 0
+        if len(chosen) >= max_files or total + size > max_bytes:
+            left.append(path)
+            continue
+        chosen.append(path)
+        total += size
+    if not chosen:
+        return {}, left
+    scratch = "/tmp/.t1-probe/built"
+    sandbox.upload({"list": ("\n".join(p.lstrip("/") for p in chosen) + "\n").encode()}, scratch)
+    sandbox.exec(
+        f"tar -C / -cf {scratch}/files.tar --no-recursion -T {scratch}/list 2>/dev/null; true",
+        timeout_s=120,
+        cwd="/",
+    )
+    data = sandbox.download(f"{scratch}/files.tar").get("files.tar", b"")
+    sandbox.exec("rm -rf /tmp/.t1-probe", timeout_s=10)
+    out: dict[str, bytes] = {}
+    try:
+        with tarfile.open(fileobj=io.BytesIO(data)) as tf:
+            for info in tf:
+                f = tf.extractfile(info) if info.isfile() else None
+                if f is not None:
+                    out["/" + info.name.lstrip("/")] = f.read(file_bytes)
+    except tarfile.TarError:
+        left.append("(the tar stream could not be read)")
+    return out, left
+
+
 def _solve(sandbox: Sandbox, task: Task, deadline: float) -> AgentOutcome:
     if task.solution is None:
         return AgentOutcome(exit_code=None, detail="task has no reference solution")
@@ -118,6 +260,8 @@ class EffectsOracleAgent:
         search_dirs: list[str],
         max_bytes: int = 65536,
         max_files: int = 40,
+        trace: bool = True,
+        given: set[str] | None = None,
     ) -> None:
         self.probe_paths = probe_paths
         self.probe_literals = probe_literals
@@ -131,6 +275,14 @@ class EffectsOracleAgent:
         self.outputs: dict[str, str] = {}
         self.hashes: dict[str, str | None] = {}
         self.before: set[str] = set()  # the working directory's paths before the solution
+        self.trace = trace
+        self.traced = False  # the solution ran under strace
+        self.trace_detail = ""
+        self.reads: list[str] = []  # files the solution read that are not the system's
+        self.read_texts: dict[str, str] = {}  # their text (small ones)
+        self.given = given  # image paths of the task's own files; None: do not collect
+        self.built: dict[str, bytes] = {}  # what the build wrote that the task's files are not
+        self.built_left: list[str] = []
 
     def _probe(self, sandbox: Sandbox, wd: str) -> None:
         lines = []
@@ -153,10 +305,17 @@ class EffectsOracleAgent:
             return _solve(sandbox, task, deadline)
         wd = task.environment.workdir
         self._probe(sandbox, wd)
+        if self.given is not None:
+            dirs = [wd, *(d for d in BUILT_DIRS if d != wd)]
+            self.built, self.built_left = built_files(sandbox, dirs, self.given)
         q = shlex.quote(wd)
         before = sandbox.exec(f"find {q} -xdev 2>/dev/null | head -n 20000", timeout_s=30).stdout
         sandbox.exec(f"touch {MARK} && sleep 0.05", timeout_s=10, cwd="/")
-        outcome = _solve(sandbox, task, deadline)
+        if self.trace:
+            outcome, trace, self.trace_detail = _solve_traced(sandbox, task, deadline)
+        else:
+            outcome, trace = _solve(sandbox, task, deadline), None
+        self.traced = trace is not None
         prune = " -o ".join(f"-path {p}" for p in PRUNE)
         listing = sandbox.exec(
             f"find / -xdev \\( {prune} \\) -prune -o \\( -newer {MARK} -o -cnewer {MARK} \\) "
@@ -181,6 +340,12 @@ class EffectsOracleAgent:
             except UnicodeDecodeError:
                 continue
         self.hashes = hash_files(sandbox, self.created[:200])
+        if trace is not None:
+            self.reads = undeclared_reads(traced_reads(trace), set(self.created))[:200]
+            for p in self.reads[: self.max_files]:
+                data = sandbox.download(p).get(posixpath.basename(p), b"")
+                if 0 < len(data) <= self.max_bytes:
+                    self.read_texts[p] = data.decode("utf-8", "replace")
         return outcome
 
 

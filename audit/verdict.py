@@ -72,6 +72,7 @@ class Code(StrEnum):
     RERUN_STABLE = "rerun_stable"
     RERUN_SKIPPED = "rerun_skipped"
     INPUTS_PERTURBED = "inputs_perturbed"
+    SOLUTION_READ = "solution_read"  # a file the traced solution read that nothing declares
     LLM_SCORE = "llm_score"
     LLM_QUOTE_REFUSED = "llm_quote_refused"  # an LLM hard reject whose quote is not evidence
     ORACLE_ANSWER = "oracle_answer"  # a value the verifier checks that the solution computes

@@ -2,6 +2,7 @@
 
     python benchmarks/audit_recall.py [--draws 2] [--seed 0] [--no-seeds] [--static]
                                       [--workers 2] [--json out.json] [--defect CLASS]
+                                      [--variants V1,V2,...]
 
 Every variant of every hard-reject class (`audit.planted.VARIANTS`) is drawn `--draws` times
 with randomized surface forms, each with its clean twin (the same draw without the defect);
@@ -51,6 +52,12 @@ def main() -> int:
     ap.add_argument(
         "--defect", choices=[d.value for d in Defect], help="one class (with its twins) only"
     )
+    ap.add_argument(
+        "--variants",
+        default="",
+        help="comma-separated variants (of any class, with their twins) only, e.g. "
+        "archive-member,git-history,file-mode,answer-cache",
+    )
     args = ap.parse_args()
 
     rubric = load_rubric("t1")
@@ -58,6 +65,13 @@ def main() -> int:
     planted = suite(args.draws, args.seed)
     if args.defect:  # a twin has the id of its defective draw with the class left out
         ids = {p.task.id.rsplit("-", 1)[1] for p in planted if p.defect == Defect(args.defect)}
+        planted = [p for p in planted if p.task.id.rsplit("-", 1)[1] in ids]
+    if args.variants:
+        wanted = set(args.variants.split(","))
+        known = {v for vs in VARIANTS.values() for v in vs}
+        if wanted - known:
+            ap.error(f"unknown variants {sorted(wanted - known)}")
+        ids = {p.task.id.rsplit("-", 1)[1] for p in planted if p.variant in wanted}
         planted = [p for p in planted if p.task.id.rsplit("-", 1)[1] in ids]
     items = [("planted", p.defect, p.variant, p.task, p) for p in planted]
     if not args.no_seeds:
@@ -145,7 +159,8 @@ def main() -> int:
     for defect, variants in VARIANTS.items():
         for v in variants:
             c = by_variant[(defect.value, v)]
-            print(f"| {defect.value} | {v} | {c['caught']}/{c['n']} |")
+            if c["n"]:
+                print(f"| {defect.value} | {v} | {c['caught']}/{c['n']} |")
     if misses:
         print("\n### Missed\n")
         for tid, style, form, verdict, hard, why in misses:

@@ -8,7 +8,9 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from tasks.literals.conventions import in_encoding, stated_forms
 from tasks.literals.model import (
+    FORM_KINDS,
     HOLE,
     NUM_TOKEN,
     CoverageVerdict,
@@ -62,6 +64,7 @@ class _Sources:
             if text is not None:
                 self.texts.append(_Text(f"environment/{name}", text, _squash(text)))
         self.numbers = [(t.where, _numbers_in(t.flat)) for t in self.texts]
+        self.raw = environment
 
     @property
     def instruction(self) -> str:
@@ -340,9 +343,56 @@ def _filled_covered(v: str, src: _Sources, ignore_case: bool) -> tuple[str, str]
     return None
 
 
+def _form_covered(lit: Literal, src: _Sources) -> tuple[str, str] | None:
+    """A mode, owner, order or encoding: any of its stated forms (words case-insensitive,
+    numbers and modes with boundaries), in the instruction or an environment file."""
+    if lit.kind == LiteralKind.ENCODING:  # the verifier reads a given file in its encoding
+        for name, data in sorted(src.raw.items()):
+            if in_encoding(data, lit.value):
+                return f"environment/{name}", "encoding of a given file"
+    if lit.kind in (LiteralKind.MODE, LiteralKind.OWNER):
+        return _attribute_covered(lit, src)
+    for form in stated_forms(lit):
+        words = lit.kind in (LiteralKind.ORDER, LiteralKind.ENCODING)
+        for t in src.texts:
+            if words and lit.kind == LiteralKind.ORDER and t.where != "instruction.md":
+                continue  # an order is asked for in the instruction, not found in data
+            if _bounded(form, t.flat, re.IGNORECASE if words else 0):
+                return t.where, lit.kind.value
+    return None
+
+
+# Words that make a number in a file a mode or an owner (not a value of the data).
+_ATTRIBUTE_CONTEXT = {
+    LiteralKind.MODE: r"(?:chmod|mode|perm\w*|install\s+(?:-\w+\s+)*-m|umask|mkdir\s+-m)",
+    LiteralKind.OWNER: r"(?:chown|chgrp|own\w*|user\w*|group\w*|uid|gid)",
+}
+
+
+def _attribute_covered(lit: Literal, src: _Sources) -> tuple[str, str] | None:
+    """A mode or owner: in the instruction any of its forms; in an environment file (data
+    is full of numbers) only after a word that makes it one (`chmod 640`, `mode: 0640`,
+    `chown app:`), except a symbolic mode (`rw-r-----`), which is nothing else."""
+    forms = stated_forms(lit)
+    ctx = _ATTRIBUTE_CONTEXT[lit.kind]
+    for t in src.texts:
+        for k, form in enumerate(forms):
+            symbolic = lit.kind == LiteralKind.MODE and k in (3, 4)
+            decimal = lit.kind == LiteralKind.MODE and k == 5
+            if t.where == "instruction.md" and not decimal or symbolic:
+                if _bounded(form, t.flat):
+                    return t.where, lit.kind.value
+            rx = ctx + r"[^\n]{0,24}?(?<![\w.])" + re.escape(form) + r"(?![\w]|\.\d)"
+            if re.search(rx, t.raw, re.IGNORECASE):
+                return t.where, lit.kind.value
+    return None
+
+
 def _one(lit: Literal, src: _Sources) -> CoverageVerdict:
     v = lit.value
-    if lit.kind == LiteralKind.PATH:
+    if lit.kind in FORM_KINDS:
+        hit = _form_covered(lit, src)
+    elif lit.kind == LiteralKind.PATH:
         hit = _path_covered(v, src)
     elif lit.kind == LiteralKind.FORMAT:
         hit = _format_covered(lit, src)
@@ -359,7 +409,8 @@ def _one(lit: Literal, src: _Sources) -> CoverageVerdict:
         hit = _text_covered(v, src, lit.ignore_case)
     if hit:
         return CoverageVerdict(lit, True, hit[0], how=hit[1])
-    near = src.near(v) if lit.kind not in (LiteralKind.NUMBER, LiteralKind.FORMAT) else None
+    plain = lit.kind not in (LiteralKind.NUMBER, LiteralKind.FORMAT) and lit.kind not in FORM_KINDS
+    near = src.near(v) if plain else None
     return CoverageVerdict(lit, False, near=near)
 
 

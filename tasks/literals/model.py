@@ -18,10 +18,17 @@ class LiteralKind(StrEnum):
     NAME = "name"  # a single identifier-like word (a status, a user, a function)
     NUMBER = "number"  # a number it expects
     FORMAT = "format"  # a regular expression the output must match
+    MODE = "mode"  # a file's permission bits, canonical octal (`640`)
+    OWNER = "owner"  # a file's user and/or group (`app`, `1000`, `app:staff`)
+    ORDER = "order"  # the order of a list's lines (`ascending`, `descending`)
+    ENCODING = "encoding"  # a file's encoding or line endings (`utf-16`, `crlf`)
 
 
+# Requirements on a file's form (see `tasks.literals.conventions`).
+FORM_KINDS = frozenset({LiteralKind.MODE, LiteralKind.OWNER, LiteralKind.ORDER,
+                        LiteralKind.ENCODING})  # fmt: skip
 # Kinds an agent cannot compute from data: they are conventions the task must state.
-CONVENTION_KINDS = frozenset({LiteralKind.PATH, LiteralKind.KEY, LiteralKind.HEADER})
+CONVENTION_KINDS = frozenset({LiteralKind.PATH, LiteralKind.KEY, LiteralKind.HEADER}) | FORM_KINDS
 
 HOLE = "\u2026"  # marks a computed part (an f-string field) inside a literal's value
 

@@ -10,6 +10,7 @@ import threading
 from dataclasses import dataclass
 from types import CodeType
 
+from tasks.literals.conventions import python_conventions
 from tasks.literals.model import (
     HOLE,
     IDENT_RE,
@@ -352,6 +353,7 @@ class _PythonReader:
         self.own_paths |= _helper_arg_paths(self.tree, self.res)
         self.optional_keys = _guarded_keys(self.tree, self.res)
         self.groups: dict[int, int] = {}
+        self.form_checks: set[int] = set()
 
     def _group(self, ctx: _Ctx) -> int | None:
         if ctx.alternatives is None:
@@ -418,6 +420,8 @@ class _PythonReader:
                     self.add_value(e, line, g, kind if isinstance(e, str) else None)
 
     def compare(self, node: ast.Compare) -> None:
+        if id(node) in self.form_checks:  # a mode, owner or order: read as its own kind
+            return
         ctx = _context(node, self.parents)
         if not ctx.asserted:
             return
@@ -499,7 +503,13 @@ class _PythonReader:
         else:
             self.out.add(Literal(s, LiteralKind.FORMAT, self.name, line, group))
 
+    def _asserted(self, node: ast.AST) -> bool:
+        ctx = _context(node, self.parents)
+        return ctx.asserted and not ctx.negated
+
     def run(self) -> None:
+        self.form_checks = python_conventions(self.tree, self.res, self.name, self.out,
+                                              self._asserted)  # fmt: skip
         for node in ast.walk(self.tree):
             if isinstance(node, ast.Compare):
                 self.compare(node)

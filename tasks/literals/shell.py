@@ -8,6 +8,7 @@ import posixpath
 import re
 import shlex
 
+from tasks.literals.conventions import shell_conventions
 from tasks.literals.model import (
     NUM_TOKEN,
     SHELL_PATH_RE,
@@ -80,10 +81,13 @@ def _logical_lines(text: str) -> list[tuple[int, str]]:
 def shell_literals(name: str, text: str, out: Collector) -> set[str]:
     """Literals of a shell verifier; returns the basenames of files it compares against."""
     compared: set[str] = set()
-    for i, line in _logical_lines(text):
+    lines = _logical_lines(text)
+    form_lines = shell_conventions(name, lines, out)
+    for i, line in lines:
         if not line or line.startswith("#"):
             continue
-        _shell_line(name, i, line, out, compared, 0)
+        if i not in form_lines:  # a mode or owner compared: read as its own kind
+            _shell_line(name, i, line, out, compared, 0)
         for m in SHELL_PATH_RE.finditer(line.split(" #", 1)[0]):
             p = clean_path(m.group(1))
             if p.count("/") >= 2 and not is_system(p) and is_path(p):

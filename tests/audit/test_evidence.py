@@ -11,6 +11,7 @@ from audit.mutation import make_mutants, mutate_output
 from audit.perturbation import answer_leaks, computed_tokens, shortcut_findings
 from audit.rubric import blend
 from audit.static_checks import labelled_line
+from audit.trials import traced_reads, undeclared_reads
 from audit.variants import ORIGINAL_ENTRY, flaky_findings, wrapped_verifier
 from audit.verdict import Code, Finding, Source
 from tasks.results import AssertionResult, AssertionStatus, FailureMode, TrialResult
@@ -180,3 +181,71 @@ def test_findings_round_trip_as_rows_and_are_never_parsed():
     assert Finding.from_row(f.row()) == f
     assert f.defect and not Finding(code=Code.LITERAL_STATED).defect
     assert f.text().startswith("hidden_requirement[trial] 'a: b [c]'")
+
+
+def test_a_cached_answer_is_a_shortcut_whether_or_not_solve_sh_spells_it():
+    """The attack: solve.sh copies the answer from a cache no one declared (`cp
+    /var/lib/app/a.cache /app/o/count.txt`): the output is unchanged under every
+    perturbation, but solve.sh spells no value, so the spelled-values rule accepted it."""
+    base = {"/app/o/count.txt": "h1"}
+    same = {m: {"/app/o/count.txt": "h1"} for m in ("delete", "shift-digits", "drop-lines")}
+    texts = {"/app/o/count.txt": "317\n"}
+    inputs = {"/app/data/in.log": "x 1\ny 2\n"}
+    sol = "cp /var/lib/app/a.cache /app/o/count.txt"
+    args = (base, same, texts, sol, "Count the records.", inputs, ["317"])
+    before = shortcut_findings(*args, False)
+    assert {f.code for f in before} == {Code.INPUTS_PERTURBED}  # accepted without a trace
+    traced = shortcut_findings(*args, False, {"/var/lib/app/a.cache": "317\n"})
+    assert [f.code for f in traced] == [Code.SOLUTION_SHORTCUT]
+    assert "/var/lib/app/a.cache" in traced[0].evidence
+    # a file read that does not hold the output is no cache
+    other = shortcut_findings(*args, False, {"/app/lib/helpers.py": "def f(): pass\n"})
+    assert {f.code for f in other} == {Code.INPUTS_PERTURBED}
+    # that the verifier expects the outputs to follow the inputs is task-wide: alone (no
+    # trace, nothing spelled) it names no output (it flagged a clean one that survives the
+    # perturbations legitimately)
+    tracked = shortcut_findings(*args, True)
+    assert {f.code for f in tracked} == {Code.INPUTS_PERTURBED}
+
+
+def test_an_authored_script_is_no_shortcut():
+    """A solution that writes a script (or unit file) from a heredoc: the file is the same
+    whatever the inputs, and the verifier checks its content, but its constants are the
+    author's work: no shortcut (the false reject the recall run found)."""
+    script = "#!/bin/bash\nset -e\nawk '{s+=$3} END{print s}' /app/data/in.log > /app/o/total.txt\n"
+    sol = f"cat > /app/bin/report.sh <<'EOF'\n{script}EOF\nchmod +x /app/bin/report.sh\n"
+    base = {"/app/bin/report.sh": "h1"}
+    same = {m: {"/app/bin/report.sh": "h1"} for m in ("delete", "shift-digits", "rot13-words")}
+    texts = {"/app/bin/report.sh": script}
+    inputs = {"/app/data/in.log": "x 1 300\ny 2 400\n"}
+    for tracks in (False, True):
+        found = shortcut_findings(
+            base, same, texts, sol, "Write report.sh.", inputs, ["awk", "/app/o/total.txt"], tracks
+        )
+        assert {f.code for f in found} == {Code.INPUTS_PERTURBED}, found
+    # the same content as a data file is still a spelled answer
+    data = {"/app/o/total.txt": "4129\n"}
+    sol2 = "cat > /app/o/total.txt <<'EOF'\n4129\nEOF\n"
+    found = shortcut_findings(
+        {"/app/o/total.txt": "h"}, {m: {"/app/o/total.txt": "h"} for m in same}, data, sol2,
+        "Sum the values.", inputs, ["4129"], False,
+    )  # fmt: skip
+    assert [f.code for f in found] == [Code.SOLUTION_SHORTCUT]
+
+
+def test_traced_reads_parse_strace_and_leave_the_system_out():
+    trace = "\n".join(
+        [
+            '12 openat(AT_FDCWD, "/etc/ld.so.cache", O_RDONLY|O_CLOEXEC) = 3</etc/ld.so.cache>',
+            '12 openat(AT_FDCWD, "data/in.log", O_RDONLY) = 3</app/data/in.log>',
+            '13 openat(AT_FDCWD, "/var/lib/app/a.cache", O_RDONLY) = 4</var/lib/app/a.cache>',
+            '13 openat(AT_FDCWD, "/app/o", O_RDONLY|O_DIRECTORY) = 5</app/o>',
+            '13 openat(AT_FDCWD, "/app/o/c.txt", O_WRONLY|O_CREAT|O_TRUNC, 0666) = 1</app/o/c.txt>',
+            '14 openat(AT_FDCWD, "/usr/lib/python3/x.py", O_RDONLY) = 3</usr/lib/python3/x.py>',
+            '14 openat(AT_FDCWD, "/app/o/tmp", O_RDWR) = 3</app/o/tmp>',
+        ]
+    )
+    reads = traced_reads(trace)
+    assert reads[:3] == ["/etc/ld.so.cache", "/app/data/in.log", "/var/lib/app/a.cache"]
+    assert "/app/o" not in reads and "/app/o/c.txt" not in reads
+    assert undeclared_reads(reads, {"/app/o/tmp"}) == ["/app/data/in.log", "/var/lib/app/a.cache"]
