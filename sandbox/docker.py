@@ -150,7 +150,12 @@ class DockerSandbox:
         args = _create_container_args(
             {**create, "image": image, "version": self.client.api._version}
         )
-        args["host_config"]["UsernsMode"] = PODMAN_USERNS
+        # A container that joins another's network joins its user namespace too: the network
+        # namespace belongs to that one (sysfs cannot be mounted from another's).
+        network = str(options.get("network_mode") or "")
+        args["host_config"]["UsernsMode"] = (
+            network if network.startswith("container:") else PODMAN_USERNS
+        )
         container_id = self.client.api.create_container(**args)["Id"]
         try:
             self.client.api.start(container_id)
