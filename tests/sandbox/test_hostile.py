@@ -599,8 +599,10 @@ echo '{"b":"{\\"kind\\":\\"test\\",\\"name\\":\\"x\\",\\"outcome\\":\\"passed\\"
 # The program hunts for the run's key where a process of the verifier could find it: the
 # staged key file, pytest's environment, memory and descriptors. What it could read is
 # printed to the entry script's stdout (LEAK), and that the hunt ran (HUNTED).
+# It reports on its own stdout (pytest -rA shows a passed test's output): the entry script's
+# stdout, a pipe of the host's, cannot be reopened through /proc from the user namespace.
 KEY_HUNT = r"""#!/bin/bash
-PY=$PPID; SH=$(awk '{print $4}' /proc/$PY/stat); out=/proc/$SH/fd/1
+PY=$PPID; out=/dev/stdout
 k=$(cat /tests/.t1-verdict/key 2>/dev/null); [ -n "$k" ] && echo "LEAK key-file" > $out
 tr '\0' '
 ' < /proc/$PY/environ 2>/dev/null | grep -q . && echo "LEAK environ" > $out
