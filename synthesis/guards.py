@@ -166,3 +166,57 @@ def add_guards(tests: str, tag: str, checks: list[str]) -> str:
 def _unfold(tests: str) -> str:
     """The module re-rendered by `ast.unparse` (every body on its own lines)."""
     return ast.unparse(parse_python(tests)) + "\n"
+
+
+def prerequisite_name(tag: str) -> str:
+    """The name of the prerequisite function of the rewrite tagged `tag`."""
+    return f"_{tag}_prerequisites"
+
+
+def _guard_call(node: ast.FunctionDef, guard: str) -> ast.stmt | None:
+    """The statement calling `guard()` at the top of `node`'s body (after a docstring)."""
+    for stmt in node.body[:2]:
+        if (
+            isinstance(stmt, ast.Expr)
+            and isinstance(stmt.value, ast.Call)
+            and isinstance(stmt.value.func, ast.Name)
+            and stmt.value.func.id == guard
+        ):
+            return stmt
+    return None
+
+
+def guarded_tests(tests: str, tag: str) -> dict[str, list[str]]:
+    """Top-level test of `tests` -> the checks its prerequisite guard runs ([] unguarded)."""
+    tree = parse_python(tests)
+    guard = prerequisite_name(tag)
+    checks: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == guard:
+            for n in ast.walk(node):
+                if isinstance(n, ast.For) and isinstance(n.iter, ast.Tuple):
+                    checks = [e.id for e in n.iter.elts if isinstance(e, ast.Name)]
+    return {
+        node.name: (checks if _guard_call(node, guard) is not None else [])
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
+    }
+
+
+def unguard(tests: str, tag: str, names: Iterable[str]) -> str:
+    """`tests` with the prerequisite call removed from the named test functions (tests that
+    do not read the consumed state need not wait for the earlier work). The prerequisite
+    function itself stays (other tests may still call it); unchanged when none is guarded."""
+    drop = set(names)
+    tree = parse_python(tests)
+    guard = prerequisite_name(tag)
+    lines = tests.split("\n")
+    cut: list[tuple[int, int]] = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name in drop:
+            call = _guard_call(node, guard)
+            if call is not None:
+                cut.append((call.lineno - 1, call.end_lineno or call.lineno))
+    for start, end in sorted(cut, reverse=True):
+        del lines[start:end]
+    return "\n".join(lines)

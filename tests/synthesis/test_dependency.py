@@ -16,9 +16,18 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from synthesis.guards import add_guards, guarded_tests, unguard
 from synthesis.operators import Extension, Operator, Parent, RewriteContext, build_child
 from synthesis.operators.extension import child_stage
-from synthesis.validate import Validation, ValidationConfig, Verdict, validate
+from synthesis.validate import (
+    Validation,
+    ValidationConfig,
+    Verdict,
+    data_flow,
+    new_tests_source,
+    validate,
+)
+from tasks.results import AssertionResult, AssertionStatus, TrialResult, VerifierReport
 from tests.synthesis.tiny import tiny_parent
 
 
@@ -47,8 +56,7 @@ SEQ_TEST = (
 )
 SEQ_STEP = "seq 1 40 | sha256sum | cut -d' ' -f1 > /app/seq_r1.txt"
 SEQ_TEXT = (
-    "Write the SHA-256 hex digest of what `seq 1 40` prints, and a newline, to "
-    "`/app/seq_r1.txt`."
+    "Write the SHA-256 hex digest of what `seq 1 40` prints, and a newline, to `/app/seq_r1.txt`."
 )
 COPY_TEST = "def test_r1_copy():\n    assert open('/app/copy_r1.txt').read() == 'hello\\n'\n"
 
@@ -96,6 +104,86 @@ def test_declared_but_unused_consumes_is_rejected(outcomes) -> None:
     assert v.verdict == Verdict.DEPENDENCY_MISSING, (v.verdict, v.detail)
     m = v.measures
     assert m.dependency_ok is False
-    assert m.flow_dependent == [] and m.flow_independent == ["test_r1_seq_digest"]
-    assert m.flow_perturbed == ["/app/out.txt"]
+    assert m.flow is not None
+    assert m.flow.dependent == () and m.flow.independent == ("test_r1_seq_digest",)
+    assert m.flow.perturbed == ("/app/out.txt",)
     assert v.offending == ["test_r1_seq_digest"]
+    # Nothing after the oracle ran: the rejection is the data-flow measurement's.
+    assert [t.agent for t in v.trials] == ["data-flow", "oracle"]
+
+
+@pytest.mark.sandbox
+def test_a_dependent_extension_is_accepted_with_its_evidence(outcomes) -> None:
+    v = outcomes["dependent"]
+    assert v.verdict == Verdict.ACCEPTED, v.detail
+    m = v.measures
+    assert m.dependency_ok is True and m.flow is not None
+    assert m.flow.dependent == ("test_r1_copy",) and m.flow.independent == ()
+    assert m.flow.perturbed == ("/app/out.txt",)
+    # The parent's solution alone: the parent's one assertion of the child's two.
+    assert m.parent_share == 0.5
+
+
+@pytest.mark.sandbox
+def test_only_the_assertion_reading_the_consumed_state_keeps_the_guard(outcomes) -> None:
+    v = outcomes["mixed"]
+    assert v.verdict == Verdict.ACCEPTED, v.detail
+    m = v.measures
+    assert m.flow is not None
+    assert m.flow.dependent == ("test_r1_copy",)
+    assert m.flow.independent == ("test_r1_seq_digest",)
+    guards = guarded_tests(new_tests_source(v.task, tiny_parent("tiny-dependency").task), "r1")
+    assert guards == {"test_r1_copy": ["test_out"], "test_r1_seq_digest": []}
+    # With the parent's work not done (the extension's steps alone, its input stubbed), the
+    # independent assertion still earns its credit; the dependent one does not.
+    ext = next(t for t in v.trials if t.agent == "extension-only")
+    outcome = {a.name: a.ok for a in ext.assertions}
+    assert outcome == {"test_out": False, "test_r1_copy": False, "test_r1_seq_digest": True}
+    # That credit is the new steps' own work, not free reward.
+    assert m.ext_only_share == pytest.approx(1 / 3) and m.ext_only_free_share == 0.0
+    assert m.parent_share == pytest.approx(1 / 3)
+
+
+def _result(outcomes: dict[str, bool]) -> TrialResult:
+    status = {True: AssertionStatus.PASSED, False: AssertionStatus.FAILED}
+    return TrialResult(
+        trial_id="t", task_id="x", task_hash="h", agent="data-flow", backend="local",
+        report=VerifierReport(
+            assertions=[AssertionResult(name=n, status=status[ok]) for n, ok in outcomes.items()]
+        ),
+    )  # fmt: skip
+
+
+def test_data_flow_classifies_against_the_oracle() -> None:
+    guards = {"test_a": ["test_p"], "test_b": ["test_p"], "test_c": [], "test_d": ["test_q"]}
+    oracle = _result({"test_p": True, "test_q": True, "test_a": True, "test_b": True,
+                      "test_c": True, "test_d": False})  # fmt: skip
+    # test_q did not come back after restoration: test_d's failure could be its guard's,
+    # but the oracle failed test_d anyway, so it is no evidence at all.
+    flow = _result({"test_p": True, "test_q": False, "test_a": False, "test_b": True,
+                    "test_c": False, "test_d": False})  # fmt: skip
+    got = data_flow(flow, oracle, guards, ["/app/out.txt"])
+    assert got.dependent == ("test_a", "test_c") and got.independent == ("test_b",)
+    assert got.inconclusive == () and got.ok
+    # A parent check that fails after restoration makes its guarded tests inconclusive.
+    flow2 = _result({"test_p": False, "test_a": False, "test_b": False, "test_c": True})
+    got2 = data_flow(flow2, oracle, {k: guards[k] for k in "test_a test_b test_c".split()}, [])
+    assert got2.dependent == () and got2.inconclusive == ("test_a", "test_b")
+    assert got2.independent == ("test_c",) and not got2.ok
+
+
+def test_unguard_removes_only_the_named_tests_guard_calls() -> None:
+    tests = (
+        'def test_r3_a():\n    """doc"""\n    x = 1\n    assert x\n\n\n'
+        "def test_r3_b():\n    assert open('/app/x').read()\n"
+    )
+    guarded = add_guards(tests, "r3", ["test_p", "test_q"])
+    assert guarded_tests(guarded, "r3") == {
+        "test_r3_a": ["test_p", "test_q"],
+        "test_r3_b": ["test_p", "test_q"],
+    }
+    cut = unguard(guarded, "r3", ["test_r3_b"])
+    assert guarded_tests(cut, "r3") == {"test_r3_a": ["test_p", "test_q"], "test_r3_b": []}
+    assert "def test_r3_b():\n    assert open('/app/x').read()\n" in cut
+    assert unguard(tests, "r3", ["test_r3_a"]) == tests  # nothing guarded: unchanged
+    assert guarded_tests(tests, "r3") == {"test_r3_a": [], "test_r3_b": []}
