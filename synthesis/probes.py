@@ -108,8 +108,9 @@ _t1_restore() {{
 }}
 trap _t1_restore EXIT
 for _t1_f in "${{_t1_files[@]}}"; do
-  {{ printf '%s\n' {shlex.quote(PERTURB_HEAD)}; cat -- "$_t1_f"; printf '\n%s\n' {shlex.quote(PERTURB_TAIL)}; }} \
-    > {FLOW_DIR}/tmp && cat {FLOW_DIR}/tmp > "$_t1_f"
+  {{ printf '%s\n' {shlex.quote(PERTURB_HEAD)}; cat -- "$_t1_f"
+     printf '\n%s\n' {shlex.quote(PERTURB_TAIL)}; }} > {FLOW_DIR}/tmp \
+    && cat {FLOW_DIR}/tmp > "$_t1_f"
 done
 rm -f {FLOW_DIR}/tmp
 """

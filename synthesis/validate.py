@@ -56,6 +56,7 @@ from enum import StrEnum
 from sandbox import Agent, CommandAgent, run_trial
 from synthesis import coverage as cov
 from synthesis.assertion_checks import nondeterministic_tests, vacuous_tests
+from synthesis.guards import guarded_tests, unguard
 from synthesis.instruction import Stage
 from synthesis.operators.extension import (
     VERIFIER_MODULE,
@@ -64,7 +65,6 @@ from synthesis.operators.extension import (
     new_assertions,
     rerender,
 )
-from synthesis.guards import guarded_tests, unguard
 from synthesis.probes import DataFlowAgent, ExtensionOnlyAgent, ParentSolutionAgent, WipeAgent
 from synthesis.profile import ProfilingOracle, TaskProfile
 from tasks.hacks import hack_outcome, hack_scripts
@@ -356,7 +356,7 @@ def check_once(
 ) -> tuple[Check, TaskProfile | None, Task]:
     """One validation attempt (see the module docstring); appends its trials to `out`.
     Returns the check, the oracle's profile and the task as validated (re-guarded)."""
-    m = out.measures = Measures()
+    out.measures = Measures()
     static = static_check(task, parent)
     if static:
         return static, None, task
