@@ -204,16 +204,19 @@ def data_flow(
 ) -> DataFlow:
     """Classify the new assertions (the keys of `guards`: test -> its guard checks) by the
     data-flow trial against the oracle's (see `DataFlow`). A new assertion the oracle failed
-    is evidence of nothing and is left out."""
+    is evidence of nothing and is left out. A failure is inconclusive when the assertion is
+    missing from the trial's report, or the trial ended for a reason other than its steps'
+    exit status (a timeout, a limit, a killed verifier: the failure may be that)."""
     ok_flow = {a.name: a.ok for a in flow.assertions}
     ok_oracle = {a.name: a.ok for a in oracle.assertions}
+    trusted = flow.failure_mode in (FailureMode.NONE, FailureMode.AGENT_ERROR)
     dependent, independent, inconclusive = [], [], []
     for name, checks in guards.items():
         if not ok_oracle.get(name, False):
             continue
         if ok_flow.get(name, False):
             independent.append(name)
-        elif any(not ok_flow.get(c, False) for c in checks):
+        elif not trusted or name not in ok_flow or any(not ok_flow.get(c, False) for c in checks):
             inconclusive.append(name)
         else:
             dependent.append(name)

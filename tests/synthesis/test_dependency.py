@@ -27,7 +27,13 @@ from synthesis.validate import (
     new_tests_source,
     validate,
 )
-from tasks.results import AssertionResult, AssertionStatus, TrialResult, VerifierReport
+from tasks.results import (
+    AssertionResult,
+    AssertionStatus,
+    FailureMode,
+    TrialResult,
+    VerifierReport,
+)
 from tests.synthesis.tiny import tiny_parent
 
 
@@ -187,3 +193,20 @@ def test_unguard_removes_only_the_named_tests_guard_calls() -> None:
     assert "def test_r3_b():\n    assert open('/app/x').read()\n" in cut
     assert unguard(tests, "r3", ["test_r3_a"]) == tests  # nothing guarded: unchanged
     assert guarded_tests(tests, "r3") == {"test_r3_a": [], "test_r3_b": []}
+
+
+def test_a_failure_the_probe_cannot_vouch_for_is_inconclusive() -> None:
+    oracle = _result({"test_p": True, "test_a": True, "test_b": True})
+    guards: dict[str, list[str]] = {"test_a": [], "test_b": []}
+    # test_b missing from the report: its failure is no evidence.
+    got = data_flow(_result({"test_p": True, "test_a": False}), oracle, guards, [])
+    assert got.dependent == ("test_a",) and got.inconclusive == ("test_b",)
+    # The steps ran out of time: no failure is evidence.
+    timed_out = _result({"test_p": True, "test_a": False, "test_b": False})
+    timed_out.failure_mode = FailureMode.AGENT_TIMEOUT
+    got = data_flow(timed_out, oracle, guards, [])
+    assert got.dependent == () and got.inconclusive == ("test_a", "test_b")
+    # A step that exits non-zero on the perturbed input is what the probe expects.
+    failed_step = _result({"test_p": True, "test_a": False, "test_b": True})
+    failed_step.failure_mode = FailureMode.AGENT_ERROR
+    assert data_flow(failed_step, oracle, guards, []).dependent == ("test_a",)
