@@ -205,11 +205,12 @@ def data_flow(
     """Classify the new assertions (the keys of `guards`: test -> its guard checks) by the
     data-flow trial against the oracle's (see `DataFlow`). A new assertion the oracle failed
     is evidence of nothing and is left out. A failure is inconclusive when the assertion is
-    missing from the trial's report, or the trial ended for a reason other than its steps'
-    exit status (a timeout, a limit, a killed verifier: the failure may be that)."""
+    missing from the trial's report, or the trial failed as a trial (a timeout, a limit, the
+    probe crashing: the failure may be that); steps exiting non-zero on the perturbed input
+    are what the probe expects."""
     ok_flow = {a.name: a.ok for a in flow.assertions}
     ok_oracle = {a.name: a.ok for a in oracle.assertions}
-    trusted = flow.failure_mode in (FailureMode.NONE, FailureMode.AGENT_ERROR)
+    trusted = flow.failure_mode == FailureMode.NONE  # a non-zero exit of the steps is NONE
     dependent, independent, inconclusive = [], [], []
     for name, checks in guards.items():
         if not ok_oracle.get(name, False):

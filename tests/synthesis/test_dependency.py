@@ -206,7 +206,7 @@ def test_a_failure_the_probe_cannot_vouch_for_is_inconclusive() -> None:
     timed_out.failure_mode = FailureMode.AGENT_TIMEOUT
     got = data_flow(timed_out, oracle, guards, [])
     assert got.dependent == () and got.inconclusive == ("test_a", "test_b")
-    # A step that exits non-zero on the perturbed input is what the probe expects.
-    failed_step = _result({"test_p": True, "test_a": False, "test_b": True})
-    failed_step.failure_mode = FailureMode.AGENT_ERROR
-    assert data_flow(failed_step, oracle, guards, []).dependent == ("test_a",)
+    # So is a probe that crashed (a step exiting non-zero is no failure of the trial).
+    crashed = _result({"test_p": True, "test_a": False, "test_b": True})
+    crashed.failure_mode = FailureMode.AGENT_ERROR
+    assert data_flow(crashed, oracle, guards, []).inconclusive == ("test_a",)
