@@ -5,9 +5,10 @@ compute what they expect from those files at verify time, so without more they w
 ANY file at that path: an agent could write a stub and skip the real work. A guard closes that
 hole: every new test first runs the parent's checks that read the consumed files (found by
 `guarding_tests`, a static closure over the verifier module), so the new assertions cannot pass
-unless the parent's work is done and still correct. Validation then proves the dependency
-empirically (`synthesis.validate`: the extension's steps alone, on the untouched environment
-with stubbed inputs, must fail every new assertion).
+unless the parent's work is done and still correct. Validation measures which new tests
+actually depend on the consumed files (`synthesis.probes.DataFlowAgent`: perturbed before the
+new steps, restored after them) and removes the guard from the others (`unguard`): a test that
+does not read the consumed state is not zeroed when the earlier stage failed.
 
 Guard outcomes (pass or failure message) are memoized per verifier run (one process runs every
 check in order), so a guarded check costs its own time once however many tests require it.

@@ -4,7 +4,8 @@
   assertion must fail (else the extension asks for nothing the parent did not already do).
 - `ExtensionOnlyAgent`: only the extension's steps, on the untouched environment, with every
   consumed file that does not exist yet replaced by a stub (what an agent skipping the core work
-  would do). Every new assertion must fail (`dependency_ok`), and what it earns is free reward.
+  would do). Every dependent new assertion must fail, and what it earns beyond the
+  independent new assertions (the steps' own work) is free reward.
 - `WipeAgent`: deletes everything under the working directory. A new assertion that passes
   both after nop and after a wipe checks nothing the task is about (vacuous).
 - `DataFlowAgent`: the parent's solution, then every consumed file perturbed (a line
