@@ -5,9 +5,10 @@ compute what they expect from those files at verify time, so without more they w
 ANY file at that path: an agent could write a stub and skip the real work. A guard closes that
 hole: every new test first runs the parent's checks that read the consumed files (found by
 `guarding_tests`, a static closure over the verifier module), so the new assertions cannot pass
-unless the parent's work is done and still correct. Validation then proves the dependency
-empirically (`synthesis.validate`: the extension's steps alone, on the untouched environment
-with stubbed inputs, must fail every new assertion).
+unless the parent's work is done and still correct. Validation measures which new tests
+actually depend on the consumed files (`synthesis.probes.DataFlowAgent`: perturbed before the
+new steps, restored after them) and removes the guard from the others (`unguard`): a test that
+does not read the consumed state is not zeroed when the earlier stage failed.
 
 Guard outcomes (pass or failure message) are memoized per verifier run (one process runs every
 check in order), so a guarded check costs its own time once however many tests require it.
@@ -166,3 +167,57 @@ def add_guards(tests: str, tag: str, checks: list[str]) -> str:
 def _unfold(tests: str) -> str:
     """The module re-rendered by `ast.unparse` (every body on its own lines)."""
     return ast.unparse(parse_python(tests)) + "\n"
+
+
+def prerequisite_name(tag: str) -> str:
+    """The name of the prerequisite function of the rewrite tagged `tag`."""
+    return f"_{tag}_prerequisites"
+
+
+def _guard_call(node: ast.FunctionDef, guard: str) -> ast.stmt | None:
+    """The statement calling `guard()` at the top of `node`'s body (after a docstring)."""
+    for stmt in node.body[:2]:
+        if (
+            isinstance(stmt, ast.Expr)
+            and isinstance(stmt.value, ast.Call)
+            and isinstance(stmt.value.func, ast.Name)
+            and stmt.value.func.id == guard
+        ):
+            return stmt
+    return None
+
+
+def guarded_tests(tests: str, tag: str) -> dict[str, list[str]]:
+    """Top-level test of `tests` -> the checks its prerequisite guard runs ([] unguarded)."""
+    tree = parse_python(tests)
+    guard = prerequisite_name(tag)
+    checks: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name == guard:
+            for n in ast.walk(node):
+                if isinstance(n, ast.For) and isinstance(n.iter, ast.Tuple):
+                    checks = [e.id for e in n.iter.elts if isinstance(e, ast.Name)]
+    return {
+        node.name: (checks if _guard_call(node, guard) is not None else [])
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and node.name.startswith("test_")
+    }
+
+
+def unguard(tests: str, tag: str, names: Iterable[str]) -> str:
+    """`tests` with the prerequisite call removed from the named test functions (tests that
+    do not read the consumed state need not wait for the earlier work). The prerequisite
+    function itself stays (other tests may still call it); unchanged when none is guarded."""
+    drop = set(names)
+    tree = parse_python(tests)
+    guard = prerequisite_name(tag)
+    lines = tests.split("\n")
+    cut: list[tuple[int, int]] = []
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name in drop:
+            call = _guard_call(node, guard)
+            if call is not None:
+                cut.append((call.lineno - 1, call.end_lineno or call.lineno))
+    for start, end in sorted(cut, reverse=True):
+        del lines[start:end]
+    return "\n".join(lines)

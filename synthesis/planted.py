@@ -21,8 +21,10 @@ rng)` is the same extension without the defect (the control: validation must acc
 - free reward: extra tests that pass before the agent does anything (an input file exists,
   is non-empty, has its header, is listed, has lines) -> `free_reward`, naming a test;
 - dependency missing: steps that do not use the parent's results (fixed text, an input of
-  their own, the system, a directory tree, a checksum of their own file)
-  -> `dependency_missing`, naming the tests.
+  their own, the system, a directory tree, a checksum of their own file, or fixed text with
+  a parent result declared in `consumes` all the same) -> `dependency_missing` (the
+  data-flow probe: no new assertion changes when the consumed files are perturbed), naming
+  the tests.
 
 Every form listed is one validation claims to catch (`CLAIMED`). `UNCLAIMED` forms are known
 misses or catches under another reason, generated so the docs can report them honestly.
@@ -352,13 +354,15 @@ def _free(parent: Parent, rng: random.Random, tag: str, form: str) -> Planted:
 
 
 def _independent(parent: Parent, rng: random.Random, tag: str, form: str) -> Planted:
-    """Steps that never touch the parent's results (and declare nothing consumed)."""
+    """Steps that never touch the parent's results (declaring nothing consumed, or, for
+    `declared_unused`, a parent result they never read)."""
     wd = parent.workdir
     d = f"{wd}/{rng.choice(DIRS)}"
     w = rng.choice(WORDS)
     out = f"{d}/{w}_{tag}.txt"
     name = f"test_{tag}_{rng.choice(('prepared', 'written', 'recorded'))}"
     env: dict[str, bytes] = {}
+    consumes: list[str] = []
     if form == "fixed_text":
         word = _word(rng)
         steps = [f"mkdir -p {d}", f"printf '%s\\n' '{word}' > {out}"]
@@ -384,6 +388,15 @@ def _independent(parent: Parent, rng: random.Random, tag: str, form: str) -> Pla
         test = (f"    import platform\n"
                 f"    assert open({out!r}).read().strip() == platform.system()\n")  # fmt: skip
         text = f"Write the kernel name (what `uname -s` prints) to `{out}`."
+    elif form == "declared_unused":
+        # Fixed text, with a parent result declared consumed: the guard would tie the reward
+        # to the parent's work, but no byte of it reaches the output.
+        word = _word(rng)
+        steps = [f"mkdir -p {d}", f"printf '%s\\n' '{word}' > {out}"]
+        test = f"    assert open({out!r}).read() == {word + chr(10)!r}\n"
+        text = f"Write the line `{word}` to `{out}`."
+        guarded = sorted(p for p, checks in parent.guards.items() if checks)
+        consumes = [rng.choice(guarded)] if guarded else []
     elif form == "tree":
         subs = sorted(rng.sample(WORDS, 3))
         steps = [f"mkdir -p {d}/{w}_{tag}/{s}" for s in subs]
@@ -401,7 +414,7 @@ def _independent(parent: Parent, rng: random.Random, tag: str, form: str) -> Pla
         raise ValueError(f"unknown dependency form {form!r}")
     ext = Extension(
         title="prepare a file", steps=steps, tests=f"def {name}():\n{test}", text=text,
-        consumes=[], creates=[out], env_files=env,
+        consumes=consumes, creates=[out], env_files=env,
     )  # fmt: skip
     return Planted(Defect.DEPENDENCY_MISSING, form, ext, "dependency_missing", name)
 
@@ -419,7 +432,14 @@ CLAIMED: dict[Defect, tuple[str, ...]] = {
         "input_has_lines",
         "mixed",
     ),  # fmt: skip
-    Defect.DEPENDENCY_MISSING: ("fixed_text", "own_input", "own_checksum", "system", "tree"),
+    Defect.DEPENDENCY_MISSING: (
+        "fixed_text",
+        "own_input",
+        "own_checksum",
+        "system",
+        "tree",
+        "declared_unused",
+    ),  # fmt: skip
 }
 
 
@@ -431,7 +451,7 @@ UNCLAIMED: dict[Defect, tuple[str, ...]] = {
     Defect.VACUOUS_ASSERTION: ("system_fact",),  # guarded: passes whenever the parent's work does
     Defect.FLAKY_CHECK: ("proc_stat",),  # chance the static check cannot see
     Defect.FREE_REWARD: ("tool_present",),  # true even after a wipe: vacuous, not free
-    Defect.DEPENDENCY_MISSING: ("declared_unused",),  # consumes declared: the guard ties it
+    Defect.DEPENDENCY_MISSING: (),  # declared_unused is caught by the data-flow probe now
 }
 
 
@@ -464,15 +484,7 @@ def _unclaimed(defect: Defect, parent: Parent, rng: random.Random, tag: str) -> 
         test = f"\n\ndef {t}():\n    import shutil\n    assert shutil.which('sh')\n"
         ext = _extension(b, tests=b.test + test, consumes=[])
         return Planted(defect, form, ext, defect.value, t)
-    w = rng.choice(WORDS)
-    out = f"{outdir}/{w}_{tag}.txt"
-    word = _word(rng)
-    ext = Extension(
-        title="prepare a file", steps=[f"mkdir -p {outdir}", f"printf '%s\\n' '{word}' > {out}"],
-        tests=f"def {t}():\n    assert open({out!r}).read() == {word + chr(10)!r}\n",
-        text=f"Write the line `{word}` to `{out}`.", consumes=[b.src], creates=[out],
-    )  # fmt: skip
-    return Planted(defect, form, ext, defect.value, t)
+    raise ValueError(f"no unclaimed form of {defect.value}")
 
 
 def plant(defect: Defect, parent: Parent, rng: random.Random, form: str | None = None,

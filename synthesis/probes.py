@@ -4,9 +4,16 @@
   assertion must fail (else the extension asks for nothing the parent did not already do).
 - `ExtensionOnlyAgent`: only the extension's steps, on the untouched environment, with every
   consumed file that does not exist yet replaced by a stub (what an agent skipping the core work
-  would do). Every new assertion must fail (`dependency_ok`), and what it earns is free reward.
+  would do). Every dependent new assertion must fail, and what it earns beyond the
+  independent new assertions (the steps' own work) is free reward.
 - `WipeAgent`: deletes everything under the working directory. A new assertion that passes
   both after nop and after a wipe checks nothing the task is about (vacuous).
+- `DataFlowAgent`: the parent's solution, then every consumed file perturbed (a line
+  prepended and one appended: content, line count, first and last line, size and digest all
+  change), then the extension's steps, then the consumed files restored exactly (bytes, mode,
+  owner, times) before the verifier runs. The parent's checks (the guards) pass again, so a
+  new assertion that passed for the oracle and fails here checks something the steps derived
+  from, or did to, the parent's output: the data flowed (`dependency_ok`).
 
 Each is an ordinary `sandbox.Agent`: it acts through the sandbox's long-lived session.
 """
@@ -65,6 +72,71 @@ class ExtensionOnlyAgent:
             timeout_s=max(0.1, deadline - time.monotonic()),
         )
         return AgentOutcome.from_exec(r)
+
+
+PERTURB_HEAD = "t1 data-flow probe: perturbed (head)"
+PERTURB_TAIL = "t1 data-flow probe: perturbed (tail)"
+FLOW_DIR = "/.t1-flow"
+
+
+def flow_script(parent_solve: str, block: str, consumes: list[str]) -> str:
+    """The child's solve.sh with the data-flow probe between the parent's part and the new
+    steps. The consumed paths that exist after the parent's part (files, or the files under a
+    directory, `.git` excluded) are backed up with `cp -a`, perturbed in place (same inode and
+    mode), and restored on exit whatever the steps do; the steps run without `-e`/`-u`/
+    `pipefail`, so a step failing on the perturbed input does not stop the independent ones."""
+    paths = " ".join(shlex.quote(p) for p in consumes)
+    probe = f"""
+# --- t1 data-flow probe: perturb the consumed results, restore them on exit ---
+set +e +u
+set +o pipefail
+_t1_files=()
+for _t1_p in {paths}; do
+  if [ -f "$_t1_p" ]; then _t1_files+=("$_t1_p")
+  elif [ -d "$_t1_p" ]; then
+    while IFS= read -r -d '' _t1_f; do _t1_files+=("$_t1_f"); done \
+      < <(find "$_t1_p" -name .git -prune -o -type f -print0)
+  fi
+done
+rm -rf {FLOW_DIR}; mkdir -p {FLOW_DIR}/backup
+if [ ${{#_t1_files[@]}} -gt 0 ]; then cp -a --parents -- "${{_t1_files[@]}}" {FLOW_DIR}/backup/; fi
+printf '%s\n' "${{_t1_files[@]}}" > {FLOW_DIR}/perturbed
+_t1_restore() {{
+  local f
+  for f in "${{_t1_files[@]}}"; do
+    rm -rf -- "$f"; mkdir -p -- "$(dirname -- "$f")"; cp -a -- "{FLOW_DIR}/backup$f" "$f"
+  done
+}}
+trap _t1_restore EXIT
+for _t1_f in "${{_t1_files[@]}}"; do
+  {{ printf '%s\n' {shlex.quote(PERTURB_HEAD)}; cat -- "$_t1_f"
+     printf '\n%s\n' {shlex.quote(PERTURB_TAIL)}; }} > {FLOW_DIR}/tmp \
+    && cat {FLOW_DIR}/tmp > "$_t1_f"
+done
+rm -f {FLOW_DIR}/tmp
+"""
+    return f"{parent_solve.rstrip(chr(10))}\n{probe}\n{block.strip(chr(10))}\n"
+
+
+class DataFlowAgent:
+    """Runs `flow_script` (the parent's solution, perturbation, the new steps, restoration)
+    with the child's solution files. `perturbed` holds the files it perturbed (read back
+    before the verifier runs)."""
+
+    name = "data-flow"
+
+    def __init__(self, parent_solve: str, block: str, consumes: list[str]) -> None:
+        self.script = flow_script(parent_solve, block, consumes)
+        self.perturbed: list[str] = []
+
+    def run(self, sandbox: Sandbox, task: Task, deadline: float) -> AgentOutcome:
+        solution = {**(task.solution or {}), "solve.sh": self.script.encode()}
+        outcome = run_solution(sandbox, task, solution, deadline)
+        r = sandbox.exec(
+            f"cat {FLOW_DIR}/perturbed 2>/dev/null; rm -rf {FLOW_DIR}", timeout_s=30, cwd="/"
+        )
+        self.perturbed = sorted(p for p in r.stdout.splitlines() if p)
+        return outcome
 
 
 class WipeAgent:

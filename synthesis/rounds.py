@@ -205,6 +205,7 @@ def candidate_rows(
         )
     stages = [*parent.stages, built.stage] if built.stage is not None else list(parent.stages)
     m = v.measures if v is not None else None
+    flow = m.flow if m is not None else None
     profile = v.profile if v is not None else None
     script = (task.solution or {}).get("solve.sh", b"").decode("utf-8", "replace") if task else ""
     row = SynthCandidateRecord(
@@ -243,6 +244,13 @@ def candidate_rows(
         files_touched=files_touched(profile) if profile is not None else None,
         dependency_depth=dependency_depth(parent.core_outputs, stages),
         reference_reward=built.reference_reward,
+        flow_dependent=list(flow.dependent) if flow else None,
+        flow_independent=list(flow.independent) if flow else None,
+        flow_inconclusive=list(flow.inconclusive) if flow else None,
+        flow_perturbed=list(flow.perturbed) if flow else None,
+        ext_only_free_share=m.ext_only_free_share if m else None,
+        parent_solution_share=m.parent_share if m else None,
+        chain_depth=len(parent.chain) + 1,
     )
     rows: list[Record] = [row]
     if accepted and profile is not None and m is not None:
@@ -270,6 +278,8 @@ def round_stats(
 
     free = present([r.free_reward_share for r in acc])
     ref = present([r.reference_reward for r in acc])
+    parent_share = present([r.parent_solution_share for r in acc])
+    depths = [r.chain_depth for r in acc if r.chain_depth is not None]
     return SynthRoundRecord(
         campaign=cfg.campaign,
         round=round_,
@@ -296,6 +306,11 @@ def round_stats(
         mean_dependency_depth=mean(present([r.dependency_depth for r in acc])),
         reference_sampled=len(ref),
         reference_pass_rate=mean([1.0 if x >= 1.0 else 0.0 for x in ref]),
+        mean_parent_solution_share=mean(parent_share),
+        max_parent_solution_share=max(parent_share) if parent_share else None,
+        mean_chain_depth=mean(depths),
+        max_chain_depth=max(depths) if depths else None,
+        dependency_rejects=reasons.get(Verdict.DEPENDENCY_MISSING.value, 0),
     )
 
 

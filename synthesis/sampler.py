@@ -15,6 +15,14 @@ A parent whose free reward cannot come under the cap with a two-assertion extens
 share, `nop_passed / (assertions + 2)`, above `free_reward_cap`) is not sampled: every child
 would be discarded as `free_reward`.
 
+Depth: the first `ceil(deep_share * budget)` assignments of a round go to tasks earlier rounds
+accepted (when the pool has any), visited in a weighted shuffle of their own whose weight is
+`w(parent) * depth` (depth: stages, the core task included), so extensions of extensions are
+made every round and chains grow deeper than one rewrite (depth here: rewrites from the root
+seed plus one); the rest of the round follows the
+weighted order over the whole pool. Without it, a corpus with many seeds spends whole rounds
+on fresh seeds (each has weight 1), and chains stay shallow.
+
 Caps (defaults in `Caps`, documented in docs/synthesis.md):
 - children per parent per round (`children_per_parent`);
 - share of the round's budget descending from one lineage root (`root_share`);
@@ -42,6 +50,8 @@ class Caps:
     root_share: float = 0.25
     category_share: float = 0.4
     family_share: float = 0.25
+    # Share of a round reserved for extending tasks earlier rounds accepted (0: none).
+    deep_share: float = 0.5
 
     def __post_init__(self) -> None:
         if self.children_per_parent < 1:
@@ -50,6 +60,8 @@ class Caps:
             value = getattr(self, name)
             if not 0 < value <= 1:
                 raise ValueError(f"{name} must be in (0, 1], got {value!r}")
+        if not 0 <= self.deep_share <= 1:
+            raise ValueError(f"deep_share must be in [0, 1], got {self.deep_share!r}")
 
     @staticmethod
     def limit(share: float, budget: int) -> int:
@@ -123,8 +135,15 @@ def sample_round(
         for p in sorted(parents, key=lambda p: p.hash)
         if not free_reward_blocked(p, free_reward_cap)
     ]
-    keys = {p.hash: rng.random() ** (1.0 / weight(p, descendants, children)) for p in pool}
+    draws = {p.hash: rng.random() for p in pool}
+    keys = {p.hash: draws[p.hash] ** (1.0 / weight(p, descendants, children)) for p in pool}
     order = sorted(pool, key=lambda p: (-keys[p.hash], p.hash))
+    deep_keys = {
+        p.hash: draws[p.hash] ** (1.0 / (weight(p, descendants, children) * (len(p.chain) + 1)))
+        for p in pool
+        if p.chain
+    }
+    deep = sorted((p for p in pool if p.chain), key=lambda p: (-deep_keys[p.hash], p.hash))
     prefs: dict[str, list[str]] = {}
     for p in order:
         names = feasible_operators(p, ops)
@@ -140,21 +159,29 @@ def sample_round(
     fams: Counter[str] = Counter()
     taken: dict[str, set[str]] = {p.hash: set() for p in order}
     out: list[Assignment] = []
-    for _ in range(caps.children_per_parent):
-        for p in order:
-            if len(out) >= budget:
-                return out
-            root, cat = p.root_seed, p.task.category.value
-            if roots[root] >= root_cap or cats[cat] >= cat_cap:
-                continue
-            for name in prefs[p.hash]:
-                fam = ops[name].family
-                if name in taken[p.hash] or fams[fam] >= fam_cap:
+
+    def fill(parents: list[Parent], limit: int) -> None:
+        for n in range(caps.children_per_parent):
+            for p in parents:
+                if len(out) >= limit:
+                    return
+                if sum(p.hash == a.parent_hash for a in out) > n:
+                    continue  # one child per parent per pass
+                root, cat = p.root_seed, p.task.category.value
+                if roots[root] >= root_cap or cats[cat] >= cat_cap:
                     continue
-                out.append(Assignment(round_, len(out), p.hash, name, fam, root, cat))
-                taken[p.hash].add(name)
-                roots[root] += 1
-                cats[cat] += 1
-                fams[fam] += 1
-                break
+                for name in prefs[p.hash]:
+                    fam = ops[name].family
+                    if name in taken[p.hash] or fams[fam] >= fam_cap:
+                        continue
+                    out.append(Assignment(round_, len(out), p.hash, name, fam, root, cat))
+                    taken[p.hash].add(name)
+                    roots[root] += 1
+                    cats[cat] += 1
+                    fams[fam] += 1
+                    break
+
+    if caps.deep_share > 0 and deep:
+        fill(deep, min(budget, math.ceil(caps.deep_share * budget)))
+    fill(order, budget)
     return out

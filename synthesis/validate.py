@@ -7,19 +7,28 @@ before any sandbox time (`synthesis.assertion_checks`, `synthesis.coverage`):
 - no new test is vacuous (cannot fail) → `vacuous_assertion`;
 - no new test depends on chance or the clock → `flaky_check`;
 in fresh sandboxes (`sandbox.run_trial`):
+0. data flow (`synthesis.probes.DataFlowAgent`): the parent's solution, the consumed files
+   perturbed, the new steps, the files restored exactly, the verifier. A new assertion that
+   fails here checks something derived from (or done to) the parent's output: it is
+   *dependent*; one that passes is *independent* and loses its prerequisite guard (it does
+   not read the consumed state, so the parent's failure must not zero it). The oracle below
+   runs on the task so re-guarded;
 1. oracle (profiling, probing the environment before the solution runs):
    - every literal a new test reads or compares is in the instruction or in the environment
      before the agent starts → else `solution_artifact` (a path only the reference solution
      creates) or `hidden_requirement`;
    - it passes every assertion → else, after one more run, `flaky_check` (the runs disagree)
      or `oracle_failed`; `reruns - 1` more runs agree assertion by assertion → `flaky_check`;
+   - at least one new assertion is dependent (`dependency_ok`, the data-flow measurement)
+     → else `dependency_missing`;
 2. nop: no new assertion passes → else `vacuous_assertion` (it also passes after the workdir
    is wiped) or `free_reward`; nop's share of the dense reward is at most the cap →
    `free_reward`;
-3. the extension's steps alone (`synthesis.probes.ExtensionOnlyAgent`): every new assertion
-   fails (`dependency_ok`) → else `dependency_missing`; their share is at most the cap →
-   `free_reward`;
-4. the parent's solution: every new assertion fails → else `not_load_bearing`;
+3. the extension's steps alone (`synthesis.probes.ExtensionOnlyAgent`): every dependent new
+   assertion fails (the reward needs the earlier work too) → else `dependency_missing`;
+   what they earn beyond their own independent assertions is at most the cap → `free_reward`;
+4. the parent's solution: every new assertion fails → else `not_load_bearing` (its share of
+   the child's reward is recorded: `parent_share`);
 5. every scripted hack of `tasks.hacks` (stub the named paths, echo the instruction's
    literals into the outputs, copy inputs to outputs, ...: what an agent can do without the
    work): every new assertion fails → else `hackable`, naming the hack and the assertions.
@@ -47,6 +56,7 @@ from enum import StrEnum
 from sandbox import Agent, CommandAgent, run_trial
 from synthesis import coverage as cov
 from synthesis.assertion_checks import nondeterministic_tests, vacuous_tests
+from synthesis.guards import guarded_tests, unguard
 from synthesis.instruction import Stage
 from synthesis.operators.extension import (
     VERIFIER_MODULE,
@@ -55,7 +65,7 @@ from synthesis.operators.extension import (
     new_assertions,
     rerender,
 )
-from synthesis.probes import ExtensionOnlyAgent, ParentSolutionAgent, WipeAgent
+from synthesis.probes import DataFlowAgent, ExtensionOnlyAgent, ParentSolutionAgent, WipeAgent
 from synthesis.profile import ProfilingOracle, TaskProfile
 from tasks.hacks import hack_outcome, hack_scripts
 from tasks.model import Task
@@ -154,14 +164,64 @@ class Measures:
     nop_share: float | None = None
     nop_passed: int | None = None
     ext_only_share: float | None = None
-    dependency_ok: bool | None = None
+    # The share of the reward the extension's steps alone earn on assertions they cannot
+    # earn by their own work (the parent's, and the dependent new ones): free reward.
+    ext_only_free_share: float | None = None
+    dependency_ok: bool | None = None  # the data-flow measurement (see `DataFlow`)
+    flow: DataFlow | None = None
+    parent_share: float | None = None  # the parent's solution alone: share of the reward
     hacks: int | None = None  # scripted hacks run
     hack_new_share: float | None = None  # the largest share of the new assertions a hack passed
 
     @property
     def free_reward_share(self) -> float | None:
-        shares = [s for s in (self.nop_share, self.ext_only_share) if s is not None]
+        shares = [s for s in (self.nop_share, self.ext_only_free_share) if s is not None]
         return max(shares) if shares else None
+
+
+@dataclass(frozen=True)
+class DataFlow:
+    """The data-flow probe's evidence, over the new assertions that passed for the oracle.
+
+    `dependent`: failed once the consumed files were perturbed before the new steps and
+    restored after them (what they check was derived from, or done to, the parent's output);
+    `independent`: passed all the same; `inconclusive`: failed while a parent check guarding
+    them failed too (the restoration did not bring the parent's state back, so the failure
+    may be the guard's); `perturbed`: the files perturbed (absolute paths)."""
+
+    dependent: tuple[str, ...] = ()
+    independent: tuple[str, ...] = ()
+    inconclusive: tuple[str, ...] = ()
+    perturbed: tuple[str, ...] = ()
+
+    @property
+    def ok(self) -> bool:
+        return bool(self.dependent)
+
+
+def data_flow(
+    flow: TrialResult, oracle: TrialResult, guards: dict[str, list[str]], perturbed: list[str]
+) -> DataFlow:
+    """Classify the new assertions (the keys of `guards`: test -> its guard checks) by the
+    data-flow trial against the oracle's (see `DataFlow`). A new assertion the oracle failed
+    is evidence of nothing and is left out. A failure is inconclusive when the assertion is
+    missing from the trial's report, or the trial failed as a trial (a timeout, a limit, the
+    probe crashing: the failure may be that); steps exiting non-zero on the perturbed input
+    are what the probe expects."""
+    ok_flow = {a.name: a.ok for a in flow.assertions}
+    ok_oracle = {a.name: a.ok for a in oracle.assertions}
+    trusted = flow.failure_mode == FailureMode.NONE  # a non-zero exit of the steps is NONE
+    dependent, independent, inconclusive = [], [], []
+    for name, checks in guards.items():
+        if not ok_oracle.get(name, False):
+            continue
+        if ok_flow.get(name, False):
+            independent.append(name)
+        elif not trusted or name not in ok_flow or any(not ok_flow.get(c, False) for c in checks):
+            inconclusive.append(name)
+        else:
+            dependent.append(name)
+    return DataFlow(tuple(dependent), tuple(independent), tuple(inconclusive), tuple(perturbed))
 
 
 @dataclass
@@ -268,14 +328,73 @@ def static_check(task: Task, parent: Parent) -> Check | None:
     return None
 
 
+def stage_tag(stage: Stage | None) -> str:
+    """The name tag of the stage's new tests and guard (`r<round>`)."""
+    return f"r{stage.round}" if stage is not None else "r0"
+
+
+def reguard(task: Task, parent: Task, tag: str, independent: list[str]) -> Task:
+    """`task` with the prerequisite guard removed from the `independent` new tests."""
+    block = new_tests_source(task, parent)
+    cut = unguard(block, tag, independent)
+    if cut == block:
+        return task
+    verifier = dict(task.verifier)
+    verifier[VERIFIER_MODULE] = (
+        task.verifier[VERIFIER_MODULE].decode("utf-8")[: -len(block)] + cut
+    ).encode()
+    return task.model_copy(update={"verifier": verifier})
+
+
+@dataclass
+class _FlowRun:
+    """The data-flow trial and what it needs to be read once the oracle has run."""
+
+    result: TrialResult
+    guards: dict[str, list[str]]  # new test -> its guard checks, as the trial ran it
+    perturbed: list[str]
+
+
 def check_once(
     task: Task, parent: Parent, stage: Stage | None, cfg: ValidationConfig, out: Validation
-) -> tuple[Check, TaskProfile | None]:
-    """One validation attempt (see the module docstring); appends its trials to `out`."""
-    m = out.measures = Measures()
+) -> tuple[Check, TaskProfile | None, Task]:
+    """One validation attempt (see the module docstring); appends its trials to `out`.
+    Returns the check, the oracle's profile and the task as validated (re-guarded)."""
+    out.measures = Measures()
     static = static_check(task, parent)
     if static:
-        return static, None
+        return static, None, task
+    # 0. data flow: the parent's solution, perturbed consumed files, the new steps, restored.
+    if parent.task.solution is None:
+        raise ValueError("a parent without a reference solution cannot be extended")
+    tag = stage_tag(stage)
+    consumes = list(stage.consumes) if stage else []
+    block = extension_block(task, parent.task)
+    parent_solve = parent.task.solution.get("solve.sh", b"").decode("utf-8")
+    trials = _Trials(task, parent, cfg, out.trials)
+    cand_env = task.environment_hash != parent.task.environment_hash
+    flow, agent = trials.run(lambda: DataFlowAgent(parent_solve, block, consumes))
+    assert isinstance(agent, DataFlowAgent)
+    problem = _trial_problem(flow, "data-flow", cand_env)
+    if problem:
+        return problem, None, task
+    run = _FlowRun(flow, guarded_tests(new_tests_source(task, parent.task), tag), agent.perturbed)
+    passed = {a.name for a in flow.assertions if a.ok}
+    task = reguard(task, parent.task, tag, [n for n in run.guards if n in passed])
+    check, profile = _check_trials(task, parent, consumes, cfg, out, run)
+    return check, profile, task
+
+
+def _check_trials(
+    task: Task,
+    parent: Parent,
+    consumes: list[str],
+    cfg: ValidationConfig,
+    out: Validation,
+    run: _FlowRun,
+) -> tuple[Check, TaskProfile | None]:
+    """Steps 1-5 of one attempt on the re-guarded task (see the module docstring)."""
+    m = out.measures
     trials = _Trials(task, parent, cfg, out.trials)
     cand_env = task.environment_hash != parent.task.environment_hash
     new = set(new_assertions(task, parent.task))
@@ -332,6 +451,24 @@ def check_once(
             return Check(
                 Verdict.FLAKY_CHECK, f"oracle run {i + 1} disagrees on {names[:6]}", names
             ), profile
+    # The data-flow evidence, read against the oracle: at least one dependent assertion.
+    m.flow = data_flow(run.result, first, run.guards, run.perturbed)
+    m.dependency_ok = m.flow.ok
+    if not m.flow.ok:
+        said = (
+            f"no consumed file of the parent's was perturbed (consumes {consumes})"
+            if not m.flow.perturbed
+            else f"with {list(m.flow.perturbed)} perturbed before the new steps and restored "
+            "after them"
+        )
+        others = sorted([*m.flow.independent, *m.flow.inconclusive])
+        return Check(
+            Verdict.DEPENDENCY_MISSING,
+            f"{said}, no new assertion changes (independent: {list(m.flow.independent)}, "
+            f"inconclusive: {list(m.flow.inconclusive)}): the new work does not use the "
+            "parent's output",
+            others,
+        ), profile
     # 2. nop: no new assertion passes; nop's share within the cap.
     nop, _ = trials.run(lambda: "nop")
     problem = _trial_problem(nop, "nop", cand_env)
@@ -361,26 +498,29 @@ def check_once(
             sorted(a.name for a in nop.assertions if a.ok),
         ), profile
     # 3. the extension's steps alone, on the untouched environment with stubbed inputs.
-    consumes = list(stage.consumes) if stage else []
     block = extension_block(task, parent.task)
     ext, _ = trials.run(lambda: ExtensionOnlyAgent(block, consumes))
     problem = _trial_problem(ext, "extension-only", cand_env)
     if problem:
         return problem, profile
+    own = set(m.flow.independent)  # the new steps' own work: theirs to earn
     m.ext_only_share = _share(ext)
-    independent = sorted(a.name for a in ext.assertions if a.name in new and a.ok)
-    m.dependency_ok = not independent
-    if independent:
+    unearned = sorted(a.name for a in ext.assertions if a.ok and a.name not in own)
+    m.ext_only_free_share = len(unearned) / ext.total if ext.total else 0.0
+    without = sorted(n for n in unearned if n in new)
+    if without:
+        m.dependency_ok = False
         return Check(
             Verdict.DEPENDENCY_MISSING,
-            f"pass with only the new steps, the earlier work not done: {independent}",
-            independent,
+            f"pass with only the new steps, the earlier work not done: {without}",
+            without,
         ), profile
-    if m.ext_only_share > cfg.free_reward_cap:
+    if m.ext_only_free_share > cfg.free_reward_cap:
         return Check(
             Verdict.FREE_REWARD,
-            f"the new steps alone earn {ext.passed}/{ext.total} (cap {cfg.free_reward_cap:.0%})",
-            sorted(a.name for a in ext.assertions if a.ok),
+            f"the new steps alone earn {len(unearned)}/{ext.total} beyond their own "
+            f"assertions (cap {cfg.free_reward_cap:.0%})",
+            unearned,
         ), profile
     # 4. the parent's solution: every new assertion fails.
     if parent.task.solution is None:
@@ -390,6 +530,7 @@ def check_once(
     problem = _trial_problem(probe_parent, "parent-solution", cand_env)
     if problem:
         return problem, profile
+    m.parent_share = _share(probe_parent)
     already = sorted(a.name for a in probe_parent.assertions if a.name in new and a.ok)
     if already:
         return Check(
@@ -526,7 +667,7 @@ def validate(
     out = Validation(task=child, verdict=Verdict.ORACLE_FAILED)
     task = child
     for attempt in range(cfg.max_repairs + 1):
-        check, profile = check_once(task, parent, stage, cfg, out)
+        check, profile, task = check_once(task, parent, stage, cfg, out)
         out.task, out.verdict, out.detail, out.profile = task, check.verdict, check.detail, profile
         out.offending = check.offending
         if check.verdict == Verdict.ACCEPTED or attempt == cfg.max_repairs:

@@ -427,6 +427,14 @@ class SynthCandidateRecord(Record):
     files_touched: int | None = None
     dependency_depth: int | None = None
     reference_reward: float | None = None
+    # added within schema 2 (data-flow dependency, parent share, chain depth)
+    flow_dependent: list[str] | None = None
+    flow_independent: list[str] | None = None
+    flow_inconclusive: list[str] | None = None
+    flow_perturbed: list[str] | None = None
+    ext_only_free_share: float | None = None
+    parent_solution_share: float | None = None
+    chain_depth: int | None = Field(None, ge=0)
 
     @field_validator("candidate_hash", "parent_hash", "root_seed")
     @classmethod
@@ -474,6 +482,12 @@ class SynthRoundRecord(Record):
     mean_dependency_depth: float | None = None
     reference_sampled: int | None = None
     reference_pass_rate: float | None = None
+    # added within schema 2
+    mean_parent_solution_share: float | None = None
+    max_parent_solution_share: float | None = None
+    mean_chain_depth: float | None = None
+    max_chain_depth: int | None = None
+    dependency_rejects: int | None = None
 
 
 class SynthProfileRecord(Record):

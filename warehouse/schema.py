@@ -299,6 +299,19 @@ SYNTH_CANDIDATES = TableSpec(
         ("files_touched", pa.int32(), True),
         ("dependency_depth", pa.int32(), True),
         ("reference_reward", pa.float64(), True),
+        # Added within schema 2 (nullable, no migration: readers fill NULL): the data-flow
+        # evidence behind `dependency_ok` (new assertions that fail / pass / could not tell
+        # once the consumed files were perturbed before the new steps and restored after
+        # them, and the files perturbed), the share the new steps alone earn beyond their own
+        # assertions, the share the parent's solution alone earns, and the chain depth
+        # (rewrites from the root seed).
+        ("flow_dependent", pa.list_(pa.string()), True),
+        ("flow_independent", pa.list_(pa.string()), True),
+        ("flow_inconclusive", pa.list_(pa.string()), True),
+        ("flow_perturbed", pa.list_(pa.string()), True),
+        ("ext_only_free_share", pa.float64(), True),
+        ("parent_solution_share", pa.float64(), True),
+        ("chain_depth", pa.int32(), True),
     ),
 )
 
@@ -334,6 +347,14 @@ SYNTH_ROUNDS = TableSpec(
         ("mean_dependency_depth", pa.float64(), True),
         ("reference_sampled", pa.int32(), True),
         ("reference_pass_rate", pa.float64(), True),
+        # Added within schema 2 (nullable, no migration): over the round's accepted tasks,
+        # the share of the child's reward the parent's solution alone earns (mean, max), the
+        # chain depth (mean, max), and the discards for a missing data-flow dependency.
+        ("mean_parent_solution_share", pa.float64(), True),
+        ("max_parent_solution_share", pa.float64(), True),
+        ("mean_chain_depth", pa.float64(), True),
+        ("max_chain_depth", pa.int32(), True),
+        ("dependency_rejects", pa.int32(), True),
     ),
 )
 

@@ -46,14 +46,16 @@ def _fmt(x: float | None, spec: str = ".1f") -> str:
 
 def rounds_table(rows: list[SynthRoundRecord], title: str = "synthesis rounds") -> Table:
     """The per-round table: acceptance and discards, the v2 guarantees (dependency_ok share,
-    free-reward share, instruction coverage), breadth, and the difficulty measures."""
+    free-reward share, instruction coverage), breadth, the difficulty measures, the chain
+    depth (rewrites from the seed) and the share of the reward the parent's solution alone
+    earns."""
     table = Table(title=title)
     cols = [
         ("round", "right"), ("pool", "right"), ("cand", "right"), ("acc", "right"),
         ("discarded (by reason)", "left"), ("dep ok", "right"), ("free mean/max", "right"),
         ("cover", "right"), ("seeds ext", "right"), ("steps", "right"), ("asserts", "right"),
-        ("tools", "right"), ("files", "right"), ("depth", "right"), ("ref pass", "right"),
-        ("wall s", "right"),
+        ("tools", "right"), ("files", "right"), ("depth", "right"), ("chain mean/max", "right"),
+        ("parent sol", "right"), ("ref pass", "right"), ("wall s", "right"),
     ]  # fmt: skip
     for name, justify in cols:
         table.add_column(name, justify=justify)  # type: ignore[arg-type]
@@ -79,6 +81,8 @@ def rounds_table(rows: list[SynthRoundRecord], title: str = "synthesis rounds") 
             _fmt(r.mean_distinct_tools),
             _fmt(r.mean_files_touched),
             _fmt(r.mean_dependency_depth, ".2f"),
+            f"{_fmt(r.mean_chain_depth, '.2f')}/{_fmt(r.max_chain_depth, 'd')}",
+            _fmt(r.mean_parent_solution_share, ".0%"),
             ref,
             f"{r.wall_s:.0f}",
         )
@@ -131,6 +135,9 @@ def synth(
     root_share: float = typer.Option(_CAPS.root_share, help="cap: round share per lineage"),
     category_share: float = typer.Option(_CAPS.category_share, help="cap: share per category"),
     family_share: float = typer.Option(_CAPS.family_share, help="cap: share per rewrite family"),
+    deep_share: float = typer.Option(
+        _CAPS.deep_share, help="share of a round reserved for extending accepted (non-seed) tasks"
+    ),
     threshold: float = typer.Option(
         DecontamConfig().threshold, help="decontamination: drop at this overlap or more"
     ),
@@ -164,7 +171,7 @@ def synth(
             seed=seed,
             campaign=campaign,
             workers=workers,
-            caps=Caps(children_per_parent, root_share, category_share, family_share),
+            caps=Caps(children_per_parent, root_share, category_share, family_share, deep_share),
             validation=ValidationConfig(
                 reruns=reruns,
                 max_repairs=max_repairs,
@@ -231,6 +238,15 @@ def synth(
         f"'{campaign}' AND status = 'accepted' GROUP BY ALL ORDER BY 2 DESC\")",
         highlight=False,
     )
+    depths = ", ".join(f"{d}: {n}" for d, n in summary.chain_depths.items()) or "none"
+    console.print(
+        f"accepted by chain depth (rewrites from the seed) {{{depths}}}; the parent's solution "
+        f"alone earns {_fmt(summary.mean_parent_solution_share, '.1%')} of a child's reward "
+        f"(mean over accepted); dependency rejects (dependency_missing): "
+        f"{summary.dependency_rejects}; accepted without a data-flow dependency: "
+        f"{summary.accepted_without_flow_dependency}",
+        highlight=False,
+    )
     if summary.decontamination is not None:
         d = summary.decontamination
         console.print(
@@ -276,6 +292,14 @@ class SynthSummary(BaseModel):
     seeds_with_accepted: int
     seeds_lost: list[LostSeed]
     decontamination: Decontamination | None
+    # Over the campaign's accepted tasks: how many at each chain depth (rewrites from the
+    # seed), the mean share of a child's reward its parent's solution alone earns, the
+    # discards for a missing data-flow dependency, and accepted tasks whose data-flow probe
+    # showed no dependent assertion (recorded before the probe existed, else none).
+    chain_depths: dict[int, int] = {}
+    mean_parent_solution_share: float | None = None
+    dependency_rejects: int = 0
+    accepted_without_flow_dependency: int = 0
 
 
 def synth_summary(wh: Store, cfg: SynthConfig, stats: list[SynthRoundRecord]) -> SynthSummary:
@@ -298,6 +322,19 @@ def synth_summary(wh: Store, cfg: SynthConfig, stats: list[SynthRoundRecord]) ->
             " GROUP BY p.task_hash ORDER BY task_id",
             {"seeds": [t.content_hash for t in seeds], "infra": infra},
         )
+        depth_rows = snap.rows(
+            "SELECT coalesce(chain_depth, len(chain)) AS depth, count(*) AS n "
+            "FROM synth_candidates WHERE campaign = ? AND status = 'accepted' "
+            "GROUP BY ALL ORDER BY depth",
+            [cfg.campaign],
+        )
+        flow = snap.rows(
+            "SELECT avg(parent_solution_share) FILTER (WHERE status = 'accepted') AS share,"
+            " count(*) FILTER (WHERE reason = 'dependency_missing') AS rejects,"
+            " count(*) FILTER (WHERE status = 'accepted' AND coalesce(len(flow_dependent), 0)"
+            " = 0) AS unproven FROM synth_candidates WHERE campaign = ?",
+            [cfg.campaign],
+        )[0]
     decontam = (
         Decontamination(candidates=totals["n"], dropped=totals["dropped"], worst=totals["worst"])
         if cfg.benchmark is not None
@@ -311,4 +348,8 @@ def synth_summary(wh: Store, cfg: SynthConfig, stats: list[SynthRoundRecord]) ->
         seeds_with_accepted=totals["seeds"] or 0,
         seeds_lost=[LostSeed(**r) for r in lost],
         decontamination=decontam,
+        chain_depths={r["depth"]: r["n"] for r in depth_rows},
+        mean_parent_solution_share=flow["share"],
+        dependency_rejects=flow["rejects"] or 0,
+        accepted_without_flow_dependency=flow["unproven"] or 0,
     )

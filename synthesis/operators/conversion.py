@@ -11,12 +11,17 @@ _@T@_SPEC = @SPEC@
 
 
 def test_@T@_json_is_array_of_objects():
+    import csv
     import json
 
-    with open(_@T@_SPEC["dst"]) as f:
+    spec = _@T@_SPEC
+    with open(spec["src"], newline="") as f:
+        rows = sum(1 for _ in csv.DictReader(f))
+    with open(spec["dst"]) as f:
         doc = json.load(f)
     assert isinstance(doc, list), type(doc).__name__
     assert all(isinstance(r, dict) for r in doc), "every element must be an object"
+    assert len(doc) == rows, f"{len(doc)} objects for {rows} CSV data rows"
 
 
 def test_@T@_json_records_match_csv():

@@ -1,4 +1,8 @@
-"""Scheduling and service configuration: a script over a result, run by cron or systemd."""
+"""Scheduling and service configuration: a script over a result, run by cron or systemd.
+
+The script reads the result when it runs, so writing it takes none of the result's data; the
+first run, logged now, does (its log is checked against the result: the data-flow probe sees
+the dependency there, and that test keeps the prerequisite guard)."""
 
 from __future__ import annotations
 
@@ -28,6 +32,24 @@ def test_@T@_script_runs_and_reports():
         newlines = data.count(b"\\n")
         want = f"{newlines}\\n"
     assert r.stdout == want, f"expected {want!r}, got {r.stdout!r}"
+"""
+
+_LOG_TESTS = """
+
+def test_@T@_first_run_logged():
+    spec = _@T@_SPEC
+    with open(spec["target"], "rb") as f:
+        data = f.read()
+    if spec["prints"] == "sha256":
+        import hashlib
+
+        want = f"{hashlib.sha256(data).hexdigest()}  {spec['target']}\\n"
+    else:
+        newlines = data.count(b"\\n")
+        want = f"{newlines}\\n"
+    with open(spec["log"]) as f:
+        got = f.read()
+    assert got == want, f"the first run's log holds {got!r}, expected {want!r}"
 """
 
 _CRON_TESTS = """
@@ -90,8 +112,9 @@ class CronDigestJob(Operator):
         target = self.pick(parent, ctx, 1)[0].path
         script, crontab = f"{wd}/bin/digest_{tag}.sh", f"{wd}/cron/digest_{tag}.crontab"
         minute, hour = ctx.rng.randint(0, 59), ctx.rng.randint(0, 23)
-        entry = f"{minute} {hour} * * * {script} >> {wd}/log/digest_{tag}.log 2>&1"
-        spec = {"script": script, "target": target, "prints": "sha256"}
+        log = f"{wd}/log/digest_{tag}.log"
+        entry = f"{minute} {hour} * * * {script} >> {log} 2>&1"
+        spec = {"script": script, "target": target, "prints": "sha256", "log": log}
         spec |= {"crontab": crontab, "entry": entry}
         return Extension(
             title="schedule a digest job with cron",
@@ -99,18 +122,21 @@ class CronDigestJob(Operator):
                 *_script_steps(script, f"exec sha256sum {target}"),
                 f"mkdir -p {wd}/cron",
                 f"echo '{entry}' > {crontab}",
+                f"mkdir -p {wd}/log",
+                f"{script} >> {log} 2>&1",
             ],
-            tests=render_tests(_SCRIPT_TESTS + _CRON_TESTS, tag, spec),
+            tests=render_tests(_SCRIPT_TESTS + _LOG_TESTS + _CRON_TESTS, tag, spec),
             text=(
                 f"Create the executable script `{script}` "
                 f"(with a `#!` line) that prints the SHA-256 digest of `{target}` exactly as "
                 f"`sha256sum {target}` prints it and exits 0. Then write the crontab file "
                 f"`{crontab}` (user crontab format) whose only non-comment line is exactly:\n\n"
-                f"```\n{entry}\n```"
+                f"```\n{entry}\n```\n\nThen run the job once now, exactly as that line "
+                f"does, so that `{log}` holds the output of its first run (and nothing else)."
             ),
             requires=["sha256sum"],
             consumes=[target],
-            creates=[script, crontab],
+            creates=[script, crontab, log],
         )
 
 
@@ -126,7 +152,9 @@ class SystemdTimerUnit(Operator):
         script = f"{wd}/bin/linecount_{tag}.sh"
         service, timer = f"{wd}/systemd/{name}.service", f"{wd}/systemd/{name}.timer"
         calendar = f"*-*-* {ctx.rng.randint(0, 23):02d}:{ctx.rng.randint(0, 59):02d}:00"
+        log = f"{wd}/log/linecount_{tag}.log"
         spec = {"script": script, "target": target, "prints": "lines", "service": service}
+        spec |= {"log": log}
         spec |= {"timer": timer, "calendar": calendar, "service_name": f"{name}.service"}
         service_text = [
             "[Unit]",
@@ -159,8 +187,10 @@ class SystemdTimerUnit(Operator):
                 f"cat > {timer} <<'UNIT'",
                 *timer_text,
                 "UNIT",
+                f"mkdir -p {wd}/log",
+                f"{script} > {log}",
             ],
-            tests=render_tests(_SCRIPT_TESTS + _SYSTEMD_TESTS, tag, spec),
+            tests=render_tests(_SCRIPT_TESTS + _LOG_TESTS + _SYSTEMD_TESTS, tag, spec),
             text=(
                 f"Create the executable script `{script}` "
                 f"(with a `#!` line) that prints the number of newline characters in `{target}` "
@@ -169,11 +199,12 @@ class SystemdTimerUnit(Operator):
                 f"non-empty `Description=`, and a `[Service]` section with `Type=oneshot` and "
                 f"`ExecStart={script}`. `{timer}`: a `[Timer]` section with "
                 f"`OnCalendar={calendar}`, `Unit={name}.service` and `Persistent=true`, and an "
-                f"`[Install]` section with `WantedBy=timers.target`."
+                f"`[Install]` section with `WantedBy=timers.target`. Then run the script once "
+                f"now and save what it prints (only that) to `{log}`."
             ),
             requires=["wc"],
             consumes=[target],
-            creates=[script, service, timer],
+            creates=[script, service, timer, log],
         )
 
 

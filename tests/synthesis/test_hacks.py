@@ -1,12 +1,15 @@
 """Synthesis validation runs the scripted hacks (`tasks.hacks`) on a candidate: a new
 assertion that a hack passes (here: one that only checks that a file the instruction names
 exists, which the stub hack creates) rejects the candidate as `hackable`; a candidate whose
-new assertion checks the content is accepted. Both get past every earlier check (nop, the
-extension's steps alone, the parent's solution), so only the hack step tells them apart.
+new assertion checks the content is accepted. Both get past every earlier check (data flow,
+nop, the extension's steps alone, the parent's solution), so only the hack step tells them
+apart.
 
-The planted assertions read nothing of the parent's output, so they carry no prerequisite
-guard (`synthesis.guards`: a guarded assertion also needs the parent's work done, which no
-hack here does for the tiny parent)."""
+Each candidate copies the parent's output (a dependent assertion: the data-flow probe sees
+the parent's bytes in the copy, so it keeps its prerequisite guard). The planted exists-only
+assertions read nothing of the parent's output, so the probe finds them independent and they
+lose the guard (`synthesis.guards.unguard`): the parent's failure no longer zeroes them, and
+nothing but the hack step stands between them and a stub."""
 
 from __future__ import annotations
 
@@ -20,8 +23,9 @@ from synthesis.operators.extension import child_stage
 from synthesis.validate import Validation, ValidationConfig, Verdict, validate
 from tests.synthesis.tiny import tiny_parent
 
-# The step works only on the parent's output (the extension-only probe's stub fails grep).
-STEP = "grep -qx hello /app/out.txt && cp /app/out.txt /app/{name}"
+COPY = "cp /app/out.txt /app/copy_r1.txt"
+COPY_TEST = "def test_r1_copy():\n    assert open('/app/copy_r1.txt').read() == 'hello\\n'\n"
+COPY_TEXT = "Keep a copy of it as `/app/copy_r1.txt`."
 
 
 class Scripted(Operator):
@@ -43,29 +47,21 @@ class Scripted(Operator):
 CASES = {
     "exists_only": Scripted(
         "exists_only",
-        [STEP.format(name="kept_r1.txt")],
-        "def test_r1_kept():\n    import os\n    assert os.path.isfile('/app/kept_r1.txt')\n",
-        "Keep a copy of it as `/app/kept_r1.txt`.",
-        [],
+        [COPY, "date > /app/kept_r1.txt"],
+        COPY_TEST
+        + "\n\ndef test_r1_kept():\n    import os\n    assert os.path.isfile('/app/kept_r1.txt')\n",
+        COPY_TEXT + " Also record when you did it in `/app/kept_r1.txt`.",
+        ["/app/out.txt"],
     ),
     "exists_only_dir": Scripted(
         "exists_only_dir",
-        [
-            STEP.replace("cp /app/out.txt", "mkdir -p /app/backup_r1 && cp /app/out.txt").format(
-                name="backup_r1/"
-            )
-        ],
-        "def test_r1_backup_dir():\n    import os\n    assert os.path.isdir('/app/backup_r1')\n",
-        "Back it up into the directory `/app/backup_r1/`.",
-        [],
-    ),
-    "content": Scripted(
-        "content",
-        [STEP.format(name="copy_r1.txt")],
-        "def test_r1_copy():\n    assert open('/app/copy_r1.txt').read() == 'hello\\n'\n",
-        "Keep a copy of it as `/app/copy_r1.txt`.",
+        [COPY, "mkdir -p /app/backup_r1"],
+        COPY_TEST + "\n\ndef test_r1_backup_dir():\n    import os\n"
+        "    assert os.path.isdir('/app/backup_r1')\n",
+        COPY_TEXT + " Also create the directory `/app/backup_r1/`.",
         ["/app/out.txt"],
     ),
+    "content": Scripted("content", [COPY], COPY_TEST, COPY_TEXT, ["/app/out.txt"]),
 }
 
 
@@ -92,7 +88,10 @@ def test_a_new_assertion_a_stub_passes_is_rejected_as_hackable(outcomes, case, a
     assert v.verdict == Verdict.HACKABLE, v.detail
     assert v.offending == [assertion]
     assert v.measures.dependency_ok and v.measures.nop_share == 0  # earlier checks held
-    assert v.measures.hack_new_share == 1.0
+    assert v.measures.flow is not None
+    assert v.measures.flow.dependent == ("test_r1_copy",)
+    assert v.measures.flow.independent == (assertion,)
+    assert v.measures.hack_new_share == 0.5
     assert "scripted hack" in v.detail
 
 

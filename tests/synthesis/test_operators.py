@@ -164,10 +164,13 @@ def test_operator_child_is_valid_in_the_sandbox(validated, name) -> None:
     ext = by_agent["extension-only"]
     assert oracle.resolved and set(v.new_assertions) <= {a.name for a in oracle.assertions}
     new = set(v.new_assertions)
-    # Nothing done, only the new steps, or only the parent's work: every new assertion fails.
-    for trial in (nop, ext, probe):
-        assert not [a.name for a in trial.assertions if a.name in new and a.ok], trial.agent
     m = v.measures
+    assert m.flow is not None and m.flow.dependent, m.flow  # data flows from the parent
+    dependent = set(m.flow.dependent)
+    # Nothing done, or only the parent's work: every new assertion fails; only the new steps
+    # (the parent's output stubbed): every dependent one fails.
+    for trial, must_fail in ((nop, new), (ext, dependent), (probe, new)):
+        assert not [a.name for a in trial.assertions if a.name in must_fail and a.ok], trial.agent
     assert m.dependency_ok and m.coverage == 1.0 and m.free_reward_share == 0.0, m
     # The parent's own assertions still pass under the parent's solution (alignment kept).
     assert all(a.ok for a in probe.assertions if a.name not in v.new_assertions)

@@ -79,6 +79,12 @@ def test_three_rounds_end_to_end(full_run) -> None:
             assert row["assertion_count"] > (parent["assertion_count"] or 0)
             # The v2 guarantees, measured and stored per task.
             assert row["dependency_ok"] is True and row["coverage"] == 1.0
+            # ... by data flow: a new assertion failed with the consumed files perturbed.
+            assert row["flow_dependent"] and set(row["flow_dependent"]) <= set(
+                row["new_assertions"]
+            )
+            assert row["flow_perturbed"] and 0 < row["parent_solution_share"] < 1
+            assert row["chain_depth"] == len(row["chain"])
             assert row["free_reward_share"] is not None and row["free_reward_share"] <= 0.2
             assert row["dependency_depth"] >= 2 and row["files_touched"] >= 1
             assert row["distinct_tools"] >= 1
@@ -90,6 +96,10 @@ def test_three_rounds_end_to_end(full_run) -> None:
             assert r["dependency_ok_share"] == 1.0 and r["coverage_share"] == 1.0
             assert r["mean_free_reward_share"] <= 0.2
             assert r["seeds_with_descendants"] >= 1 and r["mean_dependency_depth"] >= 2
+            assert r["max_chain_depth"] >= 1 and 0 < r["mean_parent_solution_share"] < 1
+            assert r["dependency_rejects"] == r["discard_reasons"].get("dependency_missing", 0)
+    # Half of each round extends what earlier rounds accepted: chains grow past one rewrite.
+    assert max(r["chain_depth"] for r in rows if r["status"] == "accepted") >= 2
 
 
 def task_from_row(row):

@@ -56,11 +56,13 @@ CASES = {
         "def test_r1_version():\n    assert open('/app/version_r1.txt').read()\n",
         "Record the tool version in `/app/version_r1.txt`.",
     ),
+    # A dependent copy, and a check the parent's own work already satisfies.
     "not_load_bearing": Scripted(
         "not_load_bearing",
-        ["true"],
-        "def test_r1_out_exists():\n    import os\n    assert os.path.exists('/app/out.txt')\n",
-        "Keep `/app/out.txt`.",
+        ["cp /app/out.txt /app/copy_r1.txt"],
+        "def test_r1_copy():\n    assert open('/app/copy_r1.txt').read() == 'hello\\n'\n\n\n"
+        "def test_r1_out_kept():\n    assert open('/app/out.txt').read() == 'hello\\n'\n",
+        "Copy it to `/app/copy_r1.txt`, and keep `/app/out.txt`.",
     ),
     "wrong": Scripted(
         "wrong",
@@ -90,7 +92,7 @@ def test_valid_candidate_accepted_with_all_trials(outcomes) -> None:
     v = outcomes["ok"]
     assert v.verdict == Verdict.ACCEPTED and not v.repairs, v.detail
     agents = sorted(t.agent for t in v.trials if not t.agent.startswith("hack-"))
-    assert agents == ["extension-only", "nop", "oracle", "oracle", "parent-solution"]
+    assert agents == ["data-flow", "extension-only", "nop", "oracle", "oracle", "parent-solution"]
     m = v.measures
     assert m.hacks == len({t.agent for t in v.trials if t.agent.startswith("hack-")}) >= 8
     assert m.hack_new_share == 0
@@ -131,16 +133,24 @@ def test_missing_tool_added_then_discarded_when_absent(outcomes) -> None:
 @pytest.mark.sandbox
 def test_extension_the_parent_already_satisfies_is_discarded(outcomes) -> None:
     v = outcomes["not_load_bearing"]
-    assert v.verdict == Verdict.NOT_LOAD_BEARING and not v.repairs
+    assert v.verdict == Verdict.NOT_LOAD_BEARING, v.detail
+    assert all(r.startswith("verifier_timeout") for r in v.repairs)  # a 2 s limit under load
+    assert v.offending == ["test_r1_out_kept"]
+    flow = v.measures.flow
+    assert flow is not None and flow.dependent == ("test_r1_copy",)
+    assert flow.independent == ("test_r1_out_kept",)
 
 
 @pytest.mark.sandbox
 def test_unrecoverable_oracle_failure_is_discarded_without_repair(outcomes) -> None:
     v = outcomes["wrong"]
-    assert v.verdict == Verdict.ORACLE_FAILED and not v.repairs
+    assert v.verdict == Verdict.ORACLE_FAILED, v.detail
+    assert all(r.startswith("verifier_timeout") for r in v.repairs)  # a 2 s limit under load
     assert "test_r1_bye" in v.detail
-    # One more oracle run tells a failing check from a flaky one; nothing else runs.
-    assert [t.agent for t in v.trials] == ["oracle", "oracle"]
+    # One more oracle run tells a failing check from a flaky one; nothing else runs after it
+    # (the data-flow probe runs first, before the oracle).
+    attempts = len(v.repairs) + 1
+    assert [t.agent for t in v.trials] == ["data-flow", "oracle", "oracle"] * attempts
 
 
 def test_config_guards() -> None:
