@@ -29,7 +29,9 @@ Baseline = str
 """'batch_mean' (A_i = r_i - mean r) or 'rloo' (r_i - mean of the other samples of its task)."""
 
 
-def advantages(rewards: Sequence[float], groups: Sequence[int], baseline: Baseline) -> np.ndarray:
+def advantages(
+    rewards: Sequence[float] | np.ndarray, groups: Sequence[int] | np.ndarray, baseline: Baseline
+) -> np.ndarray:
     """(N,) advantages of trajectories with `rewards`; `groups[i]` is trajectory i's task.
 
     'batch_mean' subtracts the batch's mean reward (what whitening does; the critic measured
@@ -140,8 +142,8 @@ class NoiseReport:
 
 def noise_report(
     h: np.ndarray,
-    rewards: Sequence[float],
-    groups: Sequence[int],
+    rewards: Sequence[float] | np.ndarray,
+    groups: Sequence[int] | np.ndarray,
     *,
     baseline: Baseline,
     b_small: int = 1,
