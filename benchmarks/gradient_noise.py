@@ -6,9 +6,9 @@ each trajectory's score h_i = grad sum_t log pi(a_t) (trainer forward with R3, a
 does), and from the Gram matrix of the scores the McCandlish two-batch estimate of |G|^2,
 tr(Sigma) and B_simple = tr(Sigma) / |G|^2 (training/gradient_noise.py) for each reward (dense:
 passing fraction, binary: resolved; a trial cut by a limit earns 0, `truncation = zero`) and
-baseline (batch mean, leave-one-out over a task's samples). Beside it: a bootstrap interval
-(tasks resampled), placebos (rewards shuffled within the batch: no true gradient) and the noise
-share of an update at the preset's batch size.
+baseline (batch mean, leave-one-out over a task's samples). Beside it: a jackknife interval
+(tasks left out in turn), placebos (rewards shuffled within the batch: no true gradient) and
+the noise share of an update at the preset's batch size.
 
 Run (the rollouts and the scores are cached in --out; a second run only re-analyses):
   nice -n 10 python benchmarks/gradient_noise.py --out runs/gradient-noise
@@ -40,7 +40,6 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=6)
     ap.add_argument("--seed", type=int, default=0, help="sampling seed of the rollouts")
     ap.add_argument("--b-small", type=int, default=1)
-    ap.add_argument("--bootstrap", type=int, default=300)
     ap.add_argument("--placebos", type=int, default=200)
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
@@ -138,7 +137,7 @@ def collect(args: argparse.Namespace, cache: Path) -> None:
 
 
 def analyse(data, args: argparse.Namespace, batch: int) -> list[dict]:
-    """One row per (reward, baseline): the estimate, its bootstrap interval, the placebos."""
+    """One row per (reward, baseline): the estimate, its jackknife interval, the placebos."""
     from training.gradient_noise import noise_report
 
     h, groups = data["gram"], data["groups"]
@@ -150,7 +149,7 @@ def analyse(data, args: argparse.Namespace, batch: int) -> list[dict]:
             idx = np.flatnonzero(keep)
             rep = noise_report(
                 h[np.ix_(idx, idx)], data[reward][idx], groups[idx], baseline=baseline,
-                b_small=args.b_small, bootstrap=args.bootstrap, placebos=args.placebos,
+                b_small=args.b_small, placebos=args.placebos,
             )  # fmt: skip
             e = rep.estimate
             rows.append(

@@ -26,7 +26,8 @@ from dataclasses import dataclass
 import numpy as np
 
 Baseline = str
-"""'batch_mean' (A_i = r_i - mean r) or 'rloo' (r_i - mean of the other samples of its task)."""
+"""'batch_mean' (A_i = r_i - mean r), 'rloo' (r_i - mean of the other samples of its task) or
+'none' (A_i = r_i)."""
 
 
 def advantages(
@@ -41,6 +42,8 @@ def advantages(
     g = np.asarray(groups)
     if r.shape != g.shape or r.ndim != 1:
         raise ValueError(f"rewards and groups must be equal 1-d shapes: {r.shape}, {g.shape}")
+    if baseline == "none":
+        return r
     if baseline == "batch_mean":
         return r - r.mean()
     if baseline == "rloo":
@@ -121,13 +124,13 @@ def gradient_gram(h: np.ndarray, adv: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class NoiseReport:
-    """A point estimate, a bootstrap interval of |G|^2 and B_simple, and placebo estimates."""
+    """A point estimate, jackknife intervals of |G|^2 and B_simple, and placebo estimates."""
 
     estimate: NoiseScale
     signal_interval: tuple[float, float]
+    """|G|^2 +- z jackknife standard errors (tasks left out one at a time)."""
     b_simple_interval: tuple[float, float]
-    """Percentile interval over bootstrap resamples of the trajectories (inf where the
-    resampled signal was <= 0)."""
+    """tr(Sigma) over the ends of the signal interval (inf where that end is <= 0)."""
     placebo_signals: tuple[float, ...]
     """|G|^2 estimates with the rewards shuffled within the batch (no true gradient)."""
 
@@ -147,49 +150,42 @@ def noise_report(
     *,
     baseline: Baseline,
     b_small: int = 1,
-    bootstrap: int = 200,
     placebos: int = 100,
     seed: int = 0,
-    level: float = 0.9,
+    z: float = 1.645,
 ) -> NoiseReport:
-    """The estimate on the score Gram `h` with `rewards`, a bootstrap interval (trajectories
-    resampled by task, so 'rloo' keeps its groups) and placebo estimates (rewards permuted
-    across the batch, then the same baseline)."""
+    """The estimate on the score Gram `h` with `rewards`, a grouped-jackknife interval (each
+    task left out in turn, so 'rloo' keeps its groups) and placebo estimates (rewards permuted
+    across the batch, then the same baseline).
+
+    Not a bootstrap: resampling with replacement repeats trajectories, and a repeated pair
+    g_i . g_i counts as signal in the two-batch estimate (|G|^2 comes out several times too
+    high, measured); leaving tasks out never repeats one."""
     rng = np.random.default_rng(seed)
     g = np.asarray(groups)
     r = np.asarray(rewards, dtype=np.float64)
-    adv = advantages(r, g, baseline)
-    est = two_batch_estimate(gradient_gram(h, adv), b_small)
+    est = two_batch_estimate(gradient_gram(h, advantages(r, g, baseline)), b_small)
     tasks = np.unique(g)
-    members = {t: np.flatnonzero(g == t) for t in tasks}
-    signals, scales = [], []
-    for _ in range(bootstrap):
-        pick = rng.choice(tasks, size=len(tasks), replace=True)
-        idx = np.concatenate([members[t] for t in pick])
-        new_groups = np.concatenate([np.full(len(members[t]), k) for k, t in enumerate(pick)])
-        a = advantages(r[idx], new_groups, baseline)
-        e = two_batch_estimate(
-            gradient_gram(h[np.ix_(idx, idx)], a), b_small, rng.permutation(len(idx))
+    leave_out = []
+    for t in tasks if len(tasks) > 2 else ():
+        idx = np.flatnonzero(g != t)
+        if len(idx) <= b_small:
+            continue
+        a = advantages(r[idx], g[idx], baseline)
+        leave_out.append(two_batch_estimate(gradient_gram(h[np.ix_(idx, idx)], a), b_small).signal)
+    if leave_out:
+        k = len(leave_out)
+        se = float(np.sqrt((k - 1) / k * np.sum((np.asarray(leave_out) - np.mean(leave_out)) ** 2)))
+        lo, hi = est.signal - z * se, est.signal + z * se
+        scale = (
+            est.trace / hi if hi > 0 else float("inf"),
+            est.trace / lo if lo > 0 else float("inf"),
         )
-        signals.append(e.signal)
-        scales.append(e.b_simple)
+    else:
+        lo = hi = float("nan")
+        scale = (float("nan"), float("nan"))
     placebo = []
     for _ in range(placebos):
         a = advantages(rng.permutation(r), g, baseline)
         placebo.append(two_batch_estimate(gradient_gram(h, a), b_small).signal)
-    return NoiseReport(
-        est,
-        _interval(signals, level),
-        _interval(scales, level),
-        tuple(placebo),
-    )
-
-
-def _interval(values: Sequence[float], level: float) -> tuple[float, float]:
-    """The central `level` percentile interval of `values` (NaN, NaN when empty)."""
-    if not values:
-        return float("nan"), float("nan")
-    lo, hi = np.percentile(
-        np.asarray(values), [(1 - level) / 2 * 100, (1 + level) / 2 * 100], method="nearest"
-    )
-    return float(lo), float(hi)
+    return NoiseReport(est, (lo, hi), scale, tuple(placebo))
