@@ -121,7 +121,7 @@ def collect(args: argparse.Namespace, cache: Path) -> None:
     meta = {
         "family": args.family,
         "preset": args.preset,
-        "sft": str(sft),
+        "sft": sft.name,
         "tasks": len(tasks),
         "samples_per_task": args.samples,
         "trajectories": len(dense),
