@@ -71,9 +71,18 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=6, help="trials at once (SFT evaluations)")
     ap.add_argument("--sft-only", action="store_true", help="build the SFT checkpoint and stop")
     ap.add_argument("--table", action="store_true", help="print the table of finished runs")
+    ap.add_argument(
+        "--reference", action="store_true",
+        help="run each held-out task's reference commands in a sandbox and print the scores",
+    )  # fmt: skip
     args = ap.parse_args()
     if args.sft_only:
         print(sft_checkpoint(args.family))
+        return
+    if args.reference:
+        print(
+            reference_scores(family_splits(args.family, rl=0, heldout=args.heldout_tasks).heldout)
+        )
         return
     results = args.out / "results"
     if not args.table:
@@ -112,6 +121,35 @@ def sft_checkpoint(family: str) -> Path:
         log=True,
         render=FAMILY_RENDER,
     )
+
+
+class _ReferenceAgent:
+    """Types a task's reference commands into its session, one per turn."""
+
+    name = "reference"
+
+    def __init__(self, commands: list[str]):
+        self.commands = commands
+
+    def run(self, sandbox, task, deadline):
+        from sandbox import AgentOutcome
+
+        for c in self.commands:
+            sandbox.session().run(c, timeout_s=10)
+        return AgentOutcome(exit_code=0)
+
+
+def reference_scores(tasks) -> str:
+    """Mean passing assertions and resolved share of the reference commands on `tasks`."""
+    from sandbox import run_trial
+    from training.task_families import task_trajectory
+
+    results = [
+        run_trial(t, _ReferenceAgent([s.command for s in task_trajectory(t).steps])) for t in tasks
+    ]
+    dense = sum(r.passed for r in results) / len(results)
+    resolved = sum(r.resolved for r in results) / len(results)
+    return f"reference on {len(results)} tasks: dense {dense:.2f}, resolved {100 * resolved:.1f}%"
 
 
 # ---- one (arm, seed) ------------------------------------------------------------------------
