@@ -1,236 +1,344 @@
-"""Does the campaign learn? SFT warm start vs PPO (dense and binary reward) on held-out tasks.
+"""Does the campaign learn? SFT at three temperatures vs PPO (dense, binary) vs a placebo.
 
-The `fileops` family (training/task_families.py) is generated with varied parameters: every
-name an agent must type comes from a word list split in two, and the held-out tasks use only
-words that never occur in a training task, so memorizing training commands scores nothing there.
-Each task has several assertions (dense reward 0..4).
+Families (training/task_families.py): `fileops` (the agent maps todo's announcements to
+commands; names held out by word) and `fileops-locked` (the same tasks with todo locked 1-3
+times; the SFT data never meets a lock, so recovering from one, sourcing todo again instead of
+acting on a stale $ITEM, is something only RL can teach). Both start from the same SFT
+checkpoint (the `sft` split's reference trajectories, built once and cached by its recipe).
 
-Stages:
-  1. SFT, once: the warm-started tiny policy fine-tuned on the reference trajectories of the
-     `sft` split (training/warm_start.fine_tuned_policy): the checkpoint both arms start from.
-  2. Per seed s (3 by default), PPO dense: `run_campaign` with the `fileops-learning` preset
-     from that checkpoint on the `rl` split (a task directory), reward = passing assertions,
-     for at most the preset's time budget. It evaluates the SFT weights first (step -1, the
-     SFT row of seed s: same checkpoint, that seed's evaluation draws) and then every
-     `eval_every` steps on the `heldout` directory, k samples per task.
-  3. Per seed s, PPO binary: the same with reward = 1 for a resolved trial (the paper's
-     ablation).
-The table compares the final held-out dense score and resolved rate with the SFT checkpoint's,
-and says whether PPO's worst seed beats SFT's best (a margin outside the spread of the seeds).
+Arms, each run for every seed s (paired: arm X and arm Y of seed s share the task order, the
+training rollouts' sampling seeds and the evaluation draws):
+  sft-t0.5, sft-t0.7, sft-t1.0   the SFT checkpoint evaluated at that sampling temperature
+                                 (a gain at T = 1 that a lower temperature also delivers is
+                                 sharpening, not learning)
+  ppo-dense                      run_campaign, reward = passing assertions
+  ppo-binary                     reward = 1 for a resolved trial
+  placebo                        ppo-dense with the rewards shuffled within each batch: the
+                                 same update size and noise, no true gradient
+The PPO arms run the same number of steps (`--steps`, equal budget in trajectories; or the
+preset's time budget) and are evaluated once at the end on the held-out split at T = 1.0,
+`--heldout-tasks` x `--eval-samples` samples (default 100 x 3: the standard error of a resolved
+rate is at most 2.9 points).
 
-Run (about 1.5 h on two idle cores; each PPO run stops after its time budget):
-  nice -n 10 .venv/bin/python benchmarks/ppo_learning.py --out runs/ppo-learning
-  .venv/bin/python benchmarks/ppo_learning.py --out runs/ppo-learning --table   # print only
+Each (arm, seed) result is its own JSON file under --out/results/, written when it finishes; a
+rerun skips what is there (resume after a kill). The verdict (`verdict`): "gain shown" only when
+PPO-dense's mean over seeds beats both the best SFT temperature and the placebo by more than the
+larger of 2 standard errors of the difference and the seed spread (the larger of the two arms'
+max - min over seeds); every arm compared needs every seed.
+
+Run (one arm at a time, cached; `--table` only prints):
+  nice -n 10 python benchmarks/ppo_learning.py --family fileops-locked --out runs/ppo-locked \\
+      --steps 40
+  python benchmarks/ppo_learning.py --out runs/ppo-locked --table
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
+import statistics
 import sys
 import time
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-ARMS = ("sft", "ppo-dense", "ppo-binary")
+SFT_TEMPERATURES = (0.5, 0.7, 1.0)
+SFT_ARMS = tuple(f"sft-t{t}" for t in SFT_TEMPERATURES)
+PPO_ARMS = ("ppo-dense", "ppo-binary", "placebo")
+ARMS = SFT_ARMS + PPO_ARMS
+PRESETS = {"fileops": "fileops-conservative-nocancel", "fileops-locked": "fileops-locked"}
+SFT_TASKS, SFT_STEPS, SFT_LR = 150, 110, 2e-3
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=REPO / "runs" / "ppo-learning")
+    ap.add_argument("--family", default="fileops-locked", choices=sorted(PRESETS))
+    ap.add_argument("--preset", default=None, help="campaign preset (default: the family's)")
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    ap.add_argument("--preset", default="fileops-learning", help="campaign preset of both arms")
-    ap.add_argument("--sft-tasks", type=int, default=150)
+    ap.add_argument("--arms", nargs="+", default=list(ARMS), choices=ARMS)
     ap.add_argument("--rl-tasks", type=int, default=400)
-    ap.add_argument("--heldout-tasks", type=int, default=40)
-    ap.add_argument("--sft-steps", type=int, default=110)
-    ap.add_argument("--sft-lr", type=float, default=2e-3)
-    ap.add_argument("--sft-only", action="store_true", help="build the SFT checkpoint and stop")
+    ap.add_argument("--heldout-tasks", type=int, default=100)
+    ap.add_argument("--eval-samples", type=int, default=3)
+    ap.add_argument("--steps", type=int, default=None, help="PPO steps of every PPO arm")
     ap.add_argument("--minutes", type=float, default=None, help="override the PPO time budget")
-    ap.add_argument("--arms", nargs="+", default=["ppo-dense", "ppo-binary"])
+    ap.add_argument("--workers", type=int, default=6, help="trials at once (SFT evaluations)")
+    ap.add_argument("--sft-only", action="store_true", help="build the SFT checkpoint and stop")
     ap.add_argument("--table", action="store_true", help="print the table of finished runs")
+    ap.add_argument(
+        "--reference", action="store_true",
+        help="run each held-out task's reference commands in a sandbox and print the scores",
+    )  # fmt: skip
     args = ap.parse_args()
-    results = args.out / "results.json"
     if args.sft_only:
-        print(sft_checkpoint(args))
+        print(sft_checkpoint(args.family))
         return
+    if args.reference:
+        print(
+            reference_scores(family_splits(args.family, rl=0, heldout=args.heldout_tasks).heldout)
+        )
+        return
+    results = args.out / "results"
     if not args.table:
-        run(args, results)
-    rows = json.loads(results.read_text())
+        for arm, seed in pending(args.arms, args.seeds, load_results(results)):
+            row = run_arm(args, arm, seed)
+            save_result(results, row)
+            print(
+                f"{arm} seed {seed}: dense {row['dense']:.2f} resolved "
+                f"{100 * row['resolved']:.1f}% (n {row['samples']}) in {row['minutes']:.1f} min",
+                flush=True,
+            )
+    rows = load_results(results)
     print(table(rows))
-    curves(rows, args.out / "ppo_learning.png")
-    print(f"curves: {args.out / 'ppo_learning.png'}")
+    print()
+    print(verdict(rows, seeds=args.seeds))
 
 
-def splits_of(args: argparse.Namespace):
-    from training.task_families import fileops_splits
+# ---- the checkpoint and the tasks -----------------------------------------------------------
+def family_splits(family: str, *, sft: int = SFT_TASKS, rl: int = 400, heldout: int = 100):
+    from training.task_families import family_splits as splits
 
-    return fileops_splits(sft=args.sft_tasks, rl=args.rl_tasks, heldout=args.heldout_tasks)
+    return splits(family, sft=sft, rl=rl, heldout=heldout)
 
 
-def sft_checkpoint(args: argparse.Namespace) -> Path:
-    """The SFT checkpoint both PPO arms start from (cached by its recipe)."""
+def sft_checkpoint(family: str) -> Path:
+    """The SFT checkpoint every arm starts from (cached by its recipe; both families share it:
+    fileops-locked's sft split is fileops's)."""
     from training.task_families import FAMILY_RENDER, task_trajectory
     from training.warm_start import WarmStartConfig, fine_tuned_policy, warm_started_policy
 
     return fine_tuned_policy(
         warm_started_policy(reuse_stale=True),
-        [task_trajectory(t) for t in splits_of(args).sft],
-        WarmStartConfig(steps=args.sft_steps, lr=args.sft_lr, batch_size=8, seed=0),
+        [task_trajectory(t) for t in family_splits(family, rl=0, heldout=0).sft],
+        WarmStartConfig(steps=SFT_STEPS, lr=SFT_LR, batch_size=8, seed=0),
         name="fileops",
         log=True,
         render=FAMILY_RENDER,
     )
 
 
-def run(args: argparse.Namespace, results: Path) -> None:
-    from training.campaign import run_campaign
+class _ReferenceAgent:
+    """Types a task's reference commands into its session, one per turn."""
+
+    name = "reference"
+
+    def __init__(self, commands: list[str]):
+        self.commands = commands
+
+    def run(self, sandbox, task, deadline):
+        from sandbox import AgentOutcome
+
+        for c in self.commands:
+            sandbox.session().run(c, timeout_s=10)
+        return AgentOutcome(exit_code=0)
+
+
+def reference_scores(tasks) -> str:
+    """Mean passing assertions and resolved share of the reference commands on `tasks`."""
+    from sandbox import run_trial
+    from training.task_families import task_trajectory
+
+    results = [
+        run_trial(t, _ReferenceAgent([s.command for s in task_trajectory(t).steps])) for t in tasks
+    ]
+    dense = sum(r.passed for r in results) / len(results)
+    resolved = sum(r.resolved for r in results) / len(results)
+    return f"reference on {len(results)} tasks: dense {dense:.2f}, resolved {100 * resolved:.1f}%"
+
+
+# ---- one (arm, seed) ------------------------------------------------------------------------
+def run_arm(args: argparse.Namespace, arm: str, seed: int) -> dict:
+    """Run one arm for one seed; the result row (what `save_result` writes)."""
     from training.campaign_config import load_campaign_config
     from training.task_families import write_tasks
 
-    args.out.mkdir(parents=True, exist_ok=True)
-    rows = json.loads(results.read_text()) if results.is_file() else []
-    done = {(r["arm"], r["seed"]) for r in rows}
-    splits = splits_of(args)
-    rl_dir = write_tasks(splits.rl, args.out / "tasks" / "rl")
+    preset = args.preset or PRESETS[args.family]
+    splits = family_splits(args.family, rl=args.rl_tasks, heldout=args.heldout_tasks)
     heldout_dir = write_tasks(splits.heldout, args.out / "tasks" / "heldout")
+    sft = sft_checkpoint(args.family)
+    base = load_campaign_config(preset, seed=seed, eval_samples=args.eval_samples)
+    load0 = os.getloadavg()[0]
     t0 = time.monotonic()
-    sft = sft_checkpoint(args)
-    sft_s = json.loads((sft / "warm_start.json").read_text())["seconds"]
-    for seed in args.seeds:
-        for arm in args.arms:
-            if (arm, seed) in done:
-                continue
-            cfg = load_campaign_config(
-                args.preset,
-                campaign=f"{arm}-s{seed}",
-                runs_dir=args.out / "runs",
-                store=args.out / "warehouse",
-                policy_path=sft,
-                train_dir=rl_dir,
-                eval_dir=heldout_dir,
-                seed=seed,
-                reward="binary" if arm == "ppo-binary" else "dense",
-                eval_at_start=arm == "ppo-dense",
-                time_budget_s=args.minutes * 60 if args.minutes else None,
-            )
-            t0 = time.monotonic()
-            result = run_campaign(cfg)
-            wall = time.monotonic() - t0
-            evals = [
-                {
-                    "step": e.step,
-                    "dense": e.dense_score,
-                    "resolved": e.resolved_rate,
-                    "samples": e.samples,
-                    "stop_rate": e.stop_rate,
-                    "turn_limit_rate": e.turn_limit_rate,
-                    "per_category": {k: vars(v) for k, v in e.per_category.items()},
-                }
-                for e in result.evaluations
-            ]
-            if arm == "ppo-dense":
-                first = evals[0]
-                rows.append({"arm": "sft", "seed": seed, "dense": first["dense"],
-                             "resolved": first["resolved"], "stop_rate": first["stop_rate"],
-                             "turn_limit_rate": first["turn_limit_rate"], "steps": 0,
-                             "minutes": sft_s / 60, "run_dir": str(sft),
-                             "evals": [first]})  # fmt: skip
-            rows.append(
-                {"arm": arm, "seed": seed, "dense": evals[-1]["dense"],
-                 "resolved": evals[-1]["resolved"], "stop_rate": evals[-1]["stop_rate"],
-                 "turn_limit_rate": evals[-1]["turn_limit_rate"], "steps": len(result.metrics),
-                 "minutes": wall / 60, "run_dir": str(result.run_dir), "evals": evals}
-            )  # fmt: skip
-            results.write_text(json.dumps(rows, indent=1))
-            last = evals[-1]
-            print(
-                f"{arm} seed {seed}: dense {last['dense']:.2f} resolved {last['resolved']:.3f} "
-                f"in {wall / 60:.1f} min",
-                flush=True,
-            )
+    if arm in SFT_ARMS:
+        from training.evaluation import evaluate_policy
+
+        temperature = SFT_TEMPERATURES[SFT_ARMS.index(arm)]
+        summary, _ = evaluate_policy(
+            sft, splits.heldout, samples=args.eval_samples,
+            harness=base.harness.model_copy(update={"temperature": temperature}),
+            workers=args.workers, seed=seed, benchmark=base.eval_benchmark,
+        )  # fmt: skip
+        steps, run_dir = 0, str(sft)
+    else:
+        from training.campaign import run_campaign
+
+        rl_dir = write_tasks(splits.rl, args.out / "tasks" / "rl")
+        cfg = load_campaign_config(
+            preset,
+            campaign=f"{arm}-s{seed}",
+            runs_dir=args.out / "runs",
+            store=args.out / "warehouse",
+            policy_path=sft,
+            train_dir=rl_dir,
+            eval_dir=heldout_dir,
+            seed=seed,
+            reward="binary" if arm == "ppo-binary" else "dense",
+            placebo_rewards=arm == "placebo",
+            eval_at_start=False,
+            eval_every=10**6,
+            eval_samples=args.eval_samples,
+            steps=args.steps or base.steps,
+            time_budget_s=args.minutes * 60 if args.minutes else base.time_budget_s,
+        )
+        result = run_campaign(cfg)
+        summary = result.evaluations[-1]
+        steps, run_dir = len(result.metrics), str(result.run_dir)
+    return {
+        "arm": arm,
+        "seed": seed,
+        "family": args.family,
+        "preset": preset,
+        "dense": summary.dense_score,
+        "resolved": summary.resolved_rate,
+        "samples": summary.samples,
+        "infrastructure_failures": summary.infrastructure_failures,
+        "stop_rate": summary.stop_rate,
+        "turn_limit_rate": summary.turn_limit_rate,
+        "steps": steps,
+        "minutes": (time.monotonic() - t0) / 60,
+        "load_start": load0,
+        "load_end": os.getloadavg()[0],
+        "run_dir": run_dir,
+    }
 
 
-def table(rows: list[dict]) -> str:
-    """Per-run rows, then mean and [min, max] over seeds per arm, then the margin verdict.
+# ---- the cache (pure file functions) --------------------------------------------------------
+def result_path(results: Path, arm: str, seed: int) -> Path:
+    return results / f"{arm}-s{seed}.json"
 
-    Beside the score: the stop rate (held-out trials the policy ended by answering) and the
-    turn-limit rate, so a gain bought by running out the clock is visible ('-' for results
-    cached before they were recorded)."""
+
+def save_result(results: Path, row: dict) -> Path:
+    """Write one (arm, seed) row atomically (a kill mid-write leaves no half file)."""
+    results.mkdir(parents=True, exist_ok=True)
+    path = result_path(results, row["arm"], row["seed"])
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(row, indent=1))
+    tmp.rename(path)
+    return path
+
+
+def load_results(results: Path) -> list[dict]:
+    """Every cached row, in arm then seed order."""
+    if not results.is_dir():
+        return []
+    rows = [json.loads(p.read_text()) for p in results.glob("*.json")]
+    return sorted(rows, key=lambda r: (ARMS.index(r["arm"]), r["seed"]))
+
+
+def pending(
+    arms: Sequence[str], seeds: Sequence[int], rows: Iterable[dict]
+) -> list[tuple[str, int]]:
+    """(arm, seed) pairs still to run, seed by seed (every arm of seed 0 first, so a partial
+    run holds complete paired seeds), cheap SFT arms first within a seed."""
+    done = {(r["arm"], r["seed"]) for r in rows}
+    order = sorted(arms, key=ARMS.index)
+    return [(a, s) for s in seeds for a in order if (a, s) not in done]
+
+
+# ---- the table and the verdict (pure) -------------------------------------------------------
+def standard_error(rate: float, n: int) -> float:
+    """Binomial standard error of a rate measured on n samples."""
+    return math.sqrt(max(rate * (1 - rate), 0.0) / n) if n else float("inf")
+
+
+def arm_summary(rows: Sequence[dict], arm: str) -> dict | None:
+    """Mean resolved rate and dense score over the arm's seeds, the standard error of the
+    mean resolved rate (binomial per seed, combined over seeds) and the seed spread."""
+    rs = [r for r in rows if r["arm"] == arm]
+    if not rs:
+        return None
+    resolved = [r["resolved"] for r in rs]
+    se = math.sqrt(sum(standard_error(r["resolved"], r["samples"]) ** 2 for r in rs)) / len(rs)
+    return {
+        "arm": arm,
+        "seeds": sorted(r["seed"] for r in rs),
+        "resolved": statistics.fmean(resolved),
+        "dense": statistics.fmean(r["dense"] for r in rs),
+        "se": se,
+        "spread": max(resolved) - min(resolved),
+        "samples": min(r["samples"] for r in rs),
+    }
+
+
+def verdict(rows: Sequence[dict], *, seeds: Sequence[int]) -> str:
+    """'gain shown' only when PPO-dense's mean resolved rate beats the best SFT temperature and
+    the placebo each by more than max(2 standard errors of the difference, the seed spread),
+    every compared arm having every seed; otherwise says which comparison fails or what is
+    missing."""
+    need = set(seeds)
+    summaries = {a: arm_summary(rows, a) for a in ARMS}
+    missing = [a for a in ("ppo-dense", "placebo", *SFT_ARMS)
+               if summaries[a] is None or set(summaries[a]["seeds"]) != need]  # fmt: skip
+    if missing:
+        return f"incomplete: no verdict (missing seeds of {', '.join(missing)})"
+    sft = [s for a in SFT_ARMS if (s := summaries[a]) is not None]
+    best_sft = max(sft, key=lambda s: s["resolved"])
+    ppo, placebo = summaries["ppo-dense"], summaries["placebo"]
+    assert ppo is not None and placebo is not None
+    lines, shown = [], True
+    for other in (best_sft, placebo):
+        diff = ppo["resolved"] - other["resolved"]
+        se = math.hypot(ppo["se"], other["se"])
+        margin = max(2 * se, ppo["spread"], other["spread"])
+        ok = diff > margin
+        shown &= ok
+        lines.append(
+            f"ppo-dense vs {other['arm']}: {100 * diff:+.1f} points resolved, margin "
+            f"{100 * margin:.1f} (2 SE {200 * se:.1f}, seed spread "
+            f"{100 * max(ppo['spread'], other['spread']):.1f}): "
+            f"{'beats' if ok else 'does not beat'}"
+        )
+    head = "gain shown" if shown else "no gain shown"
+    return "\n".join([f"verdict: {head}", *lines])
+
+
+def table(rows: Sequence[dict]) -> str:
+    """Per-run rows, then per arm: mean [min, max] over seeds and the standard error."""
+
+    def pct(x: float | None) -> str:
+        return f"{100 * x:.1f}" if x is not None else "-"
+
     lines = [
-        "| arm | seed | held-out dense score | resolved % | stop % | turn limit % | PPO steps "
-        "| minutes |",
-        "|---|---|---|---|---|---|---|---|",
+        "| arm | seed | held-out dense | resolved % (SE) | n | stop % | turn limit % | PPO steps "
+        "| minutes | load |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
-
-    def pct(r: dict, key: str) -> str:
-        return f"{100 * r[key]:.1f}" if r.get(key) is not None else "-"
-
-    for r in sorted(rows, key=lambda r: (ARMS.index(r["arm"]), r["seed"])):
-        lines.append(
-            f"| {r['arm']} | {r['seed']} | {r['dense']:.2f} | {100 * r['resolved']:.1f} | "
-            f"{pct(r, 'stop_rate')} | {pct(r, 'turn_limit_rate')} | "
-            f"{r['steps']} | {r['minutes']:.1f} |"
-        )
-    lines += ["", "| arm | seeds | dense mean [min, max] | resolved % mean [min, max] |",
-              "|---|---|---|---|"]  # fmt: skip
-    span: dict[str, dict[str, tuple[float, float, float]]] = {}
-    for arm in ARMS:
-        rs = [r for r in rows if r["arm"] == arm]
-        if not rs:
-            continue
-        d = [r["dense"] for r in rs]
-        v = [100 * r["resolved"] for r in rs]
-        span[arm] = {
-            "dense": (sum(d) / len(d), min(d), max(d)),
-            "resolved": (sum(v) / len(v), min(v), max(v)),
-        }
-        lines.append(
-            f"| {arm} | {len(rs)} | {span[arm]['dense'][0]:.2f} [{min(d):.2f}, {max(d):.2f}] | "
-            f"{span[arm]['resolved'][0]:.1f} [{min(v):.1f}, {max(v):.1f}] |"
-        )
-    if "sft" in span:
-        lines.append("")
-        for arm in ("ppo-dense", "ppo-binary"):
-            if arm not in span:
-                continue
-            for metric in ("dense", "resolved"):
-                worst, best_sft = span[arm][metric][1], span["sft"][metric][2]
-                verdict = "above" if worst > best_sft else "NOT above"
-                lines.append(
-                    f"{arm} {metric}: worst seed {worst:.2f} is {verdict} the best SFT seed "
-                    f"{best_sft:.2f} (margin {worst - best_sft:+.2f})"
-                )
-    return "\n".join(lines)
-
-
-def curves(rows: list[dict], path: Path) -> None:
-    """Held-out dense score and resolved rate against PPO step, one line per run."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4))
-    colors = {"ppo-dense": "tab:blue", "ppo-binary": "tab:orange"}
     for r in rows:
-        if r["arm"] not in colors:
+        se = standard_error(r["resolved"], r["samples"])
+        lines.append(
+            f"| {r['arm']} | {r['seed']} | {r['dense']:.2f} | {pct(r['resolved'])} ({pct(se)}) "
+            f"| {r['samples']} | {pct(r.get('stop_rate'))} | {pct(r.get('turn_limit_rate'))} "
+            f"| {r['steps']} | {r['minutes']:.1f} "
+            f"| {r.get('load_start', float('nan')):.1f}-{r.get('load_end', float('nan')):.1f} |"
+        )
+    lines += ["", "| arm | seeds | dense mean | resolved % mean [min, max] | SE of the mean |",
+              "|---|---|---|---|---|"]  # fmt: skip
+    for arm in ARMS:
+        s = arm_summary(rows, arm)
+        if s is None:
             continue
-        steps = [max(0, e["step"] + 1) for e in r["evals"]]
-        for ax, key, scale in ((axes[0], "dense", 1.0), (axes[1], "resolved", 100.0)):
-            label = f"{r['arm']} seed {r['seed']}"
-            ax.plot(steps, [scale * e[key] for e in r["evals"]], color=colors[r["arm"]],
-                    marker="o", markersize=3, alpha=0.8, label=label)  # fmt: skip
-    for ax, title in ((axes[0], "held-out dense score"), (axes[1], "held-out resolved %")):
-        ax.set_xlabel("PPO step (0 = SFT checkpoint)")
-        ax.set_title(title)
-        ax.grid(alpha=0.3)
-    axes[1].legend(fontsize=7)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
+        rs = [r["resolved"] for r in rows if r["arm"] == arm]
+        lines.append(
+            f"| {arm} | {len(s['seeds'])} | {s['dense']:.2f} | {pct(s['resolved'])} "
+            f"[{pct(min(rs))}, {pct(max(rs))}] | {pct(s['se'])} |"
+        )
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":

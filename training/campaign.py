@@ -54,7 +54,14 @@ from training.evaluation import (
 from training.harness import TRUNCATED_STOPS, Rollout, version_number
 from training.logprobs import batch_logprobs, mean_abs_gap
 from training.policy import load_policy, save_policy
-from training.ppo_math import approx_kl, final_token_rewards, gae, policy_loss, value_loss
+from training.ppo_math import (
+    approx_kl,
+    final_token_rewards,
+    gae,
+    placebo_rewards,
+    policy_loss,
+    value_loss,
+)
 from training.rollouts import RolloutBatch, RolloutPool, launch_count, plan_jobs
 from training.tito import AuditReport, RolloutSample, assemble_trial, audit_sample
 from warehouse.permutation import epoch_permutation
@@ -481,7 +488,8 @@ def trained_reward(c: Campaign, r: Rollout) -> float | None:
 def assemble(c: Campaign, batch: RolloutBatch) -> list[TrainSample]:
     """TITO samples of the admitted trials that sampled at least one token, are at most
     `max_staleness` versions behind the trainer and are not masked out as truncated
-    (`trained_reward`). Fixes the reward scale on the first batch."""
+    (`trained_reward`). Fixes the reward scale on the first batch; with `placebo_rewards` the
+    rewards are shuffled among the samples."""
     if c.reward_scale is None and c.cfg.reward == "dense":
         most = max((r.trial.total for r in batch.admitted), default=0)
         if most > 0:
@@ -512,6 +520,10 @@ def assemble(c: Campaign, batch: RolloutBatch) -> list[TrainSample]:
         ts = TrainSample(r.trajectory.task_id, r.sample, sample, reward, mask, versions)
         ts.audit = audit_sample(sample, turns)
         out.append(ts)
+    if c.cfg.placebo_rewards:
+        shuffled = placebo_rewards([t.reward for t in out], c.cfg.seed, batch.step)
+        for t, reward in zip(out, shuffled, strict=True):
+            t.reward = reward
     return out
 
 

@@ -103,9 +103,14 @@ class CampaignConfig(BaseModel):
     max_staleness: int = Field(
         1, ge=0, description="drop samples more than this many versions behind the trainer"
     )
-    seed: int = Field(0, description="epoch permutation, sampling and torch seed")
+    seed: int = Field(
+        0,
+        description="epoch permutation, torch seed, evaluation draws and, unless harness.seed "
+        "is set, the base sampling seed of the training rollouts",
+    )
     harness: HarnessConfig = Field(
-        default_factory=HarnessConfig, description="agent loop (turns, tokens, temperature)"
+        default_factory=HarnessConfig,
+        description="agent loop (turns, tokens, temperature); its seed defaults to `seed`",
     )
 
     # ---- reward -----------------------------------------------------------------------------
@@ -118,6 +123,12 @@ class CampaignConfig(BaseModel):
         "earns: 'scored' verified and scored like a finish (the paper's rule), 'zero' reward "
         "0, 'masked' left out of the loss; not 'scored' by default, since scoring it like a "
         "finish makes running out the clock free (docs/ppo.md)",
+    )
+    placebo_rewards: bool = Field(
+        False,
+        description="shuffle the trained rewards among each batch's samples (seeded by seed "
+        "and step): the placebo arm of the learning benchmark, whose update has the same "
+        "size and noise as the real one but no true gradient",
     )
     reward_scale: float | None = Field(
         None,
@@ -167,6 +178,24 @@ class CampaignConfig(BaseModel):
         0, ge=0, description="save a resumable checkpoint every K steps (0: only the last step)"
     )
     keep_checkpoints: int = Field(2, ge=1, description="checkpoints and weight versions kept")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _harness_seed(cls, data: object) -> object:
+        """harness.seed unset: the campaign's seed, so `seed` varies the training rollouts'
+        sampling draws too (a preset that pinned it made 'three seeds' vary only the torch
+        initialization and the task order)."""
+        if not isinstance(data, dict):
+            return data
+        seed = data.get("seed", 0)
+        harness = data.get("harness")
+        if harness is None:
+            return {**data, "harness": {"seed": seed}}
+        if isinstance(harness, dict) and harness.get("seed") is None:
+            return {**data, "harness": {**harness, "seed": seed}}
+        if isinstance(harness, HarnessConfig) and harness.seed is None:
+            return {**data, "harness": harness.model_copy(update={"seed": seed})}
+        return data
 
     @model_validator(mode="after")
     def _check(self) -> CampaignConfig:

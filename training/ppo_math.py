@@ -155,3 +155,14 @@ def approx_kl(
         raise ValueError("logprobs, old_logprobs and loss_mask must share one shape")
     log_ratio = torch.where(loss_mask, logprobs - old_logprobs, 0.0)  # (..., n)
     return masked_mean(torch.expm1(log_ratio) - log_ratio, loss_mask)
+
+
+def placebo_rewards(rewards: list[float], seed: int, step: int) -> list[float]:
+    """`rewards` permuted among the batch's samples, the permutation fixed by (seed, step).
+
+    The placebo arm: an update with the real one's batch, reward distribution and noise but no
+    true gradient (a trial's reward no longer belongs to its tokens)."""
+    import numpy as np
+
+    order = np.random.default_rng([seed, step]).permutation(len(rewards))
+    return [rewards[i] for i in order]

@@ -128,6 +128,32 @@ def _op(kind: str, w: str, rng: random.Random, app: dict[str, bytes]) -> Op:
     raise ValueError(f"unknown operation {kind!r}")
 
 
+def _only_paths_check(app: dict[str, bytes], kinds: Sequence[str], words: Sequence[str]) -> str:
+    """A bash test that the paths under /app (lock files aside) are exactly those of the app
+    after every operation is done: the app's files and directories, plus what each operation
+    creates, minus what it deletes."""
+    paths = {p for p in app if not p.startswith(".locks/")}
+    for p in list(paths):
+        parts = p.split("/")
+        paths |= {"/".join(parts[:k]) for k in range(1, len(parts))}
+    for kind, w in zip(kinds, words, strict=True):
+        if kind == "mkdir":
+            paths.add(w)
+        elif kind == "touch":
+            paths.add(f"{w}.done")
+        elif kind == "delete":
+            paths.discard(f"{w}.tmp")
+        elif kind == "copy":
+            paths.add(f"out/{w}.txt")
+        elif kind == "count":
+            paths.add(f"{w}.count")
+    listing = (
+        "cd /app && find . -mindepth 1 -path ./.locks -prune -o -print "
+        "| sed 's|^\\./||' | LC_ALL=C sort | tr '\\n' ' ' | sed 's/ $//'"
+    )
+    return f'[ "$({listing})" = {shlex.quote(" ".join(sorted(paths, key=lambda x: x.encode())))} ]'
+
+
 FILEOPS_INSTRUCTION = (
     "In /app, `. ./todo` prints the next thing to do and sets $ITEM to the name it is about. "
     "Do it with one command that uses $ITEM, then `. ./todo` again; repeat until it prints "
@@ -135,38 +161,68 @@ FILEOPS_INSTRUCTION = (
 )
 
 
-def fileops_task(index: int, split: str, seed: int, *, ops: int = 3) -> Task:
+LOCKED_LINE = "todo is locked by another job, nothing was set: run . ./todo again"
+"""What /app/todo prints instead of an announcement while it is locked (ITEM left as it was)."""
+
+
+def fileops_task(
+    index: int, split: str, seed: int, *, ops: int = 3, locks: tuple[int, ...] = ()
+) -> Task:
     """One `fileops` task: `ops` operations of distinct kinds, each on a distinct word of the
     `split` side of WORDS, announced one at a time by /app/todo (the first one not done yet,
     its name exported as $ITEM), plus a guard assertion that files the task did not name
-    survive."""
+    survive.
+
+    `locks[i]` (the `fileops-locked` family): how many times /app/todo is locked when it would
+    first announce operation i: it prints LOCKED_LINE, exports nothing ($ITEM keeps the
+    previous operation's name, or none) and releases one lock. With any lock the task also
+    asserts that nothing but the named paths changed: a command run on the stale $ITEM (the
+    previous word, or none) creates files the task never asked for."""
     if split not in ("train", "heldout"):
         raise ValueError(f"split must be 'train' or 'heldout', got {split!r}")
+    if len(locks) > ops or any(n < 0 for n in locks):
+        raise ValueError(f"locks must be at most {ops} counts >= 0, got {locks!r}")
     rng = random.Random(f"fileops/{seed}/{split}/{index}")
     kinds = rng.sample(OP_KINDS, ops)
     words = rng.sample([w for w in WORDS if word_split(w) == split], ops)
     app: dict[str, bytes] = {"README.txt": b"workspace\n", "notes/keep.txt": b"keep me\n"}
     plan = [_op(k, w, rng, app) for k, w in zip(kinds, words, strict=True)]
+    counts = list(locks) + [0] * (ops - len(locks))
     todo = ["# sourced: prints the first thing not done yet and exports ITEM (its name)"]
-    todo += [
-        f"if ! (cd /app && {op.done}); then export ITEM={w}; echo {shlex.quote(op.line)}; "
-        f"return 0 2>/dev/null || exit 0; fi"
-        for op, w in zip(plan, words, strict=True)
-    ]
+    for i, (op, w) in enumerate(zip(plan, words, strict=True)):
+        lock = ""
+        if counts[i]:
+            for k in range(counts[i]):
+                app[f".locks/{i}.{k}"] = b"locked\n"
+            lock = (
+                f'for f in /app/.locks/{i}.*; do if [ -e "$f" ]; then rm -f "$f"; '
+                f"echo {shlex.quote(LOCKED_LINE)}; return 0 2>/dev/null || exit 0; fi; done; "
+            )
+        todo.append(
+            f"if ! (cd /app && {op.done}); then {lock}export ITEM={w}; "
+            f"echo {shlex.quote(op.line)}; return 0 2>/dev/null || exit 0; fi"
+        )
     app["todo"] = ("\n".join([*todo, "unset ITEM; echo 'all done'"]) + "\n").encode()
     checks = [c for op in plan for c in op.checks]
     checks.append(("untouched_files_kept", "[ -f /app/README.txt ] && [ -f /app/notes/keep.txt ]"))
-    commands = [c for op in plan for c in (". ./todo", op.command)] + [". ./todo"]
-    outputs = [o for op in plan for o in (op.line, "")] + ["all done"]
+    if any(counts):
+        checks.append(("nothing_else_created", _only_paths_check(app, kinds, words)))
+    commands, outputs = [], []
+    for i, op in enumerate(plan):
+        commands += [". ./todo"] * counts[i] + [". ./todo", op.command]
+        outputs += [LOCKED_LINE] * counts[i] + [op.line, ""]
+    commands.append(". ./todo")
+    outputs.append("all done")
+    family = "fileops-locked" if any(counts) else "fileops"
     return _task(
-        f"fileops-{split}-{index:04d}",
+        f"{family}-{split}-{index:04d}",
         f"File operations {index} ({split})",
         FILEOPS_INSTRUCTION.format(n=ops),
         plan[-1].category,
         app,
         checks,
         commands,
-        tags=["generated", "fileops", split],
+        tags=["generated", family, split],
         executable={"todo"},
         outputs=outputs,
     )
@@ -306,6 +362,40 @@ def fileops_splits(*, sft: int, rl: int, heldout: int, seed: int = 0) -> FamilyS
         sft=train[:sft],
         rl=train[sft:],
         heldout=[fileops_task(i, "heldout", seed) for i in range(heldout)],
+    )
+
+
+def lock_plan(index: int, split: str, seed: int, *, ops: int = 3) -> tuple[int, ...]:
+    """Locks of a `fileops-locked` task: per operation 0, 1 or 2, at least 1 and at most 3 in
+    all, drawn per task (so the held-out tasks differ in where and how often todo is locked)."""
+    rng = random.Random(f"fileops-locks/{seed}/{split}/{index}")
+    while True:
+        plan = tuple(rng.choice((0, 1, 2)) for _ in range(ops))
+        if 1 <= sum(plan) <= 3:
+            return plan
+
+
+FAMILIES = ("fileops", "fileops-locked")
+
+
+def family_splits(family: str, *, sft: int, rl: int, heldout: int, seed: int = 0) -> FamilySplits:
+    """The splits of a family. `fileops-locked`: its sft split is the `fileops` sft split,
+    unchanged (reference trajectories that never meet a lock, so the SFT checkpoint is the
+    `fileops` one); its rl and held-out tasks are the `fileops` tasks of the same index with
+    todo locked before some operations (`lock_plan`): recovering from a lock (sourcing todo
+    again instead of acting on a stale $ITEM) is something only RL can teach here."""
+    if family == "fileops":
+        return fileops_splits(sft=sft, rl=rl, heldout=heldout, seed=seed)
+    if family != "fileops-locked":
+        raise ValueError(f"unknown family {family!r}; known: {', '.join(FAMILIES)}")
+
+    def locked(i: int, split: str) -> Task:
+        return fileops_task(i, split, seed, locks=lock_plan(i, split, seed))
+
+    return FamilySplits(
+        sft=[fileops_task(i, "train", seed) for i in range(sft)],
+        rl=[locked(i, "train") for i in range(sft, sft + rl)],
+        heldout=[locked(i, "heldout") for i in range(heldout)],
     )
 
 

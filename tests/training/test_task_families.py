@@ -10,8 +10,10 @@ import pytest
 
 from sandbox import AgentOutcome, run_trial
 from training.task_families import (
+    LOCKED_LINE,
     WORDS,
     countdown_task,
+    family_splits,
     fileops_splits,
     task_trajectory,
     word_split,
@@ -79,3 +81,50 @@ def test_countdown_counts_turns():
     assert run_trial(task, Commands(["./tick"] * 4)).passed == 3  # marks 2 and 4, stopped
     overshoot = run_trial(task, Commands(["./tick"] * 12))
     assert overshoot.passed == 4  # did not stop at done
+
+
+def test_locked_family_splits():
+    """The sft split is fileops's, unchanged (no lock ever seen); rl and held-out tasks are the
+    same-index fileops tasks with 1-3 locks, placed per task."""
+    plain = fileops_splits(sft=5, rl=20, heldout=20)
+    locked = family_splits("fileops-locked", sft=5, rl=20, heldout=20)
+    assert [t.content_hash for t in locked.sft] == [t.content_hash for t in plain.sft]
+    plans = set()
+    for t in [*locked.rl, *locked.heldout]:
+        steps = task_trajectory(t).steps
+        locks = sum(s.output == LOCKED_LINE for s in steps)
+        assert 1 <= locks <= 3 and t.id.startswith("fileops-locked-")
+        assert len(t.verifier["test.sh"].decode().split("\ncheck ")) - 1 == 5
+        plans.add(tuple(s.output == LOCKED_LINE for s in steps))
+    assert len(plans) > 4
+    with pytest.raises(ValueError, match="unknown family"):
+        family_splits("nope", sft=1, rl=1, heldout=1)
+
+
+@pytest.mark.sandbox
+def test_locked_task_rewards_recovery_over_acting_on_a_stale_item():
+    """The reference (source todo again after a lock) passes all five assertions; acting on
+    the lock message instead (the stale or empty $ITEM) leaves stray paths, so the
+    nothing-else assertion fails even once every operation is eventually done."""
+    task = next(
+        t
+        for t in family_splits("fileops-locked", sft=0, rl=0, heldout=30).heldout
+        if "touch" in t.solution["solve.sh"].decode() and LOCKED_LINE in str(task_trajectory(t))
+    )
+    steps = task_trajectory(task).steps
+    commands = [s.command for s in steps]
+    full = run_trial(task, Commands(commands))
+    assert full.failure_mode == "none" and full.total == 5, full.failure_detail
+    assert full.passed == 5
+    # what the session shows is what the reference trajectory says
+    assert LOCKED_LINE in [s.output for s in steps]
+    # acting on every lock with each command kind the policy knows, then going on
+    stale = []
+    for s in steps:
+        stale.append(s.command)
+        if s.output == LOCKED_LINE:
+            stale += ["touch $ITEM.done", "mkdir -p $ITEM"]
+    hurt = run_trial(task, Commands(stale))
+    assert hurt.passed == 4 and not hurt.resolved
+    nop = run_trial(task, Commands([]))
+    assert nop.passed == 1

@@ -101,3 +101,35 @@ def test_evaluation_reports_stop_and_turn_limit_rates():
     meta = s.metadata()
     assert meta["validate/stop_rate"] == s.stop_rate
     assert meta["validate/turn_limit_rate"] == s.turn_limit_rate
+
+
+def test_placebo_shuffles_the_trained_rewards_within_the_batch(
+    random_checkpoint, tmp_path, tokenizer
+):
+    """The placebo arm trains on the batch's own rewards, permuted among its samples by
+    (seed, step): the same multiset, another trial's reward on each trajectory."""
+    verdicts = [Finish(p, 4) for p in (0, 1, 2, 3, 4, 4, 0, 1)]
+    outs = [[600, 601], [602, 603, 604]]
+    trials = [
+        rollout(_turns([5, 17, 42], outs, [201, 202]), "finished", v, slot=i)
+        for i, v in enumerate(verdicts)
+    ]
+    real = assemble(campaign(random_checkpoint, tmp_path, tokenizer), batch_of(trials))
+    c = campaign(random_checkpoint, tmp_path, tokenizer, placebo_rewards=True)
+    runs = [[s.reward for s in assemble(c, batch_of(trials, step=k))] for k in (0, 0, 1)]
+    truth = [s.reward for s in real]
+    assert truth == [p / 4 for p in (0, 1, 2, 3, 4, 4, 0, 1)]
+    assert all(sorted(r) == sorted(truth) for r in runs)
+    assert runs[0] == runs[1] and runs[0] != truth and runs[0] != runs[2]
+
+
+def test_the_campaign_seed_varies_the_sampling_seed_unless_the_harness_pins_it(tmp_path):
+    from training.campaign_config import load_campaign_config
+    from training.harness import HarnessConfig
+
+    assert CampaignConfig(seed=3).harness.seed == 3
+    assert CampaignConfig(seed=3, harness={"max_turns": 4}).harness.seed == 3
+    assert CampaignConfig(seed=3, harness=HarnessConfig()).harness.seed == 3
+    assert CampaignConfig(seed=3, harness={"seed": 7}).harness.seed == 7
+    for preset in ("fileops-learning", "fileops-conservative-nocancel", "fileops-locked"):
+        assert load_campaign_config(preset, seed=2).harness.seed == 2, preset
