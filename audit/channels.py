@@ -51,6 +51,8 @@ from types import CodeType
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from tasks.literals.model import decode
+
 
 class ChannelLimits(BaseModel):
     """How much of a task's non-text files is decoded (per task)."""
@@ -105,15 +107,6 @@ class ChannelViews:
     cut: list[str] = field(default_factory=list)
 
 
-def utf8(data: bytes) -> str | None:
-    if b"\0" in data[:4096]:
-        return None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-
-
 _B64 = re.compile(rb"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/]{16,}={0,2}(?![A-Za-z0-9+/=])")
 _PRINTABLE = re.compile(rb"[\t\n\r\x20-\x7e]{4,}")
 
@@ -155,7 +148,7 @@ def base64_runs(data: bytes, limit: int = 64) -> Iterator[tuple[int, str]]:
             raw = base64.b64decode(run + b"=" * (-len(run) % 4), validate=True)
         except (binascii.Error, ValueError):
             continue
-        text = utf8(raw)
+        text = decode(raw)
         if text is not None and _printable(text) and len(text.strip()) >= 4:
             yield m.start(), text
 
@@ -452,7 +445,7 @@ def _views_of(name: str, data: bytes, b: _Budget, depth: int, out: dict[str, str
         if text is not None and text.strip():
             out[key] = text[: lim.view_chars]
 
-    if depth > 0 and (text := utf8(data)) is not None:
+    if depth > 0 and (text := decode(data)) is not None:
         add(name, text)  # a member that is text: searched as it is
     members: Iterator[tuple[str, bytes]] | None = None
     if depth < lim.max_depth:
@@ -472,7 +465,7 @@ def _views_of(name: str, data: bytes, b: _Budget, depth: int, out: dict[str, str
         for member, raw in members:
             _views_of(f"{name}!{member}", raw, b, depth + 1, out)
         return
-    text = utf8(data)
+    text = decode(data)
     if text is not None:  # text: its base64 runs
         for off, decoded in base64_runs(data):
             add(f"{name}!base64@{off}", decoded)
@@ -534,7 +527,7 @@ def channel_views(
         for key, body in git_views(git_objects(objects, b, where)).items():
             _views_of(f"{where}!{key}", body, b, 1, out)
         for rel, data in fs.items():  # refs, packed-refs, logs: text, searched as is
-            if not rel.startswith("objects/") and (text := utf8(data)) is not None:
+            if not rel.startswith("objects/") and (text := decode(data)) is not None:
                 out[f"{where}!{rel}"] = text[: b.limits.view_chars]
     for name, data in sorted(files.items()):
         if name in in_repo:

@@ -35,6 +35,7 @@ from tasks.literals import (
     task_literal_coverage,
 )
 from tasks.literals.coverage import image_paths, regex_requirements
+from tasks.literals.model import decode
 from tasks.literals.python import imported_module, parse_python
 from tasks.model import Task
 
@@ -71,15 +72,6 @@ _REMOTE_URL = re.compile(
 
 def normalize(text: str) -> str:
     return " ".join(text.split())
-
-
-def decode(data: bytes) -> str | None:
-    if b"\0" in data[:4096]:
-        return None
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
 
 
 def verifier_texts(task: Task) -> dict[str, str]:
