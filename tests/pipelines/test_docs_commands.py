@@ -54,6 +54,11 @@ NOT_RUN: dict[str, str] = {
     "t1 demo": "`make demo` itself; its stages have their own tests",
     "t1 sql": "the interactive shell; tests/warehouse/test_cli.py feeds it statements",
     "t1 sql < report.sql": "the reader's own file; tests/warehouse/test_cli.py pipes statements",
+    "t1 synth --rounds 2 --per-round 6 --no-llm --workers 2 --seed-ids "
+    "vc-gitignore-untrack,sa-dedupe-hardlinks,ds-sensor-summary-stats": "a Ray cluster and an S3 "
+    "endpoint (docs/scale.md); tests/executor runs synthesis on a simulated cluster",
+    "t1 train --pool rst --steps 2 --no-flow --no-report --runs-dir runs-cluster": "a Ray cluster "
+    "and S3; tests/executor/test_cluster_campaign.py trains on a simulated cluster",
 }
 PLACEHOLDER = re.compile(r"\.\.\.|\||\[|<|\b(PATH|DIR|TASK|N|P|S)\b")
 
