@@ -219,8 +219,13 @@ def _hidden(parent: Parent, rng: random.Random, tag: str, form: str) -> Planted:
         steps = [f"mkdir -p {outdir}", b.step, f"chmod {mode:o} {b.out}"]
         check = f"    import os\n    assert os.stat({b.out!r}).st_mode & 0o777 == {mode}\n"
         tests = b.test + f"\n\ndef {t}():\n{check}"
-        return Planted(Defect.HIDDEN_REQUIREMENT, form, _extension(b, steps=steps, tests=tests),
-                       "hidden_requirement", str(mode))  # fmt: skip
+        return Planted(
+            Defect.HIDDEN_REQUIREMENT,
+            form,
+            _extension(b, steps=steps, tests=tests),
+            "hidden_requirement",
+            f"{mode:o}",
+        )  # fmt: skip  (a mode literal is octal)
     raise ValueError(f"unknown hidden-requirement form {form!r}")
 
 

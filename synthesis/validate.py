@@ -19,11 +19,11 @@ in fresh sandboxes (`sandbox.run_trial`):
      creates) or `hidden_requirement`;
    - it passes every assertion → else, after one more run, `flaky_check` (the runs disagree)
      or `oracle_failed`; `reruns - 1` more runs agree assertion by assertion → `flaky_check`;
-   - at least one new assertion is dependent (`dependency_ok`, the data-flow measurement)
-     → else `dependency_missing`;
 2. nop: no new assertion passes → else `vacuous_assertion` (it also passes after the workdir
    is wiped) or `free_reward`; nop's share of the dense reward is at most the cap →
-   `free_reward`;
+   `free_reward`; then at least one new assertion is dependent (`dependency_ok`, the
+   data-flow measurement) → else `dependency_missing` (reward for nothing done is the finding
+   named first when both hold);
 3. the extension's steps alone (`synthesis.probes.ExtensionOnlyAgent`): every dependent new
    assertion fails (the reward needs the earlier work too) → else `dependency_missing`;
    what they earn beyond their own independent assertions is at most the cap → `free_reward`;
@@ -454,6 +454,7 @@ def _check_trials(
     # The data-flow evidence, read against the oracle: at least one dependent assertion.
     m.flow = data_flow(run.result, first, run.guards, run.perturbed)
     m.dependency_ok = m.flow.ok
+    no_flow: Check | None = None  # decided after nop: reward for nothing is the finding to name
     if not m.flow.ok:
         said = (
             f"no consumed file of the parent's was perturbed (consumes {consumes})"
@@ -462,13 +463,13 @@ def _check_trials(
             "after them"
         )
         others = sorted([*m.flow.independent, *m.flow.inconclusive])
-        return Check(
+        no_flow = Check(
             Verdict.DEPENDENCY_MISSING,
             f"{said}, no new assertion changes (independent: {list(m.flow.independent)}, "
             f"inconclusive: {list(m.flow.inconclusive)}): the new work does not use the "
             "parent's output",
             others,
-        ), profile
+        )
     # 2. nop: no new assertion passes; nop's share within the cap.
     nop, _ = trials.run(lambda: "nop")
     problem = _trial_problem(nop, "nop", cand_env)
@@ -497,6 +498,8 @@ def _check_trials(
             f"nop earns {nop.passed}/{nop.total} of the reward (cap {cfg.free_reward_cap:.0%})",
             sorted(a.name for a in nop.assertions if a.ok),
         ), profile
+    if no_flow is not None:
+        return no_flow, profile
     # 3. the extension's steps alone, on the untouched environment with stubbed inputs.
     block = extension_block(task, parent.task)
     ext, _ = trials.run(lambda: ExtensionOnlyAgent(block, consumes))

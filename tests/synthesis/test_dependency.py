@@ -114,8 +114,9 @@ def test_declared_but_unused_consumes_is_rejected(outcomes) -> None:
     assert m.flow.dependent == () and m.flow.independent == ("test_r1_seq_digest",)
     assert m.flow.perturbed == ("/app/out.txt",)
     assert v.offending == ["test_r1_seq_digest"]
-    # Nothing after the oracle ran: the rejection is the data-flow measurement's.
-    assert [t.agent for t in v.trials] == ["data-flow", "oracle"]
+    # Nothing after nop ran (which earned none of the new reward): the rejection is the
+    # data-flow measurement's.
+    assert [t.agent for t in v.trials] == ["data-flow", "oracle", "nop"]
 
 
 @pytest.mark.sandbox
