@@ -38,7 +38,7 @@ class TimedPool(RolloutPool):
         super().__init__(_NoEngine(), tokenizer, workers=len(lengths))  # type: ignore[arg-type]
         self.lengths, self.unit, self.broken = lengths, unit, set(broken)
 
-    def _run(self, job, agent):
+    def _run(self, job, agent, trial_id):
         n = self.lengths[job.slot]
         for _ in range(n):
             if agent.cancel.is_set():
