@@ -130,8 +130,18 @@ class UserNat:
 
         try:
             self._holder = subprocess.Popen(
-                ["unshare", "--net", "sleep", "infinity"], start_new_session=True
-            )
+                ["unshare", "--net", "sh", "-c", "echo up; exec sleep infinity"],
+                stdout=subprocess.PIPE, start_new_session=True,
+            )  # fmt: skip
+            # The NAT attaches to whatever namespace the pid has when it starts: before the
+            # holder has left ours, that is the host's (its tap device and routes in the
+            # host, the build in an empty namespace). Wait for the holder to say it is in.
+            assert self._holder.stdout is not None
+            up, _, _ = select.select([self._holder.stdout], [], [], 10)
+            if not up or self._holder.stdout.readline() != b"up\n" or _same_netns(
+                self._holder.pid
+            ):
+                raise SandboxError("the build network's namespace did not come up")
             ready_r, ready_w = os.pipe()
             try:
                 self._slirp = subprocess.Popen(
@@ -158,6 +168,14 @@ class UserNat:
                 proc.kill()
             if proc is not None:
                 proc.wait()
-                if proc.stderr:
-                    proc.stderr.close()
+                for stream in (proc.stdout, proc.stderr):
+                    if stream:
+                        stream.close()
         self._slirp = self._holder = None
+
+
+def _same_netns(pid: int) -> bool:
+    """Whether process `pid` is (still) in this process's network namespace."""
+    import os
+
+    return os.stat(f"/proc/{pid}/ns/net").st_ino == os.stat("/proc/self/ns/net").st_ino

@@ -685,8 +685,8 @@ def test_build_steps_reach_the_internet_but_not_the_host(docker_engine, host_ser
 
     targets = [t.replace(":", "/") for t in _host_targets(host_server)] + ["deb.debian.org/80"]
     dockerfile = (
-        f'FROM debian:bookworm-slim\n# run {uuid.uuid4().hex}\nSHELL ["/bin/bash", "-c"]\n'
-        f"RUN for t in {' '.join(targets)}; do (exec 3<>/dev/tcp/$t) 2>/dev/null "
+        f'FROM debian:bookworm-slim\nSHELL ["/bin/bash", "-c"]\n'
+        f"RUN : {uuid.uuid4().hex}; for t in {' '.join(targets)}; do (exec 3<>/dev/tcp/$t) 2>&1 "
         '&& echo "open $t" || echo "shut $t"; done > /probe.txt\n'
     )
     task = make_task(
@@ -700,6 +700,32 @@ def test_build_steps_reach_the_internet_but_not_the_host(docker_engine, host_ser
         sb.client.images.remove(sb.image, force=True)
     assert "open deb.debian.org/80" in probe, probe
     assert probe.count("shut ") == len(targets) - 1, probe
+
+
+def test_the_build_nat_waits_for_its_namespace(tmp_path, monkeypatch):
+    """The build NAT attaches to the holder's namespace, never to the host's: with an
+    `unshare` slow to leave the host's namespace (as under load), the NAT still comes up in
+    the build's namespace (lo up, tap0 there) and the host gains no tap device."""
+    import os
+    import shutil
+    import subprocess
+
+    from sandbox.egress import UserNat
+
+    if shutil.which("slirp4netns") is None or os.geteuid() != 0:
+        pytest.skip("needs root and slirp4netns")
+    slow = tmp_path / "unshare"
+    slow.write_text(f'#!/bin/sh\nsleep 0.5\nexec {shutil.which("unshare")} "$@"\n')
+    slow.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    with UserNat(NetworkPolicy(NetworkMode.BUILD)) as nat:
+        inside = subprocess.run(
+            ["nsenter", f"--net={nat.netns}", "ip", "-br", "link"], capture_output=True, text=True
+        ).stdout
+        host = subprocess.run(["ip", "-br", "link"], capture_output=True, text=True).stdout
+    assert "tap0" in inside and "tap0" not in host, (inside, host)
+    lo = next(line for line in inside.splitlines() if line.startswith("lo "))
+    assert "DOWN" not in lo, inside
 
 
 def test_the_sandbox_cannot_change_its_routes(docker_engine):
