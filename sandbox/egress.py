@@ -138,9 +138,7 @@ class UserNat:
             # host, the build in an empty namespace). Wait for the holder to say it is in.
             assert self._holder.stdout is not None
             up, _, _ = select.select([self._holder.stdout], [], [], 10)
-            if not up or self._holder.stdout.readline() != b"up\n" or _same_netns(
-                self._holder.pid
-            ):
+            if not up or self._holder.stdout.readline() != b"up\n" or _same_netns(self._holder.pid):
                 raise SandboxError("the build network's namespace did not come up")
             ready_r, ready_w = os.pipe()
             try:
