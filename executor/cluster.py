@@ -16,6 +16,7 @@ once. Ray is imported here only, and only when a program's executor address is n
 
 from __future__ import annotations
 
+import math
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -236,6 +237,18 @@ def _settle_once(
         pass
 
 
+def worker_pool_config(slots_per_node: list[float]) -> dict[str, int]:
+    """Ray system config that keeps a worker per sandbox slot alive between batches.
+
+    Ray keeps at most `num_workers_soft_limit` idle workers per node (default: the node's
+    CPUs) and kills the others after about a second idle. A node offering more slots than
+    CPUs (trials wait on I/O and on their sandboxes) then restarts workers at every batch:
+    a Python start and the sandbox modules' import, about 0.3-1 s each, which on short trials
+    was most of Ray's overhead against the local pool (docs/scale.md). On real nodes the same
+    is `RAY_num_workers_soft_limit=<slots>` in the environment of `ray start`."""
+    return {"num_workers_soft_limit": max(1, math.ceil(max(slots_per_node, default=1)))}
+
+
 # A simulated cluster on this machine (ray.cluster_utils): the tests' and the benchmark's.
 SIM_STORE_BYTES = 80 * 2**20  # object store per simulated node
 SIM_FAST_DEATH = {"health_check_period_ms": 500, "health_check_failure_threshold": 3}
@@ -246,7 +259,11 @@ def simulated_cluster(
 ) -> tuple[Any, list[Any]]:
     """A head and worker nodes on this machine, one CPU each, offering `SLOT_RESOURCE` as
     given, with node death noticed within ~1.5 s; this process is connected to it. The caller
-    calls `ray.shutdown()` and the cluster's `shutdown()`."""
+    calls `ray.shutdown()` and the cluster's `shutdown()`.
+
+    Each node keeps as many idle workers as it has slots (`worker_pool_config`): Ray's default
+    keeps only as many as the node's CPUs and kills the rest after 1 s idle, so every batch
+    after a pause paid a worker's start (and the sandbox modules' import) again."""
     from ray.cluster_utils import Cluster
 
     cluster = Cluster(
@@ -256,7 +273,11 @@ def simulated_cluster(
             "resources": {SLOT_RESOURCE: head_slots},
             "object_store_memory": SIM_STORE_BYTES,
             "include_dashboard": False,
-            "_system_config": {**SIM_FAST_DEATH, **(system_config or {})},
+            "_system_config": {
+                **SIM_FAST_DEATH,
+                **worker_pool_config([head_slots, *worker_slots]),
+                **(system_config or {}),
+            },
         },
     )
     nodes = [

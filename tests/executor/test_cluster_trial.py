@@ -25,6 +25,28 @@ def crash_worker() -> None:
     os._exit(1)  # the worker process dies, as on a node failure
 
 
+def worker_pid(hold_s: float) -> int:
+    time.sleep(hold_s)  # long enough that the two trials of a batch hold both slots
+    return os.getpid()
+
+
+def test_workers_stay_up_between_batches(one_node_cluster):
+    """A node keeps a worker per slot through a pause longer than Ray's idle-kill delay
+    (~1 s): the next batch runs in the same processes instead of starting new ones."""
+    ex = RayExecutor(ExecutorConfig(address="auto"))
+
+    def batch(tag: str) -> set[int]:
+        futs = [ex.submit(f"{tag}-{i}", worker_pid, 0.5) for i in range(2)]
+        return {f.result(60) for f in futs}
+
+    batch("warm")
+    before = batch("before")
+    time.sleep(3.0)
+    after = batch("after")
+    assert len(before) == 2, before
+    assert after == before, (before, after)
+
+
 def refuse(x: int) -> int:
     raise ValueError(f"bad input {x}")
 
