@@ -9,8 +9,20 @@ write all but the last. Settings with fixed names that run a program are pinned 
 paths to a driver name and the configuration defines it: `filter.<name>.clean`/`smudge`/
 `process` (run by status, diff, add, checkout), `diff.<name>.textconv` and `.command` (diff,
 log -p, show), `merge.<name>.driver` (merge), `remote.<name>.uploadpack`/`receivepack` (fetch,
-push). `driver_sections` reads the names from the configuration files the agent wrote (and the
-files they include); `guard_env` pins each named driver to a harmless program of the toolchain.
+push), `submodule.<name>.update = !command` (submodule update), and `alias.<name> = !command`
+(`git <name>` for a name that is no git command). `driver_sections` reads the names from the
+configuration files the agent wrote (and the files they include); `guard_env` pins each named
+driver to a harmless program of the toolchain, and each alias to nothing.
+
+Two programs are out of the command scope's reach: `core.gitProxy` (the first value that
+matches wins, and the environment's GIT_PROXY_COMMAND is read before any file) and
+`uploadpack.packObjectsHook` (read by the upload-pack a local clone or fetch starts, whose
+environment git clears of command-scope settings; honoured in the user's and the system's
+files). The first is pinned by an empty GIT_PROXY_COMMAND; for the second, an agent's file
+that sets it costs the verifier's git the user's and the system's files
+(GIT_CONFIG_GLOBAL=/dev/null, GIT_CONFIG_NOSYSTEM). Remote helpers (`remote.<name>.vcs`, a
+`<helper>::` URL, also one an agent's `url.<base>.insteadOf` rewrites to) run a `git-remote-*`
+program found on PATH: only git's own transports are allowed (GIT_ALLOW_PROTOCOL).
 """
 
 from __future__ import annotations
@@ -32,7 +44,18 @@ GIT_GUARDS = {
     "credential.helper": "",
     "diff.external": "",
     "protocol.ext.allow": "never",
+    # signature checks (`log.showSignature`, `verify-commit`, `log --show-signature`): the
+    # image's own programs, by absolute path (/usr is the image's on both backends)
+    "gpg.program": "/usr/bin/gpg",
+    "gpg.openpgp.program": "/usr/bin/gpg",
+    "gpg.x509.program": "/usr/bin/gpgsm",
+    "gpg.ssh.program": "/usr/bin/ssh-keygen",
 }
+# Environment variables: no proxy command for git://, git's own transports only (file, git,
+# http(s) through the image's git-remote-http, ssh through core.sshCommand above).
+GIT_ENV = {"GIT_PROXY_COMMAND": "", "GIT_ALLOW_PROTOCOL": "file:git:http:https:ssh"}
+# An agent's file that sets a pack-objects hook: the user's and the system's files unread.
+NO_USER_CONFIG = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
 # git's own diff of the two files an external diff driver is handed (path old-file old-hex
 # old-mode new-file new-hex new-mode); exit 1 (they differ) is success.
 NATIVE_DIFF = 'f() { git --no-pager diff --no-ext-diff --no-index -- "$2" "$5"; [ $? -le 1 ]; }; f'
@@ -44,7 +67,10 @@ DRIVER_SETTINGS: dict[str, dict[str, str]] = {
     "diff": {"textconv": "cat", "command": NATIVE_DIFF},
     "merge": {"driver": "git merge-file -q %A %O %B"},
     "remote": {"uploadpack": "git-upload-pack", "receivepack": "git-receive-pack"},
+    "submodule": {"update": "checkout"},
 }
+ALIAS = "alias"  # (ALIAS, name): `alias.<name>` pinned to nothing ("'' is not a git command")
+PACK_HOOK = ("uploadpack", "packobjectshook")  # pinned by NO_USER_CONFIG
 CONFIG_NAMES = frozenset({"config", "config.worktree", ".gitconfig", "gitconfig"})
 MAX_CONFIG_BYTES = 1 << 20
 MAX_INCLUDES = 32
@@ -73,8 +99,9 @@ def parse_config(text: str) -> tuple[set[tuple[str, str]], list[str]]:
     """(driver sections, include paths) of one git configuration file's text (pure).
 
     Sections are (kind, name) for the kinds of DRIVER_SETTINGS, in both header forms
-    (`[filter "x"]` and the old `[filter.x]`); include paths are the `path` values of
-    `[include]` and `[includeIf ...]` sections, as written."""
+    (`[filter "x"]` and the old `[filter.x]`), (ALIAS, name) for each alias and PACK_HOOK
+    where the file sets one; include paths are the `path` values of `[include]` and
+    `[includeIf ...]` sections, as written."""
     sections: set[tuple[str, str]] = set()
     includes: list[str] = []
     current = ""
@@ -88,6 +115,10 @@ def parse_config(text: str) -> tuple[set[tuple[str, str]], list[str]]:
             if name in DRIVER_SETTINGS and sub is not None:
                 sections.add((name, re.sub(r"\\(.)", r"\1", sub)))
         entry = _ENTRY.match(line)
+        if entry is not None and current == ALIAS:
+            sections.add((ALIAS, entry.group(1).lower()))
+        if entry is not None and (current, entry.group(1).lower()) == PACK_HOOK:
+            sections.add(PACK_HOOK)
         if entry is not None and current in ("include", "includeif"):
             if entry.group(1).lower() == "path" and entry.group(2):
                 includes.append(_value(entry.group(2)))
@@ -121,8 +152,8 @@ def driver_sections(
 
 
 def fixed_env() -> dict[str, str]:
-    """GIT_GUARDS as command-scope settings in the environment."""
-    env = {"GIT_CONFIG_COUNT": str(len(GIT_GUARDS))}
+    """GIT_GUARDS as command-scope settings in the environment, and GIT_ENV."""
+    env = {**GIT_ENV, "GIT_CONFIG_COUNT": str(len(GIT_GUARDS))}
     for i, (key, value) in enumerate(GIT_GUARDS.items()):
         env |= {f"GIT_CONFIG_KEY_{i}": key, f"GIT_CONFIG_VALUE_{i}": value}
     return env
@@ -134,6 +165,13 @@ def guard_env(env: Mapping[str, str], sections: Iterable[tuple[str, str]]) -> di
     out = dict(env)
     count = int(out.get("GIT_CONFIG_COUNT", "0") or 0)
     for kind, name in sorted(sections):
+        if (kind, name) == PACK_HOOK:
+            out |= NO_USER_CONFIG
+            continue
+        if kind == ALIAS:
+            out[f"GIT_CONFIG_KEY_{count}"], out[f"GIT_CONFIG_VALUE_{count}"] = f"alias.{name}", ""
+            count += 1
+            continue
         for key, value in DRIVER_SETTINGS[kind].items():
             out[f"GIT_CONFIG_KEY_{count}"] = f"{kind}.{name}.{key}"
             out[f"GIT_CONFIG_VALUE_{count}"] = value

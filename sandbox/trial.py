@@ -26,8 +26,15 @@ from sandbox.base import (
 from sandbox.git_guards import fixed_env
 from sandbox.policy import network_policy
 from sandbox.verdict_channel import Channel, RecordsStatus, open_channel
+from tasks.literals.model import RUNNER
 from tasks.model import Healthcheck, Task
-from tasks.reports import collect_report, declared_sources, report_verdict, runs_pytest
+from tasks.reports import (
+    CHECKRUNNER_SOURCE,
+    collect_report,
+    declared_sources,
+    report_runner,
+    report_verdict,
+)
 from tasks.results import (
     AssertionResult,
     AssertionStatus,
@@ -145,16 +152,19 @@ def verifier_env(task: Task) -> dict[str, str]:
 def verify(sandbox: Sandbox, task: Task, result: TrialResult) -> None:
     """Run the held-out verifier in its own view and collect per-assertion outcomes.
 
-    A verifier that runs pytest is judged by what pytest itself reports through the report
-    channel (sandbox.verdict_channel), never by files or output its tests' programs could
-    write. Otherwise only the report formats the task's verifier declares are read
-    (`declared_sources`), from a report directory nothing but the verifier could write to.
+    A verifier that runs pytest or the seeds' runner is judged by what that runner itself
+    reports through the report channel (sandbox.verdict_channel), never by files or output
+    its tests' programs could write. Otherwise only the report formats the task's verifier
+    declares are read (`declared_sources`), from the verifier's report directory.
     """
     t0 = time.monotonic()
-    channel = open_channel() if runs_pytest(task.verifier) else None
+    runner = report_runner(task.verifier)
+    channel = open_channel(runner) if runner is not None else None
     tests, command, env = task.verifier, f"bash {TESTS_DIR}/test.sh", verifier_env(task)
     if channel is not None:
         tests = {**tests, **channel.files()}
+        if runner == ReportSource.RUN_CHECKS:  # an earlier version: the current one speaks
+            tests[RUNNER] = CHECKRUNNER_SOURCE
         command = channel.command(command, TESTS_DIR, VERIFIER_LOGS)
         env = {**env, **channel.env(VERIFIER_LOGS)}
     run = sandbox.verify(
@@ -208,18 +218,18 @@ def verify(sandbox: Sandbox, task: Task, result: TrialResult) -> None:
 
 
 def _channel_verdict(channel: Channel, files: dict[str, bytes], result: TrialResult) -> None:
-    """The verdict of a pytest-run verifier: pytest's authenticated records. A record that does
-    not authenticate is tampering; records missing, cut short or from a keyless second pytest
-    are a failed attempt (reward 0, the agent's doing: its program can delete them, or stop
-    or kill pytest), never infrastructure."""
+    """The verdict of a channel verifier: its runner's authenticated records. A record that
+    does not authenticate is tampering; records missing, cut short or from a keyless second
+    session are a failed attempt (reward 0, the agent's doing: its program can delete them,
+    or stop or kill the runner), never infrastructure."""
     verdict = channel.verdict(files)
     if verdict.status == RecordsStatus.VERIFIED:
         result.report = verdict.report
         return
-    result.failure_detail = f"no verdict from pytest's report channel: {verdict.detail}"
+    result.failure_detail = f"no verdict from {channel.runner}'s report channel: {verdict.detail}"
     if verdict.status == RecordsStatus.FORGED:
         result.failure_mode = FailureMode.TAMPERED
-        result.report = VerifierReport(source=ReportSource.PYTEST, parse_error=verdict.detail)
+        result.report = VerifierReport(source=channel.runner, parse_error=verdict.detail)
         return
     failed = AssertionResult(name="verifier", status=AssertionStatus.FAILED, message=verdict.detail)
     result.report = VerifierReport(assertions=[failed], source=ReportSource.REWARD, reward=0.0)

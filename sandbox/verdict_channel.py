@@ -1,5 +1,6 @@
-"""The verifier's report channel: what pytest itself reported, authenticated, so that no program
-the tests run can write a verdict (docs/sandbox.md, "The report channel").
+"""The verifier's report channel: what the test runner itself reported (pytest, or the seeds'
+run_checks.py), authenticated, so that no program the tests run can write a verdict
+(docs/sandbox.md, "The report channel").
 
 The verifier's report directory is writable by every process of the verifier, the agent's
 programs its tests run included; a report file there (CTRF, JUnit, reward.txt) or a summary on
@@ -19,6 +20,10 @@ pytest process, authenticated with a per-run key that only that process holds on
    stopped or killed the test runner), never infrastructure. When no pytest loaded the plugin
    (`loaded()`: the key is still in the report directory, e.g. the entry script replaced
    PYTHONPATH), the report is read as for any other verifier.
+
+The seeds' runner (`tasks/checkrunner.py`, shipped as run_checks.py) loads the plugin file by
+path and records through it (`open_runner`); its first record names it, and the harness
+checks that the runner it expected wrote the records (`Channel.runner`).
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ PLUGIN_SOURCE = (Path(__file__).parent / "verdict_plugin.py").read_bytes()
 SITECUSTOMIZE_SOURCE = (Path(__file__).parent / "verdict_sitecustomize.py").read_bytes()
 ENTRY_POINTS = f"[pytest11]\n{PLUGIN_MODULE} = {PLUGIN_MODULE}\n".encode()
 KEY_BYTES = 32
+RUNNERS = {"pytest": ReportSource.PYTEST, "run_checks": ReportSource.RUN_CHECKS}
 MAX_RECORDS = 100_000
 _OUTCOMES = {
     "passed": AssertionStatus.PASSED,
@@ -79,9 +85,11 @@ def staged_file_mode(rel: str) -> int:
 
 @dataclass(frozen=True)
 class Channel:
-    """One verifier run's channel: its key, and what the run needs to load the plugin."""
+    """One verifier run's channel: its key, the test runner expected to record, and what the
+    run needs to load the plugin."""
 
     key: bytes
+    runner: ReportSource = ReportSource.PYTEST
 
     def files(self) -> dict[str, bytes]:
         """Files to stage under /tests along with the task's tests."""
@@ -116,11 +124,13 @@ class Channel:
         return files.get(REPORT_KEY_FILE) != self.key.hex().encode()
 
     def verdict(self, files: dict[str, bytes]) -> ChannelVerdict:
-        return read_records(files.get(RECORDS_FILE), self.key)
+        return read_records(files.get(RECORDS_FILE), self.key, self.runner)
 
 
-def open_channel() -> Channel:
-    return Channel(os.urandom(KEY_BYTES))
+def open_channel(runner: ReportSource = ReportSource.PYTEST) -> Channel:
+    if runner not in RUNNERS.values():
+        raise ValueError(f"no report channel for runner {runner!r}")
+    return Channel(os.urandom(KEY_BYTES), runner)
 
 
 def _record(line: str, key: bytes) -> dict[str, object] | None:
@@ -163,10 +173,12 @@ def _assertion(record: dict[str, object]) -> AssertionResult | None:
     )
 
 
-def read_records(data: bytes | None, key: bytes) -> ChannelVerdict:
-    """Check the plugin's records under `key` (pure; the rules in the module docstring)."""
+def read_records(
+    data: bytes | None, key: bytes, runner: ReportSource = ReportSource.PYTEST
+) -> ChannelVerdict:
+    """Check the records of `runner` under `key` (pure; the rules in the module docstring)."""
     if not data:
-        return ChannelVerdict(RecordsStatus.MISSING, VerifierReport(), "pytest left no records")
+        return ChannelVerdict(RecordsStatus.MISSING, VerifierReport(), f"{runner} left no records")
     assertions: list[AssertionResult] = []
     closed = False
     lines = data.decode("utf-8", "replace").splitlines()[:MAX_RECORDS]
@@ -175,19 +187,25 @@ def read_records(data: bytes | None, key: bytes) -> ChannelVerdict:
             return ChannelVerdict(
                 RecordsStatus.UNKEYED,
                 VerifierReport(),
-                "a pytest of the verifier ran without the run's key (only one pytest session"
-                " per verifier run is vouched for)",
+                f"a {runner} of the verifier ran without the run's key (only one session per"
+                " verifier run is vouched for)",
             )
         record = _record(line, key)
         if record is None or record.get("seq") != seq or closed:
             why = "does not authenticate" if record is None else "is out of sequence"
             return ChannelVerdict(
-                RecordsStatus.FORGED, VerifierReport(), f"record {seq} of pytest's {why}"
+                RecordsStatus.FORGED, VerifierReport(), f"record {seq} of {runner}'s {why}"
             )
         kind = record.get("kind")
         if (seq == 0) != (kind == "start"):
             return ChannelVerdict(
                 RecordsStatus.FORGED, VerifierReport(), f"record {seq} is a misplaced {kind!r}"
+            )
+        if kind == "start" and RUNNERS.get(str(record.get("runner"))) != runner:
+            return ChannelVerdict(
+                RecordsStatus.FORGED,
+                VerifierReport(),
+                f"the records are {record.get('runner')!r}'s, not {runner}'s",
             )
         if kind == "test":
             assertion = _assertion(record)
@@ -202,11 +220,11 @@ def read_records(data: bytes | None, key: bytes) -> ChannelVerdict:
                 return ChannelVerdict(
                     RecordsStatus.FORGED, VerifierReport(), "the closing record's count differs"
                 )
-    report = VerifierReport(assertions=assertions, source=ReportSource.PYTEST)
+    report = VerifierReport(assertions=assertions, source=runner)
     if not closed:
         return ChannelVerdict(
             RecordsStatus.CUT_SHORT,
             report,
-            f"pytest's records end after {len(assertions)} outcomes without its closing record",
+            f"{runner}'s records end after {len(assertions)} outcomes without its closing record",
         )
     return ChannelVerdict(RecordsStatus.VERIFIED, report)

@@ -15,6 +15,10 @@ silent. It then appends to T1_VERDICT_RECORDS one line per test outcome and one 
 each authenticated: HMAC-SHA256 under the key over the record, which carries its sequence
 number. A pytest that finds the key already destroyed (a second run of the entry script, or a
 forger's) writes a line that cannot authenticate, which voids the run's records.
+
+Test runners other than pytest speak the same protocol through `open_runner` (the seeds'
+run_checks.py loads this file by path): the first record names the runner, so the harness
+records where the verdict came from.
 """
 
 import ctypes
@@ -36,6 +40,14 @@ class _Channel:
         self.fd = fd
         self.seq = 0
         self.tests = 0
+
+    def test(self, name, outcome, message="", duration=0.0):
+        self.tests += 1
+        self.emit("test", name=name, outcome=outcome, message=message[-MAX_MESSAGE:],
+                  duration=float(duration))  # fmt: skip
+
+    def end(self, exitstatus):
+        self.emit("end", exitstatus=int(exitstatus), tests=self.tests)
 
     def emit(self, kind, **fields):
         body = dict(fields, seq=self.seq, kind=kind)
@@ -106,6 +118,16 @@ def _open():
     return _Channel(key, fd)
 
 
+def open_runner(runner):
+    """The channel for a test runner other than pytest, opened as pytest opens it (the key read
+    and destroyed, the process non-dumpable, nested pytest runs silent): call it before the
+    tests are imported. None when the run has no channel or the key is not there."""
+    channel = _open()
+    if channel is not None:
+        channel.emit("start", pid=os.getpid(), runner=str(runner))
+    return channel
+
+
 def pytest_configure(config):
     """The first pytest of the run opens the channel and records through an object registered
     with its own plugin manager only, so that pytest sessions run inside it (pytester's
@@ -114,7 +136,7 @@ def pytest_configure(config):
     if _CHANNEL is None:
         _CHANNEL = _open()
         if _CHANNEL is not None:
-            _CHANNEL.emit("start", pid=os.getpid())
+            _CHANNEL.emit("start", pid=os.getpid(), runner="pytest")
             config.pluginmanager.register(_Recorder(_CHANNEL), "t1_verdict_recorder")
 
 
@@ -148,20 +170,16 @@ class _Recorder:
     def pytest_runtest_logreport(self, report):
         outcome = _outcome(report)
         if outcome is not None:
-            self.channel.tests += 1
-            self.channel.emit(
-                "test",
-                name=report.nodeid,
-                outcome=outcome,
-                message=_message(report) if outcome != "passed" else "",
-                duration=float(getattr(report, "duration", 0.0) or 0.0),
+            self.channel.test(
+                report.nodeid,
+                outcome,
+                _message(report) if outcome != "passed" else "",
+                getattr(report, "duration", 0.0) or 0.0,
             )
 
     def pytest_collectreport(self, report):
         if report.failed:
-            self.channel.tests += 1
-            self.channel.emit("test", name=report.nodeid or "collection", outcome="error",
-                              message=_message(report), duration=0.0)  # fmt: skip
+            self.channel.test(report.nodeid or "collection", "error", _message(report))
 
     def pytest_sessionfinish(self, session, exitstatus):
-        self.channel.emit("end", exitstatus=int(exitstatus), tests=self.channel.tests)
+        self.channel.end(exitstatus)

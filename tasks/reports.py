@@ -7,12 +7,15 @@ only wrote reward.txt yields a binary report.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 
+from tasks.literals.model import RUNNER
 from tasks.results import (
     AssertionResult,
     AssertionStatus,
@@ -276,6 +279,44 @@ def runs_pytest(verifier: dict[str, bytes]) -> bool:
         if any(_RUNS_PYTEST.search(line) for line in lines):
             return True
     return False
+
+
+# The seeds' runner (tasks/checkrunner.py), shipped in a task's tests/ as run_checks.py. Tasks
+# stored before it spoke the report channel carry an earlier version (sha256 below): the
+# harness stages the current one in its place, which runs the same checks and writes the same
+# files, and records through the channel besides.
+CHECKRUNNER_SOURCE = (Path(__file__).parent / "checkrunner.py").read_bytes()
+CHECKRUNNER_EARLIER = frozenset(
+    {"8b475d20dea32c60f0b97273ad0de902acb573d1c2841c110ac50f9d0483f821"}
+)
+_RUNS_CHECKRUNNER = re.compile(r"(?<![\w.-])" + re.escape(RUNNER) + r"(?![\w.-])")
+
+
+def runs_checkrunner(verifier: dict[str, bytes]) -> bool:
+    """The verifier ships the seeds' runner (this version or an earlier one) and its entry
+    script, or a shell script it runs, runs it (pure): its verdict is then what the runner
+    reports through the report channel."""
+    shipped = verifier.get(RUNNER)
+    if shipped is None or (
+        shipped != CHECKRUNNER_SOURCE
+        and hashlib.sha256(shipped).hexdigest() not in CHECKRUNNER_EARLIER
+    ):
+        return False
+    scripts = _scripts(verifier)
+    return any(
+        _RUNS_CHECKRUNNER.search(text) for name, text in scripts.items() if not name.endswith(".py")
+    )
+
+
+def report_runner(verifier: dict[str, bytes]) -> ReportSource | None:
+    """The test runner whose own authenticated records are the verifier's verdict (pure):
+    pytest when the scripts run it, else the seeds' runner; None for any other verifier, whose
+    report is read from the report directory (docs/sandbox.md, "The report channel")."""
+    if runs_pytest(verifier):
+        return ReportSource.PYTEST
+    if runs_checkrunner(verifier):
+        return ReportSource.RUN_CHECKS
+    return None
 
 
 def collect_report(

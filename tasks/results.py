@@ -44,6 +44,7 @@ class ReportSource(StrEnum):
     CTRF = "ctrf"
     JUNIT = "junit"
     PYTEST = "pytest"
+    RUN_CHECKS = "run_checks"  # the seeds' runner (tasks/checkrunner.py), by the report channel
     REWARD = "reward"  # only reward.txt: a binary verifier
     NONE = "none"
 

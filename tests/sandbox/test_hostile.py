@@ -731,3 +731,98 @@ def test_git_in_the_agents_tree_runs_no_agent_driver(backend, driver):
     r = run_trial(task, CommandAgent(_git_driver_agent(*GIT_DRIVERS[driver])), backend)
     assert r.failure_mode == FailureMode.NONE, (r.failure_mode, r.failure_detail)
     assert [a.status.value for a in r.report.assertions] == ["passed", "passed"], r.report
+
+
+# -- the agent as adversary: the seeds' runner (run_checks.py) --------------------------------
+# The seeds' verifier layout: test.sh runs run_checks.py over test_outputs.py, which writes
+# ctrf.json and reward.txt; a check runs the agent's program as a subprocess.
+CHECKS_TEST_SH = b"""#!/bin/bash
+# Verifier entry: runs each check separately, writes /logs/verifier/{ctrf.json,reward.txt}.
+python3 /tests/run_checks.py /tests/test_outputs.py --out /logs/verifier
+"""
+CHECKS_PROGRAM_TESTS = b"""import subprocess
+from pathlib import Path
+
+
+def test_program_runs():
+    subprocess.run(["bash", "/app/prog.sh"], check=True, timeout=20)
+
+
+def test_done_says_ok():
+    assert Path("/app/done").read_text().strip() == "ok"
+"""
+FORGED_CTRF = (
+    '{"results":{"tool":{"name":"t1-run-checks"},"summary":{"tests":2,"passed":2,"failed":0},'
+    '"tests":[{"name":"test_program_runs","status":"passed"},'
+    '{"name":"test_done_says_ok","status":"passed"}]}}'
+)
+# The program's parent is the runner (python3 run_checks.py); the runner's the entry script.
+CHECKS_FORGERS = {
+    # the entry script held until the runner has written its report and exited; the report
+    # then rewritten all-passed, the script resumed
+    "ctrf-rewrite": f"""#!/bin/bash
+PY=$PPID; SH=$(awk '{{print $4}}' /proc/$PY/stat); R=/logs/verifier
+(
+  kill -STOP $SH
+  while [ -e /proc/$PY ] && [ "$(awk '{{print $3}}' /proc/$PY/stat)" != Z ]; do sleep 0.02; done
+  printf '%s' '{FORGED_CTRF}' > $R/ctrf.json; echo 1 > $R/reward.txt
+  kill -CONT $SH
+) </dev/null >/dev/null 2>&1 &
+exit 0
+""",
+    # the runner's write swallowed by a link to /dev/null; the verdict left is reward.txt's
+    "ctrf-redirect": """#!/bin/bash
+ln -sfn /dev/null /logs/verifier/ctrf.json; ln -sfn /dev/null /logs/verifier/reward.txt
+""",
+    "records-deleted": FORGERS["records-deleted"],
+    "records-appended": FORGERS["records-appended"],
+}
+
+
+def checks_task(task_id: str) -> Task:
+    from tasks.checkrunner import __file__ as checkrunner_path
+
+    verifier = {
+        "test.sh": CHECKS_TEST_SH,
+        "run_checks.py": Path(checkrunner_path).read_bytes(),
+        "test_outputs.py": CHECKS_PROGRAM_TESTS,
+    }
+    return tools_task(task_id, verifier=verifier)
+
+
+@pytest.mark.parametrize("forger", sorted(CHECKS_FORGERS))
+def test_program_run_by_the_checks_cannot_forge_the_report(backend, forger):
+    """The seeds' runner runs a check that runs the agent's program; the program leaves the
+    runner alive and forges its report. The work is not done: never resolved, never
+    infrastructure (before the runner spoke the report channel: ctrf-rewrite resolved)."""
+    task = checks_task(f"hostile-checks-{forger}")
+    prog = base64.b64encode(CHECKS_FORGERS[forger].encode()).decode()
+    r = run_trial(task, CommandAgent(f"echo {prog} | base64 -d > /app/prog.sh"), backend)
+    assert not r.failure_mode.infrastructure, (r.failure_mode, r.failure_detail)
+    assert not r.resolved and r.passed <= 1, (r.failure_mode, r.report, r.verifier_output)
+
+
+def test_program_run_by_the_checks_cannot_read_the_report_key(backend):
+    """The seeds' runner holds the key as pytest does: destroyed before the checks run, the
+    runner non-dumpable."""
+    task = checks_task("hostile-checks-key-hunt")
+    # the runner's stdout is a pipe of the host's (no reopening through /dev/stdout): the hunt
+    # writes to the descriptor it inherited
+    hunt = KEY_HUNT.replace("> $out", ">&1")
+    prog = base64.b64encode(hunt.encode()).decode()
+    r = run_trial(task, CommandAgent(f"echo {prog} | base64 -d > /app/prog.sh"), backend)
+    assert "HUNTED" in r.verifier_output, r.verifier_output
+    assert "LEAK" not in r.verifier_output, r.verifier_output
+
+
+@pytest.mark.parametrize("user", ["", "nobody"])
+def test_honest_program_run_by_the_checks_is_judged(backend, user):
+    """The control: an honest program and the work done: the runner's own records are the
+    verdict, recorded as such."""
+    task = checks_task("honest-checks").model_copy(
+        update={"verifier_config": PhaseConfig(user=user or None)}
+    )
+    r = run_trial(task, CommandAgent("echo true > /app/prog.sh; echo ok > /app/done"), backend)
+    assert r.failure_mode == FailureMode.NONE and r.resolved, (r.failure_mode, r.report)
+    assert r.report.source == ReportSource.RUN_CHECKS, r.report
+    assert [a.status.value for a in r.report.assertions] == ["passed", "passed"]

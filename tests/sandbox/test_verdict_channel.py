@@ -24,8 +24,8 @@ from sandbox.verdict_channel import (
     read_records,
     staged_file_mode,
 )
-from tasks.reports import runs_pytest
-from tasks.results import AssertionStatus
+from tasks.reports import CHECKRUNNER_SOURCE, report_runner, runs_pytest
+from tasks.results import AssertionStatus, ReportSource
 
 TESTS = """import pytest
 
@@ -197,3 +197,113 @@ def test_which_verifiers_the_channel_covers():
     assert runs_pytest({"test.sh": b"uv pip install pytest\n$VENV/bin/pytest -rA /tests"})
     assert staged_file_mode(KEY_FILE) == 0o666 and staged_file_mode("test.sh") == 0o755
     assert f"{CHANNEL_DIR}/{PLUGIN_MODULE}.py" in open_channel().files()
+
+
+CHECKS = """import subprocess
+import sys
+
+
+def test_ok():
+    pass
+
+
+def test_bad():
+    assert 1 == 2, "one is not two"
+
+
+def test_crash():
+    raise RuntimeError("boom")
+
+
+def test_runs_pytest_inside(tmp_path=None):
+    import os
+
+    inner = os.path.join(os.path.dirname(__file__), "inner_x.py")
+    r = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", inner])
+    assert r.returncode == 1
+"""
+
+
+def run_checks(tmp: Path, channel: Channel, runner: bytes = CHECKRUNNER_SOURCE) -> dict[str, bytes]:
+    """The seeds' runner on CHECKS, staged and run as the harness runs a seed's verifier."""
+    tests, logs = tmp / "tests", tmp / "logs"
+    for rel, data in {
+        **channel.files(),
+        "run_checks.py": runner,
+        "test_outputs.py": CHECKS.encode(),
+        "inner_x.py": INNER.encode(),
+    }.items():
+        (tests / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tests / rel).write_bytes(data)
+    logs.mkdir()
+    entry = f"{sys.executable} {tests}/run_checks.py {tests}/test_outputs.py --out {logs}"
+    env = {**os.environ, **channel.env(str(logs))}
+    env.pop("PYTHONPATH", None)
+    subprocess.run(
+        ["bash", "-c", channel.command(entry, str(tests), str(logs))],
+        env=env,
+        capture_output=True,
+        timeout=60,
+    )
+    return {p.name: p.read_bytes() for p in logs.iterdir()}
+
+
+def test_the_seeds_runner_records_through_the_channel(tmp_path):
+    """run_checks.py records each check's outcome as pytest's plugin does, names itself in the
+    records (the verdict's source), and a pytest a check starts stays silent."""
+    channel = open_channel(ReportSource.RUN_CHECKS)
+    files = run_checks(tmp_path, channel)
+    assert channel.loaded(files) and "ctrf.json" in files  # the files are still written
+    verdict = channel.verdict(files)
+    assert verdict.status == RecordsStatus.VERIFIED, verdict.detail
+    assert verdict.report.source == ReportSource.RUN_CHECKS
+    got = {a.name: a.status for a in verdict.report.assertions}
+    assert got == {
+        "test_ok": AssertionStatus.PASSED,
+        "test_bad": AssertionStatus.FAILED,
+        "test_crash": AssertionStatus.FAILED,
+        "test_runs_pytest_inside": AssertionStatus.PASSED,
+    }
+    bad = next(a for a in verdict.report.assertions if a.name == "test_bad")
+    assert bad.message == "one is not two"
+    # the records of one runner are no verdict for the other
+    records = files[RECORDS_FILE]
+    assert read_records(records, channel.key, ReportSource.PYTEST).status == RecordsStatus.FORGED
+    pytest_records = run_pytest(tmp_path / "p", Channel(channel.key))[RECORDS_FILE]
+    assert read_records(pytest_records, channel.key, ReportSource.RUN_CHECKS).status == (
+        RecordsStatus.FORGED
+    )
+
+
+def test_the_seeds_runner_without_a_channel_is_unchanged(tmp_path):
+    """Outside a channel run (the runner's own use, a verifier of another harness) it writes
+    ctrf.json and reward.txt and records nothing."""
+    tests, logs = tmp_path / "tests", tmp_path / "logs"
+    tests.mkdir()
+    (tests / "run_checks.py").write_bytes(CHECKRUNNER_SOURCE)
+    (tests / "test_outputs.py").write_text("def test_ok():\n    pass\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("T1_VERDICT")}
+    r = subprocess.run(
+        [sys.executable, tests / "run_checks.py", tests / "test_outputs.py", "--out", logs],
+        env=env,
+        capture_output=True,
+        timeout=60,
+    )
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in logs.iterdir()) == ["ctrf.json", "reward.txt"]
+
+
+def test_which_runner_a_verifier_is_judged_by():
+    entry = b"python3 /tests/run_checks.py /tests/test_outputs.py --out /logs/verifier\n"
+    assert report_runner({"test.sh": entry, "run_checks.py": CHECKRUNNER_SOURCE}) == (
+        ReportSource.RUN_CHECKS
+    )
+    # a runner of another content (a task's own) is not ours to vouch for
+    other = {"test.sh": entry, "run_checks.py": CHECKRUNNER_SOURCE + b"\n# edited\n"}
+    assert report_runner(other) is None
+    # shipped but not run by the entry script
+    shipped = {"test.sh": b"bash /tests/x.sh\n", "run_checks.py": CHECKRUNNER_SOURCE}
+    assert report_runner(shipped) is None
+    assert report_runner({"test.sh": b"pytest -rA /tests\n"}) == ReportSource.PYTEST
+    with pytest.raises(ValueError, match="no report channel"):
+        open_channel(ReportSource.CTRF)
