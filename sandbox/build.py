@@ -160,7 +160,9 @@ def build_image(
         raise ImageBuildError(
             BuildFailure.DOCKERFILE, e.message, line=e.line, instruction=e.instruction
         ) from e
-    builder = _Builder(task, runner, log or (lambda _m: None), stats, t0)
+    # The task's build_timeout_s starts now: obtaining the FROM images above (building a base
+    # once, or waiting on the lock of another process building it) is not the task's build.
+    builder = _Builder(task, runner, log or (lambda _m: None), stats, time.monotonic())
     images: dict[int, Image] = {}
     for stage in stages:
         images[stage.index] = builder.stage(stage, images)
@@ -215,11 +217,13 @@ class _Builder:
         if stage.base_stage is not None:
             image = images[stage.base_stage]
         else:
+            t_base = time.monotonic()
             try:
                 image = base_image(stage.base, log=self.log)
             except ImageBuildError as e:
                 e.line = stage.line
                 raise
+            self.deadline += time.monotonic() - t_base  # not the task's build either
         for step in stage.steps:
             if isinstance(step, Config):
                 image = Image(image.layers, step.config, image.key)

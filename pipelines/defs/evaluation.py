@@ -1,14 +1,20 @@
 """Evaluation results reported by a training campaign (an external asset) and what reacts.
 
-A Prefect campaign reports each evaluation into the graph with `pipelines.reporting` (the
-webserver's /report_asset_materialization endpoint, or the instance directly), with the pool,
-pool version and audit version it trained on; the sensor below (running by default) then
-materializes `evaluation_summary` from the warehouse.
+A Prefect campaign reports each evaluation into the graph with `pipelines.reporting` (over
+HTTP: a run of the `evaluation_report` job below, launched through the webserver's GraphQL
+API; else the instance directly), with the pool, pool version and audit version it trained
+on; the sensor below (running by default) then materializes `evaluation_summary` from the
+warehouse.
 """
 
+import json
+from collections.abc import Iterator
+
 import dagster as dg
+from pydantic import Field
 
 from pipelines.defs.resources import ForgeConfig
+from pipelines.reporting import REPORT_JOB, typed_metadata
 from warehouse import Snapshot
 
 EVALUATION_RESULTS = dg.AssetKey("evaluation_results")
@@ -21,6 +27,40 @@ evaluation_results = dg.AssetSpec(
     deps=["t1_pool", "rst_pool", "tmax_pool", "seed_corpus"],
     kinds={"prefect"},
 )
+
+
+class EvaluationReportConfig(dg.Config):
+    """An evaluation a campaign reports over HTTP (`pipelines.reporting.launch_report_run`)."""
+
+    metadata_json: str = Field(description="the evaluation's metadata: a JSON object of scalars")
+
+
+@dg.op(out={})
+def reported_evaluation(config: EvaluationReportConfig) -> Iterator[dg.AssetMaterialization]:
+    """Log the reported evaluation as a materialization of `evaluation_results`, attached to
+    this run, the values under keys ending in `_url` as links."""
+    try:
+        metadata = json.loads(config.metadata_json)
+    except json.JSONDecodeError as e:
+        raise dg.Failure(description=f"metadata_json: not JSON ({e})") from None
+    if not isinstance(metadata, dict):
+        raise dg.Failure(description=f"metadata_json: not a JSON object: {metadata!r:.80}")
+    label = f"{metadata.get('checkpoint')} of {metadata.get('campaign_run_id')}"
+    yield dg.AssetMaterialization(
+        asset_key=EVALUATION_RESULTS,
+        description=f"{label} on {metadata.get('pool')} v{metadata.get('pool_version')}",
+        metadata=typed_metadata(metadata),
+    )
+
+
+@dg.job(
+    name=REPORT_JOB,
+    tags={"kind": "evaluation_report"},
+    description="Record one evaluation a training campaign reported over HTTP (launched by the "
+    "campaign, not from the Launchpad).",
+)
+def evaluation_report() -> None:
+    reported_evaluation()
 
 
 @dg.asset(group_name="training", deps=[EVALUATION_RESULTS], kinds={"duckdb"})

@@ -68,8 +68,13 @@ def synthesis_rounds(
     )
     context.log.info(f"campaign {cfg.campaign!r}: rounds up to {target}, {cfg.per_round} per round")
 
+    logged: dict[str, int] = {}
+
     def progress(phase: str, done: int, total: int) -> None:
-        if done == total:
+        """A line per seed profiled and per candidate validated (the step used to log only
+        each phase's end, and nothing for minutes while seeds were profiled)."""
+        if logged.get(phase) != done:
+            logged[phase] = done
             context.log.info(f"{phase}: {done}/{total}")
 
     rows = run_synthesis(replace(cfg, rounds=target), store, progress=progress)

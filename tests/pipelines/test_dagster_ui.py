@@ -7,9 +7,12 @@ instance (temporary DAGSTER_HOME, PREFECT_HOME and store, a small synthesis budg
 2. The loop: Jobs -> train_campaign -> Launchpad -> Launch run. The job starts the Prefect
    deployment `t1 ui` serves; the campaign trains on t1 and its evaluation arrives in
    `evaluation_results` with the pool version, linked to both runs; from the asset's page
-   the Prefect link (a URL value) is followed to the flow run.
+   the Prefect link (a URL value) is followed to the flow run, and from the flow run's
+   evaluation artifact the link back to the Dagster run that started it.
 
-Screenshots are saved under artifacts/ as test artifacts.
+Screenshots are saved under artifacts/ as test artifacts. With T1_SCREENSHOTS=<folder>
+(`T1_SCREENSHOTS=docs/images pytest -m browser ...`), the click-through's pictures are also
+written there, palette-reduced, for the docs (docs/orchestration.md shows them).
 """
 
 import os
@@ -38,6 +41,8 @@ CHROMIUM_ARGS = [
     "--disable-sync",
 ]
 ARTIFACTS = Path(__file__).resolve().parents[2] / "artifacts"
+SCREENSHOTS_ENV = "T1_SCREENSHOTS"
+VIEWPORT = {"width": 1280, "height": 800}
 SEEDS = "git-bisect-regression,sa-log-rotate-script,vc-gitignore-untrack,sa-dedupe-hardlinks"
 
 
@@ -144,7 +149,7 @@ def page():
     ARTIFACTS.mkdir(exist_ok=True)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield browser.new_page(viewport={"width": 1400, "height": 900})
+        yield browser.new_page(viewport=VIEWPORT)
         browser.close()
 
 
@@ -160,6 +165,33 @@ def dismiss_welcome(page) -> None:
         else:
             return
         page.wait_for_timeout(500)
+
+
+def shot(page, name: str, *, doc: bool = False) -> None:
+    """Save a screenshot under artifacts/; a `doc` one also under $T1_SCREENSHOTS, as a
+    256-colour PNG (a UI page keeps its look at a fraction of the size)."""
+    path = ARTIFACTS / name
+    page.screenshot(path=str(path))
+    folder = os.environ.get(SCREENSHOTS_ENV)
+    if doc and folder:
+        from PIL import Image
+
+        Path(folder).mkdir(parents=True, exist_ok=True)
+        with Image.open(path) as image:
+            small = image.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT)
+            small.save(Path(folder) / name, optimize=True)
+
+
+def opened_at(page, prefix: str, timeout_ms: int = 60_000):
+    """The page (this one or a tab it opened) whose URL starts with `prefix`."""
+    deadline = time.monotonic() + timeout_ms / 1000
+    while time.monotonic() < deadline:
+        for candidate in page.context.pages:
+            if candidate.url.startswith(prefix):
+                candidate.wait_for_load_state(timeout=timeout_ms)
+                return candidate
+        page.wait_for_timeout(500)
+    pytest.fail(f"no page opened at {prefix}: {[p.url for p in page.context.pages]}")
 
 
 def click(page, locator, timeout_ms: int = 60_000) -> None:
@@ -186,7 +218,7 @@ def test_build_pools_in_one_launch(ui: UI, page):
     page.goto(f"{ui.dagster}/assets/t1_pool", timeout=60_000)
     dismiss_welcome(page)
     page.get_by_text("pool_version").first.wait_for(timeout=60_000)
-    page.screenshot(path=str(ARTIFACTS / "ui-build-pools-t1.png"))
+    shot(page, "ui-build-pools-t1.png")
     md = ui.latest_metadata("t1_pool")
     assert md["pool"] == "t1" and int(md["tasks"]) >= 1 and md["pool_version"] == "1"
 
@@ -235,31 +267,46 @@ def test_start_a_campaign_on_t1_from_dagster(ui: UI, page):
     tag = {t["key"]: t["value"] for t in tags}
     assert (tag["pool"], tag["pool_version"]) == ("t1", "1")  # a Launchpad run, tagged
 
+    click_through(ui, page, run["runId"], md)
+
+
+def click_through(ui: UI, page, dagster_run_id: str, md: dict[str, str]) -> None:
+    """Dagster's evaluation -> its Prefect link -> the flow run -> its evaluation artifact ->
+    the link back -> the Dagster run that started it, by clicks, a screenshot at each stop."""
     page.goto(f"{ui.dagster}/assets/evaluation_results", timeout=60_000)
     dismiss_welcome(page)
     page.get_by_placeholder("Filter metadata keys").fill("pool")
     page.get_by_text("pool_version").first.wait_for(timeout=60_000)
-    page.screenshot(path=str(ARTIFACTS / "ui-evaluation-with-pool-version.png"))
+    shot(page, "ui-1-dagster-evaluation-pool-version.png", doc=True)
     # The evaluation's Prefect link is a URL value (it was text): follow it from the asset.
     page.get_by_placeholder("Filter metadata keys").fill("prefect_flow_run_url")
     link = page.get_by_role("link", name=md["prefect_flow_run_url"]).first
     link.wait_for(timeout=60_000)
-    page.screenshot(path=str(ARTIFACTS / "ui-evaluation-prefect-link.png"))
-    with page.context.expect_page(timeout=60_000) as opened:
-        click(page, link)
-    prefect_page = opened.value
-    prefect_page.wait_for_load_state(timeout=60_000)
-    assert prefect_page.url.startswith(md["prefect_flow_run_url"])
+    shot(page, "ui-2-dagster-evaluation-prefect-link.png", doc=True)
+    click(page, link)
+    prefect_page = opened_at(page, md["prefect_flow_run_url"])
     prefect_page.get_by_text("pool_version:1").first.wait_for(timeout=60_000)
-    prefect_page.screenshot(path=str(ARTIFACTS / "ui-evaluation-link-followed-to-prefect.png"))
-    page.goto(f"{ui.dagster}/runs/{run['runId']}", timeout=60_000)  # Dagster -> Prefect
-    page.get_by_role("link", name=md["prefect_flow_run_url"]).first.wait_for(timeout=60_000)
-    page.screenshot(path=str(ARTIFACTS / "ui-campaign-run-links-prefect.png"))
-    page.goto(md["prefect_flow_run_url"], timeout=60_000)
-    page.get_by_text("pool_version:1").first.wait_for(timeout=60_000)
-    click(page, page.get_by_text("Artifacts", exact=True).first)
-    page.get_by_text("evaluation-").first.wait_for(timeout=60_000)
-    page.screenshot(path=str(ARTIFACTS / "ui-prefect-flow-run.png"))
+    prefect_page.get_by_text(" of t1 v1 ").first.wait_for(timeout=60_000)  # its log, loaded
+    shot(prefect_page, "ui-3-prefect-flow-run.png", doc=True)
+    # Back: the flow run's evaluation artifact links the Dagster run that started it.
+    click(prefect_page, prefect_page.get_by_text("Artifacts", exact=True).first)
+    card = prefect_page.locator("a[href*='/artifacts/artifact/']", has_text="evaluation-")
+    for _ in range(60):  # task runs' artifacts load once their section scrolls into view
+        if card.count():
+            break
+        prefect_page.mouse.wheel(0, 2000)
+        prefect_page.wait_for_timeout(1000)
+    click(prefect_page, card.first)
+    back = prefect_page.get_by_role("link", name=dagster_run_id).first
+    back.wait_for(timeout=60_000)
+    shot(prefect_page, "ui-4-prefect-evaluation-artifact.png", doc=True)
+    click(prefect_page, back)
+    dagster_page = opened_at(prefect_page, f"{ui.dagster}/runs/{dagster_run_id}")
+    dismiss_welcome(dagster_page)
+    dagster_page.get_by_role("link", name=md["prefect_flow_run_url"]).first.wait_for(
+        timeout=60_000
+    )  # the run links to Prefect in turn
+    shot(dagster_page, "ui-5-dagster-campaign-run.png", doc=True)
 
 
 def pid_of(*argv: str) -> int:

@@ -46,6 +46,10 @@ def test_rounds_in_order_then_add_one_then_validation_trials(tmp_path):
         assert res.success
         md = res.asset_materializations_for_node("synthesis_rounds")[0].metadata
         assert md["rounds"].value == 2 and md["candidates"].value == 4
+        # A log line per seed profiled and per candidate validated, as each one ends.
+        lines = [e.user_message for e in instance.all_logs(res.run_id)]
+        for line in ("profile seeds: 1/2", "profile seeds: 2/2", "round 1: 1/2", "round 2: 2/2"):
+            assert line in lines, lines
         more = dg.materialize(
             [synthesis_rounds],
             resources={"forge": forge},

@@ -370,3 +370,35 @@ def test_seed_base_tasks_build_their_current_spec_others_their_dockerfile() -> N
     assert "RUN bash -c 'touch /x'" in dockerfile_of(child)
     own = task("FROM debian:bookworm\nRUN true\n")
     assert dockerfile_of(own) == "FROM debian:bookworm\nRUN true\n"
+
+
+def test_waiting_for_a_base_another_process_builds_is_not_build_time(state: Path) -> None:
+    """Regression: on a fresh sandbox cache, seeds profiled together waited on the lock of
+    the one building their base image, the wait counted against build_timeout_s, and 2 of 3
+    timed out before their first RUN. Here another holder of the recipe's lock finishes the
+    base after longer than the task's whole build budget."""
+    import fcntl
+    import threading
+    import time
+
+    root = bases.base_dir(bases.lookup("tiny:1").recipe)
+    away = root.with_name(f"{root.name}.building")
+    root.rename(away)
+    lock = open(root.parent / f"{root.name}.lock", "w")  # noqa: SIM115 - closed by finish()
+    fcntl.flock(lock, fcntl.LOCK_EX)
+
+    def finish() -> None:  # the other build: done after 2.5 s, then lets go of the lock
+        time.sleep(2.5)
+        away.rename(root)
+        lock.close()
+
+    other = threading.Thread(target=finish)
+    other.start()
+    t = task("FROM tiny:1\nRUN true\n").model_copy(update={"limits": Limits(build_timeout_s=2)})
+    runner = RecordingRunner()
+    started = time.monotonic()
+    build_image(t, runner)
+    other.join()
+    assert time.monotonic() - started >= 2.5  # it did wait for the other build
+    (call,) = runner.calls
+    assert call["timeout_s"] > 1.5  # the RUN step got (nearly) the whole budget
