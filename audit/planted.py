@@ -42,7 +42,7 @@ class Defect(StrEnum):
 
 VARIANTS: dict[Defect, tuple[str, ...]] = {
     Defect.HIDDEN: ("extra-file", "case-mismatch", "json-key", "line-format", "status-line",
-                    "subdirectory", "file-mode", "ordering", "encoding"),
+                    "subdirectory", "file-mode", "ownership", "ordering", "encoding"),
     Defect.LEAKAGE: ("test-copy", "expected-file", "answer-file", "labelled-note",
                      "asserts-in-instruction", "bare-value-file", "archive-member",
                      "git-history", "encoded-note", "serialized-cache"),
@@ -550,7 +550,66 @@ def _plant_hidden(d: Draft, variant: str) -> None:
                           c.sh.replace(o.path, new)) for c in d.checks]  # fmt: skip
 
 
-FORM_HIDDEN = ("file-mode", "ordering", "encoding")
+FORM_HIDDEN = ("file-mode", "ownership", "ordering", "encoding")
+
+# Accounts of the Debian base image (user, uid, group, gid) and bare ids with no account; a
+# chown to an id needs no account. Names that are ordinary words of an instruction (`list`,
+# `news`) are left out: an instruction using the word would state them by accident.
+_ACCOUNTS = (("daemon", 1, "daemon", 1), ("www-data", 33, "www-data", 33),
+             ("backup", 34, "backup", 34), ("nobody", 65534, "nogroup", 65534),
+             ("proxy", 13, "proxy", 13), ("mail", 8, "mail", 8),
+             ("1500", 1500, "1500", 1500), ("2001", 2001, "2001", 2001),
+             ("3000", 3000, "3000", 3000))  # fmt: skip
+
+
+def _owner_plant(rng: random.Random, path: str) -> tuple[str, Check]:
+    """A solve.sh line giving `path` an owner and a check of it, each in one of several
+    surface forms: the user, the group or both, by name or by id (`chown`, `chgrp`,
+    `os.chown`; `st_uid`, `pwd.getpwuid`, `Path.owner()`, `stat -c %U`, `find -user`)."""
+    user, uid, group, gid = rng.choice(_ACCOUNTS)
+    numeric = user.isdigit()
+    part = rng.choice(["user", "group", "both"])
+    by_id = numeric or rng.random() < 0.4
+    u, g = (str(uid), str(gid)) if by_id else (user, group)
+    q = shlex.quote(path)
+    if part == "user":
+        step = rng.choice(
+            [f"chown {u} {q}", f"python3 -c \"import os; os.chown('{path}', {uid}, -1)\""]
+        )
+    elif part == "group":
+        step = rng.choice([f"chgrp {g} {q}", f"chown :{g} {q}"])
+    else:
+        step = rng.choice([f"chown {u}:{g} {q}"] + ([] if by_id else [f"chown {u}.{g} {q}"]))
+    st = f"os.stat({path!r})"
+    if part == "user":
+        py = rng.choice([f"{st}.st_uid == {uid}"] if numeric else [
+            f"{st}.st_uid == {uid}",
+            f"__import__('pwd').getpwuid({st}.st_uid).pw_name == {user!r}",
+            f"__import__('pathlib').Path({path!r}).owner() == {user!r}",
+        ])  # fmt: skip
+        sh = rng.choice([f'[ "$(stat -c %u {q})" = {uid} ]'] + ([] if numeric else [
+            f'[ "$(stat -c %U {q})" = {shlex.quote(user)} ]',
+            f"find {q} -user {user} | grep -q .",
+        ]))  # fmt: skip
+    elif part == "group":
+        py = rng.choice([f"{st}.st_gid == {gid}"] if numeric else [
+            f"{st}.st_gid == {gid}",
+            f"__import__('grp').getgrgid({st}.st_gid).gr_name == {group!r}",
+            f"__import__('pathlib').Path({path!r}).group() == {group!r}",
+        ])  # fmt: skip
+        sh = rng.choice([f"[ $(stat --format=%g {q}) -eq {gid} ]"] + ([] if numeric else [
+            f'[ "$(stat -c %G {q})" = {shlex.quote(group)} ]',
+            f"find {q} -group {group} | grep -q .",
+        ]))  # fmt: skip
+    else:
+        py = rng.choice([
+            f"({st}.st_uid, {st}.st_gid) == ({uid}, {gid})",
+            f"{st}.st_uid == {uid} and {st}.st_gid == {gid}",
+        ])  # fmt: skip
+        sh = rng.choice([
+            f'[ "$(stat -c %u:%g {q})" = "{uid}:{gid}" ]',
+        ] + ([] if numeric else [f'[ "$(stat -c %U:%G {q})" = "{user}:{group}" ]']))  # fmt: skip
+    return step, Check("owner", py, sh)
 
 
 def _mode_check(rng: random.Random, path: str, mode: int) -> Check:
@@ -577,14 +636,19 @@ def _mode_check(rng: random.Random, path: str, mode: int) -> Check:
 
 
 def _plant_form(d: Draft, variant: str) -> None:
-    """A requirement on a file's form the instruction never states: its mode, the order of
-    its lines, its encoding or line endings."""
+    """A requirement on a file's form the instruction never states: its mode, its owner, the
+    order of its lines, its encoding or line endings."""
     rng, t, o = d.rng, d.table, d.outs[0]
     if variant == "file-mode":
         mode = rng.choice([0o600, 0o640, 0o750, 0o700, 0o660, 0o444])
         how = rng.choice([format(mode, "o"), "0" + format(mode, "o")])
         d.extra_solution.append(f"chmod {how} {o.path}")
         d.checks.append(_mode_check(rng, o.path, mode))
+        return
+    if variant == "ownership":
+        step, check = _owner_plant(rng, o.path)
+        d.extra_solution.append(step)
+        d.checks.append(check)
         return
     d.style = d.style if d.style != "shell" or variant == "ordering" else d.style
     path = f"{o.path.rsplit('/', 1)[0]}/{rng.choice(_WORDS)}_{rng.choice(['labels', 'names', 'index'])}.txt"

@@ -167,23 +167,17 @@ def python_conventions(tree: ast.AST, resolve, name: str, out: Collector,
             if not isinstance(node.ops[0], ast.Eq | ast.Is) or not asserted(node):
                 continue
             left, right = node.left, node.comparators[0]
-            lsrc, rsrc = _source(left, resolve), _source(right, resolve)
             line = node.lineno
-            for other, src in ((right, lsrc), (left, rsrc)):
-                if any(h in src for h in _MODE_HINTS) or "oct(" in src:
-                    mode = _mode_value(other, resolve)
-                    if mode is not None:
-                        out.add(Literal(mode, LiteralKind.MODE, name, line))
-                        used.add(id(node))
-                        break
-                if any(h in src for h in _OWNER_HINTS):
-                    n = _const_number(other)
-                    s = resolve.string(other)
-                    who = str(n) if n is not None else s
-                    if who:
-                        out.add(Literal(who, LiteralKind.OWNER, name, line))
-                        used.add(id(node))
-                        break
+            # `(st.st_uid, st.st_gid) == (33, 33)`: each element against its own
+            pairs = [(left, right)]
+            if isinstance(left, ast.Tuple | ast.List) and isinstance(right, ast.Tuple | ast.List):
+                if len(left.elts) == len(right.elts):
+                    pairs += list(zip(left.elts, right.elts, strict=True))
+            for lhs, rhs in pairs:
+                lit = _attribute(lhs, rhs, resolve, name, line)
+                if lit is not None:
+                    out.add(lit)
+                    used.add(id(node))
             order = _sorted_copy(left, right) or _sorted_copy(right, left)
             if order is not None:
                 out.add(Literal(order, LiteralKind.ORDER, name, line))
@@ -238,6 +232,22 @@ def _sorted_copy(listed: ast.AST, other: ast.AST) -> str | None:
     return "ascending"
 
 
+def _attribute(left: ast.AST, right: ast.AST, resolve, name: str, line: int) -> Literal | None:  # noqa: ANN001
+    """The mode or owner one side of `left == right` demands of what the other side reads."""
+    lsrc, rsrc = _source(left, resolve), _source(right, resolve)
+    for other, src in ((right, lsrc), (left, rsrc)):
+        if any(h in src for h in _MODE_HINTS) or "oct(" in src:
+            mode = _mode_value(other, resolve)
+            if mode is not None:
+                return Literal(mode, LiteralKind.MODE, name, line)
+        if any(h in src for h in _OWNER_HINTS):
+            n = _const_number(other)
+            who = str(n) if n is not None else resolve.string(other)
+            if who:
+                return Literal(who, LiteralKind.OWNER, name, line)
+    return None
+
+
 def _call_codec(node: ast.Call, resolve) -> str | None:  # noqa: ANN001
     fn = node.func
     attr = fn.attr if isinstance(fn, ast.Attribute) else getattr(fn, "id", "")
@@ -265,6 +275,7 @@ _STAT = re.compile(
 _CMP_VALUE = re.compile(r"(?:!?=|==|-eq)\s*['\"]?([^\s'\"\]]+)['\"]?")
 _CMP_BEFORE = re.compile(r"['\"]?([\w:-]+)['\"]?\s*(?:!?=|==|-eq)\s*['\"]?\$\(\s*$")
 _FIND_PERM = re.compile(r"-perm\s+['\"]?([0-7]{3,4}|[ugoa]+[=+-][rwx]+)")
+_FIND_OWNER = re.compile(r"\bfind\b[^|;&]*?\s-(?:user|group|uid|gid)\s+['\"]?([\w.-]+)")
 _SORT_CHECK = re.compile(r"\bsort\s+(?:-[a-zA-Z]*\s+)*-[a-zA-Z]*[cC]|\bsort\b[^|;]*\)\"?\s*\]")
 _ICONV = re.compile(r"\b(?:iconv\s+-f\s*|file\s[^|]*\|\s*grep[^|]*?)['\"]?(UTF-16\w*|ISO-8859-1|"
                     r"latin-?1|CRLF|UTF-16)", re.I)  # fmt: skip
@@ -312,6 +323,9 @@ def _shell_form(name: str, i: int, code: str, out: Collector) -> bool:
             elif not value.startswith("$"):
                 out.add(Literal(value, LiteralKind.OWNER, name, i))
                 used = True
+    for f in _FIND_OWNER.finditer(code):  # `find p -user daemon`, `-gid 33`
+        out.add(Literal(f.group(1), LiteralKind.OWNER, name, i))
+        used = True
     for p in _FIND_PERM.finditer(code):
         mode = octal_mode(p.group(1))
         if mode is not None:

@@ -370,16 +370,20 @@ _ATTRIBUTE_CONTEXT = {
 
 
 def _attribute_covered(lit: Literal, src: _Sources) -> tuple[str, str] | None:
-    """A mode or owner: in the instruction any of its forms; in an environment file (data
-    is full of numbers) only after a word that makes it one (`chmod 640`, `mode: 0640`,
-    `chown app:`), except a symbolic mode (`rw-r-----`), which is nothing else."""
+    """A mode or owner: in the instruction any of its forms but a numeric id; in an
+    environment file (data is full of numbers), and a numeric owner id anywhere, only after a
+    word that makes it one (`chmod 640`, `mode: 0640`, `chown app:`, `uid 1000`), except a
+    symbolic mode (`rw-r-----`), which is nothing else."""
     forms = stated_forms(lit)
     ctx = _ATTRIBUTE_CONTEXT[lit.kind]
     for t in src.texts:
         for k, form in enumerate(forms):
             symbolic = lit.kind == LiteralKind.MODE and k in (3, 4)
             decimal = lit.kind == LiteralKind.MODE and k == 5
-            if t.where == "instruction.md" and not decimal or symbolic:
+            # an owner's id (`1`, `33`) is any number of the text (`1.` of a list) unless a
+            # word makes it an owner, as in an environment file
+            bare_id = lit.kind == LiteralKind.OWNER and form.isdigit()
+            if t.where == "instruction.md" and not decimal and not bare_id or symbolic:
                 if _bounded(form, t.flat):
                     return t.where, lit.kind.value
             rx = ctx + r"[^\n]{0,24}?(?<![\w.])" + re.escape(form) + r"(?![\w]|\.\d)"

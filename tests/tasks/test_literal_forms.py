@@ -110,3 +110,40 @@ def test_planted_form_requirements_are_hidden(variant: str, seed: int):
     assert hidden, (variant, seed)
     clean = generate(seed, None).task
     assert not [f for f in static_findings(clean).findings if f.code == Code.HIDDEN_REQUIREMENT]
+
+
+OWNER_PY = b"""import os
+def test_owner_pair():
+    st = os.stat("/app/out/x.txt")
+    assert (os.stat("/app/out/x.txt").st_uid, os.stat("/app/out/x.txt").st_gid) == (34, 1500)
+"""
+OWNER_SH = b"""#!/bin/bash
+check owner 'find /app/out/x.txt -user www-data | grep -q .'
+find /app/out/y.txt -gid 33 | grep -q . || exit 1
+"""
+
+
+def test_owner_pairs_and_find_predicates_are_owners():
+    # a tuple of (uid, gid) compared at once, and find's -user/-gid: each element an owner,
+    # none a number to compute
+    assert _forms({"test_outputs.py": OWNER_PY}) == {
+        (LiteralKind.OWNER, "34"),
+        (LiteralKind.OWNER, "1500"),
+    }
+    numbers = {
+        lit.value for lit in asserted_literals({"t.py": OWNER_PY}) if lit.kind == LiteralKind.NUMBER
+    }
+    assert not numbers & {"34", "1500"}
+    assert _forms({"test.sh": OWNER_SH}) == {
+        (LiteralKind.OWNER, "www-data"),
+        (LiteralKind.OWNER, "33"),
+    }
+
+
+def test_an_owner_id_is_stated_only_as_an_owner():
+    # `1.` of a numbered list is no statement of uid 1; `owned by uid 1` is
+    lits = [lit for lit in asserted_literals({"t.py": OWNER_PY}) if lit.value == "34"]
+    listed = "Do the following.\n\n1. Write x.txt.\n34. Keep the input.\n"
+    assert not literal_coverage(lits, listed, {}, "/app")[0].covered
+    assert literal_coverage(lits, "Make x.txt owned by uid 34.", {}, "/app")[0].covered
+    assert literal_coverage(lits, "x.txt: owner 34, group 1500.", {}, "/app")[0].covered
