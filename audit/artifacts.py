@@ -84,6 +84,7 @@ def run_all(
     preflight_n: int = 20,
     limit: int | None = None,
     progress: Callable[[str, int, int], None] | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> RunSummary:
     """Audit, select, pre-flight and report; see the module docstring."""
     st = writable_store(store)
@@ -91,7 +92,7 @@ def run_all(
     if limit is not None:
         tasks = tasks[:limit]
     rst = record_rst(st, tasks) if source.startswith("synthesis") else None
-    result = run_selection(st, tasks, cfg, progress=progress)
+    result = run_selection(st, tasks, cfg, progress=progress, log=log)
     t1, members = record_t1(st, result.version, size, result.hashes())
     files: list[Path] = []
     t1_file = write_t1_file(st, out)

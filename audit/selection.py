@@ -290,9 +290,11 @@ def run_selection(
     runner: Runner | None = None,
     llm_client: Any = None,
     progress: Callable[[str, int, int], None] | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> SelectionResult:
     """Run stages 1..`cfg.until` over `tasks`, storing every decision; see the module doc.
-    `progress(stage, done, total)` is called as the slow stages (trials, LLM) advance."""
+    `progress(stage, done, total)` is called as the slow stages (trials, LLM) advance; `log`
+    hears of base images being built or waited for before the executable judge runs."""
     st = writable_store(store)
     if cfg.llm is not None:  # one client per run: its circuit breaker spans every task
         from audit.judge_llm import make_client
@@ -364,6 +366,11 @@ def run_selection(
         return ev
 
     remote = None if cfg.executor.local or not to_measure else open_executor(cfg.executor)
+    local = remote is None and runner is None and cfg.exec.backend == "local"
+    if log is not None and local and not cfg.exec.static_only:
+        from sandbox.build import prepare_bases  # the judge's threads cannot reach `log`
+
+        prepare_bases(to_measure, log=log)
     try:
         with ThreadPoolExecutor(max_workers=cfg.task_workers) as pool:
             measured = list(pool.map(measured_one, to_measure))

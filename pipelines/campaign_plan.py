@@ -56,6 +56,15 @@ def split_campaign_tasks(
     return CampaignTasks(pool, v, train, held_out, excluded, audit)
 
 
+def with_audit_version(split: CampaignTasks, given: str | None) -> CampaignTasks:
+    """The split naming the audit that selected its pool version: the one the warehouse
+    recorded with the version (`pool_members.audit_version`), else `given` (what Dagster
+    passes from the pool asset; a Prefect form leaves it empty), else None. A run started
+    from Prefect's form used to report `audit_version: unknown`."""
+    split.audit_version = split.audit_version or given or None
+    return split
+
+
 def _members_and_relatives(
     cfg: CampaignConfig, pool: str, version: int | None, held_out: list[Task]
 ) -> tuple[int, list[Task], set[str], str | None]:

@@ -43,7 +43,12 @@ from pipelines.campaign_deployment import (
     flow_run_url,
     run_name_of,
 )
-from pipelines.campaign_plan import CampaignTasks, campaign_config, split_campaign_tasks
+from pipelines.campaign_plan import (
+    CampaignTasks,
+    campaign_config,
+    split_campaign_tasks,
+    with_audit_version,
+)
 from pipelines.campaign_provenance import recorded_campaign, start_record
 from pipelines.reporting import report_evaluation
 from tasks.pools import Pool
@@ -181,8 +186,9 @@ def ppo_campaign(
         cluster_address=request.cluster_address,
     )
     run_id = str(cfg.run_id)
-    split = campaign_tasks_of(cfg, request.pool, request.pool_version)
-    split.audit_version = split.audit_version or audit_version or None
+    split = with_audit_version(
+        campaign_tasks_of(cfg, request.pool, request.pool_version), audit_version
+    )
     logger = get_run_logger()
     logger.info(
         f"campaign run {run_id}: {len(split.train)} tasks of {split.pool} v{split.pool_version}"

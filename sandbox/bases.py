@@ -17,7 +17,9 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -182,8 +184,12 @@ def base_dir(recipe: Recipe) -> Path:
     return state_dir() / "bases" / f"{recipe.key}-{STORAGE_TAG}"
 
 
-def ensure_base(base: Base, *, timeout_s: float = 1800.0, log=None) -> Path:
-    """The recipe's root filesystem directory, built on first use. Raises EnvironmentBuildError."""
+def ensure_base(
+    base: Base, *, timeout_s: float = 1800.0, log: Callable[[str], None] | None = None
+) -> Path:
+    """The recipe's root filesystem directory, built on first use. Raises EnvironmentBuildError.
+    `log` hears when a build starts and ends, and when this process waits on another one
+    building the same base (minutes on a fresh cache, silent otherwise)."""
     final = base_dir(base.recipe)
     if final.is_dir():
         return final
@@ -194,14 +200,25 @@ def ensure_base(base: Base, *, timeout_s: float = 1800.0, log=None) -> Path:
     root = final.parent
     root.mkdir(parents=True, exist_ok=True)
     with open(root / f"{final.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        t0 = time.monotonic()
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if log:
+                log(f"waiting for base image {base.name}: another process is building it")
+            fcntl.flock(lock, fcntl.LOCK_EX)
         if final.is_dir():
+            if log and time.monotonic() - t0 >= 1.0:
+                log(f"base image {base.name} ready (waited {time.monotonic() - t0:.0f}s)")
             return final
         tmp = Path(tempfile.mkdtemp(dir=root, prefix=f".{final.name}-"))
         target = tmp / "rootfs"
         try:
             if log:
-                log(f"building base {base.name} ({base.recipe.suite}) with mmdebstrap")
+                log(
+                    f"building base image {base.name} ({base.recipe.suite}) with mmdebstrap "
+                    "(once per sandbox cache; minutes)"
+                )
             try:
                 proc = subprocess.run(
                     mmdebstrap_argv(base.recipe, target),
@@ -223,6 +240,8 @@ def ensure_base(base: Base, *, timeout_s: float = 1800.0, log=None) -> Path:
             target.rename(final)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
+        if log:
+            log(f"base image {base.name} built in {time.monotonic() - t0:.0f}s")
     return final
 
 

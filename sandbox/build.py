@@ -26,7 +26,7 @@ import shlex
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
@@ -200,6 +200,27 @@ def base_image(name: str, *, log: Log | None = None) -> Image:
     except EnvironmentBuildError as e:
         raise ImageBuildError(BuildFailure.BASE_BUILD, str(e), instruction="FROM") from e
     return Image((root,), base.recipe.config(), f"base-{base.recipe.key}-{STORAGE_TAG}")
+
+
+def prepare_bases(tasks: Iterable[Task], *, log: Log) -> None:
+    """Have every FROM image the tasks' Dockerfiles start from, in this process, telling `log`
+    when one is being built or waited for. Called by a stage before it hands the tasks to
+    workers (whose builds cannot report to the caller's log), so the minutes a fresh sandbox
+    cache spends on a base image show in the CLI and Dagster's logs instead of a silent step.
+    A Dockerfile or base that fails here is left for the task's own build to report as its row."""
+    seen: set[str] = set()
+    for task in tasks:
+        try:
+            stages = resolve(dockerfile_of(task), path=f"{task.id}/environment/Dockerfile")
+        except DockerfileError:
+            continue
+        for stage in stages:
+            if stage.base_stage is None and stage.base not in seen:
+                seen.add(stage.base)
+                try:
+                    base_image(stage.base, log=log)
+                except ImageBuildError:
+                    continue
 
 
 def layer_root() -> Path:

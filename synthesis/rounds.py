@@ -103,6 +103,7 @@ class Timing:
 
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
+Log = Callable[[str], None]  # a line for the caller's log (base images built or waited for)
 Hook = Callable[[SynthCandidateRecord], None]  # after each candidate is committed
 
 
@@ -116,12 +117,21 @@ def load_seed_tasks(cfg: SynthConfig) -> list[Task]:
     return sorted(tasks, key=lambda t: t.id)
 
 
-def seed_parents(store: Store, cfg: SynthConfig, progress: Progress | None = None) -> list[Parent]:
-    """Round-0 parents: seed tasks with a passing profile (profiling and recording them once)."""
+def seed_parents(
+    store: Store, cfg: SynthConfig, progress: Progress | None = None, log: Log | None = None
+) -> list[Parent]:
+    """Round-0 parents: seed tasks with a passing profile (profiling and recording them once).
+    With `log`, the seeds' base images are had first in this process (workers' builds cannot
+    reach the caller's log), so a base being built or waited for is said, not minutes of
+    silence."""
     tasks = load_seed_tasks(cfg)
     known = ledger.profiles(store, [t.content_hash for t in tasks])
     todo = [t for t in tasks if t.content_hash not in known]
     if todo:
+        if log is not None and cfg.executor.local and cfg.validation.backend == "local":
+            from sandbox.build import prepare_bases
+
+            prepare_bases(todo, log=log)
         record_synthesis(store, tasks=[task_record(t, pool=SEED_POOL) for t in todo])
         with open_executor(cfg.executor, workers=cfg.workers) as pool:
             futures = {
@@ -315,10 +325,15 @@ def round_stats(
 
 
 def round_parents(
-    store: Store, cfg: SynthConfig, round_: int, progress: Progress | None = None
+    store: Store,
+    cfg: SynthConfig,
+    round_: int,
+    progress: Progress | None = None,
+    log: Log | None = None,
 ) -> list[Parent]:
     """The pool round `round_` samples from: profiled seeds and everything accepted before it."""
-    return seed_parents(store, cfg, progress) + ledger.pool_parents(store, cfg.campaign, round_)
+    seeds = seed_parents(store, cfg, progress, log)
+    return seeds + ledger.pool_parents(store, cfg.campaign, round_)
 
 
 def validate_on(
@@ -500,6 +515,7 @@ def run_synthesis(
     progress: Progress | None = None,
     on_recorded: Hook | None = None,
     reference: AgentFactory | None = None,
+    log: Log | None = None,
 ) -> list[SynthRoundRecord]:
     """Run rounds 1..cfg.rounds, resuming from whatever the warehouse already holds.
 
@@ -517,7 +533,7 @@ def run_synthesis(
         if r in recorded:
             out.append(recorded[r])
             continue
-        parents = round_parents(store, cfg, r, progress)
+        parents = round_parents(store, cfg, r, progress, log)
         if not parents:
             break
         stats = run_round(

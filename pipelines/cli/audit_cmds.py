@@ -166,6 +166,11 @@ def _error(e: object) -> None:
     console.print(f"[red]error:[/red] {e}", soft_wrap=True, highlight=False)
 
 
+def _note(line: str) -> None:
+    """A note on stderr (a base image being built or waited for)."""
+    console.print(line, highlight=False, markup=False)
+
+
 def _store(store: Path | None):
     return writable_store(resolve_store_path(store))
 
@@ -202,7 +207,7 @@ def audit(
     llm = "with the LLM judge" if cfg.llm else "executable judge only"
     console.print(f"auditing {len(tasks)} tasks from {source} ({llm}) -> {st.root}")
     with phase_progress() as update:
-        result = run_selection(st, tasks, cfg, progress=update)
+        result = run_selection(st, tasks, cfg, progress=update, log=_note)
     _print_funnel(result, stage, [])
     console.print(f"measured {len(result.measured)} tasks, scored {len(result.scored)}")
     files = write_reports(st, result.version, out, None, result.hashes())
@@ -290,7 +295,7 @@ def run_all_cmd(
     with phase_progress() as update:
         summary = run_all(
             st, out, cfg, pool=pool, size=size, preflight_n=preflight_n, limit=limit,
-            progress=update,
+            progress=update, log=_note,
         )  # fmt: skip
     out_console.print_json(dumps(summary.model_dump(mode="json")))
 

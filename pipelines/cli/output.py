@@ -20,6 +20,7 @@ import errno
 import json
 import math
 import os
+import time as time_module
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import date, datetime, time
@@ -131,13 +132,43 @@ def fail(message: str, code: ExitCode = ExitCode.USAGE) -> typer.Exit:
     return typer.Exit(int(code))
 
 
+PIPED_EVERY_S = 5.0  # piped progress: a line at most this often per phase, and at its end
+
+
+def piped_lines(console: Console) -> Callable[[str, int, int | None], None]:
+    """Progress where stderr is no terminal (a pipe, a log file, CI): plain lines
+    `phase: done/total` on stderr, the first, then at most every PIPED_EVERY_S, and the last.
+    Bars there printed nothing at all."""
+    last: dict[str, float] = {}
+
+    def line(phase: str, done: int, total: int | None) -> None:
+        now = time_module.monotonic()
+        end = total is not None and done >= total
+        if phase in last and not end and now - last[phase] < PIPED_EVERY_S:
+            return
+        last[phase] = now
+        of = f"/{total}" if total is not None else ""
+        console.print(f"{phase}: {done}{of}", highlight=False, markup=False, soft_wrap=True)
+
+    return line
+
+
 @contextmanager
 def progress(description: str, total: int | None, *, enabled: bool = True) -> Iterator[Callable]:
     """A progress bar on stderr (so stdout stays machine-readable); yields `advance(n=1)`.
-    Disabled, or when stderr is not a terminal, it prints nothing."""
+    Where stderr is not a terminal, plain lines instead (`piped_lines`); disabled, nothing."""
     console = stderr()
-    if not enabled or not console.is_terminal:
+    if not enabled:
         yield lambda n=1: None
+        return
+    if not console.is_terminal:
+        line, done = piped_lines(console), [0]
+
+        def advance(n: int = 1) -> None:
+            done[0] += n
+            line(description, done[0], total)
+
+        yield advance
         return
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
     with Progress(*columns, TimeElapsedColumn(), console=console, transient=True) as bars:
@@ -148,10 +179,14 @@ def progress(description: str, total: int | None, *, enabled: bool = True) -> It
 @contextmanager
 def phase_progress(*, enabled: bool = True) -> Iterator[Callable[[str, int, int], None]]:
     """Progress bars on stderr, one per phase; yields `update(phase, done, total)`, the
-    shape the stage packages' `progress` hooks take."""
+    shape the stage packages' `progress` hooks take. Where stderr is not a terminal, plain
+    lines instead (`piped_lines`)."""
     console = stderr()
-    if not enabled or not console.is_terminal:
+    if not enabled:
         yield lambda phase, done, total: None
+        return
+    if not console.is_terminal:
+        yield piped_lines(console)
         return
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn())
     with Progress(*columns, TimeElapsedColumn(), console=console, transient=True) as bars:

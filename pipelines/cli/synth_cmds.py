@@ -217,8 +217,9 @@ def synth(
 
         try:
             stats = run_synthesis(
-                cfg, wh, extra_operators=extra, progress=progress, reference=reference
-            )
+                cfg, wh, extra_operators=extra, progress=progress, reference=reference,
+                log=lambda line: console.print(line, highlight=False, markup=False),
+            )  # fmt: skip
         except KeyboardInterrupt:
             bars.stop()
             done = ledger.round_rows(wh, campaign)

@@ -30,11 +30,11 @@ def _png_markdown(path: Path) -> str:
 
 
 @dg.asset(group_name="audit", deps=["validation_trials"], kinds={"bubblewrap"}, pool=AUDIT_POOL)
-def audit_results(forge: ForgeConfig) -> dg.MaterializeResult:
+def audit_results(context: dg.AssetExecutionContext, forge: ForgeConfig) -> dg.MaterializeResult:
     """The five-stage audit of the synthesis output (the seeds when there is none)."""
     store = forge.open_store()
     tasks, source = audit_candidates(store, forge.audit_pool or None)
-    result = run_selection(store, tasks, forge.selection_config())
+    result = run_selection(store, tasks, forge.selection_config(), log=context.log.info)
     funnel = funnel_counts(stage_rows(store, result.version, result.hashes()))
     lines = ["| stage | entered | outcomes |", "| --- | --- | --- |"]
     lines += [

@@ -77,7 +77,9 @@ def synthesis_rounds(
             logged[phase] = done
             context.log.info(f"{phase}: {done}/{total}")
 
-    rows = run_synthesis(replace(cfg, rounds=target), store, progress=progress)
+    rows = run_synthesis(
+        replace(cfg, rounds=target), store, progress=progress, log=context.log.info
+    )
     stopped = len(rows) < target
     return dg.MaterializeResult(
         metadata={

@@ -130,3 +130,33 @@ def test_no_flow_run_url_without_a_prefect_ui() -> None:
         assert flow_run_url("abc") is None
     with temporary_settings(updates={PREFECT_API_URL: "http://127.0.0.1:4200/api"}):
         assert flow_run_url("abc") == "http://127.0.0.1:4200/runs/flow-run/abc"
+
+
+def test_a_prefect_started_run_names_the_audit_its_pool_version_recorded(tmp_path) -> None:
+    """Regression: a run started from Prefect's form (no `audit_version` parameter) reported
+    `audit_version: unknown`. The flow's resolution, without the campaign: the latest
+    version's audit comes from `pool_members`, a given one never overrides it, and it is the
+    fallback only where the warehouse recorded none."""
+    from pipelines.campaign_plan import split_campaign_tasks, with_audit_version
+    from tasks.corpus import load_seeds
+    from tasks.pools import Pool
+    from tests.pipelines.campaign_store import TRAIN
+    from warehouse.pools import record_pool
+
+    store = tmp_path / "wh"
+    seeds = {t.id: t for t in load_seeds()}
+    first, second = (seeds[i] for i in TRAIN)
+    record_pool(store, Pool.T1, [first], tasks=[first], audit_version="audit-a")
+    record_pool(store, Pool.T1, [first, second], tasks=[second], audit_version="audit-b")
+    record_pool(store, Pool.RST, [second], tasks=[second])  # no audit selects rst
+    cfg = _cfg(store)
+
+    latest = with_audit_version(split_campaign_tasks(cfg, "t1", None), "")  # Prefect's form
+    assert (latest.pool_version, latest.audit_version) == (2, "audit-b")
+    given = with_audit_version(split_campaign_tasks(cfg, "t1", None), "from-dagster")
+    assert given.audit_version == "audit-b"
+    older = with_audit_version(split_campaign_tasks(cfg, "t1", 1), "")
+    assert (older.pool_version, older.audit_version) == (1, "audit-a")
+    rst = split_campaign_tasks(cfg.model_copy(update={"pool": "rst"}), "rst", None)
+    assert with_audit_version(rst, "").audit_version is None
+    assert with_audit_version(rst, "from-dagster").audit_version == "from-dagster"

@@ -402,3 +402,66 @@ def test_waiting_for_a_base_another_process_builds_is_not_build_time(state: Path
     assert time.monotonic() - started >= 2.5  # it did wait for the other build
     (call,) = runner.calls
     assert call["timeout_s"] > 1.5  # the RUN step got (nearly) the whole budget
+
+
+def test_a_base_waited_for_is_said_through_the_callers_log(state: Path) -> None:
+    """Regression: a base image another process was building left `t1 synth` and the Dagster
+    synthesis step silent for minutes (the builds ran in workers, with no log). Here another
+    holder of the recipe's lock finishes the base; `prepare_bases` says it waited, once per
+    base however many tasks start from it."""
+    import fcntl
+    import threading
+    import time
+
+    from sandbox.build import prepare_bases
+
+    root = bases.base_dir(bases.lookup("tiny:1").recipe)
+    away = root.with_name(f"{root.name}.building")
+    root.rename(away)
+    lock = open(root.parent / f"{root.name}.lock", "w")  # noqa: SIM115 - closed by finish()
+    fcntl.flock(lock, fcntl.LOCK_EX)
+
+    lines: list[str] = []
+
+    def finish() -> None:  # done once waited on (or after 60 s), then lets go of the lock
+        deadline = time.monotonic() + 60
+        while not lines and time.monotonic() < deadline:
+            time.sleep(0.05)
+        time.sleep(1.0)
+        away.rename(root)
+        lock.close()
+
+    other = threading.Thread(target=finish)
+    other.start()
+    prepare_bases([task("FROM tiny:1\n", tid="a"), task("FROM tiny:1\nRUN x\n", tid="b")],
+                  log=lines.append)  # fmt: skip
+    other.join()
+    assert lines == [
+        "waiting for base image tiny: another process is building it",
+        lines[1],
+    ], lines
+    assert lines[1].startswith("base image tiny ready (waited ")
+    assert root.is_dir()
+
+
+def test_a_base_built_is_said_through_the_callers_log(
+    state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first use of a base on a fresh cache says it is building and when it is built.
+    mmdebstrap is replaced by a `mkdir` of the target (the builder's bookkeeping is real)."""
+    from sandbox.build import prepare_bases
+
+    root = bases.base_dir(bases.lookup("tiny:1").recipe)
+    import shutil
+
+    shutil.rmtree(root)
+    monkeypatch.setattr(bases, "mmdebstrap_argv", lambda _r, t: ["mkdir", "-p", f"{t}/etc"])
+    lines: list[str] = []
+    prepare_bases([task("FROM tiny:1\n")], log=lines.append)
+    assert root.is_dir()
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("building base image tiny (tiny-test-root) with mmdebstrap")
+    assert lines[1].startswith("base image tiny built in ")
+    lines.clear()
+    prepare_bases([task("FROM tiny:1\n")], log=lines.append)
+    assert lines == []  # had already: nothing to say
