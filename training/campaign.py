@@ -345,11 +345,15 @@ def setup(
             behavior = load_policy(resume / "behavior")
     engine, url = _start_engine(cfg, actor_path, version)
     mc = actor.config
-    client = EngineClient(url, num_layers=mc.num_hidden_layers, top_k=mc.num_experts_per_tok)
+    client = EngineClient(
+        url, num_layers=mc.num_hidden_layers, top_k=mc.num_experts_per_tok,
+        servers=cfg.engine_servers,
+    )  # fmt: skip
     try:
-        served = client.weight_version()
+        served = client.weight_version()  # every server's (they must agree)
         if served != str(version):
-            raise ValueError(f"engine at {url} serves weight version {served!r}, not {version}")
+            where = url if not cfg.engine_servers else cfg.engine_servers
+            raise ValueError(f"engine at {where} serves weight version {served!r}, not {version}")
         pool = RolloutPool(
             client, tokenizer, workers=cfg.rollout_workers, backend=cfg.sandbox_backend,
             executor=cfg.executor, name=run_id,
@@ -384,9 +388,10 @@ def setup(
     )
 
 
-def _start_engine(cfg: CampaignConfig, weights: Path, version: int) -> tuple[Any, str]:
-    """(engine we own or None, base URL). An external engine must already serve `version`."""
-    if cfg.engine_url is not None:
+def _start_engine(cfg: CampaignConfig, weights: Path, version: int) -> tuple[Any, str | None]:
+    """(engine we own or None, base URL: None for external servers without a router). An
+    external engine must already serve `version`."""
+    if cfg.engine_url is not None or cfg.engine_servers:
         return None, cfg.engine_url
     if cfg.local_engine == "process":
         from training.engine_local import spawn_local_engine
@@ -747,7 +752,10 @@ def publish_weights(c: Campaign) -> Metrics:
     turns), load the new weights as version + 1, continue.
 
     Generation is quiesced first so no request spans two versions (paper, section 2); the
-    engine is resumed even when the update fails, and the failure is raised.
+    engine is resumed even when the update fails, and the failure is raised. With several
+    servers (`engine_servers`) each step reaches every one: all are paused before any update,
+    each must load and report version + 1, all are continued after (docs/scale.md). A server
+    that refuses fails the publish (naming it), possibly after others loaded version + 1.
     """
     version = c.weight_version + 1
     out = c.run_dir / "weights" / f"v{version}"

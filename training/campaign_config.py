@@ -40,7 +40,16 @@ class CampaignConfig(BaseModel):
         None, description="initial checkpoint (model + tokenizer); None: the warm-started policy"
     )
     engine_url: str | None = Field(
-        None, description="an SGLang-protocol server; None: start the local engine"
+        None,
+        description="an SGLang-protocol server, or the router in front of engine_servers; "
+        "None and no engine_servers: start the local engine",
+    )
+    engine_servers: list[str] = Field(
+        default_factory=list,
+        description="the servers' own URLs when several serve the campaign (behind the "
+        "engine_url router, or without one): a weight publish pauses, updates and continues "
+        "every one; without engine_url each trial generates on the server a stable hash of "
+        "its id picks; empty: engine_url (or the local engine) is the one server",
     )
     local_engine: Literal["process", "thread"] = Field(
         "process", description="local engine as a child process (parallel) or an in-process thread"
@@ -203,6 +212,11 @@ class CampaignConfig(BaseModel):
             raise ValueError("set eval_dir or eval_task_ids, not both")
         if self.train_dir is not None and self.pool is not None:
             raise ValueError("set train_dir or pool, not both")
+        if len(set(self.engine_servers)) != len(self.engine_servers):
+            raise ValueError(f"engine_servers lists a URL twice: {self.engine_servers}")
+        for url in [self.engine_url, *self.engine_servers]:
+            if url is not None and not url.startswith(("http://", "https://")):
+                raise ValueError(f"engine URL {url!r} is not http:// or https://")
         return self
 
     @property

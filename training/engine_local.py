@@ -23,6 +23,9 @@ How it serves many trials at once (continuous batching, as SGLang does):
   on whatever weights are loaded at continue); `retract` also drops their KV, which is
   recomputed at continue. A request whose forwards ran under two weight versions is counted in
   `requests_spanning_versions` (it happens only when weights change without an abort pause).
+- `/update_weights_from_disk` refuses (`success: false`, weights kept) a checkpoint whose
+  parameter names or shapes differ from the served model's, as SGLang, which loads into the
+  architecture it serves, does.
 - logprobs are log_softmax(logits / temperature) in float32 of the sampled token.
 - `skip_tokenizer_init=True` answers without `text`, exactly like SGLang launched with
   `--skip-tokenizer-init`.
@@ -250,6 +253,12 @@ class LocalEngine:
             model = load_policy(Path(path), dtype=self.dtype, attn=self.attn)
         except (FileNotFoundError, ValueError, OSError) as e:
             return {"success": False, "message": str(e), "num_paused_requests": 0}
+        if _shapes(model) != _shapes(self.model):  # SGLang loads into the served architecture
+            return {
+                "success": False,
+                "message": f"{path}: parameter names or shapes differ from the served model's",
+                "num_paused_requests": 0,
+            }
         with self._cv:
             self.model = model
             self.model_path = Path(path)
@@ -536,6 +545,10 @@ class LocalEngine:
         with self._cv:
             self._seed += 1
             return self._seed
+
+
+def _shapes(model: torch.nn.Module) -> dict[str, tuple[int, ...]]:
+    return {name: tuple(p.shape) for name, p in model.named_parameters()}
 
 
 def _rss_mb() -> float:

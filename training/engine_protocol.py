@@ -23,11 +23,17 @@ Field names follow SGLang (python/sglang/srt/managers/io_struct.py, entrypoints/
 from __future__ import annotations
 
 import base64
+import contextlib
+import hashlib
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+if TYPE_CHECKING:
+    import httpx
 
 
 class SamplingParams(BaseModel):
@@ -218,24 +224,78 @@ def finish_type(reason: dict[str, Any] | None) -> FinishType:
 
 
 class EngineClient:
-    """Synchronous client for an SGLang-protocol server (the real one or the local engine).
+    """Synchronous client for SGLang-protocol servers (the real one or the local engine).
 
-    `num_layers` and `top_k` are the policy's MoE shape, needed to decode `routed_experts`.
+    `base_url` is where generation goes: the one server, or a router in front of several
+    (`sglang_router`). `servers` lists the servers' own URLs when there are several: the
+    control calls (pause, weight update, continue, flush, abort, weight version) go to every
+    one of them, since a router would hand each to one server only; empty: `base_url` is the
+    one server. Without a router (`base_url` None) a trial generates through `for_trial`, on the
+    server a stable hash of its id picks. A failure on one server raises an EngineError that
+    names it. `num_layers` and `top_k` are the policy's MoE shape, needed to decode
+    `routed_experts`.
     """
 
-    def __init__(self, base_url: str, *, num_layers: int, top_k: int, timeout_s: float = 600.0):
+    def __init__(
+        self,
+        base_url: str | None,
+        *,
+        num_layers: int,
+        top_k: int,
+        timeout_s: float = 600.0,
+        servers: Sequence[str] = (),
+    ):
         import httpx
 
-        self.base_url = base_url.rstrip("/")
+        if base_url is None and not servers:
+            raise ValueError("EngineClient needs a base_url (a server or a router) or servers")
+        if len(set(servers)) != len(servers):
+            raise ValueError(f"servers lists a URL twice: {list(servers)}")
+        self.base_url = base_url.rstrip("/") if base_url is not None else None
         self.num_layers = num_layers
         self.top_k = top_k
-        self._http = httpx.Client(base_url=self.base_url, timeout=timeout_s)
+        self._http = (
+            httpx.Client(base_url=self.base_url, timeout=timeout_s)
+            if self.base_url is not None
+            else None
+        )
+        self.servers = [
+            EngineClient(u, num_layers=num_layers, top_k=top_k, timeout_s=timeout_s)
+            for u in servers
+        ]
+        """One client per server (empty: this client's own URL is the one server)."""
+
+    def __enter__(self) -> EngineClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def close(self) -> None:
-        self._http.close()
+        if self._http is not None:
+            self._http.close()
+        for s in self.servers:
+            s.close()
+
+    def for_trial(self, trial_id: str) -> EngineClient:
+        """The client one trial generates through: this one (its URL is the server or the
+        router), or without a router the server a stable hash of `trial_id` picks, so that a
+        trial's turns extend one server's prefix cache (same pick in every process)."""
+        if self.base_url is not None:
+            return self
+        digest = hashlib.sha256(trial_id.encode()).digest()
+        return self.servers[int.from_bytes(digest[:8], "big") % len(self.servers)]
+
+    def _client(self) -> httpx.Client:
+        if self._http is None:
+            raise EngineError(
+                f"no router in front of {[s.base_url for s in self.servers]}: "
+                "generate through for_trial(trial_id)"
+            )
+        return self._http
 
     def _post(self, path: str, body: dict[str, Any] | None = None) -> Any:
-        resp = self._http.post(path, json=body if body is not None else {})
+        resp = self._client().post(path, json=body if body is not None else {})
         if resp.status_code != 200:
             raise EngineError(f"POST {path} -> {resp.status_code}: {resp.text[:500]}")
         if not resp.content:
@@ -244,6 +304,10 @@ class EngineClient:
             return resp.json()
         except ValueError:
             return resp.text
+
+    def _on_each(self, what: str, call: Callable[[EngineClient], Any]) -> list[Any]:
+        """`call` on every server in order; the first failure raises, naming its server."""
+        return [_on(s, what, call) for s in self.servers or [self]]
 
     def generate(self, request: GenerateRequest) -> Generation:
         """One `/generate` call; sampled ids, their logprobs and (optionally) routing rows."""
@@ -294,57 +358,112 @@ class EngineClient:
     def update_weights_from_disk(
         self, model_path: str, *, weight_version: str, abort_all_requests: bool = False
     ) -> None:
-        """Load new weights from a local checkpoint directory and tag them with a version."""
+        """Load new weights from a checkpoint directory on every server (in order) and tag
+        them with a version; each must answer success and then report `weight_version`."""
         body = {
             "model_path": model_path,
             "weight_version": weight_version,
             "abort_all_requests": abort_all_requests,
             "flush_cache": True,
         }
-        ans = self._post("/update_weights_from_disk", body)
-        if not isinstance(ans, dict) or not ans.get("success"):
-            raise EngineError(f"weight update failed: {ans!r}")
+
+        def update(s: EngineClient) -> None:
+            ans = s._post("/update_weights_from_disk", body)
+            if not isinstance(ans, dict) or not ans.get("success"):
+                raise EngineError(f"weight update refused: {ans!r}")
+            served = s._served_version()
+            if served != weight_version:
+                raise EngineError(f"serves weight version {served!r} after the update")
+
+        self._on_each(f"update_weights_from_disk({model_path})", update)
 
     def update_weight_version(self, new_version: str) -> None:
-        self._post("/update_weight_version", {"new_version": new_version})
+        self._on_each(
+            "update_weight_version",
+            lambda s: s._post("/update_weight_version", {"new_version": new_version}),
+        )
 
     def weight_version(self) -> str | None:
-        """Current weight version (`/model_info`, falling back to `/get_weight_version`)."""
+        """Current weight version (`/model_info`, falling back to `/get_weight_version`); with
+        several servers, the one they all serve (an EngineError when they differ)."""
+        versions = self._on_each("weight_version", lambda s: s._served_version())
+        if len(set(versions)) > 1:
+            by_server = {s.base_url: v for s, v in zip(self.servers, versions, strict=True)}
+            raise EngineError(f"the servers serve different weight versions: {by_server}")
+        return versions[0]
+
+    def _served_version(self) -> str | None:
         for path in ("/model_info", "/get_weight_version"):
-            resp = self._http.get(path)
+            resp = self._client().get(path)
             if resp.status_code == 200:
                 return resp.json().get("weight_version")
         raise EngineError("engine reports no weight version")
 
     def pause_generation(self, mode: Literal["abort", "in_place", "retract"] = "abort") -> None:
-        self._post("/pause_generation", {"mode": mode})
+        """Pause every server; when one fails, those already paused are continued (best
+        effort) before the failure is raised, so a failed pause leaves none paused."""
+        paused: list[EngineClient] = []
+
+        def pause(s: EngineClient) -> None:
+            s._post("/pause_generation", {"mode": mode})
+            paused.append(s)
+
+        try:
+            self._on_each("pause_generation", pause)
+        except EngineError:
+            for s in paused:
+                with contextlib.suppress(Exception):
+                    s._post("/continue_generation", {})
+            raise
 
     def continue_generation(self) -> None:
-        self._post("/continue_generation", {})
+        """Continue every server, even after one fails; then raise the failures, named."""
+        failed: list[EngineError] = []
+        for s in self.servers or [self]:
+            try:
+                _on(s, "continue_generation", lambda s: s._post("/continue_generation", {}))
+            except EngineError as e:
+                failed.append(e)
+        if failed:
+            raise EngineError("; ".join(str(e) for e in failed)) from failed[0]
 
     def abort_request(self, rid: str | None = None, *, abort_all: bool = False) -> None:
+        """Abort by rid (on every server: only the one running it knows the rid) or all."""
         if rid is None and not abort_all:
             raise ValueError("abort_request needs a rid or abort_all=True")
         body: dict[str, Any] = {"abort_all": abort_all}
         if rid is not None:
             body["rid"] = rid
-        self._post("/abort_request", body)
+        self._on_each("abort_request", lambda s: s._post("/abort_request", body))
 
     def flush_cache(self) -> None:
-        self._post("/flush_cache")
+        self._on_each("flush_cache", lambda s: s._post("/flush_cache"))
 
     def engine_stats(self) -> dict[str, Any]:
         """The local engine's counters (`GET /engine_stats`; not an SGLang endpoint)."""
-        resp = self._http.get("/engine_stats")
+        resp = self._client().get("/engine_stats")
         if resp.status_code != 200:
             raise EngineError(f"GET /engine_stats -> {resp.status_code}")
         return resp.json()
 
     def healthy(self) -> bool:
+        """Every server answers `/health` (a router's own health is not its servers')."""
+        return all(s._healthy() for s in self.servers or [self])
+
+    def _healthy(self) -> bool:
         try:
-            return self._http.get("/health").status_code == 200
+            return self._client().get("/health").status_code == 200
         except Exception:  # noqa: BLE001 - any transport failure means "not healthy"
             return False
+
+
+def _on(server: EngineClient, what: str, call: Callable[[EngineClient], Any]) -> Any:
+    """`call(server)`; any failure (an error status, a refusal, a transport error) becomes
+    an EngineError naming the server."""
+    try:
+        return call(server)
+    except Exception as e:
+        raise EngineError(f"{what} failed on {server.base_url}: {e}") from e
 
 
 def _version_key(v: str) -> tuple[int, int | str]:

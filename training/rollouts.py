@@ -26,14 +26,15 @@ trials are collected by `RolloutBatch.cancelled()` once they have wound down.
 
 Where the trials run (`executor`, the campaign's `ExecutorConfig`): `local` (the default) runs
 each trial in the pool's own thread, as above. On a Ray cluster each of the pool's threads
-submits its trial to the executor as a `RemoteRollout` (trial id `<pool>:<batch>:<slot>`,
-placed by the task's environment hash) and waits for it: the threads bound the trials in
-flight to `workers`, in launch order; the trial runs on a node with a free sandbox slot, in
-that node's sandbox, and talks to the engine over HTTP at the client's URL (which every node
-must reach). A straggler cancel there is `Executor.cancel` (KeyboardInterrupt in the worker,
-`run_trial` reclaims the sandbox; its request in flight is not aborted by rid and runs out on
-the engine) and comes back as a CANCELLED row without the partial trajectory; a trial the
-machinery lost (`executor.TrialLost`) is an infrastructure row, never reward.
+submits its trial to the executor as a `RemoteRollout` (trial id `<pool>:<batch>:<slot>`, placed
+by the task's environment hash) and waits for it: the threads bound the trials in flight to
+`workers`, in launch order; the trial runs on a node with a free sandbox slot, in that node's
+sandbox, and talks to the engine over HTTP at its trial's URL (the client's, or without a router
+the server `EngineClient.for_trial` picks; every node must reach it). A straggler cancel there
+is `Executor.cancel` (KeyboardInterrupt in the worker, `run_trial` reclaims the sandbox; its
+request in flight is not aborted by rid and runs out on the engine) and comes back as a
+CANCELLED row without the partial trajectory; a trial the machinery lost (`executor.TrialLost`)
+is an infrastructure row, never reward.
 """
 
 from __future__ import annotations
@@ -94,20 +95,20 @@ class _Running:
 
 @dataclass(eq=False)  # hashed by identity: the executor exports one remote function per pool
 class RemoteRollout:
-    """One rollout trial as it runs on a cluster node: its own engine client (HTTP, to the
-    campaign's engine) and the pool's tokenizer, both shipped once per worker process."""
+    """One rollout trial as it runs on a cluster node: an engine client (HTTP, to the URL the
+    trial generates at; one per URL and worker process) and the pool's tokenizer, shipped once
+    per worker process."""
 
-    engine_url: str
     num_layers: int
     top_k: int
     tokenizer: Any
     backend: str
 
-    def __call__(self, job: RolloutJob, harness: HarnessConfig) -> Rollout:
-        client = _node_clients.get(self.engine_url)
+    def __call__(self, job: RolloutJob, harness: HarnessConfig, engine_url: str) -> Rollout:
+        client = _node_clients.get(engine_url)
         if client is None:
-            client = _node_clients[self.engine_url] = EngineClient(
-                self.engine_url, num_layers=self.num_layers, top_k=self.top_k
+            client = _node_clients[engine_url] = EngineClient(
+                engine_url, num_layers=self.num_layers, top_k=self.top_k
             )
         # A Ray worker runs one task at a time: the tokenizer unpickled here is its own.
         agent = PolicyAgent(client, self.tokenizer, harness)
@@ -197,9 +198,7 @@ class RolloutPool:
         self._remote_fn: RemoteRollout | None = None
         if executor is not None and not executor.local:
             self.remote = open_executor(executor)
-            self._remote_fn = RemoteRollout(
-                client.base_url, client.num_layers, client.top_k, tokenizer, backend
-            )
+            self._remote_fn = RemoteRollout(client.num_layers, client.top_k, tokenizer, backend)
 
     def close(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
@@ -223,12 +222,12 @@ class RolloutPool:
         return rollout
 
     def submit(self, job: RolloutJob, harness: HarnessConfig, batch: str = "") -> _Running:
+        trial_id = f"{self.name}:{batch}:{job.slot}"
         agent = PolicyAgent(
-            self.client,
+            self.client.for_trial(trial_id),  # every turn on one server's prefix cache
             self._tokenizer,
             harness.model_copy(update={"seed": job.seed}),
         )
-        trial_id = f"{self.name}:{batch}:{job.slot}"
         future = self._pool.submit(self._run, job, agent, trial_id)
         return _Running(job, agent, future, trial_id, self.remote)
 
@@ -345,7 +344,10 @@ def _run_remote(
 ) -> Rollout:
     """Submit one trial to the cluster and wait for it (the calling pool thread holds its
     place); what the machinery did to it comes back as a row."""
-    fut = remote.submit(trial_id, fn, job, agent.config, affinity=job.task.environment_hash)
+    url = agent.engine.base_url
+    if url is None:  # for_trial always names a server or the router
+        raise ValueError(f"trial {trial_id} has no engine URL")
+    fut = remote.submit(trial_id, fn, job, agent.config, url, affinity=job.task.environment_hash)
     if agent.cancel.is_set():  # cancelled while it was being submitted
         remote.cancel(trial_id)
     try:

@@ -55,6 +55,9 @@ class GatedEngine:
         self.requests = 0
         self.hold = None
 
+    def for_trial(self, trial_id: str) -> GatedEngine:
+        return self
+
     def generate(self, req: GenerateRequest) -> Generation:
         with self.lock:
             self.requests += 1

@@ -47,12 +47,14 @@ class ScriptedExecutor:
         self.forgotten: list[str] = []
         self.lock = threading.Lock()
         self.all_submitted = threading.Event()
+        self.urls: dict[str, str] = {}
 
     def submit(self, trial_id: str, fn: Any, /, *args: Any, affinity: str | None = None):
         fut: Future[Any] = Future()
         with self.lock:
             self.futures[trial_id] = fut
             self.submitted.append((trial_id, affinity))
+            self.urls[trial_id] = args[2]  # the engine URL the trial generates at
         what = self.script[int(trial_id.rsplit(":", 1)[1])]
         if what == "lost":
             fut.set_exception(TrialLost(trial_id, 4, "NodeDiedError: gone"))
@@ -109,3 +111,24 @@ def test_lost_and_cancelled_trials_on_a_cluster_are_rows_not_reward(tokenizer):
     assert sorted(t for t, _ in remote.submitted) == ids
     assert dict(remote.submitted)[ids[2]] == tasks[2].environment_hash  # image affinity
     assert remote.cancelled == [ids[2]] and sorted(remote.forgotten) == ids
+
+
+def test_without_a_router_each_trial_generates_on_the_server_its_id_picks(tokenizer):
+    """Several servers, no router: the pool gives each trial the server `for_trial` picks (a
+    stable hash of the trial id), so all of a trial's turns reach one server's prefix cache;
+    the trials spread over both servers."""
+    tasks = [fileops_task(i, "train", 0) for i in range(6)]
+    jobs = plan_jobs(tasks, list(range(6)), samples_per_task=1, launch=6, step=0, seed=1)
+    servers = ["http://127.0.0.1:9", "http://127.0.0.1:10"]  # never called
+    client = EngineClient(None, num_layers=2, top_k=2, servers=servers)
+    pool = RolloutPool(client, tokenizer, workers=6, name="run-x")
+    remote = ScriptedExecutor(dict.fromkeys(range(6), "ok"))
+    pool.remote, pool._remote_fn = remote, object()  # type: ignore[assignment]
+    try:
+        rollouts = pool.run_all(jobs, HarnessConfig())
+    finally:
+        pool.close()
+    ids = [f"run-x:all1:{slot}" for slot in range(6)]
+    assert [r.sample for r in rollouts] == list(range(6))
+    assert remote.urls == {t: client.for_trial(t).base_url for t in ids}
+    assert set(remote.urls.values()) == set(servers)
