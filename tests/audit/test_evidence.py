@@ -251,7 +251,7 @@ def test_traced_reads_parse_strace_and_leave_the_system_out():
     assert undeclared_reads(reads, {"/app/o/tmp"}) == ["/app/data/in.log", "/var/lib/app/a.cache"]
 
 
-def test_the_order_library_reverses_readdir_and_rewinds(tmp_path):
+def test_the_order_library_reverses_readdir_on_every_open(tmp_path):
     import json
     import os
     import subprocess
