@@ -16,6 +16,7 @@ download) before or after it; what it observed stays on the agent object as type
 
 from __future__ import annotations
 
+import hashlib
 import io
 import os
 import posixpath
@@ -24,6 +25,7 @@ import shlex
 import shutil
 import subprocess
 import tarfile
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,6 +96,59 @@ def host_faketime() -> bytes | None:
     """The host's libfaketime, to ship with a wrapped verifier (None when not installed)."""
     lib = next((Path(p) for p in FAKETIME_LIBS if Path(p).is_file()), None)
     return lib.read_bytes() if lib is not None else None
+
+
+# The order condition's LD_PRELOAD library (audit/readdir_reverse.c), built with the host's C
+# compiler and shipped with the wrapped verifier: readdir() lists in the reverse of the
+# kernel's order, whatever the filesystem (ext4's hashed directories ignore creation order).
+READDIR_SOURCE = Path(__file__).with_name("readdir_reverse.c")
+SHIPPED_READDIR = ".t1-readdir/libt1readdir.so"
+
+
+def host_readdir_shim() -> bytes | None:
+    """The compiled order library (cached by source hash under ~/.cache/t1-forge/readdir),
+    or None when the host has no C compiler or the build fails."""
+    source = READDIR_SOURCE.read_bytes()
+    cache = (
+        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "t1-forge" / "readdir"
+    )
+    target = cache / f"libt1readdir-{hashlib.sha256(source).hexdigest()[:16]}.so"
+    if not target.is_file():
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if cc is None:
+            return None
+        cache.mkdir(parents=True, exist_ok=True)
+        tmp = cache / f".build-{os.getpid()}-{threading.get_ident()}.so"
+        r = subprocess.run(
+            [cc, "-O2", "-shared", "-fPIC", "-o", str(tmp), str(READDIR_SOURCE)],
+            capture_output=True,
+            timeout=120,
+        )
+        if r.returncode != 0 or not tmp.is_file():
+            tmp.unlink(missing_ok=True)
+            return None
+        tmp.replace(target)
+    return target.read_bytes()
+
+
+def _prepare_readdir(sandbox: Sandbox) -> tuple[bool, str]:
+    """Does the order library load here and reverse a listing (the root directory's)? Tried
+    from a scratch directory removed again at once. (False, why) when it does not: the
+    image's libc refuses it (musl) or the listing came out the same."""
+    data = host_readdir_shim()
+    if data is None:
+        return False, "no C compiler on the host to build the readdir library"
+    scratch = "/tmp/.t1-probe/readdir"
+    sandbox.upload({"lib.so": data}, scratch)
+    out = sandbox.exec(
+        f"ls -U -A / 2>&1; echo ---; LD_PRELOAD={scratch}/lib.so ls -U -A / 2>&1; "
+        "rm -rf /tmp/.t1-probe",
+        timeout_s=10,
+    ).stdout
+    plain, _, shimmed = out.partition("---\n")
+    if shimmed.split() != plain.split()[::-1] or len(plain.split()) < 2:
+        return False, f"the readdir library did not reverse a listing ({shimmed[:120]!r})"
+    return True, "readdir reversed for the verifier"
 
 
 TRACE_DIR = "/tmp/.t1-probe/trace"
@@ -467,8 +522,13 @@ class ConditionAgent:
         if c.locale:
             self.applied, self.detail = _prepare_locale(sandbox, self.locale)
         if c.shuffle_dirs:
+            # Both: the library for what uses libc's readdir, the re-created entries for
+            # filesystems that list in creation order (static binaries, musl images).
             sandbox.exec(shuffle_command(c.shuffle_dirs), timeout_s=60, cwd="/")
-            self.detail = f"entries of {c.shuffle_dirs[:3]} re-created in another order"
+            reversed_, why = _prepare_readdir(sandbox)
+            self.detail = f"entries of {c.shuffle_dirs[:3]} re-created in another order; " + (
+                why if reversed_ else f"readdir as the kernel lists ({why})"
+            )
         if c.age_paths:
             r = sandbox.exec(age_command(c.age_paths, c.age_s), timeout_s=120, cwd="/")
             self.applied = r.ok

@@ -18,9 +18,11 @@ from audit.trials import (
     FAKETIME_LIBS,
     SHIPPED_FAKETIME,
     SHIPPED_LOCALES,
+    SHIPPED_READDIR,
     Condition,
     host_faketime,
     host_locale,
+    host_readdir_shim,
 )
 from audit.verdict import Code, Finding, Source
 from tasks.results import TrialResult
@@ -59,6 +61,11 @@ def wrapper(name: str) -> str:
         lines.append(
             f'for lib in {libs}; do [ -f "$lib" ] && export LD_PRELOAD="$lib" && break; done'
         )
+    if name == "order":  # readdir in reverse (audit/readdir_reverse.c), where it loads
+        # only where it loads silently (a musl loader would refuse to start anything)
+        lines.append(f'lib="$(dirname "$0")/{SHIPPED_READDIR}"; [ -f "$lib" ] && '
+                     '[ -z "$(LD_PRELOAD="$lib" /bin/true 2>&1)" ] && '
+                     'export LD_PRELOAD="$lib${LD_PRELOAD:+ $LD_PRELOAD}"')  # fmt: skip
     lines.append(f'exec bash "$(dirname "$0")/{ORIGINAL_ENTRY}" "$@"')
     return "\n".join(lines) + "\n"
 
@@ -74,6 +81,8 @@ def wrapped_verifier(verifier: dict[str, bytes], name: str) -> dict[str, bytes]:
         files[SHIPPED_FAKETIME] = lib
     if name == "locale" and (loc := host_locale(OTHER_LOCALE)) is not None:
         files |= {f"{SHIPPED_LOCALES}/{rel}": data for rel, data in loc.items()}
+    if name == "order" and (shim := host_readdir_shim()) is not None:
+        files[SHIPPED_READDIR] = shim
     return files
 
 

@@ -249,3 +249,27 @@ def test_traced_reads_parse_strace_and_leave_the_system_out():
     assert reads[:3] == ["/etc/ld.so.cache", "/app/data/in.log", "/var/lib/app/a.cache"]
     assert "/app/o" not in reads and "/app/o/c.txt" not in reads
     assert undeclared_reads(reads, {"/app/o/tmp"}) == ["/app/data/in.log", "/var/lib/app/a.cache"]
+
+
+def test_the_order_library_reverses_readdir_on_every_open(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from audit.trials import host_readdir_shim
+
+    lib = host_readdir_shim()
+    if lib is None:
+        pytest.skip("no C compiler on this host")
+    (tmp_path / "lib.so").write_bytes(lib)
+    d = tmp_path / "d"
+    d.mkdir()
+    for n in ("a", "bb", "c", "dd", "e"):
+        (d / n).touch()
+    code = f"import os, json; print(json.dumps([os.listdir({str(d)!r}) for _ in range(2)]))"
+    plain = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    env = {**os.environ, "LD_PRELOAD": str(tmp_path / "lib.so")}
+    shim = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
+    first = json.loads(plain.stdout)[0]
+    assert shim.stderr == "" and json.loads(shim.stdout) == [first[::-1]] * 2

@@ -214,3 +214,23 @@ def test_looping_mutant_is_cut_off_and_killed():
     ev = run_exec_judge(task, cfg)
     assert time.monotonic() - t0 < 40  # the task's agent timeout alone is 30 s per mutant
     assert ev.measures["mutation_kill_rate"] >= 0.5, ev.findings
+
+
+# Only the reruns: the order condition is what this pins (seed 1: a pytest verifier).
+RERUNS_ONLY = ExecConfig(
+    reruns=0, perturb=False, max_mutants=0, max_output_mutants=0, hacks=False, trace=False
+)
+
+
+@pytest.mark.sandbox
+def test_listdir_order_flake_is_caught_by_the_order_rerun_and_its_twin_is_not():
+    """Regression: the verifier compares `os.listdir` with the `ls -U` the solution saved;
+    re-creating entries never changed the order on the hashed ext4 upper layer, so the
+    order rerun passed and the task was accepted (0 of 12 draws in docs/audit.md)."""
+    flaky = run_exec_judge(generate(1, Defect.FLAKY, "listdir-order").task, RERUNS_ONLY)
+    order = [f for f in flaky.findings if f.item == "order"]
+    assert [f.code for f in order] == [Code.FLAKY_VERIFIER], [f.text() for f in order]
+    assert "index" in order[0].evidence
+    clean = run_exec_judge(generate(1).task, RERUNS_ONLY)
+    stable = {f.item for f in clean.findings if f.code == Code.RERUN_STABLE}
+    assert "order" in stable and not clean.defects(), [f.text() for f in clean.defects()]
