@@ -53,6 +53,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=6)
     ap.add_argument("--per-step", type=int, default=4)
     ap.add_argument("--sft-steps", type=int, default=40)
+    ap.add_argument("--temperature", type=float, default=1.0, help="the rollouts' sampling")
     ap.add_argument("--table", action="store_true", help="print the table of a finished run")
     args = ap.parse_args()
     if not args.table:
@@ -99,7 +100,7 @@ def run(args: argparse.Namespace) -> None:
             max_turns=args.ticks + 20,
             max_new_tokens=48,
             max_context_tokens=16384,
-            temperature=1.0,
+            temperature=args.temperature,
             command_timeout_s=30,
             seed=0,
         ),
