@@ -54,6 +54,9 @@ class TimedPool(RolloutPool):
 
 
 class _NoEngine:
+    def for_trial(self, trial_id):
+        return self
+
     def abort_request(self, rid=None, *, abort_all=False):
         return None
 
