@@ -46,6 +46,13 @@ RUN: dict[str, tuple[str, ...]] = {
 # Concrete documented commands not run here, and why (each is parsed above all the same).
 NOT_RUN: dict[str, str] = {
     "t1 audit run-all": "minutes of sandbox trials; tests/audit/test_reports.py runs it",
+    "t1 synth --rounds 3 --per-round 6 --no-llm --store /tmp/synthwh --seed 0": (
+        "minutes of synthesis (the hack-share measurement's pool); "
+        "tests/pipelines/test_cli_team.py runs t1 synth"
+    ),
+    "t1 warehouse export-pool rst /tmp/rstpool --store /tmp/synthwh": (
+        "needs the synthesized store above; tests/warehouse/test_cli.py runs export-pool"
+    ),
     "t1 train --pool seed --steps 4": "the Prefect flow; tests/pipelines/test_prefect_flow.py",
     "t1 train --pool t1 --pool-version 2": "needs a built t1 v2; test_prefect_flow trains on t1",
     "t1 train --steps 4": "needs a built t1; the browser and loop tests train on t1",
