@@ -16,7 +16,6 @@ download) before or after it; what it observed stays on the agent object as type
 
 from __future__ import annotations
 
-import hashlib
 import io
 import os
 import posixpath
@@ -25,13 +24,13 @@ import shlex
 import shutil
 import subprocess
 import tarfile
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from audit.hashes import hash_files
 from sandbox.base import Sandbox
+from sandbox.launcher import compile_c
 from sandbox.trial import SOLUTION_DIR, AgentOutcome, run_solution
 from tasks.model import Task
 
@@ -108,27 +107,9 @@ SHIPPED_READDIR = ".t1-readdir/libt1readdir.so"
 def host_readdir_shim() -> bytes | None:
     """The compiled order library (cached by source hash under ~/.cache/t1-forge/readdir),
     or None when the host has no C compiler or the build fails."""
-    source = READDIR_SOURCE.read_bytes()
-    cache = (
-        Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "t1-forge" / "readdir"
-    )
-    target = cache / f"libt1readdir-{hashlib.sha256(source).hexdigest()[:16]}.so"
-    if not target.is_file():
-        cc = shutil.which("cc") or shutil.which("gcc")
-        if cc is None:
-            return None
-        cache.mkdir(parents=True, exist_ok=True)
-        tmp = cache / f".build-{os.getpid()}-{threading.get_ident()}.so"
-        r = subprocess.run(
-            [cc, "-O2", "-shared", "-fPIC", "-o", str(tmp), str(READDIR_SOURCE)],
-            capture_output=True,
-            timeout=120,
-        )
-        if r.returncode != 0 or not tmp.is_file():
-            tmp.unlink(missing_ok=True)
-            return None
-        tmp.replace(target)
-    return target.read_bytes()
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "t1-forge"
+    lib = compile_c(READDIR_SOURCE, cache / "readdir", "libt1readdir", "-shared", "-fPIC")
+    return lib.read_bytes() if lib is not None else None
 
 
 def _prepare_readdir(sandbox: Sandbox) -> tuple[bool, str]:

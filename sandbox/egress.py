@@ -19,6 +19,8 @@ the container's /etc/hosts, resolved on the host.
 from __future__ import annotations
 
 import ipaddress
+import os
+import select
 import socket
 import subprocess
 
@@ -125,9 +127,6 @@ class UserNat:
         return [*servers[:2], self.DNS_FORWARDER]
 
     def __enter__(self) -> UserNat:
-        import os
-        import select
-
         try:
             self._holder = subprocess.Popen(
                 ["unshare", "--net", "sh", "-c", "echo up; exec sleep infinity"],
@@ -174,6 +173,4 @@ class UserNat:
 
 def _same_netns(pid: int) -> bool:
     """Whether process `pid` is (still) in this process's network namespace."""
-    import os
-
     return os.stat(f"/proc/{pid}/ns/net").st_ino == os.stat("/proc/self/ns/net").st_ino

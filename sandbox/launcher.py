@@ -23,24 +23,34 @@ def helper_path(state_dir: str) -> str | None:
 @lru_cache(maxsize=1)
 def _built_helper(state_dir: str) -> str | None:
     """Path of the compiled helper for the current source, or None without a compiler."""
-    source = SOURCE.read_bytes()
-    digest = hashlib.sha256(source).hexdigest()[:16]
-    target = Path(state_dir) / "bin" / f"t1-sandbox-helper-{digest}"
+    built = compile_c(SOURCE, Path(state_dir) / "bin", "t1-sandbox-helper")
+    return str(built) if built is not None else None
+
+
+def compile_c(source: Path, out_dir: Path, stem: str, *flags: str) -> Path | None:
+    """`source` compiled with the system C compiler (and `flags`) into `out_dir`, named
+    `stem-<source hash>` so an edited source builds anew; built once, atomically. None when
+    there is no compiler or the build fails."""
+    digest = hashlib.sha256(source.read_bytes()).hexdigest()[:16]
+    target = out_dir / f"{stem}-{digest}"
     if target.is_file() and os.access(target, os.X_OK):
-        return str(target)
+        return target
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
         return None
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".build-")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=".build-")
     os.close(fd)
     try:
         subprocess.run(
-            [cc, "-O2", "-o", tmp, str(SOURCE)], check=True, capture_output=True, timeout=120
+            [cc, "-O2", *flags, "-o", tmp, str(source)],
+            check=True,
+            capture_output=True,
+            timeout=120,
         )
         os.chmod(tmp, 0o755)
         os.replace(tmp, target)
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired, OSError):
         Path(tmp).unlink(missing_ok=True)
         return None
-    return str(target)
+    return target
