@@ -52,7 +52,11 @@ SFT_TEMPERATURES = (0.5, 0.7, 1.0)
 SFT_ARMS = tuple(f"sft-t{t}" for t in SFT_TEMPERATURES)
 PPO_ARMS = ("ppo-dense", "ppo-binary", "placebo")
 ARMS = SFT_ARMS + PPO_ARMS
-PRESETS = {"fileops": "fileops-conservative-nocancel", "fileops-locked": "fileops-locked"}
+PRESETS = {
+    "fileops": "fileops-conservative-nocancel",
+    "fileops-locked": "fileops-locked",
+    "countdown-busy": "countdown-busy",
+}
 SFT_TASKS, SFT_STEPS, SFT_LR = 150, 110, 2e-3
 
 
@@ -108,8 +112,8 @@ def family_splits(family: str, *, sft: int = SFT_TASKS, rl: int = 400, heldout: 
 
 
 def sft_checkpoint(family: str) -> Path:
-    """The SFT checkpoint every arm starts from (cached by its recipe; both families share it:
-    fileops-locked's sft split is fileops's)."""
+    """The SFT checkpoint every arm starts from (cached by its recipe; the fileops families
+    share it: fileops-locked's sft split is fileops's)."""
     from training.task_families import FAMILY_RENDER, task_trajectory
     from training.warm_start import WarmStartConfig, fine_tuned_policy, warm_started_policy
 
@@ -117,7 +121,7 @@ def sft_checkpoint(family: str) -> Path:
         warm_started_policy(reuse_stale=True),
         [task_trajectory(t) for t in family_splits(family, rl=0, heldout=0).sft],
         WarmStartConfig(steps=SFT_STEPS, lr=SFT_LR, batch_size=8, seed=0),
-        name="fileops",
+        name="countdown" if family.startswith("countdown") else "fileops",
         log=True,
         render=FAMILY_RENDER,
     )

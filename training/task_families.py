@@ -228,14 +228,31 @@ def fileops_task(
     )
 
 
-def countdown_task(index: int, ticks: int) -> Task:
-    """A `countdown` task: run ./tick `ticks` times (one command per turn) until it says done."""
+BUSY_LINE = "tick: resource busy (another job holds the lock), nothing was done"
+"""What /app/tick prints (exit 1) instead of counting while it is busy (the `countdown-busy`
+family): the count is unchanged and the next call proceeds."""
+
+
+def countdown_task(index: int, ticks: int, *, busy: tuple[int, ...] = (), split: str = "") -> Task:
+    """A `countdown` task: run ./tick `ticks` times (one command per turn) until it says done.
+
+    `busy` (the `countdown-busy` family): counts at which ./tick fails once before counting
+    (prints BUSY_LINE, exits 1, counts nothing): the run only gets on by calling it again."""
+    if any(not 1 <= b <= ticks for b in busy):
+        raise ValueError(f"busy counts must lie in 1..{ticks}, got {busy!r}")
     tick = (
         "#!/bin/sh\n"
-        "n=$(cat /app/count 2>/dev/null || echo 0); n=$((n + 1)); echo $n > /app/count\n"
+        "n=$(cat /app/count 2>/dev/null || echo 0); n=$((n + 1))\n"
+        + (
+            f'if [ -e "/app/.busy/$n" ]; then rm -f "/app/.busy/$n"; '
+            f"echo {shlex.quote(BUSY_LINE)}; exit 1; fi\n"
+            if busy
+            else ""
+        )
+        + "echo $n > /app/count\n"
         f'if [ "$n" -ge {ticks} ]; then echo done; else echo "$(({ticks} - n)) left"; fi\n'
     )
-    app = {"tick": tick.encode(), "count": b"0\n"}
+    app = {"tick": tick.encode(), "count": b"0\n", **{f".busy/{b}": b"busy\n" for b in busy}}
     checks = [
         (f"reached_{q}_of_4", f'[ "$(cat /app/count)" -ge {ticks * q // 4} ]') for q in (1, 2, 3)
     ]
@@ -245,16 +262,20 @@ def countdown_task(index: int, ticks: int) -> Task:
         f"Run ./tick in /app once per command until it prints done ({ticks} times), "
         "then answer without a tool call."
     )
-    outputs = [f"{ticks - n} left" if n < ticks else "done" for n in range(1, ticks + 1)]
+    outputs = []
+    for n in range(1, ticks + 1):
+        outputs += [BUSY_LINE] if n in busy else []
+        outputs.append(f"{ticks - n} left" if n < ticks else "done")
+    family = "countdown-busy" if busy else "countdown"
     return _task(
-        f"countdown-{ticks}-{index:04d}",
+        f"{family}-{split + '-' if split else ''}{ticks}-{index:04d}",
         f"Countdown {ticks} ({index})",
         instruction,
         Category.SCRIPTING_AUTOMATION,
         app,
         checks,
-        ["./tick"] * ticks,
-        tags=["generated", "countdown", "long-horizon"],
+        ["./tick"] * len(outputs),
+        tags=["generated", family, *([split] if split else ["long-horizon"])],
         agent_timeout_s=3600.0,
         executable={"tick"},
         outputs=outputs,
@@ -375,17 +396,44 @@ def lock_plan(index: int, split: str, seed: int, *, ops: int = 3) -> tuple[int, 
             return plan
 
 
-FAMILIES = ("fileops", "fileops-locked")
+def busy_plan(index: int, split: str, seed: int) -> tuple[int, tuple[int, ...]]:
+    """Length and busy counts of a `countdown-busy` task: `train` tasks run an even number of
+    ticks (6-16), `heldout` tasks an odd one (7-15), so held-out lengths never occur in
+    training; ./tick is busy once at 1 or 2 distinct counts drawn per task."""
+    rng = random.Random(f"countdown-busy/{seed}/{split}/{index}")
+    ticks = rng.choice(range(6, 17, 2) if split == "train" else range(7, 16, 2))
+    return ticks, tuple(sorted(rng.sample(range(1, ticks + 1), rng.choice((1, 2)))))
+
+
+FAMILIES = ("fileops", "fileops-locked", "countdown-busy")
 
 
 def family_splits(family: str, *, sft: int, rl: int, heldout: int, seed: int = 0) -> FamilySplits:
-    """The splits of a family. `fileops-locked`: its sft split is the `fileops` sft split,
-    unchanged (reference trajectories that never meet a lock, so the SFT checkpoint is the
-    `fileops` one); its rl and held-out tasks are the `fileops` tasks of the same index with
-    todo locked before some operations (`lock_plan`): recovering from a lock (sourcing todo
-    again instead of acting on a stale $ITEM) is something only RL can teach here."""
+    """The splits of a family.
+
+    `fileops-locked`: its sft split is the `fileops` sft split, unchanged (reference
+    trajectories that never meet a lock, so the SFT checkpoint is the `fileops` one); its rl
+    and held-out tasks are the `fileops` tasks of the same index with todo locked before some
+    operations (`lock_plan`): recovering from a lock (sourcing todo again instead of acting on
+    a stale $ITEM) is something only RL can teach here.
+
+    `countdown-busy`: short countdowns (6-16 ticks, `busy_plan`); the sft split never meets a
+    busy ./tick, the rl and held-out tasks meet it once or twice: calling ./tick again after a
+    failure instead of giving up (the recovery SFT data without errors does not teach) is what
+    RL has to teach; the tiny policy is competent at the rest (one command, a stop at done)."""
     if family == "fileops":
         return fileops_splits(sft=sft, rl=rl, heldout=heldout, seed=seed)
+    if family == "countdown-busy":
+
+        def countdown(i: int, split: str, *, busy: bool) -> Task:
+            ticks, counts = busy_plan(i, split, seed)
+            return countdown_task(i, ticks, busy=counts if busy else (), split=split)
+
+        return FamilySplits(
+            sft=[countdown(i, "train", busy=False) for i in range(sft)],
+            rl=[countdown(i, "train", busy=True) for i in range(sft, sft + rl)],
+            heldout=[countdown(i, "heldout", busy=True) for i in range(heldout)],
+        )
     if family != "fileops-locked":
         raise ValueError(f"unknown family {family!r}; known: {', '.join(FAMILIES)}")
 

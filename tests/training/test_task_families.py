@@ -10,6 +10,7 @@ import pytest
 
 from sandbox import AgentOutcome, run_trial
 from training.task_families import (
+    BUSY_LINE,
     LOCKED_LINE,
     WORDS,
     countdown_task,
@@ -49,10 +50,13 @@ class Commands:
 
     def __init__(self, commands):
         self.commands = list(commands)
+        self.shown: list[tuple[int, str]] = []
+        """(exit code, stdout) of each command, as the session showed them."""
 
     def run(self, sandbox, task, deadline):
         for c in self.commands:
-            sandbox.session().run(c, timeout_s=10)
+            r = sandbox.session().run(c, timeout_s=10)
+            self.shown.append((r.exit_code, r.stdout.strip()))
         return AgentOutcome(exit_code=0)
 
 
@@ -128,3 +132,47 @@ def test_locked_task_rewards_recovery_over_acting_on_a_stale_item():
     assert hurt.passed == 4 and not hurt.resolved
     nop = run_trial(task, Commands([]))
     assert nop.passed == 1
+
+
+def test_busy_family_splits():
+    """countdown-busy: the sft split never meets a busy ./tick; rl and held-out tasks meet it
+    once or twice at drawn counts; held-out lengths (odd) never occur in training (even)."""
+    splits = family_splits("countdown-busy", sft=20, rl=30, heldout=30)
+    assert all(BUSY_LINE not in str(task_trajectory(t)) for t in splits.sft)
+    lengths = {"train": set(), "heldout": set()}
+    placements = set()
+    for split, tasks in (("train", splits.sft + splits.rl), ("heldout", splits.heldout)):
+        for t in tasks:
+            outs = [s.output for s in task_trajectory(t).steps]
+            ticks = sum(o != BUSY_LINE for o in outs)
+            lengths[split].add(ticks)
+            if t in splits.sft:
+                continue
+            assert 1 <= outs.count(BUSY_LINE) <= 2 and outs[-1] == "done", t.id
+            placements.add(tuple(i for i, o in enumerate(outs) if o == BUSY_LINE))
+    assert lengths["train"] and lengths["heldout"]
+    assert not lengths["train"] & lengths["heldout"]
+    assert len(placements) > 10
+    assert len({t.id for t in [*splits.sft, *splits.rl, *splits.heldout]}) == 80
+    with pytest.raises(ValueError, match="busy counts"):
+        countdown_task(0, 6, busy=(7,))
+
+
+@pytest.mark.sandbox
+def test_busy_task_rewards_calling_again_over_giving_up():
+    """The reference (./tick again after the busy failure) passes all five assertions, and
+    the session shows what the reference trajectory says; stopping at the failure (what the
+    SFT policy does most often) loses the later marks; ticking on past done loses the stop."""
+    task = countdown_task(0, 8, busy=(5,), split="heldout")
+    steps = task_trajectory(task).steps
+    reference = Commands([s.command for s in steps])
+    full = run_trial(task, reference)
+    assert full.failure_mode == "none" and full.total == 5, full.failure_detail
+    assert full.passed == 5
+    assert [s.output for s in steps][4] == BUSY_LINE and len(steps) == 9
+    assert [o for _, o in reference.shown] == [s.output for s in steps]
+    assert [c for c, _ in reference.shown] == [1 if i == 4 else 0 for i in range(9)]
+    gave_up = run_trial(task, Commands(["./tick"] * 5))  # the fifth call is the busy one
+    assert gave_up.passed == 3 and not gave_up.resolved  # marks 2 and 4, stopped
+    overshoot = run_trial(task, Commands(["./tick"] * 14))
+    assert overshoot.passed == 4
