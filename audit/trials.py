@@ -505,10 +505,10 @@ class ConditionAgent:
         if c.shuffle_dirs:
             # Both: the library for what uses libc's readdir, the re-created entries for
             # filesystems that list in creation order (static binaries, musl images).
-            sandbox.exec(shuffle_command(c.shuffle_dirs), timeout_s=60, cwd="/")
+            shuffled = sandbox.exec(shuffle_command(c.shuffle_dirs), timeout_s=60, cwd="/")
             reversed_, why = _prepare_readdir(sandbox)
-            self.detail = f"entries of {c.shuffle_dirs[:3]} re-created in another order; " + (
-                why if reversed_ else f"readdir as the kernel lists ({why})"
+            self.applied, self.detail = order_applied(
+                c.shuffle_dirs, moved_dirs(shuffled.stdout), reversed_, why
             )
         if c.age_paths:
             r = sandbox.exec(age_command(c.age_paths, c.age_s), timeout_s=120, cwd="/")
@@ -580,13 +580,36 @@ def age_command(paths: list[str], seconds: int) -> str:
     )
 
 
+def order_applied(dirs: list[str], moved: int, reversed_: bool, why: str) -> tuple[bool, str]:
+    """(applied, detail) of the order condition (pure): applied when the readdir library
+    reverses listings for the verifier or re-creating entries changed the listing order of
+    `moved` directories. Neither (a filesystem that lists by name hash, as ext4 does, and an
+    image whose libc refuses the library) is a rerun that did not run, never a stable one."""
+    shown = dirs[:3]
+    if reversed_:
+        return True, f"entries of {shown} re-created ({moved} directories moved); {why}"
+    if moved:
+        return True, f"entries of {shown} re-created: {moved} directories list in another " + (
+            f"order; readdir as the kernel lists ({why})"
+        )
+    return False, (
+        f"listing order unchanged: re-creating the entries of {shown} moved no directory's "
+        f"listing and readdir is as the kernel lists ({why})"
+    )
+
+
+def moved_dirs(shuffle_output: str) -> int:
+    """How many directories `shuffle_command` reordered (its output, pure)."""
+    return sum(1 for line in shuffle_output.splitlines() if line.startswith("moved "))
+
+
 def shuffle_command(dirs: list[str]) -> str:
     """Shell that changes the order readdir() lists each directory's entries in (the
     directories and their subdirectories, two levels): entries are re-created in reverse
     listing order, and once more in listing order when the filesystem lists newest first,
     so the order differs either way. Only single-link files and symlinks move: renaming a
     directory or a hard link on an overlay copies it up and would break what the verifier
-    checks (links, inodes)."""
+    checks (links, inodes). Prints `moved <dir>` for each directory whose listing changed."""
     q = " ".join(shlex.quote(d) for d in dirs)
     return (
         "reorder() {\n"
@@ -599,7 +622,7 @@ def shuffle_command(dirs: list[str]) -> str:
         '        mv -- "$p" "$p.t1o" && mv -- "$p.t1o" "$p"\n'
         "      fi\n"
         "    done\n"
-        '    [ "$(ls -U -A -- "$d")" != "$list" ] && return 0\n'
+        '    [ "$(ls -U -A -- "$d")" != "$list" ] && { echo "moved $d"; return 0; }\n'
         "  done\n"
         "}\n"
         f"find {q} -maxdepth 2 -type d -not -path '*/.git*' 2>/dev/null | head -n 200 | "

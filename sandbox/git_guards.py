@@ -9,10 +9,15 @@ write all but the last. Settings with fixed names that run a program are pinned 
 paths to a driver name and the configuration defines it: `filter.<name>.clean`/`smudge`/
 `process` (run by status, diff, add, checkout), `diff.<name>.textconv` and `.command` (diff,
 log -p, show), `merge.<name>.driver` (merge), `remote.<name>.uploadpack`/`receivepack` (fetch,
-push), `submodule.<name>.update = !command` (submodule update), and `alias.<name> = !command`
-(`git <name>` for a name that is no git command). `driver_sections` reads the names from the
-configuration files the agent wrote (and the files they include); `guard_env` pins each named
-driver to a harmless program of the toolchain, and each alias to nothing.
+push), `submodule.<name>.update = !command` (submodule update), `tar.<format>.command`
+(archive), `difftool.<name>.cmd`/`path` and `mergetool.<name>.*` (difftool, mergetool; also a
+built-in tool's path, which git finds by guessing when no tool is set), `sendemail.<identity>.*`
+(send-email), `man.<viewer>.*` (help) and `browser.<name>.*` (web--browse); `alias.<name> =
+!command` (`git <name>` for a name that is no git command) and `pager.<command>` (the pager of
+`git <command>` on a terminal). `driver_sections` reads the names from the configuration
+files the agent wrote (and the files they include); `guard_env` pins each named driver to a
+harmless program of the toolchain (or to git's default, where an empty value means it), each
+alias to nothing and each command's pager to none.
 
 Two programs are out of the command scope's reach: `core.gitProxy` (the first value that
 matches wins, and the environment's GIT_PROXY_COMMAND is read before any file) and
@@ -22,7 +27,9 @@ files). The first is pinned by an empty GIT_PROXY_COMMAND; for the second, an ag
 that sets it costs the verifier's git the user's and the system's files
 (GIT_CONFIG_GLOBAL=/dev/null, GIT_CONFIG_NOSYSTEM). Remote helpers (`remote.<name>.vcs`, a
 `<helper>::` URL, also one an agent's `url.<base>.insteadOf` rewrites to) run a `git-remote-*`
-program found on PATH: only git's own transports are allowed (GIT_ALLOW_PROTOCOL).
+program found on PATH: only git's own transports are allowed (GIT_ALLOW_PROTOCOL). Trace2
+targets (`trace2.*Target`, honoured in the user's file and read before the command scope)
+make git write to a path or socket the agent chose: the environment's GIT_TRACE2* win.
 """
 
 from __future__ import annotations
@@ -44,16 +51,40 @@ GIT_GUARDS = {
     "credential.helper": "",
     "diff.external": "",
     "protocol.ext.allow": "never",
-    # signature checks (`log.showSignature`, `verify-commit`, `log --show-signature`): the
-    # image's own programs, by absolute path (/usr is the image's on both backends)
+    # no signature checked unasked: the image's gpg runs what the agent's ~/.gnupg/gpg.conf
+    # names (dirmngr-program with auto-key-retrieve, agent-program)
+    "log.showSignature": "false",
+    # signature checks asked for (`verify-commit`, `log --show-signature`): the image's own
+    # programs, by absolute path (/usr is the image's on both backends)
     "gpg.program": "/usr/bin/gpg",
     "gpg.openpgp.program": "/usr/bin/gpg",
     "gpg.x509.program": "/usr/bin/gpgsm",
     "gpg.ssh.program": "/usr/bin/ssh-keygen",
+    # an ssh signature without user.signingKey (commit.gpgSign, commit -S): no key, as unset
+    "gpg.ssh.defaultKeyCommand": "false",
+    # fetch into a repository with alternates (.git/objects/info/alternates): no tips of the
+    # alternates advertised, an optimization only
+    "core.alternateRefsCommand": "true",
+    "interactive.diffFilter": "cat",  # add -p on a terminal
+    "imap.tunnel": "false",  # imap-send
+    # send-email: the image's sendmail (the default's first choice) for both ways of naming a
+    # program (git before 2.33 knows only the path in smtpServer); recipients from no program
+    "sendemail.sendmailCmd": "/usr/sbin/sendmail",
+    "sendemail.smtpServer": "/usr/sbin/sendmail",
+    "sendemail.toCmd": "true",
+    "sendemail.ccCmd": "true",
+    "sendemail.headerCmd": "true",
 }
 # Environment variables: no proxy command for git://, git's own transports only (file, git,
 # http(s) through the image's git-remote-http, ssh through core.sshCommand above).
-GIT_ENV = {"GIT_PROXY_COMMAND": "", "GIT_ALLOW_PROTOCOL": "file:git:http:https:ssh"}
+GIT_ENV = {
+    "GIT_PROXY_COMMAND": "",
+    "GIT_ALLOW_PROTOCOL": "file:git:http:https:ssh",
+    # no trace written where the agent's ~/.gitconfig says ("0": off; the environment wins)
+    "GIT_TRACE2": "0",
+    "GIT_TRACE2_EVENT": "0",
+    "GIT_TRACE2_PERF": "0",
+}
 # An agent's file that sets a pack-objects hook: the user's and the system's files unread.
 NO_USER_CONFIG = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
 # git's own diff of the two files an external diff driver is handed (path old-file old-hex
@@ -68,8 +99,19 @@ DRIVER_SETTINGS: dict[str, dict[str, str]] = {
     "merge": {"driver": "git merge-file -q %A %O %B"},
     "remote": {"uploadpack": "git-upload-pack", "receivepack": "git-receive-pack"},
     "submodule": {"update": "checkout"},
+    "tar": {"command": "gzip -cn"},
+    # an empty cmd is no user tool, an empty path the tool's default (git-mergetool--lib)
+    "difftool": {"cmd": "", "path": ""},
+    "mergetool": {"cmd": "", "path": ""},
+    "sendemail": {
+        key.split(".", 1)[1]: value for key, value in GIT_GUARDS.items() if key.startswith("send")
+    },
+    "man": {"cmd": "man", "path": "man"},  # the man program, as for the default viewer
+    "browser": {"cmd": "", "path": ""},  # git-web--browse: as for 'cmd' and 'path' unset
 }
-ALIAS = "alias"  # (ALIAS, name): `alias.<name>` pinned to nothing ("'' is not a git command")
+# Sections whose every entry is named by the agent: (kind, name) pins `<kind>.<name>` to the
+# value: an alias to nothing ("'' is not a git command"), a command's pager to none.
+ENTRY_SECTIONS = {"alias": "", "pager": "false"}
 PACK_HOOK = ("uploadpack", "packobjectshook")  # pinned by NO_USER_CONFIG
 CONFIG_NAMES = frozenset({"config", "config.worktree", ".gitconfig", "gitconfig"})
 MAX_CONFIG_BYTES = 1 << 20
@@ -99,8 +141,8 @@ def parse_config(text: str) -> tuple[set[tuple[str, str]], list[str]]:
     """(driver sections, include paths) of one git configuration file's text (pure).
 
     Sections are (kind, name) for the kinds of DRIVER_SETTINGS, in both header forms
-    (`[filter "x"]` and the old `[filter.x]`), (ALIAS, name) for each alias and PACK_HOOK
-    where the file sets one; include paths are the `path` values of `[include]` and
+    (`[filter "x"]` and the old `[filter.x]`), (kind, name) for each entry of ENTRY_SECTIONS
+    and PACK_HOOK where the file sets one; include paths are the `path` values of `[include]` and
     `[includeIf ...]` sections, as written."""
     sections: set[tuple[str, str]] = set()
     includes: list[str] = []
@@ -115,8 +157,8 @@ def parse_config(text: str) -> tuple[set[tuple[str, str]], list[str]]:
             if name in DRIVER_SETTINGS and sub is not None:
                 sections.add((name, re.sub(r"\\(.)", r"\1", sub)))
         entry = _ENTRY.match(line)
-        if entry is not None and current == ALIAS:
-            sections.add((ALIAS, entry.group(1).lower()))
+        if entry is not None and current in ENTRY_SECTIONS:
+            sections.add((current, entry.group(1).lower()))
         if entry is not None and (current, entry.group(1).lower()) == PACK_HOOK:
             sections.add(PACK_HOOK)
         if entry is not None and current in ("include", "includeif"):
@@ -168,8 +210,9 @@ def guard_env(env: Mapping[str, str], sections: Iterable[tuple[str, str]]) -> di
         if (kind, name) == PACK_HOOK:
             out |= NO_USER_CONFIG
             continue
-        if kind == ALIAS:
-            out[f"GIT_CONFIG_KEY_{count}"], out[f"GIT_CONFIG_VALUE_{count}"] = f"alias.{name}", ""
+        if kind in ENTRY_SECTIONS:
+            out[f"GIT_CONFIG_KEY_{count}"] = f"{kind}.{name}"
+            out[f"GIT_CONFIG_VALUE_{count}"] = ENTRY_SECTIONS[kind]
             count += 1
             continue
         for key, value in DRIVER_SETTINGS[kind].items():

@@ -11,7 +11,7 @@ from audit.mutation import make_mutants, mutate_output
 from audit.perturbation import answer_leaks, computed_tokens, shortcut_findings
 from audit.rubric import blend
 from audit.static_checks import labelled_line
-from audit.trials import traced_reads, undeclared_reads
+from audit.trials import moved_dirs, order_applied, traced_reads, undeclared_reads
 from audit.variants import ORIGINAL_ENTRY, flaky_findings, wrapped_verifier
 from audit.verdict import Code, Finding, Source
 from tasks.results import AssertionResult, AssertionStatus, FailureMode, TrialResult
@@ -273,3 +273,12 @@ def test_the_order_library_reverses_readdir_on_every_open(tmp_path):
     shim = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     first = json.loads(plain.stdout)[0]
     assert shim.stderr == "" and json.loads(shim.stdout) == [first[::-1]] * 2
+
+
+def test_the_order_condition_is_applied_only_where_some_order_changed():
+    """Reversed readdir or a moved listing apply the order rerun; neither is a skip."""
+    assert moved_dirs("moved /app\nmoved /app/sub\nnoise\n") == 2
+    assert order_applied(["/app"], 0, True, "readdir reversed")[0]
+    assert order_applied(["/app"], 2, False, "no C compiler")[0]
+    applied, detail = order_applied(["/app"], 0, False, "no C compiler")
+    assert not applied and "unchanged" in detail and "no C compiler" in detail

@@ -234,3 +234,32 @@ def test_listdir_order_flake_is_caught_by_the_order_rerun_and_its_twin_is_not():
     clean = run_exec_judge(generate(1).task, RERUNS_ONLY)
     stable = {f.item for f in clean.findings if f.code == Code.RERUN_STABLE}
     assert "order" in stable and not clean.defects(), [f.text() for f in clean.defects()]
+
+
+@pytest.mark.sandbox
+def test_an_order_rerun_that_changed_no_order_is_skipped_not_stable(monkeypatch):
+    """Regression: without the readdir library (no C compiler on the host, an image whose
+    libc refuses it) and on a filesystem that lists by name hash (ext4), re-creating entries
+    changes no listing: the order rerun then ran as the base run did and was recorded as
+    stable. It is a skipped rerun, or (where re-creating did move a listing) caught."""
+    import audit.trials
+    import audit.variants
+
+    monkeypatch.setattr(audit.trials, "host_readdir_shim", lambda: None)
+    monkeypatch.setattr(audit.variants, "host_readdir_shim", lambda: None)
+    flaky = run_exec_judge(generate(1, Defect.FLAKY, "listdir-order").task, RERUNS_ONLY)
+    order = [f for f in flaky.findings if f.item == "order"]
+    assert [f.code for f in order] in ([Code.RERUN_SKIPPED], [Code.FLAKY_VERIFIER]), [
+        f.text() for f in order
+    ]
+
+
+@pytest.mark.docker
+def test_the_order_rerun_reverses_readdir_on_the_docker_backend(docker_engine):
+    """The order library ships with the wrapped verifier and loads in the container too: the
+    listdir-order flake is caught there with readdir reversed, not by luck of re-creation."""
+    cfg = RERUNS_ONLY.model_copy(update={"backend": "docker"})
+    flaky = run_exec_judge(generate(1, Defect.FLAKY, "listdir-order").task, cfg)
+    order = [f for f in flaky.findings if f.item == "order"]
+    assert [f.code for f in order] == [Code.FLAKY_VERIFIER], [f.text() for f in order]
+    assert "readdir reversed" in order[0].evidence, order[0].evidence

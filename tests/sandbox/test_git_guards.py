@@ -3,8 +3,10 @@ command-scope settings that pin them (the attacks in a sandbox: test_hostile.py)
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -21,6 +23,31 @@ def test_sections_and_includes_are_read_in_every_form():
     sections, includes = parse_config(text)
     assert sections == {("filter", "lfs x"), ("diff", "Up"), ("merge", "old"), ("remote", "origin")}
     assert includes == ["extra.cfg", "~/more"]
+
+
+def test_sections_named_by_the_agent_are_pinned():
+    """Tool, archive, send-email, help sections and each command's pager (pure)."""
+    text = (
+        '[pager]\n log = /x\n[tar "tar.gz"]\n command = /x\n[difftool "a"]\n cmd = /x\n'
+        '[mergetool "kompare"]\n path = /x\n[sendemail "me"]\n sendmailCmd = /x\n'
+        '[man "m"]\n cmd = /x\n[browser "b"]\n cmd = /x\n'
+    )
+    sections, _ = parse_config(text)
+    assert sections == {
+        ("pager", "log"),
+        ("tar", "tar.gz"),
+        ("difftool", "a"),
+        ("mergetool", "kompare"),
+        ("sendemail", "me"),
+        ("man", "m"),
+        ("browser", "b"),
+    }
+    env = guard_env({}, sections)
+    pins = {env[f"GIT_CONFIG_KEY_{i}"]: env[f"GIT_CONFIG_VALUE_{i}"] for i in range(len(env) // 2)}
+    assert pins["pager.log"] == "false" and pins["tar.tar.gz.command"] == "gzip -cn"
+    assert pins["mergetool.kompare.path"] == "" and pins["difftool.a.cmd"] == ""
+    assert pins["sendemail.me.sendmailCmd"] == "/usr/sbin/sendmail"
+    assert pins["sendemail.me.smtpServer"] == "/usr/sbin/sendmail"
 
 
 def test_included_files_are_followed_and_bounded():
@@ -63,59 +90,203 @@ def test_guards_neutralize_the_drivers_in_real_git(tmp_path: Path):
 
 
 # Settings outside the drivers that make git run a program: each written where the agent can
-# write it (the repository's config, ~/.gitconfig, $XDG_CONFIG_HOME/git/config), then the git
-# command a verifier runs. @H@ is the agent's program; `evil` a remote helper it put on PATH.
+# write it (the repository's config, ~/.gitconfig, $XDG_CONFIG_HOME/git/config), the agent's
+# other changes (`agent`, run in the repository before the verifier), then the git command a
+# verifier runs. @H@ is the agent's program, @R@ the file it writes (a trace target writes it
+# itself); `evil` a remote helper the agent put on PATH.
+class Vector(NamedTuple):
+    where: str
+    config: str
+    command: str
+    agent: str = ""
+    needs: str = ""  # a git command the host's git may lack (the case is skipped without it)
+    works: bool = False  # the command still succeeds with the guards (the setting's job done)
+
+
 # a commit with a signature block, made with a fake gpg
 SIGNED = "git -c gpg.program=$T/fakegpg commit -q -S --allow-empty -m signed"
+# a file to commit; an add/add conflict left by a merge
+CHANGE = "echo a > f; git add f; git commit -qm f; echo b >> f"
+CONFLICT = (
+    "git checkout -qb other; echo o > f; git add f; git commit -qm o; git checkout -q -;"
+    " echo m > f; git add f; git commit -qm m; git merge -q other >/dev/null 2>&1 || true"
+)
+COMMIT = "echo a > f; git add f; git commit -qm f"
+SEND = (
+    "git send-email --confirm=never --no-thread --suppress-cc=all --to=t@t.invalid"
+    " --from=t@t.invalid -1 </dev/null"
+)
+TTY = "script -qec"  # a terminal for git's pager: script -qec "git log" /dev/null
 PROGRAM_SETTINGS = {
-    "submodule-update": (
+    "submodule-update": Vector(
         "repo",
         '[submodule "sub"]\n update = !@H@\n',
         "git -c protocol.file.allow=always submodule update --remote",
+        works=True,
     ),
-    "gpg-program": ("repo", "[gpg]\n program = @H@\n[log]\n showSignature = true\n", "git log -1"),
-    "gpg-openpgp-program": (
-        "global",
-        '[gpg "openpgp"]\n program = @H@\n[log]\n showSignature = true\n',
+    "gpg-program": Vector(
+        "repo", "[gpg]\n program = @H@\n", "git log -1 --show-signature", works=True
+    ),
+    "gpg-openpgp-program": Vector(
+        "global", '[gpg "openpgp"]\n program = @H@\n', "git log -1 --show-signature", works=True
+    ),
+    "gpg-options": Vector(  # the image's gpg runs what the agent's gpg.conf names
+        "repo",
+        "[log]\n showSignature = true\n",
         "git log -1",
+        agent="mkdir -p -m 700 ~/.gnupg; printf 'auto-key-retrieve\\ndirmngr-program %s\\n'"
+        " $T/hook.sh > ~/.gnupg/gpg.conf",
+        works=True,
     ),
-    "alias": ("xdg", "[alias]\n check = !@H@\n", "git check"),
-    "remote-vcs": ("repo", '[remote "up"]\n vcs = evil\n url = /nowhere\n', "git fetch up"),
-    "url-rewrite-to-helper": (
+    "alias": Vector("xdg", "[alias]\n check = !@H@\n", "git check"),
+    "remote-vcs": Vector("repo", '[remote "up"]\n vcs = evil\n url = /nowhere\n', "git fetch up"),
+    "url-rewrite-to-helper": Vector(
         "global",
         '[url "evil::x"]\n insteadOf = /srv/up\n',
         "git ls-remote /srv/up",
     ),
-    "credential-url-helper": (
+    "credential-url-helper": Vector(
         "repo",
         '[credential "https://example.com"]\n helper = !@H@\n',
         "printf 'protocol=https\\nhost=example.com\\n\\n' | git credential fill",
     ),
-    "git-proxy": ("repo", "[core]\n gitProxy = @H@\n", "git ls-remote git://127.0.0.1:1/x"),
-    "pack-objects-hook": (
+    "git-proxy": Vector("repo", "[core]\n gitProxy = @H@\n", "git ls-remote git://127.0.0.1:1/x"),
+    "pack-objects-hook": Vector(
         "global",
         "[uploadpack]\n packObjectsHook = @H@\n",
         "git clone -q file://$T/repo $T/clone",
+        works=True,
+    ),
+    "alternate-refs-command": Vector(
+        "repo",
+        "[core]\n alternateRefsCommand = @H@\n",
+        "git fetch -q $T/sub",
+        agent="echo $T/sub/.git/objects > .git/objects/info/alternates",
+        works=True,
+    ),
+    "difftool-cmd": Vector(
+        "repo",
+        '[diff]\n tool = mine\n[difftool "mine"]\n cmd = @H@\n[difftool]\n prompt = false\n',
+        "git difftool </dev/null",
+        agent=CHANGE,
+    ),
+    "tool-path": Vector(  # a built-in tool the verifier names, run from the agent's path
+        "global",
+        '[mergetool "kompare"]\n path = @H@\n',
+        "git difftool -y --tool=kompare </dev/null",
+        agent=CHANGE,
+    ),
+    "mergetool-cmd": Vector(
+        "repo",
+        '[merge]\n tool = mine\n[mergetool "mine"]\n cmd = @H@\n[mergetool]\n prompt = false\n',
+        "git mergetool </dev/null",
+        agent=CONFLICT,
+    ),
+    "core-pager": Vector(
+        "repo", "[core]\n pager = @H@\n", f"{TTY} 'git log -1' /dev/null", works=True
+    ),
+    "command-pager": Vector(
+        "repo", "[pager]\n log = @H@\n", f"{TTY} 'git log -1' /dev/null", works=True
+    ),
+    "interactive-diff-filter": Vector(
+        "repo",
+        "[interactive]\n diffFilter = @H@\n",
+        f"env TERM=xterm {TTY} 'git add -p' /dev/null </dev/null",
+        agent=CHANGE,
+        works=True,
+    ),
+    "archive-filter": Vector(
+        "repo", '[tar "tar.gz"]\n command = @H@\n', "git archive -o $T/out.tar.gz HEAD", works=True
+    ),
+    "ssh-signing-key-command": Vector(
+        "global",
+        '[commit]\n gpgSign = true\n[gpg]\n format = ssh\n[gpg "ssh"]\n defaultKeyCommand = @H@\n',
+        "git commit -q --allow-empty -m v",
+    ),
+    "trace2-target": Vector("global", "[trace2]\n normalTarget = @R@\n", "git status", works=True),
+    "fsmonitor": Vector("repo", "[core]\n fsmonitor = @H@\n", "git status", works=True),
+    "hooks": Vector(
+        "repo",
+        "",
+        "git commit -q --allow-empty -m v",
+        agent="cp $T/hook.sh .git/hooks/post-commit",
+        works=True,
+    ),
+    "core-editor": Vector("xdg", "[core]\n editor = @H@\n", "git commit -q --allow-empty"),
+    "sequence-editor": Vector(
+        "repo", "[sequence]\n editor = @H@\n", "git rebase -q -i HEAD~1", works=True
+    ),
+    "ssh-command": Vector(
+        "repo", "[core]\n sshCommand = @H@\n", "git ls-remote ssh://example.invalid/x"
+    ),
+    "external-diff": Vector("repo", "[diff]\n external = @H@\n", "git diff", agent=CHANGE),
+    "sendemail-sendmail-cmd": Vector(
+        "repo", "[sendemail]\n sendmailCmd = @H@\n", SEND, agent=COMMIT, needs="send-email"
+    ),
+    "sendemail-smtp-server-path": Vector(
+        "repo", "[sendemail]\n smtpServer = @H@\n", SEND, agent=COMMIT, needs="send-email"
+    ),
+    "sendemail-identity": Vector(
+        "global",
+        '[sendemail]\n identity = me\n[sendemail "me"]\n sendmailCmd = @H@\n',
+        SEND,
+        agent=COMMIT,
+        needs="send-email",
+    ),
+    "sendemail-to-cmd": Vector(
+        "repo",
+        "[sendemail]\n toCmd = @H@\n",
+        f"{SEND} --dry-run",
+        agent=COMMIT,
+        needs="send-email",
+        works=True,
+    ),
+    "imap-tunnel": Vector(
+        "repo",
+        "[imap]\n folder = x\n tunnel = @H@\n",
+        "git format-patch -1 --stdout | git imap-send",
+        agent=COMMIT,
+    ),
+    "man-viewer": Vector(
+        "global", '[man]\n viewer = mine\n[man "mine"]\n cmd = @H@\n', "git help log"
+    ),
+    "web-browser": Vector(
+        "repo",
+        '[web]\n browser = mine\n[browser "mine"]\n cmd = @H@\n',
+        "git web--browse http://example.invalid/",
     ),
 }
 CONFIG_AT = {"repo": "repo/.git/config", "global": "home/.gitconfig", "xdg": "xdg/git/config"}
+# A fake gpg that signs with a real signature packet (of other data, by a key nobody has): a
+# verifying gpg parses it and looks for the key.
 FAKE_GPG = """#!/bin/sh
 cat >/dev/null
 echo "[GNUPG:] SIG_CREATED " >&2
-printf -- '-----BEGIN PGP SIGNATURE-----\\n\\nAAAA\\n-----END PGP SIGNATURE-----\\n'
+cat <<'EOF'
+-----BEGIN PGP SIGNATURE-----
+
+iHUEABYIAB0WIQRNZq2Al1p4Ww5fUZV0d0BXgJgtRgUCaxCURAAKCRB0d0BXgJgt
+RvskAQDHWBbDBVD5hVBMnj2LN6GdnFe5ShCmjNM79YJEzOJbggD+K9cZNeRMzX5J
+gbz2R1WZh2fwGtGbQ1Dh4DwoMNcIVgM=
+=d9cO
+-----END PGP SIGNATURE-----
+EOF
 """
 
 
-def _program_setting(tmp: Path, name: str, guarded: bool) -> bool:
-    """Whether the agent's program ran when the verifier's git command ran."""
-    where, config, command = PROGRAM_SETTINGS[name]
+def _program_setting(tmp: Path, name: str, guarded: bool) -> tuple[bool, int]:
+    """Whether the agent's program ran when the verifier's git command ran, and the command's
+    exit status."""
+    vector = PROGRAM_SETTINGS[name]
     tmp.mkdir()
     ran, hook = tmp / "ran", tmp / "hook.sh"
     hook.write_text(f'#!/bin/sh\necho "$0 $*" >> {ran}\ncat >/dev/null 2>&1 </dev/null\n')
     (tmp / "bin").mkdir()
     (tmp / "bin" / "git-remote-evil").write_text(hook.read_text())
     (tmp / "fakegpg").write_text(FAKE_GPG)
-    for p in (hook, tmp / "bin" / "git-remote-evil", tmp / "fakegpg"):
+    # the image's vim (which difftool and mergetool fall back to) waits for a terminal
+    (tmp / "bin" / "vim").write_text("#!/bin/sh\nexit 0\n")
+    for p in (hook, tmp / "bin" / "git-remote-evil", tmp / "fakegpg", tmp / "bin" / "vim"):
         p.chmod(0o755)
     (tmp / "home").mkdir()
     (tmp / "xdg").mkdir()
@@ -137,26 +308,38 @@ def _program_setting(tmp: Path, name: str, guarded: bool) -> bool:
         f" git -C $T/sub commit -q --allow-empty -m s2; {SIGNED}"
     )
     subprocess.run(["bash", "-c", setup], cwd=tmp, env=env, check=True, capture_output=True)
-    target = tmp / CONFIG_AT[where]
+    target = tmp / CONFIG_AT[vector.where]
     target.parent.mkdir(parents=True, exist_ok=True)
     with target.open("a") as f:
-        f.write(config.replace("@H@", str(hook)))
+        f.write(vector.config.replace("@H@", str(hook)).replace("@R@", str(ran)))
+    if vector.agent:
+        agent = ["bash", "-c", f"set -e; cd repo; {vector.agent}"]
+        subprocess.run(agent, cwd=tmp, env=env, check=True, capture_output=True)
     if guarded:
         sections = driver_sections([str(target)], lambda p: Path(p).read_bytes())
         env = guard_env({**env, **fixed_env()}, sections)
-    subprocess.run(
-        ["bash", "-c", f"cd repo && timeout 20 {command}"],
+    r = subprocess.run(
+        ["bash", "-c", f"cd repo && timeout 20 {vector.command}"],
         cwd=tmp,
         env=env,
         capture_output=True,
         timeout=60,
     )
-    return ran.exists()
+    return ran.exists(), r.returncode
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAM_SETTINGS))
 def test_guards_pin_settings_that_run_programs_in_real_git(tmp_path: Path, name: str):
     """Each setting runs the agent's program for the git command a verifier runs (the attack,
     checked unguarded first), and runs nothing with the verifier's guards."""
-    assert _program_setting(tmp_path / "open", name, guarded=False), f"{name}: attack inert"
-    assert not _program_setting(tmp_path / "guarded", name, guarded=True), name
+    needs = PROGRAM_SETTINGS[name].needs
+    if needs and shutil.which(f"git-{needs}", path=_git_exec_path()) is None:
+        pytest.skip(f"the host's git has no `git {needs}`")
+    assert _program_setting(tmp_path / "open", name, guarded=False)[0], f"{name}: attack inert"
+    ran, status = _program_setting(tmp_path / "guarded", name, guarded=True)
+    assert not ran, name
+    assert status == 0 or not PROGRAM_SETTINGS[name].works, (name, status)
+
+
+def _git_exec_path() -> str:
+    return subprocess.run(["git", "--exec-path"], capture_output=True, text=True).stdout.strip()

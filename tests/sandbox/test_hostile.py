@@ -352,11 +352,13 @@ printf '{"name":"no-hook","status":"%s"},{"name":"done","status":"%s"}]}}' $h $d
         "core.fsmonitor /tmp/hook.sh",
         "core.hooksPath /tmp/hooks",
         "core.pager /tmp/hook.sh",
+        "--global trace2.normalTarget /tmp/t1-hook-ran",
     ],
 )
 def test_git_in_the_agents_tree_runs_no_agent_configuration(backend, config):
     """A verifier that runs git in the agent's repository must not execute what the agent put
-    in that repository's configuration (core.fsmonitor runs on every `git status`)."""
+    in that repository's configuration (core.fsmonitor runs on every `git status`), nor write
+    where the agent's ~/.gitconfig says (a trace2 target)."""
     task = image_task(
         SEED_BASE + "RUN git init -q /app/repo && git -C /app/repo -c user.name=t -c user.email=t@t"
         " commit -q --allow-empty -m i\n",
