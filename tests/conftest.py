@@ -1,6 +1,11 @@
-"""Shared test setup: skip hardware/service-bound tests with a stated reason."""
+"""Shared test setup: skip hardware/service-bound tests with a stated reason; the one private
+Podman engine of a test session (`docker_engine`), for every folder that runs the docker
+backend."""
 
 from __future__ import annotations
+
+import os
+from collections.abc import Iterator
 
 import pytest
 
@@ -15,3 +20,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "sandbox" in item.keywords:
             item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def docker_engine() -> Iterator[str]:
+    """DOCKER_HOST of a Podman service started for this test session, on its own socket,
+    with this project's private configuration; stopped (and its containers removed) at the
+    end. Skips, saying why, where Podman cannot run."""
+    from sandbox.base import SandboxUnavailable
+    from sandbox.podman import PodmanService, docker_host_env, podman_problem
+
+    problem = podman_problem()
+    if problem is not None:
+        pytest.skip(f"no container engine: {problem}")
+    service = PodmanService(name=f"pytest-{os.getpid()}")
+    try:
+        service.start()
+    except SandboxUnavailable as e:
+        pytest.skip(f"no container engine: {e}")
+    try:
+        with docker_host_env(service.docker_host):
+            yield service.docker_host
+    finally:
+        service.stop()

@@ -15,7 +15,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from audit.judge_llm import LlmConfig
-from tests.sandbox.conftest import docker_engine  # noqa: F401  (the private Podman service)
 
 
 class FakeLlm:
