@@ -3,8 +3,11 @@
 Families (training/task_families.py): `fileops` (the agent maps todo's announcements to
 commands; names held out by word) and `fileops-locked` (the same tasks with todo locked 1-3
 times; the SFT data never meets a lock, so recovering from one, sourcing todo again instead of
-acting on a stale $ITEM, is something only RL can teach). Both start from the same SFT
-checkpoint (the `sft` split's reference trajectories, built once and cached by its recipe).
+acting on a stale $ITEM, is something only RL can teach); both start from the same SFT
+checkpoint. `countdown-busy` (run ./tick until done; in the rl and held-out tasks it fails once
+or twice, "busy", and the SFT data never shows a failure, so calling it again instead of giving
+up is what RL must teach; held-out lengths never occur in training) starts from its own. A
+checkpoint is the `sft` split's reference trajectories, built once and cached by its recipe.
 
 Arms, each run for every seed s (paired: arm X and arm Y of seed s share the task order, the
 training rollouts' sampling seeds and the evaluation draws):
