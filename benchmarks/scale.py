@@ -33,12 +33,20 @@
 Ray starts its workers at nice 15; the trials here run at `--niceness` (default 0, the local
 pool's priority) so that both compete equally with the machine's other load.
 
+Where cgroup v1 cpuacct is writable (root), 1. also reads the CPU seconds of every batch per
+role (`RoleAccount`: this process with the local pool's sandboxes; Ray's workers with theirs;
+the raylet; the GCS; Ray's agents and monitors) and counts the worker processes the raylet
+started during the Ray batches. `--ray-config JSON` lays Ray system config over the
+simulated nodes' own (`executor.cluster.worker_pool_config` and the health checks), to
+measure another setting against the executor's.
+
 Prints a table (and `uptime`: the load the numbers were taken under); asserts nothing else.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import statistics
@@ -60,6 +68,7 @@ from sandbox import run_trial
 from tasks.model import Category, EnvironmentSpec, Limits, Task
 
 NICENESS = [0]  # Ray's workers run at nice 15 unless told (--niceness)
+RAY_CONFIG: dict[str, Any] = {}  # --ray-config: Ray system config over the executor's
 VERIFIER = (
     b"#!/bin/sh\nmkdir -p /logs/verifier\n"
     b"if [ -e /app/done ]; then s=passed; else s=failed; fi\n"
@@ -116,7 +125,9 @@ def batch(submit: Callable[..., Future[Any]], n: int, *args: Any) -> float:
 
 
 def cluster(head_slots: float, workers: list[float]) -> tuple[Cluster, list[Any]]:
-    return simulated_cluster(head_slots, workers, system_config={"worker_niceness": NICENESS[0]})
+    return simulated_cluster(
+        head_slots, workers, system_config={"worker_niceness": NICENESS[0], **RAY_CONFIG}
+    )
 
 
 def close(c: Cluster) -> None:
@@ -124,23 +135,144 @@ def close(c: Cluster) -> None:
     c.shutdown()
 
 
-def overhead(task: Task, trials: int, slots: int, reps: int) -> dict[str, float]:
+# Ray's processes by what their command line says (workers retitle themselves `ray::...`).
+RAY_ROLES = (
+    ("gcs_server", "gcs"),
+    ("/raylet", "raylet"),
+    ("DashboardAgent", "agents"),
+    ("RuntimeEnvAgent", "agents"),
+    ("dashboard/", "agents"),
+    ("log_monitor.py", "agents"),
+    ("autoscaler/_private/monitor.py", "agents"),
+    ("ray::", "workers"),
+)
+ROLE_ORDER = ("driver", "workers", "raylet", "gcs", "agents")
+
+
+def ray_role(pid: int) -> str | None:
+    try:
+        cmd = (
+            Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        )
+    except OSError:
+        return None
+    return next((role for key, role in RAY_ROLES if key in cmd), None)
+
+
+def descendants(root: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                ppid = int((p / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            children.setdefault(ppid, []).append(int(p.name))
+    out, todo = [], [root]
+    while todo:
+        for kid in children.get(todo.pop(), []):
+            out.append(kid)
+            todo.append(kid)
+    return out
+
+
+class RoleAccount:
+    """CPU seconds per role through cpuacct groups of this run: `driver` (this process and
+    every process it starts: the local pool's trials and their sandboxes), `workers` (Ray's
+    worker processes and their sandboxes: the Ray trials), `raylet` (and any worker it
+    starts after `place`), `gcs`, `agents` (dashboard agent, runtime-env agent, dashboard
+    head, log monitor, autoscaler monitor). None where cgroup v1 cpuacct is not writable."""
+
+    def __init__(self) -> None:
+        self.root = CPUACCT / f"t1-scale-roles-{os.getpid()}"
+
+    @classmethod
+    def open(cls) -> RoleAccount | None:
+        if not os.access(CPUACCT / "cgroup.procs", os.W_OK):
+            return None
+        acct = cls()
+        for role in ROLE_ORDER:
+            (acct.root / role).mkdir(parents=True, exist_ok=True)
+        acct.join("driver", os.getpid())
+        return acct
+
+    def join(self, role: str, pid: int) -> None:
+        try:
+            (self.root / role / "cgroup.procs").write_text(str(pid))
+        except OSError:
+            pass  # exited meanwhile
+
+    def place(self) -> None:
+        """Move every Ray process under this one into its role's group."""
+        for pid in descendants(os.getpid()):
+            role = ray_role(pid)
+            if role is not None:
+                self.join(role, pid)
+
+    def usage(self) -> dict[str, float]:
+        return {r: int((self.root / r / "cpuacct.usage").read_text()) / 1e9 for r in ROLE_ORDER}
+
+    def close(self) -> None:
+        """Back to the root group (called after the cluster is shut down), groups removed."""
+        for role in ROLE_ORDER:
+            for pid in (self.root / role / "cgroup.procs").read_text().split():
+                try:
+                    (CPUACCT / "cgroup.procs").write_text(pid)
+                except OSError:
+                    pass
+        for role in ROLE_ORDER:
+            for _ in range(50):
+                try:
+                    (self.root / role).rmdir()
+                    break
+                except OSError:  # a process still exiting
+                    time.sleep(0.1)
+        try:
+            self.root.rmdir()
+        except OSError:
+            pass
+
+
+def worker_starts(c: Cluster) -> int:
+    """Worker processes the head node's raylet has started so far (its log says each)."""
+    log = Path(c.head_node.get_logs_dir_path()) / "raylet.out"
+    return log.read_text(errors="replace").count("Started worker process")
+
+
+def cpu_delta(before: dict[str, float], after: dict[str, float], trials: int) -> dict[str, float]:
+    """CPU milliseconds per trial, per role."""
+    return {r: 1e3 * (after[r] - before[r]) / trials for r in after}
+
+
+def overhead(task: Task, trials: int, slots: int, reps: int) -> dict[str, Any]:
     c, _ = cluster(slots, [])
+    acct = RoleAccount.open()
     try:
         ray_ex = RayExecutor(ExecutorConfig(address="auto"))
         batch(lambda tid, t: ray_ex.submit(tid, sandbox_trial, t), 2 * slots, task)  # workers up
+        if acct is not None:
+            acct.place()
         local_s, ray_s, local_in, ray_in = [], [], [], []
+        local_cpu: list[dict[str, float]] = []
+        ray_cpu: list[dict[str, float]] = []
+        started = 0
+        zero = dict.fromkeys(ROLE_ORDER, 0.0)
         with LocalExecutor(workers=slots) as local:
             for _ in range(reps):
                 INSIDE.clear()
+                u0 = acct.usage() if acct else zero
                 local_s.append(
                     batch(lambda tid, t: local.submit(tid, sandbox_trial, t), trials, task)
                 )
+                local_cpu.append(cpu_delta(u0, acct.usage() if acct else zero, trials))
                 local_in += INSIDE
                 INSIDE.clear()
+                u0, w0 = acct.usage() if acct else zero, worker_starts(c)
                 ray_s.append(
                     batch(lambda tid, t: ray_ex.submit(tid, sandbox_trial, t), trials, task)
                 )
+                ray_cpu.append(cpu_delta(u0, acct.usage() if acct else zero, trials))
+                started += worker_starts(c) - w0
                 ray_in += INSIDE
         n = 100  # Ray's own cost per trial: no-op trials one after another
         t0 = time.perf_counter()
@@ -150,11 +282,21 @@ def overhead(task: Task, trials: int, slots: int, reps: int) -> dict[str, float]
         ray_ex.shutdown()
     finally:
         close(c)
+        if acct is not None:
+            acct.close()
     lo, ry = statistics.median(local_s) / trials, statistics.median(ray_s) / trials
+
+    def median_cpu(rows: list[dict[str, float]]) -> dict[str, float]:
+        return {r: statistics.median(row[r] for row in rows) for r in ROLE_ORDER}
+
     return {"local_s": lo, "ray_s": ry, "overhead": ry / lo - 1.0,
             "local_all": min(local_s) / trials, "ray_all": min(ray_s) / trials,
             "dispatch": dispatch, "local_in": statistics.median(local_in),
-            "ray_in": statistics.median(ray_in)}  # fmt: skip
+            "ray_in": statistics.median(ray_in), "accounted": acct is not None,
+            "local_cpu": median_cpu(local_cpu), "ray_cpu": median_cpu(ray_cpu),
+            "local_cpu_total": statistics.median(sum(r.values()) for r in local_cpu),
+            "ray_cpu_total": statistics.median(sum(r.values()) for r in ray_cpu),
+            "worker_starts": started}  # fmt: skip
 
 
 def local_throughput(task: Task, trials: int, threads: int) -> float:
@@ -377,6 +519,12 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=3, help="alternating local/Ray batches")
     ap.add_argument("--nodes", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--niceness", type=int, default=0, help="Ray workers' nice (Ray's own: 15)")
+    ap.add_argument(
+        "--ray-config", type=json.loads, default={},
+        help="Ray system config (JSON) over the simulated nodes' own, e.g. the worker pool "
+        "before the fix: '{\"num_workers_soft_limit\": 2, "
+        "\"idle_worker_killing_time_threshold_ms\": 1000}'",
+    )  # fmt: skip
     ap.add_argument("--project", action="store_true", help="measure CPU s and project (4.)")
     ap.add_argument("--candidates", type=int, default=6, help="synthesis candidates measured")
     ap.add_argument("--commands", type=int, default=20, help="light commands per turns trial")
@@ -404,10 +552,12 @@ def main() -> None:
         print(f"\nafter: {load}")
         return
     NICENESS[0] = args.niceness
+    RAY_CONFIG.update(args.ray_config)
     task = bench_task()
     sandbox_trial(task)  # warm the image cache once
     load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
-    print(f"machine: {os.cpu_count()} cores; Ray workers at nice {args.niceness}; before: {load}")
+    print(f"machine: {os.cpu_count()} cores; Ray workers at nice {args.niceness}; "
+          f"Ray config over the executor's: {RAY_CONFIG or 'none'}; before: {load}")  # fmt: skip
     o = overhead(task, args.trials, args.slots, args.reps)
     print("\n| measure | value |\n|---|---|")
     how = f"{args.slots} slots, median of {args.reps} batches of {args.trials}"
@@ -418,6 +568,28 @@ def main() -> None:
     print(f"| median trial's own run_trial seconds: local / Ray | {o['local_in']:.3f} / "
           f"{o['ray_in']:.3f} |")  # fmt: skip
     print(f"| Ray round trip of a no-op trial, ms (100 in sequence) | {1e3 * o['dispatch']:.1f} |")
+    print(f"| worker processes Ray started during the {args.reps} Ray batches | "
+          f"{o['worker_starts']} |")  # fmt: skip
+    if o["accounted"]:
+        lc, rc = o["local_cpu"], o["ray_cpu"]
+        print(f"| CPU ms per trial, all processes: local / Ray (median batch) | "
+              f"{o['local_cpu_total']:.1f} / {o['ray_cpu_total']:.1f} |")  # fmt: skip
+        print(f"| CPU ms per trial, the trials (local: this process; Ray: its workers) | "
+              f"{lc['driver']:.1f} / {rc['workers']:.1f} |")  # fmt: skip
+        print(
+            "| CPU ms per trial in Ray batches: "
+            + ", ".join(ROLE_ORDER[2:])
+            + ", driver | "
+            + " / ".join(f"{rc[r]:.1f}" for r in (*ROLE_ORDER[2:], "driver"))
+            + " |"
+        )
+        print(
+            "| CPU ms per trial in local batches: "
+            + ", ".join(ROLE_ORDER[1:])
+            + " (idle) | "
+            + " / ".join(f"{lc[r]:.1f}" for r in ROLE_ORDER[1:])
+            + " |"
+        )
     for k in args.nodes:
         tpm = throughput(task, args.trials, args.slots, k)
         same = local_throughput(task, args.trials, k * args.slots)

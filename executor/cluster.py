@@ -16,7 +16,6 @@ once. Ray is imported here only, and only when a program's executor address is n
 
 from __future__ import annotations
 
-import math
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -237,16 +236,32 @@ def _settle_once(
         pass
 
 
-def worker_pool_config(slots_per_node: list[float]) -> dict[str, int]:
-    """Ray system config that keeps a worker per sandbox slot alive between batches.
+# How long an idle worker stays up: a day, in practice a job's pauses between batches (a
+# worker idle longer is started again when a trial needs it).
+IDLE_WORKER_KEEP_MS = 24 * 3600 * 1000
 
-    Ray keeps at most `num_workers_soft_limit` idle workers per node (default: the node's
-    CPUs) and kills the others after about a second idle. A node offering more slots than
-    CPUs (trials wait on I/O and on their sandboxes) then restarts workers at every batch:
-    a Python start and the sandbox modules' import, about 0.3-1 s each, which on short trials
-    was most of Ray's overhead against the local pool (docs/scale.md). On real nodes the same
-    is `RAY_num_workers_soft_limit=<slots>` in the environment of `ray start`."""
-    return {"num_workers_soft_limit": max(1, math.ceil(max(slots_per_node, default=1)))}
+
+def worker_pool_config() -> dict[str, int]:
+    """Ray system config for a sandbox node's worker pool: a worker per slot once started,
+    kept between batches, and no worker started that no trial asked for.
+
+    Ray's `num_workers_soft_limit` (default: the node's CPUs) is two things at once: how
+    many idle workers survive `idle_worker_killing_time_threshold_ms` (1 s), and how many
+    idle workers the raylet *prestarts* whenever a lease request arrives with a backlog,
+    counting neither the busy workers nor the free slots (Ray 2.60 logs it as "available
+    CPUs" whatever the node's CPUs). With every slot busy and trials queued, Ray started up
+    to that many more workers, none of which could get a trial (the slots were taken), and
+    killed them 1 s after the batch: a Python process importing Ray (~0.6 CPU s here) per
+    slot at every batch after a pause, as much CPU as the 50-ms trials of
+    benchmarks/scale.py themselves (docs/scale.md "Measured"). At 0 the raylet prestarts
+    nothing (a worker starts when a granted lease finds none idle: at most one per slot), and
+    the idle threshold of a day keeps those workers between batches. On real nodes:
+    `RAY_num_workers_soft_limit=0 RAY_idle_worker_killing_time_threshold_ms=86400000` in the
+    environment of `ray start`."""
+    return {
+        "num_workers_soft_limit": 0,
+        "idle_worker_killing_time_threshold_ms": IDLE_WORKER_KEEP_MS,
+    }
 
 
 # A simulated cluster on this machine (ray.cluster_utils): the tests' and the benchmark's.
@@ -261,9 +276,8 @@ def simulated_cluster(
     given, with node death noticed within ~1.5 s; this process is connected to it. The caller
     calls `ray.shutdown()` and the cluster's `shutdown()`.
 
-    Each node keeps as many idle workers as it has slots (`worker_pool_config`): Ray's default
-    keeps only as many as the node's CPUs and kills the rest after 1 s idle, so every batch
-    after a pause paid a worker's start (and the sandbox modules' import) again."""
+    Each node starts a worker per slot on demand and keeps it between batches, starting none
+    beyond (`worker_pool_config`)."""
     from ray.cluster_utils import Cluster
 
     cluster = Cluster(
@@ -275,7 +289,7 @@ def simulated_cluster(
             "include_dashboard": False,
             "_system_config": {
                 **SIM_FAST_DEATH,
-                **worker_pool_config([head_slots, *worker_slots]),
+                **worker_pool_config(),
                 **(system_config or {}),
             },
         },

@@ -4,6 +4,7 @@ the machinery's failures surface as `TrialLost`, the callable's own as its excep
 from __future__ import annotations
 
 import os
+import threading
 import time
 from concurrent.futures import wait
 
@@ -45,6 +46,73 @@ def test_workers_stay_up_between_batches(one_node_cluster):
     after = batch("after")
     assert len(before) == 2, before
     assert after == before, (before, after)
+
+
+def worker_processes(raylet_pid: int) -> set[int]:
+    """The raylet's Python worker processes now: its children titled `ray::...` (IDLE or the
+    task running), not its agents (`ray::DashboardAgent`, `ray::RuntimeEnvAgent`)."""
+    found: set[int] = set()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry.name}/cmdline", "rb") as f:
+                cmd = f.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == raylet_pid and cmd.startswith(b"ray::") and b"Agent" not in cmd:
+            found.add(int(entry.name))
+    return found
+
+
+def test_a_backlogged_batch_after_a_pause_starts_no_worker(one_node_cluster):
+    """Trials queued behind busy slots run on the node's workers already up: Ray starts no
+    process for them. (With `num_workers_soft_limit` = slots, Ray prestarted up to that many
+    extra workers whenever a batch had a backlog, gave them no trial and killed them after
+    1 s idle: a Python start each, ~0.5 CPU s, at every batch; docs/scale.md "Measured".)"""
+    raylet_pid = one_node_cluster.head_node.all_processes["raylet"][0].process.pid
+    ex = RayExecutor(ExecutorConfig(address="auto"))
+
+    def batch(tag: str, n: int) -> set[int]:
+        futs = [ex.submit(f"{tag}-{i}", worker_pid, 0.15) for i in range(n)]
+        return {f.result(60) for f in futs}
+
+    ran = batch("warm", 2)
+    time.sleep(2.5)  # idle past Ray's idle-worker kill delay (1 s)
+    up = worker_processes(raylet_pid)
+    seen: set[int] = set(up)
+    done = threading.Event()
+
+    def watch() -> None:  # every worker process that exists at any moment of the batch
+        while not done.is_set():
+            seen.update(worker_processes(raylet_pid))
+            time.sleep(0.05)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        ran |= batch("backlog", 12)  # 12 trials on 2 slots: a backlog of 10
+        time.sleep(0.5)
+    finally:
+        done.set()
+        watcher.join()
+    ex.shutdown()
+    assert ran <= up, (ran, up)
+    assert seen == up, f"workers started during the batch: {sorted(seen - up)}"
+
+
+def test_the_docs_start_real_nodes_with_the_simulated_nodes_worker_pool():
+    """docs/scale.md's `ray start` lines carry `worker_pool_config` as `RAY_<name>=<value>`
+    (what the simulated clusters set), so a real node pools its workers the same way."""
+    from pathlib import Path
+
+    from executor.cluster import worker_pool_config
+
+    docs = (Path(__file__).parents[2] / "docs" / "scale.md").read_text()
+    for name, value in worker_pool_config().items():
+        assert f"RAY_{name}={value}" in docs, name
 
 
 def refuse(x: int) -> int:
