@@ -181,7 +181,7 @@ def run_arm(args: argparse.Namespace, arm: str, seed: int) -> dict:
             harness=base.harness.model_copy(update={"temperature": temperature}),
             workers=args.workers, seed=seed, benchmark=base.eval_benchmark,
         )  # fmt: skip
-        steps, run_dir = 0, str(sft)
+        steps, run_dir = 0, repo_relative(sft)
     else:
         from training.campaign import run_campaign
 
@@ -205,7 +205,7 @@ def run_arm(args: argparse.Namespace, arm: str, seed: int) -> dict:
         )
         result = run_campaign(cfg)
         summary = result.evaluations[-1]
-        steps, run_dir = len(result.metrics), str(result.run_dir)
+        steps, run_dir = len(result.metrics), repo_relative(result.run_dir)
     return {
         "arm": arm,
         "seed": seed,
@@ -223,6 +223,12 @@ def run_arm(args: argparse.Namespace, arm: str, seed: int) -> dict:
         "load_end": os.getloadavg()[0],
         "run_dir": run_dir,
     }
+
+
+def repo_relative(path: Path) -> str:
+    """`path` relative to the repository when it lies inside it (rows name no machine's paths)."""
+    path = Path(path).resolve()
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
 
 
 # ---- the cache (pure file functions) --------------------------------------------------------
