@@ -27,7 +27,10 @@ Each (arm, seed) result is its own JSON file under --out/results/, written when 
 rerun skips what is there (resume after a kill). The verdict (`verdict`): "gain shown" only when
 PPO-dense's mean over seeds beats both the best SFT temperature and the placebo by more than the
 larger of 2 standard errors of the difference and the seed spread (the larger of the two arms'
-max - min over seeds); every arm compared needs every seed.
+max - min over seeds); every arm compared needs every seed, and every row the same SFT
+checkpoint: each row records its checkpoint's weights digest (`checkpoint`), a cached row of
+another checkpoint (a rebuild with other library versions gives other weights) is run again,
+and the verdict refuses rows of two checkpoints.
 
 Run (one arm at a time, cached; `--table` only prints):
   nice -n 10 python benchmarks/ppo_learning.py --family fileops-locked --out runs/ppo-locked \\
@@ -93,7 +96,13 @@ def main() -> None:
         return
     results = args.out / "results"
     if not args.table:
-        for arm, seed in pending(args.arms, args.seeds, load_results(results)):
+        current = checkpoint_id(sft_checkpoint(args.family))
+        cached = load_results(results)
+        other = [r for r in cached if r.get("checkpoint") != current]
+        if other:
+            print(f"{len(other)} cached rows are of another SFT checkpoint than {current}: "
+                  "running them again", flush=True)  # fmt: skip
+        for arm, seed in pending(args.arms, args.seeds, of_checkpoint(cached, current)):
             row = run_arm(args, arm, seed)
             save_result(results, row)
             print(
@@ -159,6 +168,17 @@ def reference_scores(tasks) -> str:
     return f"reference on {len(results)} tasks: dense {dense:.2f}, resolved {100 * resolved:.1f}%"
 
 
+def checkpoint_id(path: Path) -> str:
+    """Digest of a checkpoint's weights (16 hex): what makes two rows' starting points equal."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with (Path(path) / "model.safetensors").open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:16]
+
+
 # ---- one (arm, seed) ------------------------------------------------------------------------
 def run_arm(args: argparse.Namespace, arm: str, seed: int) -> dict:
     """Run one arm for one seed; the result row (what `save_result` writes)."""
@@ -169,6 +189,7 @@ def run_arm(args: argparse.Namespace, arm: str, seed: int) -> dict:
     splits = family_splits(args.family, rl=args.rl_tasks, heldout=args.heldout_tasks)
     heldout_dir = write_tasks(splits.heldout, args.out / "tasks" / "heldout")
     sft = sft_checkpoint(args.family)
+    checkpoint = checkpoint_id(sft)
     base = load_campaign_config(preset, seed=seed, eval_samples=args.eval_samples)
     load0 = os.getloadavg()[0]
     t0 = time.monotonic()
@@ -222,6 +243,7 @@ def run_arm(args: argparse.Namespace, arm: str, seed: int) -> dict:
         "load_start": load0,
         "load_end": os.getloadavg()[0],
         "run_dir": run_dir,
+        "checkpoint": checkpoint,
     }
 
 
@@ -252,6 +274,11 @@ def load_results(results: Path) -> list[dict]:
         return []
     rows = [json.loads(p.read_text()) for p in results.glob("*.json")]
     return sorted(rows, key=lambda r: (ARMS.index(r["arm"]), r["seed"]))
+
+
+def of_checkpoint(rows: Iterable[dict], checkpoint: str) -> list[dict]:
+    """The rows measured from `checkpoint` (rows without a digest are of an unknown one)."""
+    return [r for r in rows if r.get("checkpoint") == checkpoint]
 
 
 def pending(
@@ -292,9 +319,16 @@ def arm_summary(rows: Sequence[dict], arm: str) -> dict | None:
 def verdict(rows: Sequence[dict], *, seeds: Sequence[int]) -> str:
     """'gain shown' only when PPO-dense's mean resolved rate beats the best SFT temperature and
     the placebo each by more than max(2 standard errors of the difference, the seed spread),
-    every compared arm having every seed; otherwise says which comparison fails or what is
-    missing."""
+    every compared arm having every seed and every row the same SFT checkpoint; otherwise says
+    which comparison fails or what is missing."""
     need = set(seeds)
+    compared = [r for r in rows if r["arm"] in ("ppo-dense", "placebo", *SFT_ARMS)]
+    checkpoints = sorted({str(r.get("checkpoint")) for r in compared})
+    if len(checkpoints) > 1:
+        return (
+            f"incomplete: no verdict (rows of {len(checkpoints)} SFT checkpoints: "
+            f"{', '.join(checkpoints)}; every arm must start from the same one)"
+        )
     summaries = {a: arm_summary(rows, a) for a in ARMS}
     missing = [a for a in ("ppo-dense", "placebo", *SFT_ARMS)
                if summaries[a] is None or set(summaries[a]["seeds"]) != need]  # fmt: skip

@@ -90,3 +90,33 @@ def test_arm_summary_spread_and_standard_error():
     assert s["spread"] == pytest.approx(0.1) and s["resolved"] == pytest.approx(0.25)
     per_seed = [bench.standard_error(r, 100) for r in (0.2, 0.3, 0.25)]
     assert s["se"] == pytest.approx(sum(x * x for x in per_seed) ** 0.5 / 3)
+
+
+def test_no_verdict_from_rows_of_two_sft_checkpoints():
+    mixed = rows({**BASE, "ppo-dense": (0.9, 0.9, 0.9)})
+    for r in mixed:
+        r["checkpoint"] = "a" * 16 if r["seed"] < 2 else "b" * 16
+    out = bench.verdict(mixed, seeds=SEEDS)
+    assert out.startswith("incomplete") and "2 SFT checkpoints" in out, out
+    for r in mixed:
+        r["checkpoint"] = "a" * 16
+    assert bench.verdict(mixed, seeds=SEEDS).startswith("verdict: gain shown")
+
+
+def test_cached_rows_of_another_checkpoint_are_run_again(tmp_path):
+    results = tmp_path / "results"
+    old, new = rows({"sft-t0.5": (0.4, 0.4, 0.4)})[:2]
+    old["checkpoint"], new["checkpoint"] = "a" * 16, "b" * 16
+    bench.save_result(results, old)  # seed 0, from checkpoint a
+    bench.save_result(results, new)  # seed 1, from checkpoint b
+    current = bench.of_checkpoint(bench.load_results(results), "b" * 16)
+    assert bench.pending(["sft-t0.5"], [0, 1], current) == [("sft-t0.5", 0)]
+
+
+def test_checkpoint_id_is_the_weights_digest(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "model.safetensors").write_bytes(b"w" * 10)
+    (tmp_path / "b" / "model.safetensors").write_bytes(b"w" * 9 + b"v")
+    ids = {bench.checkpoint_id(tmp_path / d) for d in "ab"}
+    assert len(ids) == 2 and all(len(i) == 16 for i in ids)
