@@ -8,8 +8,8 @@ write all but the last. Settings with fixed names that run a program are pinned 
 `GIT_GUARDS`. Drivers are named by the agent: `.gitattributes` (or .git/info/attributes) maps
 paths to a driver name and the configuration defines it: `filter.<name>.clean`/`smudge`/
 `process` (run by status, diff, add, checkout), `diff.<name>.textconv` and `.command` (diff,
-log -p, show), `merge.<name>.driver` (merge), `remote.<name>.uploadpack`/`receivepack` (fetch,
-push), `submodule.<name>.update = !command` (submodule update), `tar.<format>.command`
+log -p, show), `merge.<name>.driver` (merge), `submodule.<name>.update = !command`
+(submodule update), `tar.<format>.command`
 (archive), `difftool.<name>.cmd`/`path` and `mergetool.<name>.*` (difftool, mergetool; also a
 built-in tool's path, which git finds by guessing when no tool is set), `sendemail.<identity>.*`
 (send-email), `man.<viewer>.*` (help) and `browser.<name>.*` (web--browse); `alias.<name> =
@@ -30,6 +30,22 @@ that sets it costs the verifier's git the user's and the system's files
 program found on PATH: only git's own transports are allowed (GIT_ALLOW_PROTOCOL). Trace2
 targets (`trace2.*Target`, honoured in the user's file and read before the command scope)
 make git write to a path or socket the agent chose: the environment's GIT_TRACE2* win.
+
+A push reaches nothing of the command scope's either: over the file transport (a path, a
+`file://` URL) it starts git-receive-pack in the receiving repository, with command-scope
+settings cleared, and that repository's hooks and settings run (the receiving repository's
+configuration wins over what the user's and the system's files could pin). Every push URL is
+rewritten (`url.<base>.pushInsteadOf`, empty prefix) to a transport git refuses, except those
+of git's network transports (rewritten to themselves): the verifier's pushes over the file
+transport are refused. A rewrite the agent wrote wins over it (the longest prefix wins), a
+`remote.<name>.pushurl` is never rewritten by it, and `remote.<name>.uploadpack`/`receivepack`
+are first-wins (the repository's value before the command scope's): an agent's file that sets
+one of these costs the verifier the file transport (GIT_ALLOW_PROTOCOL without `file`: no
+local clone, fetch or push). gpg, which git runs to check (or make) a signature, reads the
+options of the agent's home (`dirmngr-program`, `agent-program`, `photo-viewer`): the gpg
+programs are pinned to the harness's own scripts (`GUARD_FILES`, staged beside the tests),
+which run the image's gpg and gpgsm with no home; /etc/gnupg, which gpg reads even so, is the
+image's in the verifier's view (sandbox.verifier_view.PROTECTED_ETC).
 """
 
 from __future__ import annotations
@@ -38,6 +54,10 @@ import posixpath
 import re
 from collections.abc import Callable, Iterable, Mapping
 
+# The transport a push over the file transport is rewritten to: git refuses it (it is no
+# allowed protocol) with "transport 'verifier-no-local-push' not allowed".
+NO_LOCAL_PUSH = "verifier-no-local-push"
+NETWORK_SCHEMES = ("https://", "http://", "git://", "ssh://")
 # Settings with fixed names: fsmonitor runs on every `git status`, hooks on commits and
 # checkouts, pager and editor on `git log`/`commit`.
 GIT_GUARDS = {
@@ -51,14 +71,10 @@ GIT_GUARDS = {
     "credential.helper": "",
     "diff.external": "",
     "protocol.ext.allow": "never",
-    # no signature checked unasked: the image's gpg runs what the agent's ~/.gnupg/gpg.conf
-    # names (dirmngr-program with auto-key-retrieve, agent-program)
+    # no signature checked unasked (the gpg programs are pinned by `program_guards`)
     "log.showSignature": "false",
-    # signature checks asked for (`verify-commit`, `log --show-signature`): the image's own
-    # programs, by absolute path (/usr is the image's on both backends)
-    "gpg.program": "/usr/bin/gpg",
-    "gpg.openpgp.program": "/usr/bin/gpg",
-    "gpg.x509.program": "/usr/bin/gpgsm",
+    # ssh signatures: the image's own program, by absolute path (/usr is the image's on both
+    # backends)
     "gpg.ssh.program": "/usr/bin/ssh-keygen",
     # an ssh signature without user.signingKey (commit.gpgSign, commit -S): no key, as unset
     "gpg.ssh.defaultKeyCommand": "false",
@@ -68,12 +84,24 @@ GIT_GUARDS = {
     "interactive.diffFilter": "cat",  # add -p on a terminal
     "imap.tunnel": "false",  # imap-send
     # send-email: the image's sendmail (the default's first choice) for both ways of naming a
-    # program (git before 2.33 knows only the path in smtpServer); recipients from no program
-    "sendemail.sendmailCmd": "/usr/sbin/sendmail",
+    # program (git before 2.33 knows only the path in smtpServer); recipients from no program.
+    # The command is run as `sh -c '<cmd> "$@"'` with the agent's `smtpServerOption` values
+    # (a list: the command scope cannot empty it) first in "$@" (sendmail's -C, exim's -be
+    # run what they name): the comment drops them all, recipients are read from the headers
+    "sendemail.sendmailCmd": "/usr/sbin/sendmail -i -t #",
     "sendemail.smtpServer": "/usr/sbin/sendmail",
     "sendemail.toCmd": "true",
     "sendemail.ccCmd": "true",
     "sendemail.headerCmd": "true",
+    # instaweb: no web server (the agent's, or one the script finds in the repository's
+    # gitweb directory when the image has none); the gitweb scripts and apache modules of the
+    # image when the verifier names a server itself
+    "instaweb.httpd": "/bin/false",
+    "instaweb.gitwebDir": "",
+    "instaweb.modulePath": "",
+    # push: over the file transport refused (the docstring); git's network transports as asked
+    f"url.{NO_LOCAL_PUSH}::.pushInsteadOf": "",
+    **{f"url.{scheme}.pushInsteadOf": scheme for scheme in NETWORK_SCHEMES},
 }
 # Environment variables: no proxy command for git://, git's own transports only (file, git,
 # http(s) through the image's git-remote-http, ssh through core.sshCommand above).
@@ -87,6 +115,15 @@ GIT_ENV = {
 }
 # An agent's file that sets a pack-objects hook: the user's and the system's files unread.
 NO_USER_CONFIG = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}
+# Programs the harness stages for the verifier (in a directory of its own, `guard_dir`): git's
+# signature checks and signing run the image's gpg and gpgsm with no home (/dev/null, under
+# which nothing can be made): no options file, keyring or socket of the agent's home, and none
+# of an agent (dirmngr, gpg-agent, keyboxd) started, whose sockets would be there.
+_GNUPG_WRAPPER = (
+    "#!/bin/sh\n# git's signature checks in the verifier: the image's {0}, no home (no options,\n"
+    '# keys or agents of the agent\'s home)\nexec /usr/bin/{0} --homedir /dev/null "$@"\n'
+)
+GUARD_FILES = {f"{p}.sh": _GNUPG_WRAPPER.format(p).encode() for p in ("gpg", "gpgsm")}
 # git's own diff of the two files an external diff driver is handed (path old-file old-hex
 # old-mode new-file new-hex new-mode); exit 1 (they differ) is success.
 NATIVE_DIFF = 'f() { git --no-pager diff --no-ext-diff --no-index -- "$2" "$5"; [ $? -le 1 ]; }; f'
@@ -97,7 +134,6 @@ DRIVER_SETTINGS: dict[str, dict[str, str]] = {
     "filter": {"clean": "cat", "smudge": "cat", "process": "", "required": "false"},
     "diff": {"textconv": "cat", "command": NATIVE_DIFF},
     "merge": {"driver": "git merge-file -q %A %O %B"},
-    "remote": {"uploadpack": "git-upload-pack", "receivepack": "git-receive-pack"},
     "submodule": {"update": "checkout"},
     "tar": {"command": "gzip -cn"},
     # an empty cmd is no user tool, an empty path the tool's default (git-mergetool--lib)
@@ -113,6 +149,17 @@ DRIVER_SETTINGS: dict[str, dict[str, str]] = {
 # value: an alias to nothing ("'' is not a git command"), a command's pager to none.
 ENTRY_SECTIONS = {"alias": "", "pager": "false"}
 PACK_HOOK = ("uploadpack", "packobjectshook")  # pinned by NO_USER_CONFIG
+# Settings out of the command scope's reach that run the file transport's programs or choose
+# its URL (the docstring): (section, key) of any subsection; pinned by NO_FILE_TRANSPORT.
+FILE_TRANSPORT_KEYS = frozenset(
+    {
+        ("remote", "uploadpack"),
+        ("remote", "receivepack"),
+        ("remote", "pushurl"),
+        ("url", "pushinsteadof"),
+    }
+)
+NO_FILE_TRANSPORT = ("protocol", "file")
 CONFIG_NAMES = frozenset({"config", "config.worktree", ".gitconfig", "gitconfig"})
 MAX_CONFIG_BYTES = 1 << 20
 MAX_INCLUDES = 32
@@ -141,9 +188,10 @@ def parse_config(text: str) -> tuple[set[tuple[str, str]], list[str]]:
     """(driver sections, include paths) of one git configuration file's text (pure).
 
     Sections are (kind, name) for the kinds of DRIVER_SETTINGS, in both header forms
-    (`[filter "x"]` and the old `[filter.x]`), (kind, name) for each entry of ENTRY_SECTIONS
-    and PACK_HOOK where the file sets one; include paths are the `path` values of `[include]` and
-    `[includeIf ...]` sections, as written."""
+    (`[filter "x"]` and the old `[filter.x]`), (kind, name) for each entry of ENTRY_SECTIONS,
+    PACK_HOOK where the file sets one and NO_FILE_TRANSPORT where it sets one of
+    FILE_TRANSPORT_KEYS; include paths are the `path` values of `[include]` and `[includeIf
+    ...]` sections, as written."""
     sections: set[tuple[str, str]] = set()
     includes: list[str] = []
     current = ""
@@ -161,6 +209,8 @@ def parse_config(text: str) -> tuple[set[tuple[str, str]], list[str]]:
             sections.add((current, entry.group(1).lower()))
         if entry is not None and (current, entry.group(1).lower()) == PACK_HOOK:
             sections.add(PACK_HOOK)
+        if entry is not None and (current, entry.group(1).lower()) in FILE_TRANSPORT_KEYS:
+            sections.add(NO_FILE_TRANSPORT)
         if entry is not None and current in ("include", "includeif"):
             if entry.group(1).lower() == "path" and entry.group(2):
                 includes.append(_value(entry.group(2)))
@@ -193,10 +243,18 @@ def driver_sections(
     return found
 
 
-def fixed_env() -> dict[str, str]:
-    """GIT_GUARDS as command-scope settings in the environment, and GIT_ENV."""
-    env = {**GIT_ENV, "GIT_CONFIG_COUNT": str(len(GIT_GUARDS))}
-    for i, (key, value) in enumerate(GIT_GUARDS.items()):
+def program_guards(guard_dir: str) -> dict[str, str]:
+    """The gpg programs pinned to GUARD_FILES, staged in `guard_dir` (pure)."""
+    gpg, gpgsm = f"{guard_dir}/gpg.sh", f"{guard_dir}/gpgsm.sh"
+    return {"gpg.program": gpg, "gpg.openpgp.program": gpg, "gpg.x509.program": gpgsm}
+
+
+def fixed_env(guard_dir: str) -> dict[str, str]:
+    """GIT_GUARDS and `program_guards(guard_dir)` as command-scope settings in the
+    environment, and GIT_ENV."""
+    guards = GIT_GUARDS | program_guards(guard_dir)
+    env = {**GIT_ENV, "GIT_CONFIG_COUNT": str(len(guards))}
+    for i, (key, value) in enumerate(guards.items()):
         env |= {f"GIT_CONFIG_KEY_{i}": key, f"GIT_CONFIG_VALUE_{i}": value}
     return env
 
@@ -209,6 +267,10 @@ def guard_env(env: Mapping[str, str], sections: Iterable[tuple[str, str]]) -> di
     for kind, name in sorted(sections):
         if (kind, name) == PACK_HOOK:
             out |= NO_USER_CONFIG
+            continue
+        if (kind, name) == NO_FILE_TRANSPORT:
+            allowed = out.get("GIT_ALLOW_PROTOCOL", GIT_ENV["GIT_ALLOW_PROTOCOL"]).split(":")
+            out["GIT_ALLOW_PROTOCOL"] = ":".join(p for p in allowed if p != "file")
             continue
         if kind in ENTRY_SECTIONS:
             out[f"GIT_CONFIG_KEY_{count}"] = f"{kind}.{name}"

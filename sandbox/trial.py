@@ -23,7 +23,7 @@ from sandbox.base import (
     Sandbox,
     SandboxError,
 )
-from sandbox.git_guards import fixed_env
+from sandbox.git_guards import GUARD_FILES, fixed_env
 from sandbox.policy import network_policy
 from sandbox.verdict_channel import Channel, RecordsStatus, open_channel
 from tasks.literals.model import RUNNER
@@ -139,9 +139,11 @@ def _agent_failure(outcome: AgentOutcome) -> FailureMode:
 VERIFIER_ENV = {"PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 # git run by the verifier in the agent's repositories ignores the programs the agent could
 # have configured there (command-scope settings win over the repository's, the user's and the
-# system's): sandbox.git_guards.GIT_GUARDS here; the drivers the agent named are added by the
-# backend from the configuration files the agent wrote (sandbox.git_guards.guard_env).
-VERIFIER_ENV |= fixed_env()
+# system's): sandbox.git_guards.GIT_GUARDS here, the programs they name staged with the tests
+# (GIT_GUARD_DIR); the drivers the agent named are added by the backend from the configuration
+# files the agent wrote (sandbox.git_guards.guard_env).
+GIT_GUARD_DIR = ".t1-git"  # under /tests
+VERIFIER_ENV |= fixed_env(f"{TESTS_DIR}/{GIT_GUARD_DIR}")
 SIGNAL_EXIT_CODES = range(129, 129 + 64)  # 128 + N: the entry (or its last command) was killed
 
 
@@ -160,7 +162,8 @@ def verify(sandbox: Sandbox, task: Task, result: TrialResult) -> None:
     t0 = time.monotonic()
     runner = report_runner(task.verifier)
     channel = open_channel(runner) if runner is not None else None
-    tests, command, env = task.verifier, f"bash {TESTS_DIR}/test.sh", verifier_env(task)
+    tests = {**task.verifier, **{f"{GIT_GUARD_DIR}/{n}": b for n, b in GUARD_FILES.items()}}
+    command, env = f"bash {TESTS_DIR}/test.sh", verifier_env(task)
     if channel is not None:
         tests = {**tests, **channel.files()}
         if runner == ReportSource.RUN_CHECKS:  # an earlier version: the current one speaks

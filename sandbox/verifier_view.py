@@ -38,7 +38,17 @@ from sandbox.tamper import (
 from tasks.model import VERIFIER_VENV
 
 PROTECTED_TOP = ("usr", "bin", "sbin", "lib", "lib32", "lib64", "libx32")
-PROTECTED_ETC = ("ld.so.preload", "ld.so.conf", "ld.so.conf.d", "ld.so.cache", "alternatives")
+# /etc entries the verifier's view takes from the image (an agent's is hidden): the loader's,
+# and gnupg (every gpg reads /etc/gnupg/gpg.conf, even with --no-options: a program it names
+# would run for the verifier's git signature checks; sandbox.git_guards).
+PROTECTED_ETC = (
+    "ld.so.preload",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "ld.so.cache",
+    "alternatives",
+    "gnupg",
+)
 
 
 def _is_whiteout(st: os.stat_result) -> bool:

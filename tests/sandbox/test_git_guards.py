@@ -10,7 +10,14 @@ from typing import NamedTuple
 
 import pytest
 
-from sandbox.git_guards import driver_sections, fixed_env, guard_env, parse_config
+from sandbox.git_guards import (
+    GUARD_FILES,
+    NO_FILE_TRANSPORT,
+    driver_sections,
+    fixed_env,
+    guard_env,
+    parse_config,
+)
 
 
 def test_sections_and_includes_are_read_in_every_form():
@@ -21,8 +28,27 @@ def test_sections_and_includes_are_read_in_every_form():
         "[user]\n path = not-an-include\n"
     )
     sections, includes = parse_config(text)
-    assert sections == {("filter", "lfs x"), ("diff", "Up"), ("merge", "old"), ("remote", "origin")}
+    assert sections == {("filter", "lfs x"), ("diff", "Up"), ("merge", "old")}
     assert includes == ["extra.cfg", "~/more"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '[remote "up"]\n url = /r\n uploadPack = /x\n',
+        "[remote.up] receivepack = /x\n",
+        '[remote "up"]\n pushurl = /srv/bare\n',
+        '[url "/srv/bare"]\n pushInsteadOf = https://example.com/\n',
+    ],
+)
+def test_settings_out_of_the_command_scopes_reach_cost_the_file_transport(text: str):
+    """A remote's upload-pack or receive-pack program, its push URL or a push URL rewrite the
+    agent wrote: no clone, fetch or push over the file transport (pure)."""
+    sections, _ = parse_config(text)
+    assert sections == {NO_FILE_TRANSPORT}
+    env = guard_env({"GIT_ALLOW_PROTOCOL": "file:git:http:https:ssh"}, sections)
+    assert env["GIT_ALLOW_PROTOCOL"] == "git:http:https:ssh"
+    assert parse_config('[remote "origin"]\n url = /r\n fetch = +refs/*:refs/*\n')[0] == set()
 
 
 def test_sections_named_by_the_agent_are_pinned():
@@ -46,7 +72,7 @@ def test_sections_named_by_the_agent_are_pinned():
     pins = {env[f"GIT_CONFIG_KEY_{i}"]: env[f"GIT_CONFIG_VALUE_{i}"] for i in range(len(env) // 2)}
     assert pins["pager.log"] == "false" and pins["tar.tar.gz.command"] == "gzip -cn"
     assert pins["mergetool.kompare.path"] == "" and pins["difftool.a.cmd"] == ""
-    assert pins["sendemail.me.sendmailCmd"] == "/usr/sbin/sendmail"
+    assert pins["sendemail.me.sendmailCmd"] == "/usr/sbin/sendmail -i -t #"
     assert pins["sendemail.me.smtpServer"] == "/usr/sbin/sendmail"
 
 
@@ -79,7 +105,7 @@ def test_guards_neutralize_the_drivers_in_real_git(tmp_path: Path):
         c.write(f" textconv = {hook}\n command = {hook}\n")
     (repo / "f").write_text("a\nb\n")
     sections = driver_sections([str(repo / ".git" / "config")], lambda p: Path(p).read_bytes())
-    env = guard_env({"PATH": "/usr/bin:/bin", **fixed_env()}, sections)
+    env = guard_env({"PATH": "/usr/bin:/bin", **fixed_env(_guard_dir(tmp_path))}, sections)
     outputs = []
     for args in (["status", "--short"], ["diff"], ["log", "-p", "-1"], ["add", "-A"]):
         r = subprocess.run([*git, *args], env=env, capture_output=True, text=True)
@@ -89,11 +115,38 @@ def test_guards_neutralize_the_drivers_in_real_git(tmp_path: Path):
     assert "+b" in outputs[1]
 
 
+def test_the_file_transport_serves_clones_and_fetches_but_no_push(tmp_path: Path):
+    """With the guards a local clone and fetch work; a push to a local repository is refused
+    with git's message naming the guard; a network remote's push URL is left as written."""
+    ids = {
+        f"GIT_{w}_{k}": v
+        for w in ("AUTHOR", "COMMITTER")
+        for k, v in (("NAME", "t"), ("EMAIL", "t@t"))
+    }
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), **ids, **fixed_env(_guard_dir(tmp_path))}
+
+    def git(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["git", *args], cwd=tmp_path, env=env, capture_output=True, text=True)
+
+    assert git("init", "-q", "src").returncode == 0
+    assert git("-C", "src", "commit", "-q", "--allow-empty", "-m", "i").returncode == 0
+    assert git("clone", "-q", "--bare", "src", "bare").returncode == 0, "local clone"
+    assert git("clone", "-q", "bare", "work").returncode == 0
+    assert git("-C", "work", "fetch", "-q").returncode == 0, "local fetch"
+    push = git("-C", "work", "push", "origin", "HEAD:refs/heads/x")
+    assert push.returncode != 0
+    assert "transport 'verifier-no-local-push' not allowed" in push.stderr, push.stderr
+    assert git("-C", "work", "remote", "add", "net", "https://example.invalid/x").returncode == 0
+    url = git("-C", "work", "remote", "get-url", "--push", "net").stdout.strip()
+    assert url == "https://example.invalid/x"
+
+
 # Settings outside the drivers that make git run a program: each written where the agent can
 # write it (the repository's config, ~/.gitconfig, $XDG_CONFIG_HOME/git/config), the agent's
 # other changes (`agent`, run in the repository before the verifier), then the git command a
 # verifier runs. @H@ is the agent's program, @R@ the file it writes (a trace target writes it
-# itself); `evil` a remote helper the agent put on PATH.
+# itself), @T@ the directory of the case ($T in commands); `evil` a remote helper the agent
+# put on PATH.
 class Vector(NamedTuple):
     where: str
     config: str
@@ -117,6 +170,17 @@ SEND = (
     " --from=t@t.invalid -1 </dev/null"
 )
 TTY = "script -qec"  # a terminal for git's pager: script -qec "git log" /dev/null
+# a bare repository of the agent's whose every receive-side hook is the agent's program
+BARE = (
+    "git init -q --bare $T/bare; for h in pre-receive update post-receive post-update"
+    " reference-transaction push-to-checkout; do cp $T/hook.sh $T/bare/hooks/$h; done"
+)
+PUSH = "git push -q {} HEAD:refs/heads/v"
+# the agent's gpg options: a key the keyring lacks is fetched by the dirmngr it names
+GNUPG = (
+    "mkdir -p -m 700 ~/.gnupg; printf 'auto-key-retrieve\\ndirmngr-program %s\\n'"
+    " $T/hook.sh > ~/.gnupg/gpg.conf"
+)
 PROGRAM_SETTINGS = {
     "submodule-update": Vector(
         "repo",
@@ -131,12 +195,24 @@ PROGRAM_SETTINGS = {
         "global", '[gpg "openpgp"]\n program = @H@\n', "git log -1 --show-signature", works=True
     ),
     "gpg-options": Vector(  # the image's gpg runs what the agent's gpg.conf names
+        "repo", "[log]\n showSignature = true\n", "git log -1", agent=GNUPG, works=True
+    ),
+    # signature checks the verifier asks for: the image's gpg with the agent's home
+    "gpg-options-show-signature": Vector(
+        "repo", "", "git log -1 --show-signature", agent=GNUPG, works=True
+    ),
+    "gpg-options-verify-commit": Vector("repo", "", "git verify-commit HEAD", agent=GNUPG),
+    "gpg-options-verify-tag": Vector(
         "repo",
-        "[log]\n showSignature = true\n",
-        "git log -1",
-        agent="mkdir -p -m 700 ~/.gnupg; printf 'auto-key-retrieve\\ndirmngr-program %s\\n'"
-        " $T/hook.sh > ~/.gnupg/gpg.conf",
-        works=True,
+        "",
+        "git verify-tag v1",
+        agent=f"{GNUPG}; git -c gpg.program=$T/fakegpg tag -s -m t v1",
+    ),
+    "gpg-options-merge-verify-signatures": Vector(
+        "repo",
+        "",
+        "git merge -q --ff-only --verify-signatures signed",
+        agent=f"{GNUPG}; git branch signed; git reset -q --hard HEAD~1",
     ),
     "alias": Vector("xdg", "[alias]\n check = !@H@\n", "git check"),
     "remote-vcs": Vector("repo", '[remote "up"]\n vcs = evil\n url = /nowhere\n', "git fetch up"),
@@ -156,6 +232,38 @@ PROGRAM_SETTINGS = {
         "[uploadpack]\n packObjectsHook = @H@\n",
         "git clone -q file://$T/repo $T/clone",
         works=True,
+    ),
+    "pack-objects-hook-fetch": Vector(
+        "global",
+        "[uploadpack]\n packObjectsHook = @H@\n",
+        "git fetch -q file://$T/sub",
+        works=True,
+    ),
+    # push: git-receive-pack runs in the receiving repository without the command scope
+    "push-path": Vector("repo", "", PUSH.format("$T/bare"), agent=BARE),
+    "push-relative-path": Vector("repo", "", PUSH.format("../bare"), agent=BARE),
+    "push-file-url": Vector("repo", "", PUSH.format("file://$T/bare"), agent=BARE),
+    "push-remote": Vector(
+        "repo", "", PUSH.format("up"), agent=f"{BARE}; git remote add up $T/bare"
+    ),
+    "remote-pushurl": Vector(
+        "repo",
+        '[remote "up"]\n url = https://example.invalid/x\n pushurl = @T@/bare\n',
+        PUSH.format("up"),
+        agent=BARE,
+    ),
+    "url-push-instead-of": Vector(
+        "global",
+        '[url "@T@/bare"]\n pushInsteadOf = https://example.invalid/x\n',
+        PUSH.format("https://example.invalid/x"),
+        agent=BARE,
+    ),
+    # first-wins settings: the repository's value before the command scope's
+    "remote-upload-pack": Vector(
+        "repo", '[remote "up"]\n url = @T@/sub\n uploadpack = @H@\n', "git fetch -q up"
+    ),
+    "remote-receive-pack": Vector(
+        "repo", '[remote "up"]\n url = @T@/sub\n receivepack = @H@\n', PUSH.format("up")
     ),
     "alternate-refs-command": Vector(
         "repo",
@@ -255,6 +363,22 @@ PROGRAM_SETTINGS = {
         '[web]\n browser = mine\n[browser "mine"]\n cmd = @H@\n',
         "git web--browse http://example.invalid/",
     ),
+    "instaweb-httpd": Vector(
+        "repo",
+        "[instaweb]\n httpd = @T@/evil/lighttpd\n",
+        "git instaweb --start",
+        agent="mkdir -p $T/evil; cp $T/hook.sh $T/evil/lighttpd",
+        needs="instaweb",
+    ),
+    # no server configured: instaweb looks for its default (lighttpd) on PATH, then in
+    # /usr/local/sbin, /usr/sbin, gitweb's directory and the repository's .git/gitweb
+    "instaweb-repository-server": Vector(
+        "repo",
+        "",
+        "git instaweb --start",
+        agent="mkdir -p .git/gitweb; cp $T/hook.sh .git/gitweb/lighttpd",
+        needs="instaweb",
+    ),
 }
 CONFIG_AT = {"repo": "repo/.git/config", "global": "home/.gitconfig", "xdg": "xdg/git/config"}
 # A fake gpg that signs with a real signature packet (of other data, by a key nobody has): a
@@ -311,13 +435,17 @@ def _program_setting(tmp: Path, name: str, guarded: bool) -> tuple[bool, int]:
     target = tmp / CONFIG_AT[vector.where]
     target.parent.mkdir(parents=True, exist_ok=True)
     with target.open("a") as f:
-        f.write(vector.config.replace("@H@", str(hook)).replace("@R@", str(ran)))
+        f.write(
+            vector.config.replace("@H@", str(hook))
+            .replace("@R@", str(ran))
+            .replace("@T@", str(tmp))
+        )
     if vector.agent:
         agent = ["bash", "-c", f"set -e; cd repo; {vector.agent}"]
         subprocess.run(agent, cwd=tmp, env=env, check=True, capture_output=True)
     if guarded:
         sections = driver_sections([str(target)], lambda p: Path(p).read_bytes())
-        env = guard_env({**env, **fixed_env()}, sections)
+        env = guard_env({**env, **fixed_env(_guard_dir(tmp))}, sections)
     r = subprocess.run(
         ["bash", "-c", f"cd repo && timeout 20 {vector.command}"],
         cwd=tmp,
@@ -339,6 +467,16 @@ def test_guards_pin_settings_that_run_programs_in_real_git(tmp_path: Path, name:
     ran, status = _program_setting(tmp_path / "guarded", name, guarded=True)
     assert not ran, name
     assert status == 0 or not PROGRAM_SETTINGS[name].works, (name, status)
+
+
+def _guard_dir(tmp: Path) -> str:
+    """GUARD_FILES staged in `tmp`/guard, as the harness stages them with the tests."""
+    guard = tmp / "guard"
+    guard.mkdir()
+    for name, data in GUARD_FILES.items():
+        (guard / name).write_bytes(data)
+        (guard / name).chmod(0o755)
+    return str(guard)
 
 
 def _git_exec_path() -> str:

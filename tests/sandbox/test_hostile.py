@@ -376,6 +376,64 @@ def test_git_in_the_agents_tree_runs_no_agent_configuration(backend, config):
     assert [a.status.value for a in r.report.assertions] == ["passed", "passed"], r.report
 
 
+# An image with gpg (buildpack-deps: gnupg and git); a signature packet made by a fake gpg (of
+# other data, by a key nobody has): a verifying gpg parses it and looks for the key.
+GPG_DOCKERFILE = "FROM buildpack-deps:bookworm\nWORKDIR /app\nCOPY fakegpg /opt/fakegpg\n"
+FAKE_GPG = b"""#!/bin/sh
+cat >/dev/null
+echo "[GNUPG:] SIG_CREATED " >&2
+cat <<'EOF'
+-----BEGIN PGP SIGNATURE-----
+
+iHUEABYIAB0WIQRNZq2Al1p4Ww5fUZV0d0BXgJgtRgUCaxCURAAKCRB0d0BXgJgt
+RvskAQDHWBbDBVD5hVBMnj2LN6GdnFe5ShCmjNM79YJEzOJbggD+K9cZNeRMzX5J
+gbz2R1WZh2fwGtGbQ1Dh4DwoMNcIVgM=
+=d9cO
+-----END PGP SIGNATURE-----
+EOF
+"""
+GIT_PROGRAMS_VERIFIER = b"""#!/bin/bash
+git -C /app/repo verify-commit HEAD >/dev/null 2>&1
+git -C /app/repo log -1 --show-signature >/dev/null 2>&1
+git -C /app/repo push -q /srv/bare HEAD:refs/heads/v >/dev/null 2>&1
+out=/logs/verifier/ctrf.json
+if [ -e /tmp/t1-hook-ran ]; then h=failed; else h=passed; fi
+if [ -f /app/done ]; then d=passed; else d=failed; fi
+printf '{"results":{"tool":{"name":"sh"},"tests":[' > $out
+printf '{"name":"no-hook","status":"%s"},{"name":"done","status":"%s"}]}}' $h $d >> $out
+"""
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        pytest.param("~/.gnupg", id="home-gpg-conf"),
+        pytest.param("/etc/gnupg", id="global-gpg-conf"),
+        pytest.param("/srv/bare/hooks", id="receive-hook"),
+    ],
+)
+def test_verifier_git_runs_no_program_out_of_the_command_scope(backend, where):
+    """The verifier's signature checks run the image's gpg, which reads the agent's
+    ~/.gnupg/gpg.conf and (even with --no-options) /etc/gnupg/gpg.conf: auto-key-retrieve with
+    the agent's dirmngr-program; its push into a bare repository of the agent's runs that
+    repository's hooks (receive-pack starts without the command scope)."""
+    task = image_task(GPG_DOCKERFILE, "hostile-git-programs", files={"fakegpg": FAKE_GPG})
+    task = task.model_copy(update={"verifier": {"test.sh": GIT_PROGRAMS_VERIFIER}})
+    hook = "#!/bin/sh\\ntouch /tmp/t1-hook-ran\\n"
+    conf = "auto-key-retrieve\\ndirmngr-program /tmp/hook.sh\\n"
+    cmd = (
+        f"set -e; printf '{hook}' > /tmp/hook.sh; chmod +x /tmp/hook.sh /opt/fakegpg;"
+        " git init -q /app/repo; git init -q --bare /srv/bare;"
+        " git -C /app/repo -c user.name=t -c user.email=t@t -c gpg.program=/opt/fakegpg"
+        f" commit -q -S --allow-empty -m signed; mkdir -p -m 700 {where};"
+        f" if [ {where} = /srv/bare/hooks ]; then cp /tmp/hook.sh {where}/post-receive;"
+        f" else printf '{conf}' > {where}/gpg.conf; fi; touch /app/done"
+    )
+    r = run_trial(task, CommandAgent(cmd), backend)
+    assert r.failure_mode == FailureMode.NONE, (r.failure_mode, r.failure_detail)
+    assert [a.status.value for a in r.report.assertions] == ["passed", "passed"], r.report
+
+
 def test_image_path_directories_are_guarded(backend):
     """An image that puts a directory outside /usr first on PATH (as Rust images do with
     /root/.cargo/bin): a pytest planted there is tampering, never a verdict."""
