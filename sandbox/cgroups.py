@@ -4,7 +4,8 @@
 One group per sandbox carries its limits; each of its process trees (the agent's shell, a
 one-off command, the verifier) runs in a child group, so it can be killed alone while the
 limits stay shared (v1 memory, pids and cpu account hierarchically). Every process joins its
-group by writing its own pid before it execs, so nothing forks before the limits apply."""
+group (its one thread, through the group's `tasks` file) before it execs, so nothing forks
+before the limits apply."""
 
 from __future__ import annotations
 
@@ -55,9 +56,11 @@ class SandboxCgroup:
             _write(self.path("cpu") / "cpu.cfs_period_us", str(period))
             _write(self.path("cpu") / "cpu.cfs_quota_us", str(max(1000, int(cpus * period))))
 
-    def procs_files(self) -> list[str]:
-        """cgroup.procs files a new process writes its pid into to join the group."""
-        return [str(self.path(c) / "cgroup.procs") for c in CONTROLLERS]
+    def tasks_files(self) -> list[str]:
+        """The `tasks` files a new single-threaded process writes "0" into to join the group
+        (sandbox/helper.c: unlike its pid in `cgroup.procs`, this waits out no RCU grace
+        period)."""
+        return [str(self.path(c) / "tasks") for c in CONTROLLERS]
 
     def pids(self) -> list[int]:
         """Every process in the group and its children."""

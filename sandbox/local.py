@@ -327,7 +327,7 @@ class LocalSandbox:
         filt = ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
         return [
             self._helper, "exec", str(self._holder.pid), str(cpu_s), "1" if tty else "0",
-            *self._cgroup.child(group).procs_files(), "--",
+            *self._cgroup.child(group).tasks_files(), "--",
             "bwrap", "--bind", f"{NS_DIR}/root", "/", "--dev", "/dev", "--proc", "/proc",
             *PROC_READ_ONLY,
             *[a for f in ETC_FILES for a in ("--bind", f"{NS_DIR}/etc/{f}", f"/etc/{f}")],
