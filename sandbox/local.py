@@ -37,6 +37,7 @@ import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
+from sandbox import disk as sandbox_disk
 from sandbox import idmap, network, safefs, seccomp
 from sandbox.base import (
     DiskFull,
@@ -64,8 +65,9 @@ STATE_DIR = Path(os.environ.get("T1_SANDBOX_STATE", "/var/cache/t1-forge"))
 STATE_MODE = 0o711
 # Layer caches (task images' setuid files, even if id-shifted), the helper, leases: no other
 # host user gets in.
-PRIVATE_DIRS = ("l", "bases", "pulled", "bin", "run")
+PRIVATE_DIRS = ("l", "bases", "pulled", "bin", "run", "disks")
 RUN_DIR = STATE_DIR / "run"  # per sandbox: a lease file (for gc) and, briefly, its disk image
+DISKS_DIR = STATE_DIR / "disks"  # formatted empty disk images, one per size (sandbox.disk)
 NS_DIR = "/run/t1-forge/ns"  # a mountpoint that only exists populated inside holders
 # Docker's default capability set without MKNOD and NET_RAW; never SYS_ADMIN or NET_ADMIN.
 CAPABILITIES = (
@@ -96,8 +98,6 @@ HOSTS = "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost ip6-loopback
 ETC_FILES = ("resolv.conf", "hosts", "hostname")
 MAX_DOWNLOAD_BYTES = 64 * 1024 * 1024
 MAX_ETC_BYTES = 4 * 1024 * 1024  # /etc/passwd, /etc/group as the runner reads them
-MKFS = ["mkfs.ext4", "-q", "-F", "-O", "^has_journal,^resize_inode",
-        "-E", "lazy_itable_init=1,nodiscard", "-m", "0"]  # fmt: skip
 
 _LIVE: weakref.WeakSet[LocalSandbox] = weakref.WeakSet()
 
@@ -197,9 +197,7 @@ class LocalSandbox:
         disk = upper = work = "-"
         if self.upper_dir is None:
             disk = str(RUN_DIR / f"{self.id}.img")
-            with open(disk, "wb") as f:
-                f.truncate(lim.disk_mb * 1024 * 1024)
-            subprocess.run([*MKFS, disk], check=True, capture_output=True)
+            sandbox_disk.copy_sparse(sandbox_disk.template(DISKS_DIR, lim.disk_mb), Path(disk))
         else:
             work_dir = self.upper_dir.with_name(self.upper_dir.name + ".work")
             self.upper_dir.mkdir(parents=True, exist_ok=True)
