@@ -105,7 +105,27 @@ _LIVE: weakref.WeakSet[LocalSandbox] = weakref.WeakSet()
 def private_state_dir() -> Path:
     """STATE_DIR (mode STATE_MODE) with its PRIVATE_DIRS created (or narrowed) to mode 0700:
     the image layers keep the setuid bits their Dockerfiles set, so no other user of this
-    host may reach them."""
+    host may reach them. Checked on every call (a few stats; an image lookup calls it several
+    times), made or narrowed only when a check fails."""
+    if not _state_dir_ready(str(STATE_DIR)):
+        _make_state_dir()
+    return STATE_DIR
+
+
+def _state_dir_ready(top: str) -> bool:
+    try:
+        if stat.S_IMODE(os.stat(top).st_mode) != STATE_MODE:
+            return False
+        for name in PRIVATE_DIRS:
+            st = os.stat(os.path.join(top, name))
+            if not stat.S_ISDIR(st.st_mode) or st.st_mode & 0o077:
+                return False
+    except OSError:
+        return False
+    return True
+
+
+def _make_state_dir() -> None:
     STATE_DIR.mkdir(mode=STATE_MODE, parents=True, exist_ok=True)
     if stat.S_IMODE(STATE_DIR.stat().st_mode) != STATE_MODE:
         STATE_DIR.chmod(STATE_MODE)
@@ -114,7 +134,6 @@ def private_state_dir() -> Path:
         d.mkdir(mode=0o700, exist_ok=True)
         if d.stat().st_mode & 0o077:
             d.chmod(0o700)
-    return STATE_DIR
 
 
 def local_backend_problem() -> str | None:
