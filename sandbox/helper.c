@@ -12,7 +12,8 @@
  *       uid HOSTBASE) and keeps it open as fd 4. It keeps fd 3 open on NS, chroots into
  *       NS/root (so /proc/PID/root is the sandbox root), prints "ready" and waits for its
  *       stdin to close: the runner stopped it, or died. It then SIGKILLs every process of the
- *       given cgroups and exits; its namespaces, mounts and loop device go with it.
+ *       given cgroups, prints "stopped" once they are gone, and exits; its namespaces, mounts
+ *       and loop device go with it.
  *   helper exec HOLDER_PID CPU_SECONDS TTY TASKS_FILE... -- PROGRAM ARGS...
  *       Join the cgroups (write "0", ourselves, to each group's TASKS_FILE: we are one
  *       thread, so that moves the whole process; see enter()), bound CPU time, enter the
@@ -230,6 +231,8 @@ static int holder(char **a) {
         if (r == 0 || (r < 0 && errno != EINTR)) break;
     }
     kill_group(cgfd);
+    printf("stopped\n"); /* nothing of the sandbox runs: the runner need not wait for our exit */
+    fflush(stdout);
     return 0;
 }
 

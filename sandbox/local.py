@@ -35,6 +35,7 @@ import time
 import uuid
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox import disk as sandbox_disk
@@ -270,16 +271,21 @@ class LocalSandbox:
 
     def _stop(self) -> None:
         _LIVE.discard(self)
-        if self._holder is not None:
-            if self._holder.stdin:
-                self._holder.stdin.close()  # the holder kills the sandbox's processes and exits
-            if not wait_exit(self._holder, 10):
-                self._holder.kill()
-                self._holder.wait()
-            for stream in (self._holder.stdout, self._holder.stderr):
-                if stream:
-                    stream.close()
-            self._holder = None
+        holder, self._holder = self._holder, None
+        exiting = None  # a holder whose sandbox's processes are gone, still exiting
+        if holder is not None:
+            if holder.stdin:
+                holder.stdin.close()  # the holder kills the sandbox's processes and exits
+            # Once it says so, nothing of the sandbox runs; its own exit (the kernel drops
+            # the mounts, the loop disk, the namespaces: a few ms) is waited for off the
+            # caller's path. An image build's layer is used as soon as this returns, so
+            # there the overlay must be gone first.
+            if self.upper_dir is not None or self._reclaim_queued:
+                _finish_holder(holder, 10)
+            elif _says_stopped(holder, 10):
+                exiting = holder
+            else:  # silent for 10 s, or gone without a word: killed and reaped now
+                _finish_holder(holder, 0)
         if self._session is not None:
             self._session.close(kill=False)  # the holder killed it with everything else
             self._session = None
@@ -289,7 +295,7 @@ class LocalSandbox:
         # their groups and the lease go when they have, off the caller's path.
         if not self._reclaim_queued:
             self._reclaim_queued = True
-            _REAPER.submit(self._cgroup, self._lease)
+            _REAPER.submit(_Remains(self._cgroup, self._lease, exiting))
 
     def __enter__(self) -> LocalSandbox:
         self.start()
@@ -641,6 +647,28 @@ def wait_exit(proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
     return True
 
 
+def _says_stopped(holder: subprocess.Popen[bytes], timeout_s: float) -> bool:
+    """Whether the holder, its pipe closed, reports within `timeout_s` that it killed every
+    process of the sandbox's cgroups and saw them gone (sandbox/helper.c)."""
+    if holder.stdout is None:
+        return False
+    poller = select.poll()
+    poller.register(holder.stdout.fileno(), select.POLLIN)
+    if not poller.poll(timeout_s * 1000):
+        return False
+    return holder.stdout.readline().strip() == b"stopped"
+
+
+def _finish_holder(holder: subprocess.Popen[bytes], timeout_s: float) -> None:
+    """Reap the holder (SIGKILLed if it has not exited within `timeout_s`), close its pipes."""
+    if not wait_exit(holder, timeout_s):
+        holder.kill()
+        holder.wait()
+    for stream in (holder.stdout, holder.stderr):
+        if stream:
+            stream.close()
+
+
 def _etc_lines(root: int, name: str) -> list[str]:
     """Lines of the sandbox's /etc/NAME (read in the sandbox, a regular file, capped)."""
     data = safefs.read_file(root, "etc/" + name, MAX_ETC_BYTES) or b""
@@ -719,19 +747,30 @@ def _write_files(dest: Path, files: dict[str, bytes]) -> None:
         target.chmod(staged_file_mode(rel))
 
 
+@dataclass(frozen=True)
+class _Remains:
+    """What a stopped sandbox leaves to reclaim: its cgroups and lease, and the holder when
+    it is still exiting (its sandbox's processes already gone)."""
+
+    group: SandboxCgroup
+    lease: Path
+    holder: subprocess.Popen[bytes] | None = None
+
+
 class _Reaper:
-    """Removes stopped sandboxes' cgroups (and then their leases) in the background; what
-    is still queued when the process exits is done then, or left to `t1 sandbox gc`."""
+    """Reaps stopped sandboxes' holders and removes their cgroups (and then their leases) in
+    the background; what is still queued when the process exits is done then, or left to
+    `t1 sandbox gc`."""
 
     def __init__(self) -> None:
-        self._queue: list[tuple[SandboxCgroup, Path]] = []
+        self._queue: list[_Remains] = []
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._busy = 0  # removals the thread has taken from the queue and not finished
 
-    def submit(self, group: SandboxCgroup, lease: Path) -> None:
+    def submit(self, remains: _Remains) -> None:
         with self._cond:
-            self._queue.append((group, lease))
+            self._queue.append(remains)
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._loop, daemon=True, name="reaper")
                 self._thread.start()
@@ -744,10 +783,10 @@ class _Reaper:
                     if not self._cond.wait(timeout=5):
                         self._thread = None
                         return
-                group, lease = self._queue.pop(0)
+                remains = self._queue.pop(0)
                 self._busy += 1
             try:
-                _reclaim(group, lease)
+                _reclaim(remains)
             finally:
                 with self._cond:
                     self._busy -= 1
@@ -760,25 +799,27 @@ class _Reaper:
             with self._cond:
                 if not self._queue:
                     break
-                group, lease = self._queue.pop(0)
-            _reclaim(group, lease)
+                remains = self._queue.pop(0)
+            _reclaim(remains)
         deadline = time.monotonic() + timeout_s
         with self._cond:
             while self._busy and time.monotonic() < deadline:
                 self._cond.wait(timeout=0.1)
 
 
-def _reclaim(group: SandboxCgroup, lease: Path) -> None:
+def _reclaim(remains: _Remains) -> None:
+    if remains.holder is not None:
+        _finish_holder(remains.holder, 10)
     try:
-        group.destroy()
+        remains.group.destroy()
     except OSError:  # best effort: what is left is `t1 sandbox gc`'s
         return
-    lease.unlink(missing_ok=True)
+    remains.lease.unlink(missing_ok=True)
 
 
 _REAPER = _Reaper()
 atexit.register(_REAPER.drain)
-reap_stopped = _REAPER.drain  # wait until stopped sandboxes' cgroups are gone
+reap_stopped = _REAPER.drain  # wait until stopped sandboxes' holders and cgroups are gone
 _HANDLED = False
 
 
