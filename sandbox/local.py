@@ -179,6 +179,7 @@ class LocalSandbox:
         self.trusted_paths = tuple(trusted_paths)
         self._holder: subprocess.Popen[bytes] | None = None
         self._helper = ""
+        self._bwrap = ""
         self._cgroup = SandboxCgroup(self.id)
         self._net = network.Attachment(None)
         self._session: PtySession | None = None
@@ -198,6 +199,10 @@ class LocalSandbox:
                 "no C compiler to build the sandbox helper: apt-get install gcc"
             )
         self._helper = helper
+        # Looked up here, in the runner's PATH: the helper execs it after entering the
+        # sandbox's user namespace but still in the host's file system view, with the
+        # sandbox's environment, whose PATH the task's image sets.
+        self._bwrap = shutil.which("bwrap") or "/usr/bin/bwrap"
         Path(NS_DIR).mkdir(parents=True, exist_ok=True)
         RUN_DIR.mkdir(parents=True, exist_ok=True)
         _install_signal_handlers()
@@ -351,7 +356,7 @@ class LocalSandbox:
         return [
             self._helper, "exec", str(self._holder.pid), str(cpu_s), "1" if tty else "0",
             *self._cgroup.child(group).tasks_files(), "--",
-            "bwrap", "--bind", f"{NS_DIR}/root", "/", "--dev", "/dev", "--proc", "/proc",
+            self._bwrap, "--bind", f"{NS_DIR}/root", "/", "--dev", "/dev", "--proc", "/proc",
             *PROC_READ_ONLY,
             *[a for f in ETC_FILES for a in ("--bind", f"{NS_DIR}/etc/{f}", f"/etc/{f}")],
             *binds,
