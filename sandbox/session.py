@@ -8,9 +8,10 @@ an end marker carrying a per-session nonce and the exit status; its output is wh
 showed in between. The terminal does not echo what is typed: the runner clears ECHO on it (an
 ioctl on its side of the terminal) before the shell starts, when a command's end marker comes
 and before each command is typed, so a command that turned echo on cannot make the next one's
-typed lines part of its output, and no `stty` process runs per command. The command's stdin is the terminal: `send_keys` reaches a program it left
-running (a REPL, a pager, a prompt), and the next `run` interrupts such a program first (Ctrl-C,
-then SIGKILL of the terminal's foreground process group). A command that ends the shell
+typed lines part of its output, and no `stty` process runs per command. The command's stdin
+is the terminal: `send_keys` reaches a program it left running (a REPL, a pager, a prompt),
+and the next `run` interrupts such a program first (Ctrl-C, then SIGKILL of the terminal's
+foreground process group). A command that ends the shell
 (`exit`) returns the shell's exit status; the next command starts a new shell.
 """
 
