@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import fnmatch
+import functools
 import hashlib
 import json
 import os
@@ -101,8 +102,19 @@ class BaseTableError(ValueError):
 
 
 def _read_table(path: Path) -> BaseTable:
+    """The table in `path`, parsed once per version of the file (every image lookup reads
+    it; parsing the shipped table took a millisecond). Callers do not change it."""
     try:
-        return BaseTable.model_validate(tomllib.loads(path.read_text()))
+        st = os.stat(path)
+        return _parse_table(str(path), st.st_ino, st.st_size, st.st_mtime_ns)
+    except OSError as e:
+        raise BaseTableError(f"{path}: {e}") from e
+
+
+@functools.lru_cache(maxsize=16)
+def _parse_table(path: str, ino: int, size: int, mtime_ns: int) -> BaseTable:
+    try:
+        return BaseTable.model_validate(tomllib.loads(Path(path).read_text()))
     except (OSError, tomllib.TOMLDecodeError) as e:
         raise BaseTableError(f"{path}: {e}") from e
     except ValidationError as e:

@@ -4,7 +4,8 @@
 One group per sandbox carries its limits; each of its process trees (the agent's shell, a
 one-off command, the verifier) runs in a child group, so it can be killed alone while the
 limits stay shared (v1 memory, pids and cpu account hierarchically). Every process joins its
-group by writing its own pid before it execs, so nothing forks before the limits apply."""
+group (its one thread, through the group's `tasks` file) before it execs, so nothing forks
+before the limits apply."""
 
 from __future__ import annotations
 
@@ -32,7 +33,11 @@ class SandboxCgroup:
     name: str
 
     def path(self, controller: str) -> Path:
-        return CGROUP_ROOT / controller / PARENT / self.name
+        return Path(self._dir(controller))
+
+    def _dir(self, controller: str) -> str:
+        # plain strings: the runner builds these paths a few hundred times per trial
+        return f"{CGROUP_ROOT}/{controller}/{PARENT}/{self.name}"
 
     def child(self, name: str) -> SandboxCgroup:
         return SandboxCgroup(f"{self.name}/{name}")
@@ -41,33 +46,32 @@ class SandboxCgroup:
         self, *, memory_mb: int | None = None, pids: int | None = None, cpus: float | None = None
     ) -> None:
         for c in CONTROLLERS:
-            self.path(c).mkdir(parents=True, exist_ok=True)
+            os.makedirs(self._dir(c), exist_ok=True)
         if memory_mb is not None:
             limit = str(memory_mb * 1024 * 1024)
-            _write(self.path("memory") / "memory.limit_in_bytes", limit)
-            memsw = self.path("memory") / "memory.memsw.limit_in_bytes"
-            if memsw.exists():
+            _write(self._dir("memory") + "/memory.limit_in_bytes", limit)
+            memsw = self._dir("memory") + "/memory.memsw.limit_in_bytes"
+            if os.path.exists(memsw):
                 _write(memsw, limit)
         if pids is not None:
-            _write(self.path("pids") / "pids.max", str(pids))
+            _write(self._dir("pids") + "/pids.max", str(pids))
         if cpus is not None:
             period = 100_000
-            _write(self.path("cpu") / "cpu.cfs_period_us", str(period))
-            _write(self.path("cpu") / "cpu.cfs_quota_us", str(max(1000, int(cpus * period))))
+            _write(self._dir("cpu") + "/cpu.cfs_period_us", str(period))
+            _write(self._dir("cpu") + "/cpu.cfs_quota_us", str(max(1000, int(cpus * period))))
 
-    def procs_files(self) -> list[str]:
-        """cgroup.procs files a new process writes its pid into to join the group."""
-        return [str(self.path(c) / "cgroup.procs") for c in CONTROLLERS]
+    def tasks_files(self) -> list[str]:
+        """The `tasks` files a new single-threaded process writes "0" into to join the group
+        (sandbox/helper.c: unlike its pid in `cgroup.procs`, this waits out no RCU grace
+        period)."""
+        return [self._dir(c) + "/tasks" for c in CONTROLLERS]
 
     def pids(self) -> list[int]:
         """Every process in the group and its children."""
         out: list[int] = []
-        base = self.path("pids")
-        if not base.is_dir():
-            return out
-        for procs in base.rglob("cgroup.procs"):
+        for group in _groups_below(self._dir("pids")):
             try:
-                out.extend(int(x) for x in procs.read_text().split())
+                out.extend(int(x) for x in _read(group + "/cgroup.procs").split())
             except (FileNotFoundError, ValueError):
                 continue
         return out
@@ -100,12 +104,9 @@ class SandboxCgroup:
         """How many processes the kernel's OOM killer took in this group and its children
         (v1 counts a kill in the group where the victim ran)."""
         total = 0
-        base = self.path("memory")
-        if not base.is_dir():
-            return 0
-        for f in base.rglob("memory.oom_control"):
+        for group in _groups_below(self._dir("memory")):
             try:
-                text = f.read_text()
+                text = _read(group + "/memory.oom_control")
             except FileNotFoundError:
                 continue
             for line in text.splitlines():
@@ -118,19 +119,35 @@ class SandboxCgroup:
         """Kill everything in the group, then remove it and its children (deepest first)."""
         self.kill_all()
         for c in CONTROLLERS:
-            base = self.path(c)
-            if not base.is_dir():
-                continue
-            # os.walk ignores directories that vanish under it (another reclaimer, the kernel)
-            dirs = [Path(d) / n for d, names, _ in os.walk(base) for n in names]
-            for p in [*sorted(dirs, key=lambda p: -len(p.parts)), base]:
-                _rmdir(p)
+            # a group comes before the groups below it: reversed, the deepest go first
+            for group in reversed(_groups_below(self._dir(c))):
+                _rmdir(group)
 
 
-def _rmdir(p: Path) -> None:
+def _groups_below(top: str) -> list[str]:
+    """`top` and every group below it (none when `top` is gone); groups that vanish during
+    the walk are skipped."""
+    out, stack = [], [top]
+    while stack:
+        d = stack.pop()
+        try:
+            with os.scandir(d) as entries:
+                stack.extend(e.path for e in entries if e.is_dir(follow_symlinks=False))
+        except (FileNotFoundError, NotADirectoryError):
+            continue
+        out.append(d)
+    return out
+
+
+def _read(path: str) -> str:
+    with open(path) as f:
+        return f.read()
+
+
+def _rmdir(p: str) -> None:
     for _ in range(100):
         try:
-            p.rmdir()
+            os.rmdir(p)
             return
         except FileNotFoundError:
             return
@@ -138,7 +155,7 @@ def _rmdir(p: Path) -> None:
             time.sleep(0.001)
 
 
-def _write(path: Path, value: str) -> None:
+def _write(path: str, value: str) -> None:
     with open(path, "w") as f:
         f.write(value)
 

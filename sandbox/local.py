@@ -35,8 +35,10 @@ import time
 import uuid
 import weakref
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
+from sandbox import disk as sandbox_disk
 from sandbox import idmap, network, safefs, seccomp
 from sandbox.base import (
     DiskFull,
@@ -64,8 +66,9 @@ STATE_DIR = Path(os.environ.get("T1_SANDBOX_STATE", "/var/cache/t1-forge"))
 STATE_MODE = 0o711
 # Layer caches (task images' setuid files, even if id-shifted), the helper, leases: no other
 # host user gets in.
-PRIVATE_DIRS = ("l", "bases", "pulled", "bin", "run")
+PRIVATE_DIRS = ("l", "bases", "pulled", "bin", "run", "disks")
 RUN_DIR = STATE_DIR / "run"  # per sandbox: a lease file (for gc) and, briefly, its disk image
+DISKS_DIR = STATE_DIR / "disks"  # formatted empty disk images, one per size (sandbox.disk)
 NS_DIR = "/run/t1-forge/ns"  # a mountpoint that only exists populated inside holders
 # Docker's default capability set without MKNOD and NET_RAW; never SYS_ADMIN or NET_ADMIN.
 CAPABILITIES = (
@@ -96,8 +99,6 @@ HOSTS = "127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost ip6-loopback
 ETC_FILES = ("resolv.conf", "hosts", "hostname")
 MAX_DOWNLOAD_BYTES = 64 * 1024 * 1024
 MAX_ETC_BYTES = 4 * 1024 * 1024  # /etc/passwd, /etc/group as the runner reads them
-MKFS = ["mkfs.ext4", "-q", "-F", "-O", "^has_journal,^resize_inode",
-        "-E", "lazy_itable_init=1,nodiscard", "-m", "0"]  # fmt: skip
 
 _LIVE: weakref.WeakSet[LocalSandbox] = weakref.WeakSet()
 
@@ -105,7 +106,27 @@ _LIVE: weakref.WeakSet[LocalSandbox] = weakref.WeakSet()
 def private_state_dir() -> Path:
     """STATE_DIR (mode STATE_MODE) with its PRIVATE_DIRS created (or narrowed) to mode 0700:
     the image layers keep the setuid bits their Dockerfiles set, so no other user of this
-    host may reach them."""
+    host may reach them. Checked on every call (a few stats; an image lookup calls it several
+    times), made or narrowed only when a check fails."""
+    if not _state_dir_ready(str(STATE_DIR)):
+        _make_state_dir()
+    return STATE_DIR
+
+
+def _state_dir_ready(top: str) -> bool:
+    try:
+        if stat.S_IMODE(os.stat(top).st_mode) != STATE_MODE:
+            return False
+        for name in PRIVATE_DIRS:
+            st = os.stat(os.path.join(top, name))
+            if not stat.S_ISDIR(st.st_mode) or st.st_mode & 0o077:
+                return False
+    except OSError:
+        return False
+    return True
+
+
+def _make_state_dir() -> None:
     STATE_DIR.mkdir(mode=STATE_MODE, parents=True, exist_ok=True)
     if stat.S_IMODE(STATE_DIR.stat().st_mode) != STATE_MODE:
         STATE_DIR.chmod(STATE_MODE)
@@ -114,7 +135,6 @@ def private_state_dir() -> Path:
         d.mkdir(mode=0o700, exist_ok=True)
         if d.stat().st_mode & 0o077:
             d.chmod(0o700)
-    return STATE_DIR
 
 
 def local_backend_problem() -> str | None:
@@ -159,6 +179,7 @@ class LocalSandbox:
         self.trusted_paths = tuple(trusted_paths)
         self._holder: subprocess.Popen[bytes] | None = None
         self._helper = ""
+        self._bwrap = ""
         self._cgroup = SandboxCgroup(self.id)
         self._net = network.Attachment(None)
         self._session: PtySession | None = None
@@ -178,6 +199,10 @@ class LocalSandbox:
                 "no C compiler to build the sandbox helper: apt-get install gcc"
             )
         self._helper = helper
+        # Looked up here, in the runner's PATH: the helper execs it after entering the
+        # sandbox's user namespace but still in the host's file system view, with the
+        # sandbox's environment, whose PATH the task's image sets.
+        self._bwrap = shutil.which("bwrap") or "/usr/bin/bwrap"
         Path(NS_DIR).mkdir(parents=True, exist_ok=True)
         RUN_DIR.mkdir(parents=True, exist_ok=True)
         _install_signal_handlers()
@@ -197,9 +222,7 @@ class LocalSandbox:
         disk = upper = work = "-"
         if self.upper_dir is None:
             disk = str(RUN_DIR / f"{self.id}.img")
-            with open(disk, "wb") as f:
-                f.truncate(lim.disk_mb * 1024 * 1024)
-            subprocess.run([*MKFS, disk], check=True, capture_output=True)
+            sandbox_disk.copy_sparse(sandbox_disk.template(DISKS_DIR, lim.disk_mb), Path(disk))
         else:
             work_dir = self.upper_dir.with_name(self.upper_dir.name + ".work")
             self.upper_dir.mkdir(parents=True, exist_ok=True)
@@ -253,16 +276,21 @@ class LocalSandbox:
 
     def _stop(self) -> None:
         _LIVE.discard(self)
-        if self._holder is not None:
-            if self._holder.stdin:
-                self._holder.stdin.close()  # the holder kills the sandbox's processes and exits
-            if not wait_exit(self._holder, 10):
-                self._holder.kill()
-                self._holder.wait()
-            for stream in (self._holder.stdout, self._holder.stderr):
-                if stream:
-                    stream.close()
-            self._holder = None
+        holder, self._holder = self._holder, None
+        exiting = None  # a holder whose sandbox's processes are gone, still exiting
+        if holder is not None:
+            if holder.stdin:
+                holder.stdin.close()  # the holder kills the sandbox's processes and exits
+            # Once it says so, nothing of the sandbox runs; its own exit (the kernel drops
+            # the mounts, the loop disk, the namespaces: a few ms) is waited for off the
+            # caller's path. An image build's layer is used as soon as this returns, so
+            # there the overlay must be gone first.
+            if self.upper_dir is not None or self._reclaim_queued:
+                _finish_holder(holder, 10)
+            elif _says_stopped(holder, 10):
+                exiting = holder
+            else:  # silent for 10 s, or gone without a word: killed and reaped now
+                _finish_holder(holder, 0)
         if self._session is not None:
             self._session.close(kill=False)  # the holder killed it with everything else
             self._session = None
@@ -272,7 +300,7 @@ class LocalSandbox:
         # their groups and the lease go when they have, off the caller's path.
         if not self._reclaim_queued:
             self._reclaim_queued = True
-            _REAPER.submit(self._cgroup, self._lease)
+            _REAPER.submit(_Remains(self._cgroup, self._lease, exiting))
 
     def __enter__(self) -> LocalSandbox:
         self.start()
@@ -327,8 +355,8 @@ class LocalSandbox:
         filt = ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
         return [
             self._helper, "exec", str(self._holder.pid), str(cpu_s), "1" if tty else "0",
-            *self._cgroup.child(group).procs_files(), "--",
-            "bwrap", "--bind", f"{NS_DIR}/root", "/", "--dev", "/dev", "--proc", "/proc",
+            *self._cgroup.child(group).tasks_files(), "--",
+            self._bwrap, "--bind", f"{NS_DIR}/root", "/", "--dev", "/dev", "--proc", "/proc",
             *PROC_READ_ONLY,
             *[a for f in ETC_FILES for a in ("--bind", f"{NS_DIR}/etc/{f}", f"/etc/{f}")],
             *binds,
@@ -624,6 +652,28 @@ def wait_exit(proc: subprocess.Popen[bytes], timeout_s: float) -> bool:
     return True
 
 
+def _says_stopped(holder: subprocess.Popen[bytes], timeout_s: float) -> bool:
+    """Whether the holder, its pipe closed, reports within `timeout_s` that it killed every
+    process of the sandbox's cgroups and saw them gone (sandbox/helper.c)."""
+    if holder.stdout is None:
+        return False
+    poller = select.poll()
+    poller.register(holder.stdout.fileno(), select.POLLIN)
+    if not poller.poll(timeout_s * 1000):
+        return False
+    return holder.stdout.readline().strip() == b"stopped"
+
+
+def _finish_holder(holder: subprocess.Popen[bytes], timeout_s: float) -> None:
+    """Reap the holder (SIGKILLed if it has not exited within `timeout_s`), close its pipes."""
+    if not wait_exit(holder, timeout_s):
+        holder.kill()
+        holder.wait()
+    for stream in (holder.stdout, holder.stderr):
+        if stream:
+            stream.close()
+
+
 def _etc_lines(root: int, name: str) -> list[str]:
     """Lines of the sandbox's /etc/NAME (read in the sandbox, a regular file, capped)."""
     data = safefs.read_file(root, "etc/" + name, MAX_ETC_BYTES) or b""
@@ -702,19 +752,30 @@ def _write_files(dest: Path, files: dict[str, bytes]) -> None:
         target.chmod(staged_file_mode(rel))
 
 
+@dataclass(frozen=True)
+class _Remains:
+    """What a stopped sandbox leaves to reclaim: its cgroups and lease, and the holder when
+    it is still exiting (its sandbox's processes already gone)."""
+
+    group: SandboxCgroup
+    lease: Path
+    holder: subprocess.Popen[bytes] | None = None
+
+
 class _Reaper:
-    """Removes stopped sandboxes' cgroups (and then their leases) in the background; what
-    is still queued when the process exits is done then, or left to `t1 sandbox gc`."""
+    """Reaps stopped sandboxes' holders and removes their cgroups (and then their leases) in
+    the background; what is still queued when the process exits is done then, or left to
+    `t1 sandbox gc`."""
 
     def __init__(self) -> None:
-        self._queue: list[tuple[SandboxCgroup, Path]] = []
+        self._queue: list[_Remains] = []
         self._cond = threading.Condition()
         self._thread: threading.Thread | None = None
         self._busy = 0  # removals the thread has taken from the queue and not finished
 
-    def submit(self, group: SandboxCgroup, lease: Path) -> None:
+    def submit(self, remains: _Remains) -> None:
         with self._cond:
-            self._queue.append((group, lease))
+            self._queue.append(remains)
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._loop, daemon=True, name="reaper")
                 self._thread.start()
@@ -727,10 +788,10 @@ class _Reaper:
                     if not self._cond.wait(timeout=5):
                         self._thread = None
                         return
-                group, lease = self._queue.pop(0)
+                remains = self._queue.pop(0)
                 self._busy += 1
             try:
-                _reclaim(group, lease)
+                _reclaim(remains)
             finally:
                 with self._cond:
                     self._busy -= 1
@@ -743,25 +804,27 @@ class _Reaper:
             with self._cond:
                 if not self._queue:
                     break
-                group, lease = self._queue.pop(0)
-            _reclaim(group, lease)
+                remains = self._queue.pop(0)
+            _reclaim(remains)
         deadline = time.monotonic() + timeout_s
         with self._cond:
             while self._busy and time.monotonic() < deadline:
                 self._cond.wait(timeout=0.1)
 
 
-def _reclaim(group: SandboxCgroup, lease: Path) -> None:
+def _reclaim(remains: _Remains) -> None:
+    if remains.holder is not None:
+        _finish_holder(remains.holder, 10)
     try:
-        group.destroy()
+        remains.group.destroy()
     except OSError:  # best effort: what is left is `t1 sandbox gc`'s
         return
-    lease.unlink(missing_ok=True)
+    remains.lease.unlink(missing_ok=True)
 
 
 _REAPER = _Reaper()
 atexit.register(_REAPER.drain)
-reap_stopped = _REAPER.drain  # wait until stopped sandboxes' cgroups are gone
+reap_stopped = _REAPER.drain  # wait until stopped sandboxes' holders and cgroups are gone
 _HANDLED = False
 
 

@@ -5,9 +5,13 @@ The shell runs for the whole agent phase in one PID namespace, so cwd, exported 
 background processes persist between commands. A command is typed as a few short lines that
 assign its text (ANSI-C quoted, so any bytes survive) and one line that evaluates it and prints
 an end marker carrying a per-session nonce and the exit status; its output is what the terminal
-showed in between. The command's stdin is the terminal: `send_keys` reaches a program it left
-running (a REPL, a pager, a prompt), and the next `run` interrupts such a program first (Ctrl-C,
-then SIGKILL of the terminal's foreground process group). A command that ends the shell
+showed in between. The terminal does not echo what is typed: the runner clears ECHO on it (an
+ioctl on its side of the terminal) before the shell starts, when a command's end marker comes
+and before each command is typed, so a command that turned echo on cannot make the next one's
+typed lines part of its output, and no `stty` process runs per command. The command's stdin
+is the terminal: `send_keys` reaches a program it left running (a REPL, a pager, a prompt),
+and the next `run` interrupts such a program first (Ctrl-C, then SIGKILL of the terminal's
+foreground process group). A command that ends the shell
 (`exit`) returns the shell's exit status; the next command starts a new shell.
 """
 
@@ -62,15 +66,15 @@ def typed_lines(command: str, nonce: str) -> list[str]:
     # is interrupted (Ctrl-C aborts the rest of the line) gets it from the prompt hook.
     lines.append(
         'PROMPT_COMMAND=__t1_prompt; __t1_armed=1; eval "$__t1_c"; __t1_rc=$?; __t1_armed=; '
-        f"stty -echo 2>/dev/null; printf '\\036T1END {nonce} %d\\036\\n' \"$__t1_rc\""
+        f"printf '\\036T1END {nonce} %d\\036\\n' \"$__t1_rc\""
     )
     return lines
 
 
 SETUP = (
-    "stty -echo -onlcr 2>/dev/null; set +H; set +o history 2>/dev/null; unset HISTFILE; "
+    "set +H; set +o history 2>/dev/null; unset HISTFILE; "
     '__t1_prompt() {{ local rc=$?; if [ -n "$__t1_armed" ]; then __t1_armed=; '
-    "stty -echo 2>/dev/null; printf '\\036T1END {nonce} %d\\036\\n' \"$rc\"; fi; }}; "
+    "printf '\\036T1END {nonce} %d\\036\\n' \"$rc\"; fi; }}; "
     "PS1=''; PS2=''; PROMPT_COMMAND=__t1_prompt; printf '\\036T1READY {nonce}\\036\\n'"
 )
 
@@ -108,6 +112,7 @@ class PtySession:
         self._dropped = 0
         master, slave = os.openpty()
         attrs = termios.tcgetattr(slave)
+        attrs[1] &= ~termios.ONLCR  # oflag: "\n" stays "\n"
         attrs[3] &= ~termios.ECHO  # lflag: no echo of what we type, from the first byte
         termios.tcsetattr(slave, termios.TCSANOW, attrs)
         self._master = master
@@ -142,6 +147,7 @@ class PtySession:
         if self._busy:
             self.interrupt()
         self._take()  # what arrived since the last read belongs to no command
+        self._no_echo()
         oom_before = self._oom_kills()
         t0 = time.monotonic()
         self._busy = True
@@ -228,6 +234,18 @@ class PtySession:
         self._take_command()
         self._busy = False
 
+    def _no_echo(self) -> None:
+        """Clear the terminal's ECHO if something turned it on (on a pty, the master's
+        termios ioctls act on the terminal itself). An exited shell's terminal is left as
+        it is."""
+        try:
+            attrs = termios.tcgetattr(self._master)
+            if attrs[3] & termios.ECHO:
+                attrs[3] &= ~termios.ECHO
+                termios.tcsetattr(self._master, termios.TCSANOW, attrs)
+        except (termios.error, OSError):
+            pass
+
     def _type(self, lines: Sequence[str]) -> None:
         self._write("".join(line + "\n" for line in lines).encode())
 
@@ -297,7 +315,8 @@ class PtySession:
             out, code = bytes(self._buf[: m.start()]), int(m.group(1))
             del self._buf[: m.end()]
             self._dropped = 0
-            return out, code
+        self._no_echo()  # the command is over: what it left on is undone, as `stty -echo` did
+        return out, code
 
 
 def clean(raw: bytes) -> str:

@@ -109,6 +109,19 @@ def host(image, path: str) -> Path:
 
 
 # -- COPY / ADD ----------------------------------------------------------------------------------
+def test_state_dir_is_narrowed_again_on_every_lookup(state: Path) -> None:
+    """The private directories are checked on every call, not once per process: one widened
+    after a first lookup (here: the layer cache) is narrowed by the next."""
+    from sandbox.local import PRIVATE_DIRS, private_state_dir
+
+    build_image(task("FROM tiny:1\nCOPY a /a\n", {"a": b"x"}), RecordingRunner())
+    (state / "l").chmod(0o755)
+    (state / "disks").rmdir()
+    assert private_state_dir() == state
+    for name in PRIVATE_DIRS:
+        assert stat.S_IMODE((state / name).stat().st_mode) == 0o700, name
+
+
 def test_copy_file_dir_wildcard_and_modes(state: Path) -> None:
     files = {"run.sh": b"echo\n", "tool": b"#!/bin/sh\n", "data/a.csv": b"1\n",
              "data/sub/b.csv": b"2\n", "x.txt": b"x", "y.txt": b"y"}  # fmt: skip

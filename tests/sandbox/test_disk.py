@@ -42,6 +42,31 @@ def test_filling_the_disk_is_enospc_and_disk_limit():
     assert r.total == 1  # the verifier still ran and judged
 
 
+def test_each_sandbox_writes_its_own_copy_of_the_formatted_disk():
+    """Disks are copies of one formatted image per size (sandbox.disk): what a sandbox writes
+    is neither in the image nor in another sandbox's disk."""
+    import hashlib
+
+    from sandbox.disk import template
+    from sandbox.local import DISKS_DIR
+
+    limits = Limits(agent_timeout_s=30, memory_mb=256, disk_mb=96)
+    a = get_backend("local").open(make_task(limits=limits))
+    b = get_backend("local").open(make_task(limits=limits))
+    image = template(DISKS_DIR, 96)
+    before = hashlib.sha256(image.read_bytes()).hexdigest()
+    try:
+        r = a.session().run("head -c 8M /dev/urandom > /app/mine && sync && echo ok")
+        assert r.stdout == "ok\n", r
+        assert b.session().run("ls /app/mine 2>&1 || echo absent").stdout.endswith("absent\n")
+        assert a.disk_free_bytes() < b.disk_free_bytes() - 7 * 1024 * 1024
+    finally:
+        a.stop()
+        b.stop()
+    assert hashlib.sha256(image.read_bytes()).hexdigest() == before
+    assert image.stat().st_mode & 0o077 == 0 and DISKS_DIR.stat().st_mode & 0o077 == 0
+
+
 def test_disk_full_during_the_upload_of_the_solution_and_the_verifier():
     limits = Limits(agent_timeout_s=60, verifier_timeout_s=20, memory_mb=256, disk_mb=64)
     big = {"fixture.bin": b"\0" * (8 * 1024 * 1024)}

@@ -134,6 +134,27 @@ def test_setuid_files_of_images_are_out_of_reach_of_host_users():
         assert st.st_mode & stat.S_ISUID and st.st_uid != 0, (oct(st.st_mode), st.st_uid)
 
 
+def test_task_path_cannot_pick_the_hosts_sandbox_program():
+    """The image's PATH (a task's `ENV PATH=...`) is the sandbox's, never the one the runner
+    looks its own programs up in: a `bwrap` another host user left in a directory that PATH
+    names is not run (it would run outside the sandbox's view, as the sandbox's root)."""
+    planted = Path(f"/tmp/t1-path-{uuid.uuid4().hex[:10]}")
+    planted.mkdir()
+    planted.chmod(0o777)
+    try:
+        fake = planted / "bwrap"
+        fake.write_text(f"#!/bin/sh\ntouch {planted}/ran\nexit 1\n")
+        fake.chmod(0o755)
+        task = image_task(
+            SEED_BASE + f"ENV PATH={planted}:/usr/local/bin:/usr/bin:/bin\n", "hostile-path"
+        )
+        r = run_trial(task, "oracle", "local")
+        assert not (planted / "ran").exists(), "the runner ran a program the task's PATH found"
+        assert not r.failure_mode.infrastructure, r.failure_detail
+    finally:
+        shutil.rmtree(planted, ignore_errors=True)
+
+
 # -- the agent as adversary: the host --------------------------------------------------------
 KNOB_ATTACKS = {
     # each writes a kernel knob's own current value back (harmless if it were allowed)

@@ -279,6 +279,59 @@ def test_fork_bomb_is_contained_and_counted_from_before():
     assert run_trial(make_task(), "oracle").resolved
 
 
+def _host_pids(pattern: str) -> list[int]:
+    out = subprocess.run(["pgrep", "-f", pattern], capture_output=True, text=True).stdout
+    return [int(p) for p in out.split()]
+
+
+def _groups_of(pid: int) -> dict[str, str]:
+    """controller -> group of a host process, from /proc/PID/cgroup (v1 lines)."""
+    out = {}
+    for line in open(f"/proc/{pid}/cgroup").read().splitlines():
+        _, controllers, path = line.split(":", 2)
+        for c in controllers.split(","):
+            out[c] = path
+    return out
+
+
+def test_every_process_tree_runs_in_the_sandboxs_groups():
+    """The agent's shell, a one-off command and the verifier, and what they start, are in the
+    sandbox's memory, pids and cpu child groups (where its limits and kills apply): the
+    helper moves itself into every one before it runs anything."""
+    import threading
+
+    sb = get_backend("local").open(make_task())
+    seen: dict[str, dict[str, str]] = {}
+
+    def probe(name: str, marker: str) -> None:
+        deadline = time.monotonic() + 10
+        while not _host_pids(marker) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        pids = _host_pids(marker)
+        seen[name] = _groups_of(pids[0]) if pids else {}
+
+    try:
+        sb.session().run("sleep 4311 &", timeout_s=5)
+        probe("session", "sleep 4311")
+        t = threading.Thread(target=lambda: sb.exec("sleep 4312; true", timeout_s=10))
+        t.start()
+        probe("exec", "sleep 4312")
+        subprocess.run(["pkill", "-f", "sleep 4312"], check=False)
+        t.join()
+        t = threading.Thread(
+            target=lambda: sb.verify({}, "sleep 4313; true", timeout_s=10, cwd="/", env={})
+        )
+        t.start()
+        probe("verify", "sleep 4313")
+        subprocess.run(["pkill", "-f", "sleep 4313"], check=False)
+        t.join()
+    finally:
+        sb.stop()
+    for name in ("session", "exec", "verify"):
+        for controller in ("memory", "pids", "cpu"):
+            assert seen[name].get(controller) == f"/t1-forge/{sb.id}/{name}", (name, seen[name])
+
+
 def test_memory_exhaustion_is_out_of_memory():
     limits = Limits(agent_timeout_s=30, verifier_timeout_s=20, memory_mb=96, pids=64)
     hog = "python3 -c 'x = bytearray(400 * 1024 * 1024); print(len(x))'"

@@ -62,6 +62,17 @@ def test_keystrokes_reach_an_interactive_program(sandbox):
     assert s.run("echo back").stdout == "back\n"
 
 
+def test_a_command_that_turns_echo_on_does_not_echo_the_next(sandbox):
+    """The runner keeps the terminal's echo off between commands (no `stty` of its own runs
+    in the sandbox): the next command's typed lines never show up in its output."""
+    s = sandbox.session()
+    assert s.run("stty echo").exit_code == 0
+    r = s.run("echo clean")
+    assert r.stdout == "clean\n", r
+    s.run("stty echo; sleep 30", timeout_s=0.5)  # interrupted with echo on
+    assert s.run("echo still-clean").stdout == "still-clean\n"
+
+
 def test_any_bytes_survive_typing(sandbox):
     s = sandbox.session()
     weird = "tab\there 'q' \"dq\" $HOME `x` \\back !bang ünï €\n" + "z" * 3000
