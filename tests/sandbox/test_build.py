@@ -406,10 +406,10 @@ def test_waiting_for_a_base_another_process_builds_is_not_build_time(state: Path
         lock.close()
 
     other = threading.Thread(target=finish)
-    other.start()
     t = task("FROM tiny:1\nRUN true\n").model_copy(update={"limits": Limits(build_timeout_s=2)})
     runner = RecordingRunner()
-    started = time.monotonic()
+    started = time.monotonic()  # before the other build's clock starts (it waits 2.5 s)
+    other.start()
     build_image(t, runner)
     other.join()
     assert time.monotonic() - started >= 2.5  # it did wait for the other build
