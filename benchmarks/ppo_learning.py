@@ -170,13 +170,9 @@ def reference_scores(tasks) -> str:
 
 def checkpoint_id(path: Path) -> str:
     """Digest of a checkpoint's weights (16 hex): what makes two rows' starting points equal."""
-    import hashlib
+    from training.warm_start import weights_digest
 
-    digest = hashlib.sha256()
-    with (Path(path) / "model.safetensors").open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()[:16]
+    return weights_digest(path)
 
 
 # ---- one (arm, seed) ------------------------------------------------------------------------

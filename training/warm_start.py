@@ -43,9 +43,44 @@ def cache_root() -> Path:
     return Path(os.environ.get("T1_FORGE_CACHE", REPO_ROOT / ".cache" / "t1-forge"))
 
 
-def recipe_key(policy: PolicyConfig, warm: WarmStartConfig, texts: list[str]) -> str:
-    """Cache key of a warm-start recipe."""
+# The libraries whose numerics decide the weights: a recipe rebuilt under other versions gave
+# other weights (a countdown SFT checkpoint built twice a day apart resolved 40.7% and 20.7%
+# of the same held-out draws), so their versions are part of every checkpoint's key.
+NUMERICS_LIBRARIES = ("torch", "transformers", "tokenizers")
+
+
+def numerics_versions() -> dict[str, str]:
+    """Installed version of each of NUMERICS_LIBRARIES ('-' where one is missing)."""
+    from importlib import metadata
+
+    versions = {}
+    for name in NUMERICS_LIBRARIES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = "-"
+    return versions
+
+
+def weights_digest(checkpoint: Path) -> str:
+    """sha256 of a checkpoint's weights file (16 hex): equal digests, equal starting points."""
     h = hashlib.sha256()
+    with (Path(checkpoint) / "model.safetensors").open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()[:16]
+
+
+def recipe_key(
+    policy: PolicyConfig,
+    warm: WarmStartConfig,
+    texts: list[str],
+    versions: dict[str, str] | None = None,
+) -> str:
+    """Cache key of a warm-start recipe: configs, texts, template and the numerics libraries'
+    versions (`numerics_versions()` unless given)."""
+    h = hashlib.sha256()
+    h.update(json.dumps(versions or numerics_versions(), sort_keys=True).encode())
     h.update(json.dumps(policy.model_dump(), sort_keys=True).encode())
     h.update(json.dumps(warm.model_dump(), sort_keys=True).encode())
     for t in texts:
@@ -218,12 +253,14 @@ def fine_tuned_policy(
     render: dict | None = None,
 ) -> Path:
     """A checkpoint fine-tuned from `base` (model + tokenizer) on `trajectories`, cached under
-    `.cache/t1-forge/sft/<key>` where the key covers the base, the config and the examples."""
+    `.cache/t1-forge/sft/<key>` where the key covers the base's weights (not its path), the
+    config, the examples and the numerics libraries' versions."""
     from training.chat_tokenizer import load_chat_tokenizer, save_chat_tokenizer
     from training.policy import load_policy, save_policy
 
     h = hashlib.sha256()
-    h.update(str(Path(base).resolve()).encode())
+    h.update(weights_digest(base).encode())
+    h.update(json.dumps(numerics_versions(), sort_keys=True).encode())
     h.update(json.dumps(warm.model_dump(), sort_keys=True).encode())
     for t in trajectories:
         h.update(repr(t).encode())

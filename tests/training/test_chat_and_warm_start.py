@@ -18,7 +18,7 @@ from training.chat_tokenizer import decode_ids, encode_text
 from training.harness import render_conversation
 from training.policy import PolicyConfig
 from training.trajectories import BUILTIN_TRAJECTORIES, render_example, solution_steps
-from training.warm_start import WarmStartConfig, recipe_key
+from training.warm_start import WarmStartConfig, numerics_versions, recipe_key, weights_digest
 
 pytestmark = pytest.mark.torch
 
@@ -118,3 +118,15 @@ def test_recipe_key_tracks_every_input():
     assert k != recipe_key(p.model_copy(update={"hidden_size": 96}), w, ["a"])
     assert k != recipe_key(p, w.model_copy(update={"steps": 1}), ["a"])
     assert k != recipe_key(p, w, ["b"])
+    # the same recipe under other library versions builds other weights: another key
+    v = numerics_versions()
+    assert k == recipe_key(p, w, ["a"], v)
+    assert k != recipe_key(p, w, ["a"], {**v, "transformers": "0.0.1"})
+
+
+def test_weights_digest_follows_the_weights_not_the_path(tmp_path):
+    for d, data in (("a", b"w" * 8), ("b", b"w" * 8), ("c", b"w" * 7 + b"v")):
+        (tmp_path / d).mkdir()
+        (tmp_path / d / "model.safetensors").write_bytes(data)
+    a, b, c = (weights_digest(tmp_path / d) for d in "abc")
+    assert a == b != c
