@@ -397,22 +397,10 @@ def test_git_in_the_agents_tree_runs_no_agent_configuration(backend, config):
     assert [a.status.value for a in r.report.assertions] == ["passed", "passed"], r.report
 
 
-# An image with gpg (buildpack-deps: gnupg and git); a signature packet made by a fake gpg (of
-# other data, by a key nobody has): a verifying gpg parses it and looks for the key.
-GPG_DOCKERFILE = "FROM buildpack-deps:bookworm\nWORKDIR /app\nCOPY fakegpg /opt/fakegpg\n"
-FAKE_GPG = b"""#!/bin/sh
-cat >/dev/null
-echo "[GNUPG:] SIG_CREATED " >&2
-cat <<'EOF'
------BEGIN PGP SIGNATURE-----
+# An image with gpg (buildpack-deps: gnupg and git) and the fake gpg of the git-guard tests.
+from tests.sandbox.test_git_guards import FAKE_GPG  # noqa: E402
 
-iHUEABYIAB0WIQRNZq2Al1p4Ww5fUZV0d0BXgJgtRgUCaxCURAAKCRB0d0BXgJgt
-RvskAQDHWBbDBVD5hVBMnj2LN6GdnFe5ShCmjNM79YJEzOJbggD+K9cZNeRMzX5J
-gbz2R1WZh2fwGtGbQ1Dh4DwoMNcIVgM=
-=d9cO
------END PGP SIGNATURE-----
-EOF
-"""
+GPG_DOCKERFILE = "FROM buildpack-deps:bookworm\nWORKDIR /app\nCOPY fakegpg /opt/fakegpg\n"
 GIT_PROGRAMS_VERIFIER = b"""#!/bin/bash
 git -C /app/repo verify-commit HEAD >/dev/null 2>&1
 git -C /app/repo log -1 --show-signature >/dev/null 2>&1
@@ -438,7 +426,7 @@ def test_verifier_git_runs_no_program_out_of_the_command_scope(backend, where):
     ~/.gnupg/gpg.conf and (even with --no-options) /etc/gnupg/gpg.conf: auto-key-retrieve with
     the agent's dirmngr-program; its push into a bare repository of the agent's runs that
     repository's hooks (receive-pack starts without the command scope)."""
-    task = image_task(GPG_DOCKERFILE, "hostile-git-programs", files={"fakegpg": FAKE_GPG})
+    task = image_task(GPG_DOCKERFILE, "hostile-git-programs", files={"fakegpg": FAKE_GPG.encode()})
     task = task.model_copy(update={"verifier": {"test.sh": GIT_PROGRAMS_VERIFIER}})
     hook = "#!/bin/sh\\ntouch /tmp/t1-hook-ran\\n"
     conf = "auto-key-retrieve\\ndirmngr-program /tmp/hook.sh\\n"
