@@ -6,8 +6,11 @@ verifier's view (/tests/.t1-verdict/t1_verdict.py, on PYTHONPATH) with a `pytest
 point, so every pytest the verifier starts loads it. It runs on the image's Python, so it is
 stdlib-only and written for Python 3.6.
 
-When pytest configures itself (before it imports a test module, so before any test runs) the
-plugin reads the run's key from the file T1_VERDICT_KEY names and destroys it (unlink, else
+The channel's sitecustomize opens the channel when a pytest process starts (`open_early`, this
+file loaded as `t1_verdict_early`), before pytest reads a configuration file of the agent's
+project; the plugin takes that channel over when pytest configures itself. Where nothing opened
+it yet (a pytest run by `pytest.main` in a Python process), the plugin opens it when pytest
+configures itself (before it imports a test module, so before any test runs). Opening reads the run's key from the file T1_VERDICT_KEY names and destroys it (unlink, else
 truncate), makes this process non-dumpable (its memory, environment and descriptors are then
 out of reach of the tests' children through /proc and ptrace, which need CAP_SYS_PTRACE that
 no sandbox process has) and marks the environment, so that a pytest the tests start stays
@@ -26,9 +29,11 @@ import hashlib
 import hmac
 import json
 import os
+import sys
 
 KEY_ENV = "T1_VERDICT_KEY"
 RECORDS_ENV = "T1_VERDICT_RECORDS"
+EARLY_MODULE = "t1_verdict_early"
 NESTED_ENV = "T1_VERDICT_NESTED"
 PR_SET_DUMPABLE = 4
 MAX_MESSAGE = 2000
@@ -88,13 +93,6 @@ def _open():
     if not key_path or not records or os.environ.get(NESTED_ENV):
         return None
     os.environ[NESTED_ENV] = str(os.getpid())  # pytest runs the tests start stay silent
-    plugins = [p for p in os.environ.get("PYTEST_PLUGINS", "").split(",") if p]
-    if "t1_verdict" in plugins:  # named by our sitecustomize: no child inherits it
-        plugins.remove("t1_verdict")
-        if plugins:
-            os.environ["PYTEST_PLUGINS"] = ",".join(plugins)
-        else:
-            del os.environ["PYTEST_PLUGINS"]
     try:
         with open(key_path, "rb") as f:
             text = f.read(256)
@@ -128,15 +126,33 @@ def open_runner(runner):
     return channel
 
 
-def pytest_configure(config):
-    """The first pytest of the run opens the channel and records through an object registered
-    with its own plugin manager only, so that pytest sessions run inside it (pytester's
-    in-process runs) add nothing."""
+def open_early():
+    """The channel of a pytest process, opened at its start by the sitecustomize (the start
+    record written): kept here until the plugin takes it over."""
     global _CHANNEL
     if _CHANNEL is None:
-        _CHANNEL = _open()
+        _CHANNEL = open_runner("pytest")
+
+
+def pytest_configure(config):
+    """The first pytest of the run records through an object registered with its own plugin
+    manager only, so that pytest sessions run inside it (pytester's in-process runs) add
+    nothing: the channel the process opened at its start, else one opened now."""
+    global _CHANNEL
+    plugins = [p for p in os.environ.get("PYTEST_PLUGINS", "").split(",") if p]
+    if "t1_verdict" in plugins:  # named by our sitecustomize, now read: no child inherits it
+        plugins.remove("t1_verdict")
+        if plugins:
+            os.environ["PYTEST_PLUGINS"] = ",".join(plugins)
+        else:
+            del os.environ["PYTEST_PLUGINS"]
+    if _CHANNEL is None:
+        early = sys.modules.get(EARLY_MODULE)
+        if early is not None and getattr(early, "_CHANNEL", None) is not None:
+            _CHANNEL, early._CHANNEL = early._CHANNEL, None
+        else:
+            _CHANNEL = open_runner("pytest")
         if _CHANNEL is not None:
-            _CHANNEL.emit("start", pid=os.getpid(), runner="pytest")
             config.pluginmanager.register(_Recorder(_CHANNEL), "t1_verdict_recorder")
 
 

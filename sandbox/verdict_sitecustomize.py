@@ -1,10 +1,15 @@
-"""The report channel's loader for a pytest that does not load plugins by entry point
-(PYTEST_DISABLE_PLUGIN_AUTOLOAD=1, as LiveCodeBench Pro's verifiers set): shipped as
-sitecustomize.py next to the plugin (sandbox.verdict_channel), so every Python that has the
-plugin's directory on its path imports it at startup. In a process that runs pytest it names
-the plugin in PYTEST_PLUGINS (the plugin takes it out again, so that no child inherits a
-module it may not find); then it hands over to the image's own sitecustomize, if any.
-Stdlib only, Python 3.6.
+"""The report channel's loader, shipped as sitecustomize.py next to the plugin
+(sandbox.verdict_channel), so every Python that has the plugin's directory on its path imports
+it at startup. In a process that runs pytest it opens the channel at once, before pytest reads
+any configuration or imports a module of the agent's: the run's key is read and destroyed, the
+process made non-dumpable and the first record written (the plugin file loaded under another
+name, `t1_verdict_early`; the plugin takes the opened channel over when pytest configures it).
+A pytest that the agent's project configuration keeps from loading the plugin (`-p
+no:t1_verdict`) then leaves records that never close: a failed attempt, not a report read from
+files. It also names the plugin in PYTEST_PLUGINS, for a pytest that does not load plugins by
+entry point (PYTEST_DISABLE_PLUGIN_AUTOLOAD=1, as LiveCodeBench Pro's verifiers set; the plugin
+takes it out again, so that no child inherits a module it may not find). Then it hands over to
+the image's own sitecustomize, if any. Stdlib only, Python 3.6.
 """
 
 import os
@@ -19,10 +24,32 @@ def _runs_pytest():
     return any(n.startswith(("pytest", "py.test")) for n in names)
 
 
+def _informs_only():
+    """pytest asked for its version or help: it runs no test and must not take the key."""
+    argv = list(getattr(sys, "argv", None) or [])
+    return any(a in ("--version", "-V", "--help", "-h") for a in argv[1:])
+
+
+def _open_early():
+    try:
+        import importlib.util
+
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "t1_verdict.py")
+        spec = importlib.util.spec_from_file_location("t1_verdict_early", path)
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        sys.modules["t1_verdict_early"] = module
+        module.open_early()
+    except Exception:  # noqa: BLE001 - no channel: the plugin opens it when pytest configures
+        pass
+
+
 if _runs_pytest():
     _plugins = [p for p in os.environ.get("PYTEST_PLUGINS", "").split(",") if p]
     if "t1_verdict" not in _plugins:
         os.environ["PYTEST_PLUGINS"] = ",".join(["t1_verdict"] + _plugins)
+    if not _informs_only():
+        _open_early()
 
 _here = os.path.dirname(os.path.abspath(__file__))
 _saved = sys.path[:]

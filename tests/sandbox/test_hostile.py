@@ -735,6 +735,50 @@ def test_program_run_by_the_tests_cannot_forge_the_report(backend, forger):
     assert not r.resolved and r.passed <= 1, (r.failure_mode, r.report, r.verifier_output)
 
 
+# A verifier that runs pytest in the agent's project (as SWE-bench-style tasks do: the tests
+# next to the agent's code) reads the project's pytest configuration: the agent disables the
+# report channel's plugin there, so that the report falls back to the files a program the
+# tests run can forge.
+PROJECT_TEST_SH = b"""#!/bin/bash
+cp /tests/test_outputs.py /app/ && cd /app
+pytest -rA -p no:cacheprovider --junitxml=/logs/verifier/junit.xml test_outputs.py
+"""
+DOWNGRADES = {
+    "pytest.ini": "[pytest]\naddopts = -p no:t1_verdict\n",
+    "setup.cfg": "[tool:pytest]\naddopts = -p no:t1_verdict -p no:t1_verdict_recorder\n",
+}
+
+
+@pytest.mark.parametrize("downgrade", sorted(DOWNGRADES))
+def test_agent_cannot_turn_the_report_channel_off(backend, downgrade):
+    """The agent's project configuration keeps pytest from loading the channel's plugin and its
+    program rewrites pytest's report: a run whose pytest started with the channel and recorded
+    nothing is a failed attempt, never a verdict read from the report files."""
+    task = tools_task(
+        f"hostile-downgrade-{downgrade}",
+        verifier={"test.sh": PROJECT_TEST_SH, "test_outputs.py": PROGRAM_TESTS},
+    )
+    prog = base64.b64encode(FORGERS["junit-rewrite"].encode()).decode()
+    ini = base64.b64encode(DOWNGRADES[downgrade].encode()).decode()
+    agent = f"echo {prog} | base64 -d > /app/prog.sh; echo {ini} | base64 -d > /app/{downgrade}"
+    r = run_trial(task, CommandAgent(agent), backend)
+    assert not r.failure_mode.infrastructure, (r.failure_mode, r.failure_detail)
+    assert not r.resolved and r.passed <= 1, (r.failure_mode, r.report, r.verifier_output)
+
+
+def test_project_configuration_of_an_honest_agent_is_judged(backend):
+    """The control: the same verifier, a project configuration that sets options of its own and
+    the work done: pytest's records are the verdict."""
+    task = tools_task(
+        "honest-project-config",
+        verifier={"test.sh": PROJECT_TEST_SH, "test_outputs.py": PROGRAM_TESTS},
+    )
+    ini = "printf '[pytest]\\naddopts = -p no:doctest -q\\n' > /app/pytest.ini"
+    r = run_trial(task, CommandAgent(f"echo true > /app/prog.sh; echo ok > /app/done; {ini}"), backend)
+    assert r.failure_mode == FailureMode.NONE and r.resolved, (r.failure_mode, r.report)
+    assert r.report.source == ReportSource.PYTEST
+
+
 # git drivers: the repository's attributes name a driver that the agent's configuration (the
 # repository's, the global or system one, an included file) defines as its own program; the
 # verifier runs everyday git commands in the agent's tree.

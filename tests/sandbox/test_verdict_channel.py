@@ -131,6 +131,23 @@ def test_a_pytest_without_plugin_autoload_still_reports(tmp_path):
     assert channel.verdict(files).status == RecordsStatus.VERIFIED
 
 
+def test_a_pytest_that_refuses_the_plugin_has_taken_the_key(tmp_path):
+    """The channel opens when pytest's process starts, before pytest reads a configuration:
+    a pytest told `-p no:t1_verdict` (as a project's configuration can tell it) leaves records
+    that never close, a failed attempt, not a key left for the report files to count."""
+    channel = open_channel()
+    files = run_pytest(tmp_path, channel, prefix="export PYTEST_ADDOPTS='-p no:t1_verdict'")
+    assert channel.loaded(files)
+    verdict = channel.verdict(files)
+    assert verdict.status == RecordsStatus.CUT_SHORT and not verdict.report.assertions
+
+
+def test_asking_pytest_its_version_takes_no_key(tmp_path):
+    channel = open_channel()
+    files = run_pytest(tmp_path, channel, prefix=f"{sys.executable} -m pytest --version")
+    assert channel.verdict(files).status == RecordsStatus.VERIFIED
+
+
 def test_an_entry_script_that_replaces_the_python_path_loads_no_plugin(tmp_path):
     """Such a verifier is judged as one without the channel: the key is still in the report
     directory, so the harness knows no pytest consumed it; pytest itself runs as usual."""
