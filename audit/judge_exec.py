@@ -333,6 +333,7 @@ def run_exec_judge(
     m["oracle_passed"] = float(oracle.passed)
     m["oracle_pass_share"] = oracle.passed / oracle.total if oracle.total else 0.0
     m["per_assertion"] = 1.0 if oracle.total and not oracle.report.binary else 0.0
+    m["verdict_authenticated"] = 1.0 if oracle.report.authenticated else 0.0
     if not oracle.resolved:
         failing = [a.name for a in oracle.assertions if not a.ok]
         why = oracle.failure_detail[:300] or f"fails {failing[:5]}"

@@ -227,7 +227,7 @@ def _channel_verdict(channel: Channel, files: dict[str, bytes], result: TrialRes
     or stop or kill the runner), never infrastructure."""
     verdict = channel.verdict(files)
     if verdict.status == RecordsStatus.VERIFIED:
-        result.report = verdict.report
+        result.report = verdict.report.model_copy(update={"authenticated": True})
         return
     result.failure_detail = f"no verdict from {channel.runner}'s report channel: {verdict.detail}"
     if verdict.status == RecordsStatus.FORGED:

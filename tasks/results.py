@@ -56,6 +56,9 @@ class VerifierReport(BaseModel):
     source: ReportSource = ReportSource.NONE
     reward: float | None = None
     parse_error: str | None = None
+    authenticated: bool = False
+    """The verdict came through the report channel (the runner's HMAC-authenticated records),
+    not from files or output that any program the verifier runs can write."""
 
     @property
     def binary(self) -> bool:
