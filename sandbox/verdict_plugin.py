@@ -8,9 +8,11 @@ stdlib-only and written for Python 3.6.
 
 The channel's sitecustomize opens the channel when a pytest process starts (`open_early`, this
 file loaded as `t1_verdict_early`), before pytest reads a configuration file of the agent's
-project; the plugin takes that channel over when pytest configures itself. Where nothing opened
-it yet (a pytest run by `pytest.main` in a Python process), the plugin opens it when pytest
-configures itself (before it imports a test module, so before any test runs). Opening reads the run's key from the file T1_VERDICT_KEY names and destroys it (unlink, else
+project; the plugin takes that channel over when pytest configures itself. Where nothing
+opened it yet (a pytest run by `pytest.main` in a Python process), the plugin opens it when
+pytest configures itself (before it imports a test module, so before any test runs).
+
+Opening reads the run's key from the file T1_VERDICT_KEY names and destroys it (unlink, else
 truncate), makes this process non-dumpable (its memory, environment and descriptors are then
 out of reach of the tests' children through /proc and ptrace, which need CAP_SYS_PTRACE that
 no sandbox process has) and marks the environment, so that a pytest the tests start stays

@@ -387,7 +387,7 @@ class VerdictBasis(StrEnum):
     EXIT_STATUS = "exit_status"  # no report and a non-zero exit: the tests failed
     PROGRAM_MISSING = "program_missing"  # exit 126/127 on a program the agent was to make
     RUNNER_MISSING = "runner_missing"  # exit 126/127 on the verifier's own command: infra
-    NO_REPORT = "no_report"  # exit 0 (or none) and nothing written: infrastructure
+    NO_REPORT = "no_report"  # exit 0 (or none) and no report left: a failed attempt
 
 
 @dataclass(frozen=True)
@@ -448,8 +448,10 @@ def report_verdict(report: VerifierReport, exit_code: int | None, output: str) -
     run is one the agent was to make (a path outside the system and test directories), and
     `verifier_error` when it is the verifier's own command (a bare name looked up on the
     image's PATH, or a path under /usr, /bin, /tests ...). Exit 0, or no exit status, with
-    nothing written is `verifier_error`: the verifier judged nothing and nothing the agent
-    did explains it.
+    nothing written is a failed attempt too: a program of the agent's that the verifier runs
+    can delete the report, or take its name with a FIFO, and an agent about to fail must not
+    be able to void the trial (a verifier that never writes a report fails the audit's oracle
+    run instead).
     """
     if report.assertions and not report.parse_error:
         return ReportVerdict(VerdictBasis.REPORT, FailureMode.NONE, report)
@@ -485,9 +487,8 @@ def report_verdict(report: VerifierReport, exit_code: int | None, output: str) -
         return failed(
             VerdictBasis.EXIT_STATUS, f"no report and exit {exit_code} (tests failed): {tail}"
         )
-    return ReportVerdict(
+    return failed(
         VerdictBasis.NO_REPORT,
-        FailureMode.VERIFIER_ERROR,
-        report,
-        f"the verifier exited {exit_code} and wrote no report: {tail}",
+        f"the verifier exited {exit_code} and left no report (a program it ran may have"
+        f" removed it): {tail}",
     )

@@ -173,7 +173,7 @@ def test_a_run_without_a_report_is_scored_from_the_shells_own_words(backend, ent
     r = run_trial(task, "nop", backend)
     verdict = report_verdict(collect_report({}, ""), r.verifier_exit_code, r.verifier_output)
     assert verdict.basis == basis, (r.verifier_exit_code, r.verifier_output)
-    if basis in (VerdictBasis.RUNNER_MISSING, VerdictBasis.NO_REPORT):
+    if basis == VerdictBasis.RUNNER_MISSING:
         assert r.failure_mode == FailureMode.VERIFIER_ERROR and not r.rewardable
     else:  # a failed attempt: rewarded 0, never resolved, the reason recorded
         assert r.failure_mode == FailureMode.NONE and r.rewardable, r.failure_detail

@@ -333,10 +333,13 @@ def test_a_report_decides_whatever_the_exit_and_garbage_is_a_parse_error():
         assert v.basis == VerdictBasis.UNREADABLE and v.failure_mode == FailureMode.PARSE_ERROR
 
 
-def test_exit_zero_with_nothing_written_stays_an_infrastructure_failure():
+def test_exit_zero_with_no_report_left_is_a_failed_attempt():
+    """A program of the agent's that the verifier runs can remove the report: no report is
+    never an infrastructure failure the agent could choose (test_hostile's report voiders)."""
     for code in (0, None):
         v = report_verdict(NO_REPORT, code, "all good\n")
-        assert v.basis == VerdictBasis.NO_REPORT and v.failure_mode == FailureMode.VERIFIER_ERROR
+        assert v.basis == VerdictBasis.NO_REPORT and v.failure_mode == FailureMode.NONE
+        assert v.report.total == 1 and v.report.passed == 0 and "no report" in v.detail
 
 
 def test_messages_the_entry_prints_declare_nothing_but_where_it_writes_does():
