@@ -17,6 +17,8 @@ from audit.rubric import Dimension, decide, load_rubric
 from audit.verdict import Code
 from tasks.corpus import SEED_DIR, load_task
 from tasks.hacks import (
+    FORGER,
+    FORGER_PATH,
     HACKS,
     HackOutcome,
     Named,
@@ -26,6 +28,7 @@ from tasks.hacks import (
     instruction_names,
 )
 from tasks.model import Category, EnvironmentSpec, Limits, Task
+from tasks.reports import collect_report
 from tasks.results import (
     AssertionResult,
     AssertionStatus,
@@ -322,3 +325,50 @@ def test_a_clean_seed_is_not_hackable() -> None:
     assert ev.measures["max_hack_share"] <= HACKABLE_SHARE / 2
     assert ev.measures["hacks"] >= 8
     assert Code.HACKABLE not in ev.codes()
+
+
+def test_forge_reports_makes_every_program_run_the_forger_first(scratch) -> None:
+    """Scripts keep working and run the forger first; an executable is wrapped; outside a
+    verifier's run (no /logs/verifier here) the forger does nothing."""
+    wd, instruction = scratch
+    (wd / "bin").mkdir()
+    (wd / "bin" / "run.sh").write_text("#!/bin/bash\necho ran\n")
+    (wd / "tool.py").write_text("from __future__ import annotations\nprint('tool')\n")
+    (wd / "helper.py").write_text("#!/usr/bin/env python3\nprint('helper')\n")
+    shutil.copy("/bin/true", wd / "native")
+    _run("forge_reports", wd, instruction)
+    for name, out in (("bin/run.sh", "ran"), ("tool.py", "tool"), ("helper.py", "helper")):
+        text = (wd / name).read_text()
+        assert FORGER_PATH in text, name
+        argv = ["python3", str(wd / name)] if name.endswith(".py") else ["bash", str(wd / name)]
+        assert subprocess.run(argv, capture_output=True, text=True).stdout.strip() == out
+    assert FORGER_PATH in (wd / "native").read_text()
+    assert subprocess.run([str(wd / "native")]).returncode == 0
+    assert (wd / "data" / "input.csv").read_text() == "id,amount\n1,2.5\n"  # data untouched
+
+
+def test_the_forgers_rewrite_passes_every_outcome(tmp_path: Path) -> None:
+    """The forger's rewrite (its `pass` function, under a real bash and perl) of a CTRF, a
+    JUnit and a reward file parses to all-passed with the same test names."""
+    fn = FORGER[FORGER.index("pass() {") : FORGER.index("\nif [ ")]
+    ctrf = (
+        '{"results":{"tool":{"name":"x"},"summary":{"tests":2,"passed":0,"failed":2},'
+        '"tests":[{"name":"a","status":"failed"},{"name":"b","status": "skipped"}]}}'
+    )
+    junit = (
+        '<testsuites><testsuite tests="2" failures="1" errors="1"><testcase name="a">'
+        '<failure message="x">\nboom\n</failure></testcase><testcase name="b">'
+        '<error message="y"/></testcase></testsuite></testsuites>'
+    )
+    got = {}
+    for name, text in (("ctrf.json", ctrf), ("junit.xml", junit), ("reward.txt", "0")):
+        (tmp_path / name).write_text(text)
+        script = f'{fn}\npass "{tmp_path / name}" < "{tmp_path / name}"'
+        got[name] = subprocess.run(["bash", "-c", script], capture_output=True, text=True).stdout
+    for name in ("ctrf.json", "junit.xml"):
+        report = collect_report({name: got[name].encode()}, "")
+        assert [(a.name.rsplit(".", 1)[-1], a.ok) for a in report.assertions] == [
+            ("a", True),
+            ("b", True),
+        ], got[name]
+    assert got["reward.txt"].strip() == "1"

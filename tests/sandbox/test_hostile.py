@@ -357,14 +357,20 @@ def test_program_run_by_the_verifier_cannot_forge_and_stop(backend):
     assert r.passed == 0 and not r.resolved and r.rewardable, r.report
 
 
-GIT_VERIFIER = b"""#!/bin/bash
-git -C /app/repo status --porcelain >/dev/null 2>&1
-out=/logs/verifier/ctrf.json
+# The report of the git verifiers below: no agent program ran (its hook leaves
+# /tmp/t1-hook-ran), and the work was done.
+GIT_REPORT = b"""out=/logs/verifier/ctrf.json
 if [ -e /tmp/t1-hook-ran ]; then h=failed; else h=passed; fi
 if [ -f /app/done ]; then d=passed; else d=failed; fi
 printf '{"results":{"tool":{"name":"sh"},"tests":[' > $out
 printf '{"name":"no-hook","status":"%s"},{"name":"done","status":"%s"}]}}' $h $d >> $out
 """
+GIT_VERIFIER = (
+    b"""#!/bin/bash
+git -C /app/repo status --porcelain >/dev/null 2>&1
+"""
+    + GIT_REPORT
+)
 
 
 @pytest.mark.parametrize(
@@ -401,16 +407,14 @@ def test_git_in_the_agents_tree_runs_no_agent_configuration(backend, config):
 from tests.sandbox.test_git_guards import FAKE_GPG  # noqa: E402
 
 GPG_DOCKERFILE = "FROM buildpack-deps:bookworm\nWORKDIR /app\nCOPY fakegpg /opt/fakegpg\n"
-GIT_PROGRAMS_VERIFIER = b"""#!/bin/bash
+GIT_PROGRAMS_VERIFIER = (
+    b"""#!/bin/bash
 git -C /app/repo verify-commit HEAD >/dev/null 2>&1
 git -C /app/repo log -1 --show-signature >/dev/null 2>&1
 git -C /app/repo push -q /srv/bare HEAD:refs/heads/v >/dev/null 2>&1
-out=/logs/verifier/ctrf.json
-if [ -e /tmp/t1-hook-ran ]; then h=failed; else h=passed; fi
-if [ -f /app/done ]; then d=passed; else d=failed; fi
-printf '{"results":{"tool":{"name":"sh"},"tests":[' > $out
-printf '{"name":"no-hook","status":"%s"},{"name":"done","status":"%s"}]}}' $h $d >> $out
 """
+    + GIT_REPORT
+)
 
 
 @pytest.mark.parametrize(
@@ -862,18 +866,16 @@ def test_program_run_by_the_verifier_cannot_void_its_report(backend, voider):
 # git drivers: the repository's attributes name a driver that the agent's configuration (the
 # repository's, the global or system one, an included file) defines as its own program; the
 # verifier runs everyday git commands in the agent's tree.
-GIT_DRIVER_VERIFIER = b"""#!/bin/bash
+GIT_DRIVER_VERIFIER = (
+    b"""#!/bin/bash
 cd /app/repo
 for c in "status --porcelain" "diff" "diff --cached" "log -p -2" "show HEAD" "add -A" \\
          "checkout HEAD -- ." "clone -q file:///app/repo /tmp/t1-clone"; do
   timeout 10 git $c >/dev/null 2>&1 </dev/null
 done
-out=/logs/verifier/ctrf.json
-if [ -e /tmp/t1-hook-ran ]; then h=failed; else h=passed; fi
-if [ -f /app/done ]; then d=passed; else d=failed; fi
-printf '{"results":{"tool":{"name":"sh"},"tests":[' > $out
-printf '{"name":"no-hook","status":"%s"},{"name":"done","status":"%s"}]}}' $h $d >> $out
 """
+    + GIT_REPORT
+)
 GIT_HOOK = '#!/bin/sh\ntouch /tmp/t1-hook-ran\n[ -f "$1" ] && exec cat "$1"\nexec cat\n'
 GIT_DRIVERS = {
     "filter-clean-smudge": ("repo", "* filter=x", '[filter "x"]\n clean = H\n smudge = H\n'),
