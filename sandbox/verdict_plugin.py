@@ -151,7 +151,8 @@ def pytest_configure(config):
     if _CHANNEL is None:
         early = sys.modules.get(EARLY_MODULE)
         if early is not None and getattr(early, "_CHANNEL", None) is not None:
-            _CHANNEL, early._CHANNEL = early._CHANNEL, None
+            _CHANNEL = early._CHANNEL
+            setattr(early, "_CHANNEL", None)  # noqa: B010 - taken over: one holder
         else:
             _CHANNEL = open_runner("pytest")
         if _CHANNEL is not None:

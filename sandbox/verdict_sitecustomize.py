@@ -36,6 +36,8 @@ def _open_early():
 
         path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "t1_verdict.py")
         spec = importlib.util.spec_from_file_location("t1_verdict_early", path)
+        if spec is None or spec.loader is None:
+            return
         module = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(module)
         sys.modules["t1_verdict_early"] = module
