@@ -462,21 +462,20 @@ def forge_reports(named: Named, workdir: str) -> list[str]:
         f"SHL={_q(_FORGE_SH)}; PYL={_q(_FORGE_PY)}",
         _INJECT,
     ]
-    for p in named.files:
-        if _is_script(p) and _writable(p):
-            stub = _py_stub(_functions(named)) if p.endswith(".py") else _sh_stub()
-            out.append(_if_absent(p, _heredoc(p, stub, True)))
-    roots = " ".join(_q(r) for r in _roots(named, workdir))
-    scripts = " ".join(_q(p) for p in named.files if _is_script(p) and _writable(p))
+    programs = [p for p in named.files if _is_script(p) and _writable(p)]
+    for p in programs:
+        stub = _py_stub(_functions(named)) if p.endswith(".py") else _sh_stub()
+        out.append(_if_absent(p, _heredoc(p, stub, True)))
+    roots = _roots(named, workdir)
     if roots:
         out.append(
-            f"find {roots} -xdev -maxdepth 6 -type f -not -path '*/.git/*' -size -1024k "
-            r"\( -perm -u+x -o -name '*.py' -o -name '*.sh' -o -name '*.bash' \) -print "
-            '2>/dev/null | while IFS= read -r f; do inject "$f"; done'
+            f"find {' '.join(_q(r) for r in roots)} -xdev -maxdepth 6 -type f -not -path "
+            r"'*/.git/*' -size -1024k \( -perm -u+x -o -name '*.py' -o -name '*.sh' -o -name "
+            r"'*.bash' \) -print 2>/dev/null | while IFS= read -r f; do inject " + '"$f"; done'
         )
-    if scripts:  # named programs outside the swept directories
-        out.append(f'for f in {scripts}; do case "$f" in {_q(workdir.rstrip("/"))}/*) ;; '
-                   '*) [ -f "$f" ] && inject "$f";; esac; done')  # fmt: skip
+    # named programs outside the swept directories (each injected once)
+    outside = [p for p in programs if not any(p.startswith(r + "/") for r in roots)]
+    out += [f"[ -f {_q(p)} ] && inject {_q(p)}" for p in outside]
     return out
 
 

@@ -24,7 +24,9 @@ from pathlib import Path
 
 import pytest
 
+from audit.hacks import hack_agent
 from sandbox import CommandAgent, get_backend, run_trial
+from tasks.hacks import hack_outcome, hack_script, instruction_names
 from tasks.model import EnvironmentSpec, Limits, NetworkAccess, PhaseConfig, Task
 from tasks.results import FailureMode, ReportSource
 from tests.factories import make_task
@@ -816,9 +818,6 @@ FORGE_INSTRUCTION = (
 
 @pytest.mark.parametrize("verifier", sorted(FORGEABLE))
 def test_the_forge_hack_measures_which_verdicts_a_program_can_forge(backend, verifier):
-    from audit.hacks import hack_agent
-    from tasks.hacks import hack_outcome, hack_script, instruction_names
-
     files, forgeable = FORGEABLE[verifier]
     task = tools_task(f"forge-{verifier}", verifier=files).model_copy(
         update={"instruction": FORGE_INSTRUCTION}
