@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from executor import ExecutorConfig
 from training.harness import HarnessConfig
+from training.numerics import DeviceSetting, PrecisionSetting
 from training.r3 import FailurePolicy
 
 PRESETS = Path(__file__).resolve().parent / "presets"
@@ -180,6 +181,39 @@ class CampaignConfig(BaseModel):
     r3: bool = Field(True, description="replay the sampler's routing in the actor's forward")
     routing_failure: FailurePolicy = Field(
         "live", description="R3 rows the sampler did not record: live routing or an error"
+    )
+
+    # ---- device, precision, trainer backend -------------------------------------------------
+    device: DeviceSetting = Field(
+        "auto",
+        description="where the trainer and a local engine run: auto (CUDA when torch sees "
+        "one, else the CPU), cpu, or cuda",
+    )
+    precision: PrecisionSetting = Field(
+        "auto",
+        description="auto (bf16 on CUDA, fp32 on the CPU), fp32, or bf16: actor and critic "
+        "keep float32 master weights and run under bf16 autocast, frozen copies (reference, "
+        "behaviour version) are stored in bf16; logprobs, values and losses stay float32",
+    )
+    trainer_backend: Literal["hf", "megatron"] = Field(
+        "hf",
+        description="the trainer's model implementation: transformers (hf) or a megatron-core "
+        "GPTModel (Qwen3-MoE only; weights published to the engine in HF layout)",
+    )
+    gradient_checkpointing: bool = Field(
+        False, description="recompute each decoder layer's activations in the backward pass"
+    )
+    behavior_copy: bool = Field(
+        True,
+        description="hold the previous weight version to score tokens sampled one version "
+        "back (async); False: no copy, every token's old logprob is the pre-update actor's "
+        "(recomputed before the update; a stale token's ratio then starts at 1)",
+    )
+    logprob_chunk_tokens: int = Field(
+        1024,
+        ge=1,
+        description="positions per vocabulary chunk of the trainer's log-softmax (the full "
+        "(B, n, V) logits never exist)",
     )
 
     # ---- outputs ----------------------------------------------------------------------------
