@@ -17,6 +17,7 @@ stable namespace, documented in docs/ppo.md.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import math
@@ -54,7 +55,7 @@ from training.evaluation import (
 )
 from training.harness import TRUNCATED_STOPS, Rollout, version_number
 from training.logprobs import batch_logprobs, mean_abs_gap, padded_record, routing_replay
-from training.numerics import Numerics, resolve_numerics
+from training.numerics import Numerics, optimizer_for, resolve_numerics
 from training.policy import load_policy, routing_shape, save_policy
 from training.ppo_math import (
     approx_kl,
@@ -191,6 +192,15 @@ class Campaign:
         if self.numerics is None:
             self.numerics = resolve_numerics(self.cfg.device, self.cfg.precision)
         return self.numerics
+
+    def autocast(self) -> Any:
+        """The trainer's autocast for a forward pass: the HF backend's bf16 autocast over float32
+        masters; none for megatron, whose bf16 route is bf16 weights (Float16Module) with
+        float32 masters in the optimizer (its custom autograd functions break under autocast:
+        the router's backward multiplies a bf16 gradient by a float32 weight)."""
+        if self.cfg.trainer_backend == "megatron":
+            return contextlib.nullcontext()
+        return self.trainer.autocast()
 
     @property
     def r3(self) -> bool:
@@ -349,10 +359,8 @@ def setup(
     actor_path = resume / "actor" if resume is not None else Path(policy_path)
     actor = load_trainer_policy(cfg, actor_path, numerics)
     critic = load_trainer_critic(cfg, Path(policy_path), numerics)
-    actor_opt = torch.optim.AdamW(actor.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    critic_opt = torch.optim.AdamW(
-        critic.parameters(), lr=cfg.critic_lr, weight_decay=cfg.weight_decay
-    )
+    actor_opt = optimizer_for(actor.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    critic_opt = optimizer_for(critic.parameters(), lr=cfg.critic_lr, weight_decay=cfg.weight_decay)
     version = state.weight_version if state is not None else 0
     behavior = None
     if resume is not None and state is not None:
@@ -405,12 +413,15 @@ def setup(
 
 
 def load_trainer_policy(cfg: CampaignConfig, path: Path, numerics: Numerics) -> Any:
-    """The actor of `cfg.trainer_backend` from a local checkpoint: float32 master weights on
-    the trainer's device, train mode, gradient checkpointing when asked."""
+    """The actor of `cfg.trainer_backend` from a local checkpoint on the trainer's device, train
+    mode, gradient checkpointing when asked: float32 weights (HF: run under bf16 autocast when
+    the precision is bf16), or for megatron under bf16 its Float16Module in bf16 (the float32
+    masters live in the optimizer, `optimizer_for`)."""
     if cfg.trainer_backend == "megatron":
         from training.megatron_policy import load_megatron_policy
 
-        actor: Any = load_megatron_policy(path, device=numerics.device)
+        bf16 = numerics.precision == "bf16"
+        actor: Any = load_megatron_policy(path, device=numerics.device, bf16=bf16)
     else:
         actor = load_policy(path, device=numerics.device)
     if cfg.gradient_checkpointing:
@@ -425,7 +436,8 @@ def load_trainer_critic(cfg: CampaignConfig, policy_path: Path, numerics: Numeri
     if cfg.trainer_backend == "megatron":
         from training.megatron_policy import load_megatron_policy
 
-        policy = load_megatron_policy(policy_path, device=numerics.device)
+        bf16 = numerics.precision == "bf16"
+        policy = load_megatron_policy(policy_path, device=numerics.device, bf16=bf16)
         if cfg.gradient_checkpointing:
             policy.gradient_checkpointing_enable()
         critic = Critic(policy.get_decoder(), policy.config.hidden_size).to(numerics.device)
@@ -671,7 +683,7 @@ def scored(
     if c.r3:
         record = padded_record([s.sample.routed_experts for s in group], [len(x) for x in streams])
     with routing_replay(model, record, policy=c.cfg.routing_failure):
-        with c.trainer.autocast():
+        with c.autocast():
             logp = batch_logprobs(
                 model, streams, temperature=c.cfg.harness.temperature, grad=grad,
                 chunk_tokens=c.cfg.logprob_chunk_tokens,
@@ -712,7 +724,7 @@ def compute_advantages(c: Campaign, batch: Sequence[TrainSample]) -> None:
     """Old logprobs (behaviour version, R3), pre-update critic values, GAE advantages/returns."""
     for group in micro_batches(batch, c.cfg.train_batch_tokens):
         olds = behavior_logprobs(c, group)
-        with c.trainer.autocast():
+        with c.autocast():
             values = c.critic.batch_values([s.sample.token_ids for s in group]).cpu()  # (B, n)
         refs = None
         if c.reference is not None:
@@ -788,7 +800,7 @@ def update_critic(c: Campaign, batch: Sequence[TrainSample], *, warmup: bool = F
         dev = c.trainer.device
         for group in groups:
             mask = _stack(group, "loss_mask", False, dev)  # (B, n_max)
-            with c.trainer.autocast():
+            with c.autocast():
                 v = c.critic.batch_values([s.sample.token_ids for s in group], grad=True)
             loss = value_loss(
                 v, _stack(group, "values", 0.0, dev), _stack(group, "returns", 0.0, dev), mask,

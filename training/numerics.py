@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     import torch
@@ -84,3 +84,71 @@ def module_device(model: torch.nn.Module) -> torch.device:
     for p in model.parameters():
         return p.device
     return torch.device("cpu")
+
+
+class MasterWeightAdamW:
+    """AdamW over float32 master copies of bf16 parameters (megatron's bf16 route: the model
+    runs in bf16 through its Float16Module, the optimizer keeps float32 masters and moments).
+
+    `step()` copies each bf16 parameter's gradient into its master, steps AdamW on the masters
+    and writes them back, rounded to bf16; float32 parameters (a value head) are stepped
+    directly. The interface the campaign uses: `param_groups`, `zero_grad`, `step`,
+    `state_dict` (masters included, so a resume keeps full precision), `load_state_dict`.
+    """
+
+    def __init__(self, params: Any, *, lr: float, weight_decay: float = 0.0):
+        import torch
+
+        self.params = [p for p in params if p.requires_grad]
+        self.masters = [
+            p if p.dtype == torch.float32 else p.detach().float().clone().requires_grad_(True)
+            for p in self.params
+        ]
+        self.inner = torch.optim.AdamW(self.masters, lr=lr, weight_decay=weight_decay)
+
+    @property
+    def param_groups(self) -> list[dict[str, Any]]:
+        return self.inner.param_groups
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        for p, m in zip(self.params, self.masters, strict=True):
+            p.grad = None
+            if m is not p:
+                m.grad = None
+
+    def step(self) -> None:
+        for p, m in zip(self.params, self.masters, strict=True):
+            if m is not p:
+                m.grad = None if p.grad is None else p.grad.detach().float()
+        self.inner.step()
+        with _no_grad():
+            for p, m in zip(self.params, self.masters, strict=True):
+                if m is not p:
+                    p.copy_(m)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"inner": self.inner.state_dict(), "masters": [m.detach() for m in self.masters]}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.inner.load_state_dict(state["inner"])
+        with _no_grad():
+            for p, m, saved in zip(self.params, self.masters, state["masters"], strict=True):
+                m.copy_(saved)
+                if m is not p:
+                    p.copy_(saved)
+
+
+def _no_grad() -> Any:
+    import torch
+
+    return torch.no_grad()
+
+
+def optimizer_for(params: Any, *, lr: float, weight_decay: float) -> Any:
+    """AdamW for float32 parameters; `MasterWeightAdamW` when any trained parameter is bf16."""
+    import torch
+
+    params = [p for p in params if p.requires_grad]
+    if any(p.dtype == torch.bfloat16 for p in params):
+        return MasterWeightAdamW(params, lr=lr, weight_decay=weight_decay)
+    return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay)

@@ -110,10 +110,11 @@ def test_r3_through_megatrons_router_replay(hf_model, mega):
 
 
 def test_a_ppo_step_with_the_megatron_backend(random_checkpoint, tmp_path, tokenizer):
-    """The campaign's train_step with trainer_backend = megatron: actor and critic are megatron
-    models scored through the same logprobs / ppo_math, R3 through their own RouterReplay; the
-    step trains both, publishes an HF checkpoint the engine can load, and the behaviour copy is
-    a rebuilt megatron model."""
+    """The campaign's train_step with trainer_backend = megatron and precision bf16: actor and
+    critic are megatron models in bf16 (Float16Module) with float32 masters in the optimizer,
+    scored through the same logprobs / ppo_math, R3 through their own RouterReplay; the step
+    trains both, publishes an HF checkpoint the engine can load, and the behaviour copy is a
+    rebuilt megatron model."""
     pytest.importorskip("megatron.core")
     from tests.training.synthetic import Continue, Env, Finish, batch_of, campaign, play
     from training.campaign import (
@@ -127,12 +128,16 @@ def test_a_ppo_step_with_the_megatron_backend(random_checkpoint, tmp_path, token
 
     c = campaign(
         random_checkpoint, tmp_path, tokenizer, trainer_backend="megatron", r3=True,
-        async_rollouts=True, lr=1e-3, critic_lr=1e-3,
+        async_rollouts=True, lr=1e-3, critic_lr=1e-3, device="cpu", precision="bf16",
     )  # fmt: skip
     c.actor = load_trainer_policy(c.cfg, random_checkpoint, c.trainer)
     c.critic = load_trainer_critic(c.cfg, random_checkpoint, c.trainer)
-    c.actor_opt = torch.optim.AdamW(c.actor.parameters(), lr=1e-3, weight_decay=0.0)
-    c.critic_opt = torch.optim.AdamW(c.critic.parameters(), lr=1e-3, weight_decay=0.0)
+    from training.numerics import MasterWeightAdamW, optimizer_for
+
+    c.actor_opt = optimizer_for(c.actor.parameters(), lr=1e-3, weight_decay=0.0)
+    c.critic_opt = optimizer_for(c.critic.parameters(), lr=1e-3, weight_decay=0.0)
+    assert isinstance(c.actor_opt, MasterWeightAdamW)
+    assert next(c.actor.parameters()).dtype == torch.bfloat16
 
     def react(outs):
         return Continue([201]) if len(outs) < 2 else Finish(int(outs[-1][-1] % 2 == 0), 1)
@@ -147,6 +152,11 @@ def test_a_ppo_step_with_the_megatron_backend(random_checkpoint, tmp_path, token
     after = c.actor.hf_state_dict()
     assert any(not torch.equal(before[k], after[k]) for k in before)
     assert type(c.behavior).__name__ == "MegatronPolicy"
+    masters = c.actor_opt.masters
+    assert all(m.dtype == torch.float32 for m in masters)
+    assert all(
+        torch.equal(m.bfloat16(), p) for m, p in zip(masters, c.actor_opt.params, strict=True)
+    )
     assert torch.equal(c.behavior.hf_state_dict()["lm_head.weight"], before["lm_head.weight"])
 
     class Client:  # the engine boundary: records the publish
