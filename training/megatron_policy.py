@@ -109,7 +109,7 @@ def ensure_runtime(device: torch.device, *, seed: int = 0) -> None:
     kind = device.type
     if _RUNTIME.get("rng") != kind:
         if kind == "cuda":
-            torch.cuda.set_device(device)
+            torch.cuda.set_device(device.index or 0)
             mrandom.initialize_rng_tracker(force_reset=True)
             mrandom.model_parallel_cuda_manual_seed(seed, force_reset_rng=True)
         else:
