@@ -8,12 +8,16 @@ trains: it shares the held-out task's environment, checks or solution path.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from pipelines.host import BACKEND_ENV
 from tasks.model import Task
 from tasks.pools import Pool
 from training.campaign_config import CampaignConfig, load_campaign_config
+
+RUNS_DIR_ENV = "T1_RUNS_DIR"  # where runs go when no launch says (`t1 ui --store`)
 
 
 @dataclass
@@ -106,15 +110,19 @@ def campaign_config(
 ) -> CampaignConfig:
     """The preset with this launch's choices and a new run id (unique per run, known before
     the run starts so the orchestrator can name and tag it); resuming, the resumed run's id.
+    $T1_SANDBOX_BACKEND and $T1_RUNS_DIR (`t1 ui --store`, `t1 demo` set them) override the
+    preset's backend and runs directory; `runs_dir` overrides both.
     `cluster_address` (None: the preset's) is where the trials run (`ExecutorConfig`).
     Raises ValueError naming the directory when `resume_from` holds no checkpoint."""
     from training.campaign import new_run_id
     from training.checkpoint import latest_checkpoint, read_state
 
+    runs_dir = runs_dir or os.environ.get(RUNS_DIR_ENV) or None
     base = load_campaign_config(
         preset,
         steps=steps,
         eval_every=eval_every,
+        sandbox_backend=os.environ.get(BACKEND_ENV) or None,
         runs_dir=Path(runs_dir) if runs_dir else None,
         store=Path(store) if store else None,
         policy_path=Path(policy_path) if policy_path else None,
