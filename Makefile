@@ -42,8 +42,10 @@ $(STAMP): pyproject.toml constraints.txt
 	  { echo "Python >= 3.11 is required (found $$($(PYTHON) --version))"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c constraints.txt -e '.[train,orchestrate,dev]' \
-	  --config-settings editable_mode=compat
+	@echo "installing the locked packages into $(VENV) (log: $(VENV)/install.log) ..."
+	@$(BIN)/pip install -q -c constraints.txt -e '.[train,orchestrate,dev]' \
+	  --config-settings editable_mode=compat >$(VENV)/install.log 2>&1 \
+	  || { tail -n 40 $(VENV)/install.log; echo "pip install failed: $(VENV)/install.log"; exit 1; }
 	touch $(STAMP)
 
 # Resolve pyproject.toml afresh into constraints.new (review it, pin back the versions results

@@ -9,6 +9,7 @@ trains: it shares the held-out task's environment, checks or solution path.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -138,3 +139,31 @@ def campaign_config(
     return CampaignConfig.model_validate(
         {**base.model_dump(), "run_id": run_id, "pool": pool, "executor": executor}
     )
+
+
+def ensure_policy(cfg: CampaignConfig, log: Callable[[str], None]) -> None:
+    """Build the warm-started policy a new run starts from, if it is not cached, with a line
+    per 50 of its supervised steps (on a fresh checkout this is minutes to most of an hour;
+    it used to happen inside the run's setup without a word). Nothing when the run starts
+    from a given checkpoint or resumes."""
+    if cfg.policy_path is not None or cfg.resume_from is not None:
+        return
+    import contextlib
+    import io
+
+    from training.warm_start import WarmStartConfig, cache_root, warm_started_policy
+
+    steps = WarmStartConfig().steps
+    log(f"the tiny policy's warm start: read from {cache_root() / 'policy'}, or built once "
+        f"({steps} supervised steps; a line per 50)")  # fmt: skip
+
+    class Lines(io.TextIOBase):
+        def write(self, text: str) -> int:
+            for line in text.splitlines():
+                if line.strip():
+                    log(line.strip())
+            return len(text)
+
+    with contextlib.redirect_stdout(Lines()):
+        path = warm_started_policy(reuse_stale=True, log=True)
+    log(f"warm start ready: {path}")

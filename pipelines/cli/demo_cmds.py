@@ -101,8 +101,11 @@ def run_pipeline(forge: ForgeConfig) -> bool:
             f"  {mark} {s.step} ({s.seconds:.0f}s){'  checks: ' + checks if checks else ''}"
         )
 
+    def line(text: str) -> None:  # the assets' progress, as it comes (no silent stretch)
+        console.print(f"    [dim]{text}[/dim]", highlight=False, soft_wrap=True)
+
     with dg.DagsterInstance.get() as instance:
-        steps = run_main_job(forge, instance, on_step=show)
+        steps = run_main_job(forge, instance, on_step=show, on_log=line)
     summary(steps)
     return all(s.success for s in steps)
 
@@ -190,8 +193,11 @@ def run_loop(forge: ForgeConfig, prefect_port: int) -> bool:
     t0 = time.monotonic()
     with dg.DagsterInstance.get() as instance:
         out = run_campaign_loop(
-            forge, instance, prefect_home=prefect_home, log_path=log, prefect_port=prefect_port
-        )
+            forge, instance, prefect_home=prefect_home, log_path=log, prefect_port=prefect_port,
+            on_log=lambda text: console.print(
+                f"    [dim]{text}[/dim]", highlight=False, soft_wrap=True
+            ),
+        )  # fmt: skip
     if not out.success:
         console.print(f"  [red]FAILED[/red] (Dagster run {out.dagster_run_id}): {out.error}")
         return False

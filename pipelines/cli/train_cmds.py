@@ -90,22 +90,35 @@ def train(
 
 @contextmanager
 def _prefect_server_for_flow() -> Iterator[None]:
-    """With no PREFECT_API_URL, Prefect starts a temporary server on PREFECT_HOME's database:
-    hold that database for the run, and refuse in one line (exit 2) when a server already runs
-    on it (`t1 ui`: the second server failed with "database is locked")."""
-    from prefect.settings import PREFECT_API_URL, PREFECT_HOME
+    """With no PREFECT_API_URL, start a Prefect server of our own on PREFECT_HOME's database
+    for the run (`pipelines.services.temporary_prefect_server`: its readiness wait fits the
+    machine's load) and refuse in one line (exit 2) when a server already runs on it (`t1
+    ui`: the second server failed with "database is locked") or it does not come up."""
+    from prefect.settings import PREFECT_API_URL, PREFECT_HOME, PREFECT_UI_URL, temporary_settings
 
-    from pipelines.services import PrefectDatabaseInUseError, prefect_database
+    from pipelines.services import (
+        PrefectDatabaseInUseError,
+        ServiceError,
+        temporary_prefect_server,
+    )
 
     if PREFECT_API_URL.value():
         yield
         return
     home = Path(PREFECT_HOME.value()).expanduser().resolve()
+    log = home / "t1-train-server.log"
+    typer.echo(f"starting a Prefect server for this run (log: {log}) ...", err=True)
     with ExitStack() as stack:
         try:
-            stack.enter_context(prefect_database(home, None))
+            api = stack.enter_context(temporary_prefect_server(home, log))
         except PrefectDatabaseInUseError as e:
             raise _fail(f"{e}; or pass --no-flow") from None
+        except ServiceError as e:
+            raise _fail(
+                f"{e} (its log: {log}); or set PREFECT_API_URL, or pass --no-flow"
+            ) from None
+        # No UI outlives this command: no flow-run links to it are recorded.
+        stack.enter_context(temporary_settings(updates={PREFECT_API_URL: api, PREFECT_UI_URL: ""}))
         yield
 
 
@@ -155,7 +168,7 @@ def _run_flow(request, runs_dir, store, policy_path, dagster_url, resume) -> lis
 def _run_plain(request, runs_dir, store, policy_path, dagster_url, report, resume) -> None:
     """`run_campaign` with a progress bar and a JSON line per step; evaluations reported to
     Dagster best-effort."""
-    from pipelines.campaign_plan import campaign_config, split_campaign_tasks
+    from pipelines.campaign_plan import campaign_config, ensure_policy, split_campaign_tasks
     from pipelines.campaign_provenance import recorded_campaign, start_record
     from pipelines.cli.output import progress
     from pipelines.reporting import report_evaluation
@@ -195,4 +208,5 @@ def _run_plain(request, runs_dir, store, policy_path, dagster_url, report, resum
 
         hooks = CampaignHooks(on_step=on_step, on_evaluation=on_evaluation if report else None)
         with recorded_campaign(cfg, start_record(cfg, split, preset=request.preset)):
+            ensure_policy(cfg, lambda line: typer.echo(line, err=True))
             run_campaign(cfg, hooks=hooks, tasks=split.train, eval_tasks=split.held_out)
