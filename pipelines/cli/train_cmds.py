@@ -74,14 +74,15 @@ def train(
         raise _fail(validation_message(e)) from None
     if policy_path is not None and not policy_path.is_dir():
         raise _fail(f"--policy-path {policy_path}: no checkpoint directory there")
-    if resume is not None:
-        _check_resume(resume)
+    first = _check_resume(resume) if resume is not None else 0
     _check(request, store)
     dagster_home()
     if flow:
         with _prefect_server_for_flow():
+            # the flow returns the steps it ran: a resumed run's first is the checkpoint's
+            # (it printed `"step": 0` before)
             for step, metrics in enumerate(
-                _run_flow(request, runs_dir, store, policy_path, dagster_url, resume)
+                _run_flow(request, runs_dir, store, policy_path, dagster_url, resume), first
             ):
                 _print_step(step, metrics)
     else:
@@ -129,12 +130,13 @@ def _print_step(step: int, metrics: dict[str, float]) -> None:
     typer.echo(dumps({"step": step, **{k: round(v, 5) for k, v in metrics.items()}}))
 
 
-def _check_resume(resume: Path) -> None:
-    """Refuse, in one line, a --resume directory with no checkpoint to continue from."""
+def _check_resume(resume: Path) -> int:
+    """The step a --resume directory continues at (its latest checkpoint's); refused in one
+    line when it has no checkpoint to continue from."""
     from training.checkpoint import latest_checkpoint, read_state
 
     try:
-        read_state(latest_checkpoint(resume))
+        return read_state(latest_checkpoint(resume)).step
     except ValueError as e:
         raise _fail(f"--resume {resume}: {str(e).splitlines()[0]}") from None
 
@@ -146,10 +148,17 @@ def _check(request: CampaignRequest, store: Path | None) -> None:
 
     try:
         load_campaign_config(request.preset)
-        if request.pool != Pool.SEED:  # the seed pool falls back to the bundled corpus
-            pool_version(store, request.pool, request.pool_version)
-    except (ValueError, WarehouseError) as e:
+    except ValueError as e:
         raise _fail(str(e).splitlines()[0]) from None
+    if request.pool == Pool.SEED:  # the seed pool falls back to the bundled corpus
+        return
+    try:
+        pool_version(store, request.pool, request.pool_version)
+    except (ValueError, WarehouseError) as e:  # a fresh store has no pool to train on yet
+        raise _fail(
+            f"{str(e).splitlines()[0]}; build the pool first (`t1 demo`, `t1 audit run-all`) "
+            "or train on the bundled seed tasks: --pool seed"
+        ) from None
 
 
 def _run_flow(request, runs_dir, store, policy_path, dagster_url, resume) -> list[dict[str, float]]:
