@@ -29,6 +29,7 @@ from audit.judge_exec import ExecConfig, run_exec_judge, score_dimensions  # noq
 from audit.planted import VARIANTS, Defect, suite  # noqa: E402
 from audit.rubric import decide, load_rubric  # noqa: E402
 from audit.verdict import Verdict  # noqa: E402
+from benchmarks.provenance import with_environment  # noqa: E402
 from tasks.corpus import load_seeds  # noqa: E402
 
 
@@ -170,7 +171,7 @@ def main() -> int:
         for tid, reasons, why in false_rejects:
             print(f"- `{tid}`: {reasons}; {why}")
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=1))
+        args.json.write_text(json.dumps([with_environment(r) for r in rows], indent=1))
     return 0
 
 

@@ -54,6 +54,8 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from benchmarks.provenance import with_environment  # noqa: E402
+
 SFT_TEMPERATURES = (0.5, 0.7, 1.0)
 SFT_ARMS = tuple(f"sft-t{t}" for t in SFT_TEMPERATURES)
 PPO_ARMS = ("ppo-dense", "ppo-binary", "placebo")
@@ -259,7 +261,7 @@ def save_result(results: Path, row: dict) -> Path:
     results.mkdir(parents=True, exist_ok=True)
     path = result_path(results, row["arm"], row["seed"])
     tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(row, indent=1))
+    tmp.write_text(json.dumps(with_environment(row), indent=1))
     tmp.rename(path)
     return path
 

@@ -142,6 +142,39 @@ def follow_flow_run(flow_run_id: UUID, timeout_s: float, poll_s: float = 5.0) ->
             time.sleep(poll_s)
 
 
+def latest_log_line(flow_run_id: UUID | str) -> str | None:
+    """The flow run's newest log message (its progress), or None (no logs, or Prefect does
+    not answer: a follower goes on)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+    from prefect.client.schemas.sorting import LogSort
+
+    try:
+        with get_client(sync_client=True) as client:
+            logs = client.read_logs(
+                LogFilter(flow_run_id=LogFilterFlowRunId(any_=[UUID(str(flow_run_id))])),
+                limit=1,
+                sort=LogSort.TIMESTAMP_DESC,
+            )
+    except Exception:  # noqa: BLE001 - progress only
+        return None
+    return logs[0].message.strip().splitlines()[0] if logs and logs[0].message.strip() else None
+
+
+WAITING_STATES = {
+    "AwaitingConcurrencySlot": "waiting for the campaign slot: one campaign runs at a time "
+    "on the deployment (another is running; this one starts when it ends)",
+    "AwaitingRetry": "waiting to retry",
+    "Scheduled": "scheduled: waiting for the deployment's server (`t1 ui` serves it) to pick it up",
+    "Late": "late: nothing picked it up; is `t1 ui` (the deployment's server) running?",
+}
+
+
+def state_line(name: str) -> str:
+    """A flow run state as a follower says it: why a waiting run waits."""
+    return f"flow run: {name}" + (f" ({WAITING_STATES[name]})" if name in WAITING_STATES else "")
+
+
 def state_name(run: Any) -> str:
     return (run.state.name if run.state else None) or "unknown"
 

@@ -46,10 +46,12 @@ from pipelines.campaign_deployment import (
 from pipelines.campaign_plan import (
     CampaignTasks,
     campaign_config,
+    ensure_policy,
     split_campaign_tasks,
     with_audit_version,
 )
 from pipelines.campaign_provenance import recorded_campaign, start_record
+from pipelines.progress import Heartbeat
 from pipelines.reporting import report_evaluation
 from tasks.pools import Pool
 from training.campaign_config import CampaignConfig
@@ -208,11 +210,14 @@ def ppo_campaign(
         UUID, create_progress_artifact(0.0, key=f"progress-{run_id}".lower(), description="steps")
     )
 
+    beat = Heartbeat(logger.info, f"campaign {run_id}")
+
     def on_step(step: int, metrics: dict[str, float]) -> None:
         done = step + 1
         update_progress_artifact(progress, 100.0 * done / cfg.steps)
         shown = ", ".join(f"{k}={metrics[k]:.4g}" for k in STEP_COLUMNS[:3] if k in metrics)
         logger.info(f"step {done}/{cfg.steps}: {shown}")
+        beat.heard(f"step {done + 1}/{cfg.steps}" if done < cfg.steps else "finishing")
 
     flow_run_id = str(runtime.flow_run.id)
     url = flow_run_url(flow_run_id)
@@ -243,7 +248,9 @@ def ppo_campaign(
         prefect_flow_run_id=flow_run_id,
         dagster_run_id=dagster_run_id,
     )
-    with recorded_campaign(cfg, start):
+    with beat, recorded_campaign(cfg, start):
+        ensure_policy(cfg, beat.note)
+        beat.heard("starting the engine and the first step's rollouts")
         result = run_campaign(cfg, hooks=hooks, tasks=split.train, eval_tasks=split.held_out)
     metrics_artifact(run_id, result.metrics)
     return result.metrics

@@ -39,6 +39,7 @@ from sandbox.base import (
     VerifierRun,
     normalize_dest,
 )
+from sandbox.cgroups import oom_file_of, oom_kill_count
 from sandbox.docker_api import docker_client, endpoint, exec_exit_code, is_podman
 from sandbox.docker_build import build_image, image_config, tar_bytes
 from sandbox.docker_hosts import answers, configured_pool
@@ -326,21 +327,13 @@ class DockerSandbox:
             path = self._oom_files.get(container.id)
             if path is None:
                 container.reload()
-                pid = int(container.attrs["State"]["Pid"])
-                with open(f"/proc/{pid}/cgroup") as f:
-                    group = next(
-                        line.split(":", 2)[2].strip()
-                        for line in f
-                        if line.split(":")[1] == "memory"
-                    )
-                path = self._oom_files[container.id] = (
-                    f"/sys/fs/cgroup/memory{group}/memory.oom_control"
-                )
+                path = oom_file_of(int(container.attrs["State"]["Pid"]))  # cgroup v1 or v2
+                if path is None:
+                    return 0
+                self._oom_files[container.id] = path
             with open(path) as f:
-                for line in f:
-                    if line.startswith("oom_kill "):
-                        return int(line.split()[1])
-        except (OSError, KeyError, ValueError, StopIteration):
+                return oom_kill_count(f.read())
+        except (OSError, KeyError, ValueError):
             pass
         return 0
 

@@ -50,7 +50,7 @@ from sandbox.base import (
     VerifierRun,
     normalize_dest,
 )
-from sandbox.cgroups import SandboxCgroup, cgroups_available
+from sandbox.cgroups import SandboxCgroup, cgroup_problem
 from sandbox.git_guards import guard_env
 from sandbox.image import DEFAULT_PATH, Image
 from sandbox.launcher import helper_path
@@ -146,9 +146,7 @@ def local_backend_problem() -> str | None:
             return f"'{tool}' not found: apt-get install bubblewrap e2fsprogs util-linux"
     if not os.path.exists("/dev/loop-control"):
         return "no /dev/loop-control: the sandbox's disk needs loop devices"
-    if not cgroups_available():
-        return "cgroup v1 memory/pids/cpu controllers are not mounted writable under /sys/fs/cgroup"
-    return None
+    return cgroup_problem()
 
 
 class LocalSandbox:

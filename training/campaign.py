@@ -8,7 +8,8 @@ Per step k (paper, sections 2, 4 and 5):
   version with R3; values from the pre-update critic; GAE) -> critic update, then actor update
   (critic-only during warm-up) -> publish (pause generation, abort in flight, load version
   k+1, continue: in-flight turns are re-sent and run on the new weights) -> metrics, rows
-  -> evaluation every `eval_every` steps -> checkpoint every `checkpoint_every` steps.
+  -> evaluation every `eval_every` steps -> checkpoint every `checkpoint_every` steps (or
+  `checkpoint_minutes`, and after the last).
 
 An orchestrator (the Prefect flow, the CLI) passes `CampaignHooks`; hooks observe a run (step
 metrics, evaluations, checkpoints) and never re-implement or reorder it. Metric names are a
@@ -39,6 +40,7 @@ from training.chat_format import IM_END
 from training.checkpoint import (
     CheckpointState,
     checkpoint_dir,
+    checkpoint_due,
     latest_checkpoint,
     load_training_state,
     prune_checkpoints,
@@ -110,7 +112,7 @@ def run_campaign(
     try:
         if cfg.eval_at_start and c.step == 0:
             _evaluated(c, result, hooks, evaluate(c, step=-1))
-        started = time.monotonic()
+        started = saved = time.monotonic()
         pending = start_rollouts(c, c.step)
         while c.step < cfg.steps:
             step, t0 = c.step, time.monotonic()
@@ -136,8 +138,12 @@ def run_campaign(
                 hooks.on_step(step, metrics)
             if c.step % cfg.eval_every == 0 or last:
                 _evaluated(c, result, hooks, evaluate(c, step))
-            if (cfg.checkpoint_every and c.step % cfg.checkpoint_every == 0) or last:
+            if checkpoint_due(
+                c.step, last=last, every=cfg.checkpoint_every, minutes=cfg.checkpoint_minutes,
+                since_s=time.monotonic() - saved,
+            ):  # fmt: skip
                 path = checkpoint(c)
+                saved = time.monotonic()
                 if hooks.on_checkpoint is not None:
                     hooks.on_checkpoint(step, path)
             if last:
@@ -339,6 +345,8 @@ def setup(
             from training.warm_start import warm_started_policy
 
             policy_path = warm_started_policy(reuse_stale=True)
+    if state is not None:
+        keep_metrics_before(run_dir / "metrics.jsonl", state.step)
     torch.manual_seed(cfg.seed)
     if cfg.trainer_threads is not None:
         torch.set_num_threads(cfg.trainer_threads)
@@ -976,6 +984,30 @@ def _engine_stats(c: Campaign) -> Metrics:
         "perf/engine_cache_tokens": float(stats.get("prefix_cache_tokens", 0)),
         "perf/engine_rows_per_forward": stats["decode_rows"] / max(1, stats["decode_forwards"]),
     }
+
+
+def keep_metrics_before(path: Path, step: int) -> int:
+    """Drop the lines of steps >= `step` from a run's metrics.jsonl (what a killed run logged
+    after its last checkpoint: resuming replays those steps and logs them again; a resumed
+    run used to hold them twice). Returns how many lines were dropped."""
+    if not path.is_file():
+        return 0
+    lines = path.read_text().splitlines(keepends=True)
+    kept = [line for line in lines if _before(line, step)]
+    if len(kept) != len(lines):
+        tmp = path.with_suffix(".jsonl.tmp")
+        tmp.write_text("".join(kept))
+        tmp.replace(path)
+    return len(lines) - len(kept)
+
+
+def _before(line: str, step: int) -> bool:
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return False  # a line the kill cut short
+    logged = row.get("step") if isinstance(row, dict) else None
+    return not isinstance(logged, int | float) or logged < step
 
 
 def log_metrics(c: Campaign, step: int, metrics: Metrics) -> None:

@@ -133,6 +133,8 @@ class ForgeConfig(dg.ConfigurableResource):
 # Environment variable -> field. Local: any of these that is set overrides the field's default.
 LOCAL_ENV = {
     "T1_WAREHOUSE": "store",
+    "T1_SANDBOX_BACKEND": "sandbox_backend",
+    "T1_REPORTS_DIR": "reports_dir",
     "T1_TMAX_DIR": "tmax_dir",
     "T1_BENCHMARK_DIR": "benchmark_dir",
     "T1_DEMO_ROUNDS": "rounds",
