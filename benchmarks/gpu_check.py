@@ -560,7 +560,7 @@ def section_ppo(args: argparse.Namespace) -> dict[str, Any]:
     sft = fine_tuned_policy(
         base, [task_trajectory(t) for t in splits.sft],
         WarmStartConfig(steps=SFT_STEPS, lr=SFT_LR, batch_size=8, seed=0),
-        name="countdown-gpu", render=FAMILY_RENDER, device=dev,
+        name="countdown", render=FAMILY_RENDER, device=dev,
     )  # fmt: skip
     out["sft_s"] = round(time.monotonic() - t0, 1)
     work = Path(args.ppo_dir)
