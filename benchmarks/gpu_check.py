@@ -422,6 +422,15 @@ def section_throughput(shape: Shape, batch: int, tokens: int, steps: int) -> dic
         "tokens_per_s": n / s,
         "peak_memory_mib": peak(),
     }
+    hf.gradient_checkpointing_disable()
+    try:  # transformers' batched experts kernel instead of the per-expert loop
+        hf.config._experts_implementation = "grouped_mm"
+        reset()
+        s = _train_steps(hf, streams, records, steps, autocast=bf16)
+        out["hf_grouped_mm"] = {"seconds_per_step": s, "tokens_per_s": n / s,
+                                "peak_memory_mib": peak()}  # fmt: skip
+    except Exception as e:  # noqa: BLE001 - reported beside the other figures
+        out["hf_grouped_mm"] = {"error": f"{type(e).__name__}: {e}"[:1000]}
     del hf
     if (why := megatron_available()) is not None:
         out["megatron"] = {"skipped": why}
