@@ -51,6 +51,7 @@ from pipelines.campaign_plan import (
     with_audit_version,
 )
 from pipelines.campaign_provenance import recorded_campaign, start_record
+from pipelines.campaign_recovery import process_label
 from pipelines.progress import Heartbeat
 from pipelines.reporting import report_evaluation
 from tasks.pools import Pool
@@ -83,7 +84,13 @@ def run_labels(tags: list[str], name: str) -> None:
     run_id = runtime.flow_run.id
     with get_client(sync_client=True) as client:
         current = client.read_flow_run(run_id).tags
-        client.update_flow_run(run_id, name=name, tags=sorted({*current, *tags}))
+        client.update_flow_run(
+            run_id,
+            name=name,
+            tags=sorted({*current, *tags}),
+            # this process: what `pipelines.campaign_recovery` checks after a kill
+            infrastructure_pid=process_label(),
+        )
 
 
 @task(retries=3, retry_delay_seconds=[2, 10, 30], cache_policy=NONE)
@@ -197,7 +204,9 @@ def ppo_campaign(
         f" (audit {split.audit_version or 'unknown'}), {len(split.held_out)} held out; "
         f"{len(split.excluded)} excluded by lineage {split.excluded[:5]}"
     )
-    resolved = request.model_copy(update={"pool_version": split.pool_version or None})
+    resolved = request.model_copy(
+        update={"pool_version": split.pool_version or None, "steps": cfg.steps}
+    )
     labels = run_labels(
         [f"campaign:{run_id}", f"pool:{split.pool}", f"pool_version:{split.pool_version}"],
         resolved.run_name(),
