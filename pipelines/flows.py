@@ -52,6 +52,7 @@ from pipelines.campaign_plan import (
 )
 from pipelines.campaign_provenance import recorded_campaign, start_record
 from pipelines.campaign_recovery import process_label
+from pipelines.campaign_slot import campaign_slot
 from pipelines.progress import Heartbeat
 from pipelines.reporting import report_evaluation
 from tasks.pools import Pool
@@ -257,7 +258,7 @@ def ppo_campaign(
         prefect_flow_run_id=flow_run_id,
         dagster_run_id=dagster_run_id,
     )
-    with beat, recorded_campaign(cfg, start):
+    with beat, campaign_slot(cfg, wait=beat.note), recorded_campaign(cfg, start):
         ensure_policy(cfg, beat.note)
         beat.heard("starting the engine and the first step's rollouts")
         result = run_campaign(cfg, hooks=hooks, tasks=split.train, eval_tasks=split.held_out)

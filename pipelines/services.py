@@ -30,6 +30,7 @@ PREFECT_SERVER_JOB = "prefect server"
 
 
 CLIENT_MAX_RETRIES = 8
+LEASE_STORAGE = "prefect.server.concurrency.lease_storage.filesystem"
 
 
 class ServiceError(RuntimeError):
@@ -105,6 +106,11 @@ def prefect_env(host: str, port: int, home: Path) -> dict[str, str]:
         # ... 256 s; Prefect's default of 5 retries gives up after about a minute): long
         # enough for `t1 ui` to restart a Prefect server that died, on a busy machine.
         "PREFECT_CLIENT_MAX_RETRIES": str(CLIENT_MAX_RETRIES),
+        # Deployment concurrency leases on disk under PREFECT_HOME, not in the server's
+        # memory: after a restart the running campaign's lease is still there (its renewal
+        # failed and the engine stopped the run: "slots are no longer reserved"), and a
+        # dead run's slot can still be released.
+        "PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE": LEASE_STORAGE,
     }
 
 
