@@ -21,6 +21,8 @@ import typer
 
 from pipelines.campaign_deployment import DAGSTER_URL_ENV, DEPLOYMENT
 from pipelines.cli.root import app
+from pipelines.defs.resources import REPORTS_DIR_ENV
+from pipelines.host import RUNS_DIR_ENV
 from pipelines.main_job import dagster_home
 from pipelines.services import (
     DAGSTER_PORT,
@@ -91,6 +93,8 @@ def ui(
     logs = (log_file or home / "t1-ui.log").resolve()
     logs.parent.mkdir(parents=True, exist_ok=True)
     env = {"DAGSTER_HOME": str(home), DAGSTER_URL_ENV: dagster_url, ENV_VAR: str(warehouse)}
+    if store is not None:  # a named store keeps its campaign runs and reports beside it
+        env |= beside_store(warehouse)
     if prefect:
         env |= prefect_env(host, prefect_port, phome)
     # Ctrl-C and a plain `kill` both shut everything down (SIGINT may arrive ignored when
@@ -184,6 +188,16 @@ def _recover(env: dict[str, str]) -> None:
                 fail_orphaned_followers(instance, final_state, say=say)
     except Exception as e:  # noqa: BLE001 - recovery is a courtesy; the UIs still start
         say(f"warning: could not check for campaign runs a kill left behind: {e}")
+
+
+def beside_store(warehouse: Path) -> dict[str, str]:
+    """Where runs and reports of a named store go: `runs/` and `artifacts/reports/` next to
+    it (they followed the directory `t1 ui` was started in, so two teams' UIs on two stores
+    from one checkout mixed their runs)."""
+    return {
+        RUNS_DIR_ENV: str(warehouse.parent / "runs"),
+        REPORTS_DIR_ENV: str(warehouse.parent / "artifacts" / "reports"),
+    }
 
 
 def banner(

@@ -48,3 +48,28 @@ def test_a_second_campaign_on_one_store_and_engine_is_refused_or_waits(tmp_path)
     assert engine_key(other) == "http://10.0.0.5:30000"
     with campaign_slot(cfg), campaign_slot(other):
         pass
+
+
+def test_runs_and_reports_follow_the_store_t1_ui_names(tmp_path, monkeypatch):
+    """Regression (issue 36): `t1 ui --store X` wrote runs/ and artifacts/ into the directory
+    it was started from; they go beside X now (its children read T1_RUNS_DIR and
+    T1_REPORTS_DIR; a launch that names --runs-dir still wins)."""
+    from pipelines.campaign_plan import campaign_config
+    from pipelines.cli.ui_cmds import beside_store
+    from pipelines.defs.resources import forge_config_from_env
+
+    env = beside_store(tmp_path / "team-a" / "wh")
+    assert env == {
+        "T1_RUNS_DIR": str(tmp_path / "team-a" / "runs"),
+        "T1_REPORTS_DIR": str(tmp_path / "team-a" / "artifacts" / "reports"),
+    }
+    for k, v in env.items():
+        monkeypatch.setenv(k, v)
+    common = {"steps": None, "eval_every": None, "pool": "seed", "store": None,
+              "policy_path": None}  # fmt: skip
+    assert (
+        campaign_config("tiny-cpu", runs_dir=None, **common).runs_dir
+        == tmp_path / "team-a" / "runs"
+    )
+    assert campaign_config("tiny-cpu", runs_dir="mine", **common).runs_dir.name == "mine"
+    assert forge_config_from_env().reports_dir == env["T1_REPORTS_DIR"]
