@@ -14,7 +14,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -208,6 +208,7 @@ class Services:
     log: IO[bytes] | None = None  # None: the servers write to this terminal
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     services: dict[str, Service] = field(default_factory=dict)
+    restarts: int = 0
 
     def start(self, service: Service, *, wait: bool = True) -> None:
         """Start `service`; with `wait`, return once its health URL answers."""
@@ -256,6 +257,23 @@ class Services:
     def stopped(self) -> list[str]:
         """The servers that have stopped."""
         return [name for name, proc in self.procs.items() if proc.poll() is not None]
+
+    def supervise(
+        self, restartable: tuple[str, ...], max_restarts: int, say: Callable[[str], None]
+    ) -> None:
+        """One look at the servers: start again those of `restartable` that stopped (at most
+        `max_restarts` in all), saying so; ServiceError for any other that stopped, or one
+        past the budget."""
+        for name in self.stopped():
+            if name not in restartable or self.restarts >= max_restarts:
+                self.check()  # raises, naming it
+            code = self.procs[name].returncode
+            self.restarts += 1
+            say(
+                f"{name} stopped (exit code {code}); restarting it ({self.restarts} of "
+                f"{max_restarts}); a campaign in flight retries its calls meanwhile"
+            )
+            self.restart(name)
 
     def restart(self, name: str) -> None:
         """Start a stopped server again (what it left of its process group is ended first)

@@ -129,19 +129,8 @@ def ui(
             return
         typer.echo(banner(dagster_url, prefect_port if prefect else None, host, warehouse, logs))
         try:
-            restarts = 0
             while True:
-                for name in servers.stopped():
-                    if name not in RESTARTED or restarts >= MAX_RESTARTS:
-                        servers.check()  # raises, naming it
-                    code = servers.procs[name].returncode
-                    restarts += 1
-                    typer.echo(
-                        f"{name} stopped (exit code {code}); restarting it ({restarts} of "
-                        f"{MAX_RESTARTS}); a campaign in flight retries its calls meanwhile",
-                        err=True,
-                    )
-                    servers.restart(name)
+                servers.supervise(RESTARTED, MAX_RESTARTS, lambda s: typer.echo(s, err=True))
                 time.sleep(0.5)
         except ServiceError as e:
             raise _fail(f"{e} (server logs: {logs}); stopping the other servers", 1) from None

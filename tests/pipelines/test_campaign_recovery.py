@@ -167,3 +167,49 @@ def test_a_run_left_running_by_a_kill_is_crashed_its_slot_freed_and_all_three_ag
         ).rows[0]
     assert status == "failed" and detail == after.state.message
     assert any("marked Crashed" in line and "ended as failed" in line for line in said), said
+
+
+def test_t1_ui_restarts_a_prefect_server_that_died_and_nothing_else():
+    """Regression (issue 36): killing the Prefect server killed `t1 ui`, the webserver, the
+    daemon and the flow run in flight. `t1 ui` starts the Prefect server (and the
+    deployment's runner) again, within a budget; another server that stops still stops
+    everything, named. (That a flow run in flight survives the restart: docs/orchestration.md,
+    "After a kill", measured with the settings `prefect_env` gives every server.)"""
+    import signal
+
+    from pipelines.services import Service, ServiceError, Services
+
+    said: list[str] = []
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    with Services({}) as servers:
+        for name in ("prefect server", "dagster webserver"):
+            servers.start(Service(name, sleeper))
+        first = servers.procs["prefect server"].pid
+        os.kill(first, signal.SIGKILL)
+        servers.procs["prefect server"].wait()
+        servers.supervise(("prefect server",), 1, said.append)
+        assert servers.procs["prefect server"].pid != first
+        assert servers.procs["prefect server"].poll() is None
+        assert said == [
+            "prefect server stopped (exit code -9); restarting it (1 of 1); a campaign in "
+            "flight retries its calls meanwhile"
+        ]
+        os.kill(servers.procs["prefect server"].pid, signal.SIGKILL)
+        servers.procs["prefect server"].wait()
+        with pytest.raises(ServiceError, match="prefect server stopped"):  # past the budget
+            servers.supervise(("prefect server",), 1, said.append)
+        os.kill(servers.procs["dagster webserver"].pid, signal.SIGKILL)
+        servers.procs["dagster webserver"].wait()
+        with pytest.raises(ServiceError, match="dagster webserver stopped"):
+            servers.supervise(("prefect server",), 5, said.append)
+
+
+def test_every_server_t1_starts_keeps_leases_on_disk_and_retries_long_enough():
+    from pathlib import Path
+
+    from pipelines.services import prefect_env
+
+    env = prefect_env("127.0.0.1", 4200, Path("/tmp/home"))
+    assert env["PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE"].endswith("lease_storage.filesystem")
+    waits = [2**n for n in range(1, int(env["PREFECT_CLIENT_MAX_RETRIES"]) + 1)]
+    assert sum(waits) > 300  # the restart measured at load 33 took 102 s; Prefect's default: 62
