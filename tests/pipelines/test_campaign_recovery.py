@@ -86,7 +86,9 @@ def test_the_prefect_form_shows_the_users_parameters_only():
 
 @pytest.mark.orchestration
 @pytest.mark.slow
-def test_a_run_left_running_by_a_kill_is_crashed_its_slot_freed_and_all_three_agree(tmp_path):
+def test_a_run_left_running_by_a_kill_is_crashed_its_slot_freed_and_all_three_agree(
+    tmp_path, prefect_harness
+):
     """A flow run of the deployment holds its one slot and its process is gone (a SIGKILL
     left the warehouse row `started`, the Dagster follower STARTED): the keeper crashes it,
     the slot is free, the warehouse row ends failed, and `t1 ui` fails the follower. A run
@@ -96,7 +98,6 @@ def test_a_run_left_running_by_a_kill_is_crashed_its_slot_freed_and_all_three_ag
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.actions import DeploymentCreate
     from prefect.states import Pending, Running, Scheduled
-    from prefect.testing.utilities import prefect_test_harness
 
     from pipelines.campaign_deployment import name_queued_runs
     from pipelines.campaign_recovery import fail_orphaned_followers, reconcile_campaign_runs
@@ -107,7 +108,7 @@ def test_a_run_left_running_by_a_kill_is_crashed_its_slot_freed_and_all_three_ag
     store = tmp_path / "wh"
     host = process_label().rpartition(":")[0]
     said: list[str] = []
-    with prefect_test_harness(server_startup_timeout=180), get_client(sync_client=True) as c:
+    with get_client(sync_client=True) as c:
         flow_id = c.create_flow(ppo_campaign)
         deployment_id = c.create_deployment(
             **DeploymentCreate(flow_id=flow_id, name="t1", concurrency_limit=1).model_dump(
