@@ -13,12 +13,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from pipelines.host import BACKEND_ENV
+from pipelines.host import BACKEND_ENV, RUNS_DIR_ENV
 from tasks.model import Task
 from tasks.pools import Pool
 from training.campaign_config import CampaignConfig, load_campaign_config
-
-RUNS_DIR_ENV = "T1_RUNS_DIR"  # where runs go when no launch says (`t1 ui --store`)
 
 
 @dataclass

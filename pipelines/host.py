@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 BACKEND_ENV = "T1_SANDBOX_BACKEND"
+RUNS_DIR_ENV = "T1_RUNS_DIR"  # where campaign runs go when no launch says (`t1 ui --store`)
 
 
 def local_problem() -> str | None:

@@ -14,8 +14,8 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -27,6 +27,10 @@ from warehouse.locks import LockHeldError, current_command, exclusive
 DAGSTER_PORT, PREFECT_PORT = 3000, 4200  # the UIs' default ports (`t1 ui`)
 # The lock a process holds under PREFECT_HOME while a Prefect server it started runs there.
 PREFECT_SERVER_JOB = "prefect server"
+
+
+CLIENT_MAX_RETRIES = 8
+LEASE_STORAGE = "prefect.server.concurrency.lease_storage.filesystem"
 
 
 class ServiceError(RuntimeError):
@@ -98,6 +102,15 @@ def prefect_env(host: str, port: int, home: Path) -> dict[str, str]:
         "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
         "PREFECT_SERVER_API_HOST": host,
         "PREFECT_SERVER_API_PORT": str(port),
+        # A flow run retries an API call that cannot connect for about 8.5 minutes (2 s, 4 s,
+        # ... 256 s; Prefect's default of 5 retries gives up after about a minute): long
+        # enough for `t1 ui` to restart a Prefect server that died, on a busy machine.
+        "PREFECT_CLIENT_MAX_RETRIES": str(CLIENT_MAX_RETRIES),
+        # Deployment concurrency leases on disk under PREFECT_HOME, not in the server's
+        # memory: after a restart the running campaign's lease is still there (its renewal
+        # failed and the engine stopped the run: "slots are no longer reserved"), and a
+        # dead run's slot can still be released.
+        "PREFECT_SERVER_CONCURRENCY_LEASE_STORAGE": LEASE_STORAGE,
     }
 
 
@@ -125,6 +138,37 @@ def prefect_database(home: Path, api_url: str | None) -> Iterator[None]:
                 f"a Prefect server already runs on the database in {home}: {who}; a second "
                 "one there fails with 'database is locked': set PREFECT_API_URL to that "
                 "server's API (`t1 ui` prints it), or use another PREFECT_HOME"
+            ) from None
+        yield
+
+
+# The lock a `t1 ui` holds under DAGSTER_HOME while its webserver and daemon run there.
+DAGSTER_UI_JOB = "t1 ui"
+
+
+class DagsterHomeInUseError(RuntimeError):
+    """Another `t1 ui` serves this DAGSTER_HOME (its daemon would run sensors twice)."""
+
+
+@contextmanager
+def dagster_home_lock(home: Path, url: str) -> Iterator[None]:
+    """Hold `home`'s `t1 ui` lock while a webserver and daemon started here run on it.
+
+    Two daemons on one instance both run its sensors and schedules (a campaign could start
+    twice), and only the second's log said so; the second `t1 ui` is refused instead, with
+    `DagsterHomeInUseError` naming the holder and its URL.
+    """
+    with ExitStack() as stack:
+        try:
+            stack.enter_context(
+                exclusive(home, DAGSTER_UI_JOB, command=f"{current_command()}; {url}")
+            )
+        except LockHeldError as e:
+            who = e.holder.describe() if e.holder else "another process"
+            raise DagsterHomeInUseError(
+                f"a t1 ui already serves DAGSTER_HOME {home}: {who}; a second daemon there "
+                "would run its sensors twice: open that one, or stop it, or set DAGSTER_HOME "
+                "to another directory"
             ) from None
         yield
 
@@ -164,6 +208,7 @@ class Services:
     log: IO[bytes] | None = None  # None: the servers write to this terminal
     procs: dict[str, subprocess.Popen] = field(default_factory=dict)
     services: dict[str, Service] = field(default_factory=dict)
+    restarts: int = 0
 
     def start(self, service: Service, *, wait: bool = True) -> None:
         """Start `service`; with `wait`, return once its health URL answers."""
@@ -208,6 +253,36 @@ class Services:
         for name, proc in self.procs.items():
             if proc.poll() is not None:
                 raise ServiceError(f"{name} stopped (exit code {proc.returncode})")
+
+    def stopped(self) -> list[str]:
+        """The servers that have stopped."""
+        return [name for name, proc in self.procs.items() if proc.poll() is not None]
+
+    def supervise(
+        self, restartable: tuple[str, ...], max_restarts: int, say: Callable[[str], None]
+    ) -> None:
+        """One look at the servers: start again those of `restartable` that stopped (at most
+        `max_restarts` in all), saying so; ServiceError for any other that stopped, or one
+        past the budget."""
+        for name in self.stopped():
+            if name not in restartable or self.restarts >= max_restarts:
+                self.check()  # raises, naming it
+            code = self.procs[name].returncode
+            self.restarts += 1
+            say(
+                f"{name} stopped (exit code {code}); restarting it ({self.restarts} of "
+                f"{max_restarts}); a campaign in flight retries its calls meanwhile"
+            )
+            self.restart(name)
+
+    def restart(self, name: str) -> None:
+        """Start a stopped server again (what it left of its process group is ended first)
+        and wait for it to answer."""
+        proc = self.procs[name]
+        with suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)  # e.g. uvicorn under `prefect server start`
+        proc.wait()
+        self.start(self.services[name])
 
     def stop(self, grace_s: float = 15.0) -> None:
         for proc in self.procs.values():

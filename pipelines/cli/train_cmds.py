@@ -78,6 +78,7 @@ def train(
     _check(request, store)
     dagster_home()
     if flow:
+        _check_slot(request, store)  # the flow itself would wait; a terminal is told at once
         with _prefect_server_for_flow():
             # the flow returns the steps it ran: a resumed run's first is the checkpoint's
             # (it printed `"step": 0` before)
@@ -161,6 +162,21 @@ def _check(request: CampaignRequest, store: Path | None) -> None:
         ) from None
 
 
+def _check_slot(request: CampaignRequest, store: Path | None) -> None:
+    """Refuse, in one line (exit 2, `LockHeldError`), a campaign while another one runs on
+    this store and engine (`pipelines.campaign_slot`)."""
+    from pipelines.campaign_plan import campaign_config
+    from pipelines.campaign_slot import campaign_slot
+
+    cfg = campaign_config(
+        request.preset, steps=request.steps, eval_every=request.eval_every, pool=request.pool,
+        store=str(store) if store else None, policy_path=None, runs_dir=None,
+        cluster_address=request.cluster_address,
+    )  # fmt: skip
+    with campaign_slot(cfg):
+        pass
+
+
 def _run_flow(request, runs_dir, store, policy_path, dagster_url, resume) -> list[dict[str, float]]:
     from pipelines.flows import ppo_campaign
 
@@ -179,6 +195,7 @@ def _run_plain(request, runs_dir, store, policy_path, dagster_url, report, resum
     Dagster best-effort."""
     from pipelines.campaign_plan import campaign_config, ensure_policy, split_campaign_tasks
     from pipelines.campaign_provenance import recorded_campaign, start_record
+    from pipelines.campaign_slot import campaign_slot
     from pipelines.cli.output import progress
     from pipelines.reporting import report_evaluation
     from training.campaign import CampaignHooks, run_campaign
@@ -216,6 +233,9 @@ def _run_plain(request, runs_dir, store, policy_path, dagster_url, report, resum
             advance()
 
         hooks = CampaignHooks(on_step=on_step, on_evaluation=on_evaluation if report else None)
-        with recorded_campaign(cfg, start_record(cfg, split, preset=request.preset)):
+        with (
+            campaign_slot(cfg),  # refused in one line while another campaign holds it
+            recorded_campaign(cfg, start_record(cfg, split, preset=request.preset)),
+        ):
             ensure_policy(cfg, lambda line: typer.echo(line, err=True))
             run_campaign(cfg, hooks=hooks, tasks=split.train, eval_tasks=split.held_out)

@@ -24,6 +24,7 @@ from pipelines.campaign_deployment import (
     state_line,
     state_name,
 )
+from pipelines.campaign_recovery import FLOW_RUN_TAG
 from pipelines.defs.evaluation import EVALUATION_RESULTS
 from pipelines.defs.resources import ForgeConfig
 from pipelines.progress import Heartbeat
@@ -90,6 +91,8 @@ def campaign_flow_run(
         )
     except NoDeploymentError as e:
         raise dg.Failure(description=str(e)) from e
+    # the flow run this run follows: `t1 ui` fails this run if it is found orphaned
+    context.instance.add_run_tags(context.run_id, {FLOW_RUN_TAG: str(run.id)})
     url = flow_run_url(run.id)
     link = {"prefect_flow_run": dg.MetadataValue.url(url)} if url else {}
     context.log.info(f"started Prefect flow run {run.name}: {url or run.id}")

@@ -140,3 +140,30 @@ def test_a_prefect_server_too_slow_for_its_wait_is_one_line_naming_the_setting(
     # the database lock is released with the server: a second start is not refused
     with pytest.raises(ServiceError), temporary_prefect_server(tmp_path / "home", log):
         pass
+
+
+def test_t1_demo_shows_the_assets_lines_as_they_come():
+    """`t1 demo` runs the graph headless with Dagster's console at WARNING: the assets'
+    progress reached only the UI. `user_log_lines` passes each line an asset logs (not
+    Dagster's own events) on while the run goes on."""
+    from dagster._core.utils import make_new_run_id
+
+    from pipelines.main_job import user_log_lines
+
+    @dg.asset
+    def slow_thing(context) -> None:  # unannotated: Dagster reads a string annotation as wrong
+        for i in (1, 2):
+            context.log.info(f"round {i}: 1/1")
+            time.sleep(0.3)
+
+    heard: list[str] = []
+    with dg.instance_for_test() as instance:
+        run_id = make_new_run_id()
+        with user_log_lines(instance, run_id, heard.append, poll_s=0.1):
+            job = dg.Definitions(
+                assets=[slow_thing], jobs=[dg.define_asset_job("j")]
+            ).resolve_job_def("j")
+            assert job.execute_in_process(instance=instance, run_id=run_id).success
+            during = list(heard)
+    assert heard == ["slow_thing: round 1: 1/1", "slow_thing: round 2: 1/1"]
+    assert during, "nothing was heard while the run went on"
