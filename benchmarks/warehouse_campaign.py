@@ -17,9 +17,11 @@ one line: commits so far, commit latency p50 / p95 / max over that window (autom
 compactions included: they run inside the commit that triggers them), the journal `add`'s
 p95, the manifest's size, the parts per table and the compactions so far.
 
-`--baseline N` first runs the code path before batching on a fresh store: one commit per
-candidate, no automatic compaction, for N candidates, printing the same lines (the issue
-measured 0.4 s per commit at 100 parts, 2.5-5.7 s at 1,000).
+`--baseline N` instead runs N candidates the way `run_synthesis` committed before batching:
+one `Store.append` per candidate, nothing else. Run it with the code before on the path to
+measure that code: `git archive <commit> warehouse tasks | tar -x -C /tmp/old`, then
+`PYTHONPATH=/tmp/old:. python benchmarks/warehouse_campaign.py --baseline 1000`
+(the issue measured 0.4 s per commit at 100 parts, 2.5-5.7 s at 1,000).
 
 `--s3`: the store on moto's S3 server (a subprocess on a free loopback port), manifest
 history `--history` versions; the manifest line then also counts the versions stored.
@@ -37,6 +39,8 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pyarrow as pa
 
@@ -44,16 +48,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.warehouse_scale import moto_s3  # noqa: E402
 from tasks.corpus import load_seeds  # noqa: E402
-from warehouse.journal import BatchedWriter  # noqa: E402
-from warehouse.recording import tables_of  # noqa: E402
 from warehouse.records import (  # noqa: E402
     AssertionRecord,
     Record,
     SynthCandidateRecord,
     SynthProfileRecord,
     TrialRecord,
+    records_table,
     task_record,
 )
+from warehouse.schema import table_spec  # noqa: E402
 from warehouse.store import META_FILE, Store  # noqa: E402
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
@@ -94,7 +98,10 @@ def template(trials: int, assertions: int, bundle_bytes: int) -> dict[str, pa.Ta
                              stages_json="[]")
     )  # fmt: skip
     rows.append(SynthProfileRecord(task_hash=task.content_hash, ok=True, outputs_json="[]"))
-    return tables_of(rows)
+    by_table: dict[str, list[Record]] = {}
+    for rec in rows:
+        by_table.setdefault(rec.table.name, []).append(rec)
+    return {name: records_table(recs, table_spec(name)) for name, recs in by_table.items()}
 
 
 def keyed(tpl: dict[str, pa.Table], i: int) -> dict[str, pa.Table]:
@@ -139,11 +146,39 @@ def pct(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
+class Direct:
+    """The code path before batching: one `Store.append` per candidate (what `run` calls of
+    a BatchedWriter: `add_tables`, `maybe_flush`, `flush`, `stats`)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.stats = SimpleNamespace(seconds=[], cpu_seconds=[])
+
+    def add_tables(self, tables: dict[str, pa.Table]) -> None:
+        t0, c0 = time.perf_counter(), time.process_time()
+        self.store.append(tables)
+        self.stats.seconds.append(time.perf_counter() - t0)
+        self.stats.cpu_seconds.append(time.process_time() - c0)
+
+    def maybe_flush(self) -> None:
+        pass
+
+    def flush(self) -> None:
+        pass
+
+
 def run(
     store: Store, tpl: dict[str, pa.Table], n: int, every: int, interval_s: float, report: int
 ) -> dict[str, float]:
-    """Write `n` candidates through a BatchedWriter; print a line per `report` candidates."""
-    w = BatchedWriter(store, "synthesis-bench", every=every, interval_s=interval_s)
+    """Write `n` candidates through a BatchedWriter (`every` 0: one `append` each, the code
+    before); print a line per `report` candidates."""
+    w: Any
+    if every:
+        from warehouse.journal import BatchedWriter
+
+        w = BatchedWriter(store, "synthesis-bench", every=every, interval_s=interval_s)
+    else:
+        w = Direct(store)
     adds: list[float] = []
     seen = 0
     print("| candidates | commits | commit p50 s | p95 s | max s | CPU s p50 / p95 "
@@ -164,6 +199,7 @@ def run(
             cpu = w.stats.cpu_seconds[seen:]
             seen = len(w.stats.seconds)
             m = store.read_manifest()
+            compactions = getattr(store, "auto_compactions", 0)
             versions = "-"
             if hasattr(store, "manifest_versions"):
                 versions = str(len(store.manifest_versions()))
@@ -173,7 +209,7 @@ def run(
                   f"{manifest_bytes(store) / 1024:.1f} | "
                   f"{versions} | {len(m.parts('trials'))} / "
                   f"{len(m.parts('assertion_results'))} / {len(m.parts('tasks'))} | "
-                  f"{store.auto_compactions} |", flush=True)  # fmt: skip
+                  f"{compactions} |", flush=True)  # fmt: skip
             adds = []
     s, c = w.stats.seconds, w.stats.cpu_seconds
     return {"wall_s": time.perf_counter() - t_all, "commits": len(s), "p50": pct(s, 0.5),
@@ -191,7 +227,7 @@ def main() -> None:
     ap.add_argument("--assertions", type=int, default=8, help="assertion rows per trial")
     ap.add_argument("--bundle-bytes", type=int, default=13_500)
     ap.add_argument("--report-every", type=int, default=2_000)
-    ap.add_argument("--baseline", type=int, default=0, help="candidates, one commit each")
+    ap.add_argument("--baseline", type=int, default=0, help="only: N candidates, one append each")
     ap.add_argument("--s3", action="store_true", help="the store on S3 (moto, loopback)")
     ap.add_argument("--history", type=int, default=200, help="S3 manifest versions kept")
     args = ap.parse_args()
@@ -206,16 +242,17 @@ def main() -> None:
         if args.s3:
             where = st.enter_context(moto_s3(Path(tmp) / "cache"))
         if args.baseline:
-            base = Store.open(f"{where}-baseline" if args.s3 else Path(tmp) / "base", create=True)
-            base.max_parts = None
-            print(f"\nbefore: one commit per candidate, no automatic compaction, "
-                  f"{args.baseline:,} candidates")  # fmt: skip
-            b = run(base, tpl, args.baseline, 1, 0.0, max(1, args.baseline // 5))
-            print(
-                f"baseline: {b['commits']:,} commits, p50 {b['p50']:.3f} s, p95 "
-                f"{b['p95']:.3f} s, max {b['max']:.3f} s (CPU p50 {b['cpu50']:.3f} s, p95 "
-                f"{b['cpu95']:.3f} s), {b['wall_s']:.0f} s in all"
-            )
+            base = Store.open(where, create=True)
+            base.max_parts = None  # (the code before has no automatic compaction)
+            import warehouse.store as code
+
+            print(f"\nbaseline: one append per candidate, {args.baseline:,} candidates, "
+                  f"warehouse code from {Path(code.__file__).parent}")  # fmt: skip
+            b = run(base, tpl, args.baseline, 0, 0.0, max(1, args.baseline // 10))
+            print(f"baseline: {b['commits']:,} commits, p50 {b['p50']:.3f} s, p95 "
+                  f"{b['p95']:.3f} s, max {b['max']:.3f} s (CPU p50 {b['cpu50']:.3f} s, p95 "
+                  f"{b['cpu95']:.3f} s), {b['wall_s']:.0f} s in all")  # fmt: skip
+            return
         store = Store.open(where, create=True)
         store.max_parts = args.max_parts or None
         print(
