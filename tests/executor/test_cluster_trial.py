@@ -7,6 +7,7 @@ import os
 import threading
 import time
 from concurrent.futures import wait
+from pathlib import Path
 
 import pytest
 
@@ -20,10 +21,6 @@ from executor.cluster import RayExecutor  # noqa: E402 - needs ray
 
 # What differs between two runs of the same trial by construction.
 VOLATILE = {"trial_id", "started_at", "environment_s", "agent_s", "verifier_s", "total_s"}
-
-
-def crash_worker() -> None:
-    os._exit(1)  # the worker process dies, as on a node failure
 
 
 def worker_pid(hold_s: float) -> int:
@@ -138,11 +135,51 @@ def test_a_sandbox_trial_on_ray_gives_the_local_row(one_node_cluster):
     assert ex.affinity[solved.environment_hash] == ex.placements["r0"]
 
 
-def test_a_worker_that_dies_every_time_is_a_lost_trial_not_a_result(one_node_cluster):
-    ex = RayExecutor(ExecutorConfig(address="auto", retries=1))
+def poison(marks: str) -> None:
+    """A poison trial: starts a real sandbox (lease file, cgroups), notes its id, and kills
+    its worker process, as a node's OOM killer or a crash would, leaving the sandbox's
+    remains behind."""
+    from sandbox.backends import get_backend
+
+    sandbox = get_backend("local").open(make_task("poison"))
+    Path(marks, sandbox.id).touch()  # type: ignore[attr-defined]
+    os._exit(1)
+
+
+@pytest.mark.sandbox
+def test_a_poison_trial_runs_retries_plus_one_times_and_its_remains_are_reclaimed(
+    one_node_cluster, tmp_path
+):
+    """One retry layer: `retries=1` runs a trial whose worker always dies twice, then
+    `TrialLost` (Ray's `max_retries` nested in the driver's relaunches ran it 4 times, 16 at
+    the default 3). Each death left a sandbox lease and cgroups on the node; the executor
+    reclaims them there (`sandbox.gc.collect_garbage`) without anyone running `t1 sandbox
+    gc`. The callable's own exception is its result, never retried."""
+    from sandbox.cgroups import SandboxCgroup
+    from sandbox.gc import collect_garbage
+    from sandbox.local import RUN_DIR
+
+    ex = RayExecutor(ExecutorConfig(address="auto", retries=1), reclaim=collect_garbage)
     with pytest.raises(TrialLost, match="lost after 2 attempt") as info:
-        ex.submit("crash", crash_worker).result(120)
+        ex.submit("crash", poison, str(tmp_path)).result(180)
     assert info.value.trial_id == "crash" and ex.attempts["crash"] == 2
+    time.sleep(3.0)  # a nested retry would have started by now
+    sandboxes = sorted(p.name for p in tmp_path.iterdir())
+    assert len(sandboxes) == 2, sandboxes  # executions = retries + 1
+
+    def remains() -> list[str]:
+        return [
+            sid
+            for sid in sandboxes
+            if (RUN_DIR / f"{sid}.json").exists()
+            or any(SandboxCgroup(sid).path(c).exists() for c in ("memory", "pids", "cpu"))
+        ]
+
+    deadline = time.monotonic() + 60
+    while remains() and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert remains() == [], f"not reclaimed: {remains()}; reclaim runs: {ex.reclaimed}"
+    assert {s for _, report in ex.reclaimed for s in report.sandboxes} >= set(sandboxes)
     with pytest.raises(ValueError, match="bad input 3"):
         ex.submit("refuse", refuse, 3).result(60)
     assert ex.attempts["refuse"] == 1  # the callable's own failure is not retried
