@@ -44,7 +44,7 @@ from typing import Any
 
 import pyarrow as pa
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.append(str(Path(__file__).resolve().parents[1]))  # PYTHONPATH first: --baseline
 
 from benchmarks.warehouse_scale import moto_s3  # noqa: E402
 from tasks.corpus import load_seeds  # noqa: E402

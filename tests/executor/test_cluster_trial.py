@@ -243,3 +243,52 @@ def test_a_synthesis_round_on_ray_records_the_local_rows(one_node_cluster, tmp_p
     local = run("local")
     assert len(local) == 1
     assert run("auto") == local
+
+
+def standin_validate(task, parent, vcfg, stage):
+    """A stand-in for `validate` (no sandbox): accepts the candidate, with the parent's
+    profile, and says which Ray job and worker process ran it."""
+    from synthesis.validate import Validation, Verdict
+
+    job = ray.get_runtime_context().get_job_id()
+    profile = parent.profile.model_copy(update={"task_hash": task.content_hash})
+    return Validation(
+        task=task, verdict=Verdict.ACCEPTED, profile=profile, detail=f"standin {job} {os.getpid()}"
+    )
+
+
+@pytest.mark.sandbox
+def test_a_campaign_keeps_one_connection_and_its_workers_across_rounds(one_node_cluster, tmp_path):
+    """Three rounds on the cluster are one Ray job: every candidate (built and validated on
+    the node, not in the driver) ran in one of the node's two slot workers, which live
+    through the whole campaign (each round used to connect and disconnect: a new job, new
+    workers and a forgotten image affinity every round)."""
+    from synthesis.rounds import SynthConfig, run_synthesis
+    from synthesis.sampler import Caps
+    from synthesis.validate import ValidationConfig
+    from warehouse.snapshot import Snapshot
+
+    cfg = SynthConfig(
+        rounds=3,
+        per_round=2,
+        seed=3,
+        seed_ids=("ds-sensor-summary-stats",),
+        caps=Caps(children_per_parent=4, root_share=1.0, category_share=1.0, family_share=1.0),
+        validation=ValidationConfig(reruns=1, max_repairs=0),
+        executor=ExecutorConfig(address=one_node_cluster.address),
+    )
+    ray.shutdown()  # the campaign connects by itself, as `t1 synth` does
+    try:
+        stats = run_synthesis(cfg, tmp_path / "wh", validator=standin_validate)
+    finally:
+        if not ray.is_initialized():
+            ray.init(address=one_node_cluster.address, log_to_driver=False)
+    assert [s.round for s in stats] == [1, 2, 3]
+    with Snapshot.open(tmp_path / "wh", with_lineage=False) as snap:
+        rows = snap.rows("SELECT round, detail FROM synth_candidates")
+    ran = [
+        (r["round"], *r["detail"].split()[1:]) for r in rows if r["detail"].startswith("standin")
+    ]
+    assert {r for r, _, _ in ran} == {1, 2, 3}, rows
+    assert len({job for _, job, _ in ran}) == 1, ran  # one connection for the campaign
+    assert len({pid for _, _, pid in ran}) <= 2, ran  # the node's 2 slot workers, kept
