@@ -37,6 +37,7 @@ import json
 import math
 import os
 import random
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -233,7 +234,14 @@ class Store:
         # Compact a table automatically once a commit leaves it with more parts than this
         # (None: never; `T1_WAREHOUSE_MAX_PARTS`, 0 meaning never, sets the default).
         self.max_parts: int | None = default_max_parts()
-        self.auto_compactions = 0  # compactions `commit` ran (for tests and benchmarks)
+        # Run automatic compaction in a thread of its own (merging without the write lock;
+        # see `auto_compact`), so that no commit waits for it; False: inside `commit`.
+        self.compact_in_background = True
+        self.auto_compactions = 0  # automatic compactions run (for tests and benchmarks)
+        self.compaction_errors: list[str] = []  # background compactions that failed
+        self._compact_lock = threading.Lock()
+        self._compact_due: set[str] = set()
+        self._compactor: threading.Thread | None = None
 
     # False: job locks are flock files under `root` (one machine); True (object stores):
     # leases written conditionally into the store itself (`warehouse.locks`).
@@ -410,8 +418,52 @@ class Store:
         result, manifest = self._commit(build)
         if result.written and any(result.written.values()):
             self._after_commit(manifest)
-            self.auto_compact([t for t, n in result.written.items() if n], manifest)
+            self._compact_if_due([t for t, n in result.written.items() if n], manifest)
         return result
+
+    def _compact_if_due(self, tables: list[str], manifest: Manifest) -> None:
+        """Start automatic compaction of the `tables` past `max_parts` in `manifest`."""
+        if self.max_parts is None:
+            return
+        due = [t for t in tables if len(manifest.parts(t)) > self.max_parts]
+        if not due:
+            return
+        if not self.compact_in_background:
+            self.auto_compact(due, manifest)
+            return
+        with self._compact_lock:
+            self._compact_due.update(due)
+            if self._compactor is None:
+                self._compactor = threading.Thread(
+                    target=self._compact_loop, name="warehouse-compaction", daemon=True
+                )
+                self._compactor.start()
+
+    def _compact_loop(self) -> None:
+        while True:
+            with self._compact_lock:
+                due = sorted(self._compact_due)
+                self._compact_due.clear()
+                if not due:
+                    self._compactor = None
+                    return
+            try:
+                self.auto_compact(due)
+            except Exception as e:  # noqa: BLE001 - the next commit asks again; data is safe
+                self.compaction_errors.append(f"{type(e).__name__}: {e}"[:500])
+
+    def wait_for_compaction(self, timeout_s: float | None = None) -> None:
+        """Wait until no background compaction is running (tests, benchmarks, shutdown)."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            with self._compact_lock:
+                thread = self._compactor
+            if thread is None:
+                return
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            thread.join(left)
+            if deadline is not None and time.monotonic() >= deadline:
+                return
 
     def _after_commit(self, manifest: Manifest) -> None:
         """Called after each commit that added rows (object stores collect old manifests)."""
@@ -421,7 +473,12 @@ class Store:
     ) -> CompactionResult | None:
         """Compact the tables (of `tables`) that have more than `max_parts` parts in
         `manifest` (default: the committed one), merging their small parts by size tier
-        (`tiered_groups`); None when none needs it."""
+        (`tiered_groups`); None when none needs it.
+
+        Unlike `compact`, it merges without holding the write lock (commits go on meanwhile)
+        and takes it only to swap the merged parts into the newest manifest, planning again
+        if another compaction got there first; and it deletes no unnamed file (one may be
+        another compaction's merge in flight): only retired parts past their grace."""
         if self.max_parts is None:
             return None
         limit = self.max_parts
@@ -430,10 +487,80 @@ class Store:
         if not due:
             return None
         self.auto_compactions += 1
-        return self._compact(
+        return self._merge_unlocked(
             due,
             lambda parts: tiered_groups(parts, max_parts=limit),
             retire_grace_s=DEFAULT_RETIRE_GRACE_S,
+        )
+
+    def _merge_unlocked(
+        self,
+        names: list[str],
+        groups_of: Callable[[list[PartInfo]], list[list[PartInfo]]],
+        *,
+        retire_grace_s: float,
+    ) -> CompactionResult:
+        """See `auto_compact`."""
+        for attempt in range(COMMIT_ATTEMPTS):
+            base = self.read_manifest()
+            merges: list[tuple[str, list[PartInfo], PartInfo]] = []
+            for name in names:
+                spec = table_spec(name)
+                for group in groups_of(base.parts(name)):
+                    merged = pa.concat_tables(
+                        [conform(pq.read_table(self.part_path(name, p.file)), spec) for p in group]
+                    )
+                    part = self._write_part(spec, merged, base.generation + 1)
+                    merges.append((name, group, part))
+            with self._locked():
+                manifest = self.read_manifest()
+                named = {t: {p.file for p in parts} for t, parts in manifest.tables.items()}
+                if any(
+                    p.file not in named.get(name, set()) for name, group, _ in merges for p in group
+                ):  # another compaction merged some of these parts first: plan again
+                    self._discard_parts([(name, part) for name, _, part in merges])
+                    continue
+                result = CompactionResult(generation=manifest.generation)
+                now = datetime.now(UTC)
+                for name, group, part in merges:
+                    files = {p.file for p in group}
+                    manifest.tables[name] = [
+                        p for p in manifest.parts(name) if p.file not in files
+                    ] + [part]
+                    manifest.retired.extend(
+                        RetiredPart(table=name, file=f, retired_at=now) for f in sorted(files)
+                    )
+                    result.merged[name] = result.merged.get(name, 0) + len(group)
+                expired = [
+                    r
+                    for r in manifest.retired
+                    if (now - r.retired_at).total_seconds() >= retire_grace_s
+                ]
+                manifest.retired = [r for r in manifest.retired if r not in expired]
+                if not merges and not expired:
+                    return result
+                manifest.generation += 1
+                try:
+                    self._write_manifest(manifest)
+                except CommitConflict:
+                    self._discard_parts([(name, part) for name, _, part in merges])
+                    _backoff(attempt)
+                    continue
+            for name, group, part in merges:  # the merged part's key hashes, when known
+                known = [keyhashes.known(self.location, name, p.file) for p in group]
+                if all(h is not None for h in known):
+                    hashes = np.sort(np.concatenate([h for h in known if h is not None]))
+                    keyhashes.remember(self.location, name, part.file, hashes)
+            self._discard_parts(
+                [(r.table, PartInfo(file=r.file, rows=0, bytes=0)) for r in expired]
+            )
+            result.generation = manifest.generation
+            result.deleted_files = sorted(f"{r.table}/{r.file}" for r in expired)
+            self._after_compaction(manifest)
+            return result
+        raise CommitConflictError(
+            f"warehouse {self.location!r}: compaction lost to other writers {COMMIT_ATTEMPTS} "
+            "times in a row; nothing of it was committed, run it again"
         )
 
     def _commit(

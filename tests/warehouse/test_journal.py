@@ -158,7 +158,7 @@ def test_tiered_groups_merge_like_sized_parts_once_past_the_limit():
 
 def test_commits_compact_automatically_and_keep_every_row(tmp_path):
     store = Store.open(tmp_path, create=True)
-    store.max_parts = 6
+    store.max_parts, store.compact_in_background = 6, False
     most = 0
     for i in range(40):
         store.append(tables_of(candidate(i)))
@@ -166,7 +166,15 @@ def test_commits_compact_automatically_and_keep_every_row(tmp_path):
     # The commit that passes the limit compacts before it returns: never more than 6 seen.
     assert most == 6 and store.auto_compactions >= 5
     assert counts(tmp_path) == (40, 40, 120)
-    store.max_parts = None
-    for i in range(40, 48):
+    store.compact_in_background = True  # the default: a thread merges while commits go on
+    for i in range(40, 80):
         store.append(tables_of(candidate(i)))
-    assert len(store.read_manifest().parts("trials")) > 6  # switched off: parts pile up
+    store.wait_for_compaction(60)
+    assert store.compaction_errors == [] and counts(tmp_path) == (80, 80, 240)
+    assert len(store.read_manifest().parts("trials")) <= 8
+    retired = store.read_manifest().retired
+    assert retired and all((tmp_path / r.table / r.file).exists() for r in retired)
+    store.max_parts = None
+    for i in range(80, 88):
+        store.append(tables_of(candidate(i)))
+    assert len(store.read_manifest().parts("trials")) > 7  # switched off: parts pile up
