@@ -576,7 +576,7 @@ class Store:
                 new_parts: dict[str, PartInfo] = {}
                 hashes: dict[str, np.ndarray] = {}
                 try:
-                    with duckdb.connect() as con:
+                    with contextlib.nullcontext(_writer_connection()) as con:
                         for name, table in tables.items():
                             spec = table_spec(name)
                             table = conform(table, spec)
@@ -855,6 +855,19 @@ class Store:
             tmp.unlink(missing_ok=True)
             deleted.append(tmp.name)
         return sorted(deleted)
+
+
+_writer = threading.local()
+
+
+def _writer_connection() -> duckdb.DuckDBPyConnection:
+    """This thread's DuckDB connection for commits' duplicate checks: made once, one DuckDB
+    thread (a commit's queries are small; a fresh connection per commit, with a pool of
+    threads to start and wake, cost more than the queries on a loaded machine)."""
+    con = getattr(_writer, "con", None)
+    if con is None:
+        con = _writer.con = duckdb.connect(config={"threads": 1})
+    return con
 
 
 def _backoff(attempt: int) -> None:
