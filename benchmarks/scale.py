@@ -620,7 +620,7 @@ def campaign(args: argparse.Namespace) -> dict[str, Any]:
     from synthesis.rounds import SynthConfig, run_synthesis
     from synthesis.sampler import Caps
     from synthesis.validate import ValidationConfig
-    from warehouse import Store
+    from warehouse import Store, rst_members
     from warehouse.snapshot import Snapshot
 
     scale = args.time_scale
@@ -659,8 +659,11 @@ def campaign(args: argparse.Namespace) -> dict[str, Any]:
     killed: dict[str, Any] = {}
     seen = [0]
 
+    marginal: list[tuple[float, float, int]] = []  # (driver CPU, wall, committed) per commit
+
     def on_recorded(row: Any) -> None:
         seen[0] += 1
+        marginal.append((time.process_time(), time.perf_counter(), seen[0]))
         if not killed and args.kill_at and seen[0] >= args.kill_at * total:
             victim = nodes[-1]
             killed.update(at=time.time(), node=victim.node_id, after=seen[0])
@@ -671,6 +674,12 @@ def campaign(args: argparse.Namespace) -> dict[str, Any]:
         stats = run_synthesis(cfg, store, on_recorded=on_recorded, validator=validator)
         synth_wall, synth_cpu = time.perf_counter() - t0, time.process_time() - cpu0
         out.update(synth_wall_s=synth_wall, synth_driver_cpu_s=synth_cpu)
+        # from the first candidate committed to the last: the driver's cost per candidate
+        # without its start (connecting, profiling the seeds' on the cluster)
+        (c_a, w_a, n_a), (c_b, w_b, n_b) = marginal[0], marginal[-1]
+        out.update(steady_driver_cpu_ms=1e3 * (c_b - c_a) / max(1, n_b - n_a),
+                   steady_wall_s=w_b - w_a, steady_candidates=n_b - n_a,
+                   start_wall_s=w_a - t0, start_driver_cpu_s=c_a - cpu0)  # fmt: skip
         with Snapshot.open(store, with_lineage=False) as snap:
             n_rows = snap.sql("SELECT count(*) FROM synth_candidates").fetchone()[0]  # type: ignore[index]
             trials = snap.sql("SELECT count(*), count(DISTINCT trial_id) FROM trials").fetchone()
@@ -689,6 +698,7 @@ def campaign(args: argparse.Namespace) -> dict[str, Any]:
         cpu0, t0 = time.process_time(), time.perf_counter()
         result = run_selection(store, tasks, scfg, runner=runner)
         pv, members = record_t1(store, result.version, size=len(tasks), only=result.hashes())
+        out["rst_members"] = len(rst_members(store))
         out.update(audit_tasks=len(tasks), audit_wall_s=time.perf_counter() - t0,
                    audit_driver_cpu_s=time.process_time() - cpu0, t1_members=len(members),
                    audit_commits=len(commits) - len(synth_commits))  # fmt: skip
@@ -747,6 +757,12 @@ def print_campaign(o: dict[str, Any], args: argparse.Namespace) -> None:
     print(f"| synthesis wall s | {o['synth_wall_s']:.0f} |")
     print(f"| driver CPU s, synthesis (per candidate) | {o['synth_driver_cpu_s']:.1f} "
           f"({1e3 * o['synth_driver_cpu_s'] / n:.1f} ms) |")  # fmt: skip
+    print(f"| of which the start (connect, seeds profiled on the cluster): CPU s / wall s | "
+          f"{o['start_driver_cpu_s']:.1f} / {o['start_wall_s']:.0f} |")  # fmt: skip
+    print(
+        f"| driver CPU per candidate, first commit to last ({o['steady_candidates']:,} "
+        f"candidates in {o['steady_wall_s']:.0f} s) | {o['steady_driver_cpu_ms']:.1f} ms |"
+    )
     print(f"| warehouse commits (synthesis) / candidates per commit | {o['commits']:,} / "
           f"{n / max(1, o['commits']):.1f} |")  # fmt: skip
     print(f"| commit wall p50 / p95 / max s | {o['commit_p50_s']:.3f} / {o['commit_p95_s']:.3f} "
@@ -762,7 +778,7 @@ def print_campaign(o: dict[str, Any], args: argparse.Namespace) -> None:
         f"| audit: tasks / wall s / driver CPU s / commits | {o['audit_tasks']} / "
         f"{o['audit_wall_s']:.0f} / {o['audit_driver_cpu_s']:.1f} / {o['audit_commits']} |"
     )
-    print(f"| pool t1 members | {o['t1_members']} |")
+    print(f"| pools: rst / t1 members | {o['rst_members']} / {o['t1_members']} |")
 
 
 # ---- 6. `--rollout-bytes`: what one step's rollouts ship to the trainer -------------------
