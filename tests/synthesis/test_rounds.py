@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -135,8 +136,10 @@ def test_resume_after_interruption(full_run, tmp_path) -> None:
         if row.round == 2 and sum(a.startswith("2:") for a in seen) == 1:
             raise Interrupted
 
+    # A commit per candidate, so that the interruption lands between two commits (with
+    # batching, one commit may hold several of round 2's candidates).
     with pytest.raises(Interrupted):
-        run_synthesis(CFG, tmp_path, on_recorded=interrupt)
+        run_synthesis(replace(CFG, commit_every=1), tmp_path, on_recorded=interrupt)
     store = Store.open(tmp_path)
     before = ledger.candidates(store, CFG.campaign, 2)
     assert len(before) == 1 and 2 not in ledger.round_rows(store, CFG.campaign)
