@@ -263,19 +263,22 @@ def semantic(
         verdict=Verdict.ERROR if failed else decision.verdict,
         reasons=[f.text() for f in failed] + decision.reasons,
         findings=[f for f in findings if f.defect or f.code in FAILURE_CODES]
-        + [f for f in llm if f.code in (Code.LLM_SCORE, Code.LLM_QUOTE_REFUSED)],
+        + [
+            f for f in llm if f.code in (Code.LLM_SCORE, Code.LLM_QUOTE_REFUSED, Code.LLM_ABSTAINED)
+        ],
         scores=row,
     )
     return out, decision
 
 
-def _llm(task: Task, cfg: SelectionConfig, store: Store, client: Any):
-    """The LLM judge's findings and scores for one task ({} and [] when not configured)."""
+def _llm(task: Task, cfg: SelectionConfig, store: Store, client: Any, ev: ExecEvidence):
+    """The LLM judge's findings and scores for one task ({} and [] when not configured);
+    `ev` (the executable evidence) confirms or refuses its hard rejects."""
     if cfg.llm is None:
         return [], {}
     from audit.judge_llm import WarehouseCache, judge_task
 
-    judged = judge_task(task, cfg.llm, client=client, cache=WarehouseCache(store))
+    judged = judge_task(task, cfg.llm, client=client, cache=WarehouseCache(store), evidence=ev)
     findings = [f for j in judged.values() for f in j.findings()]
     scores = {d: j.score for d, j in judged.items() if j.score is not None}
     return findings, scores
@@ -408,7 +411,7 @@ def run_selection(
             llm = [f for f in out.findings if f.source == Source.LLM]
             _, decision = semantic(t, ev, cfg.rubric, llm, _llm_scores_of(out))
         else:
-            llm, llm_scores = _llm(t, cfg, st, llm_client)  # cached per (hash, version)
+            llm, llm_scores = _llm(t, cfg, st, llm_client, ev)  # cached per (hash, version)
             out, decision = semantic(t, ev, cfg.rubric, llm, llm_scores)
             if out.verdict != Verdict.ERROR:
                 result.scored.append(t.content_hash)
@@ -473,7 +476,7 @@ def run_selection(
         if rec is not None:
             result.outcomes.append(StageOutcome.from_record(rec, new, Stage.REAUDIT))
             continue
-        llm, llm_scores = _llm(new, cfg, st, llm_client)
+        llm, llm_scores = _llm(new, cfg, st, llm_client, ev)
         parent = Finding(code=Code.LINEAGE, item=t.content_hash, evidence="repaired from")
         out, _ = semantic(new, ev, cfg.rubric, [parent, *llm], llm_scores, Stage.REAUDIT)
         keep(out, rows, None)
