@@ -2,6 +2,8 @@
 
 - `ParentSolutionAgent`: the parent's reference solution, run on the child. Every new
   assertion must fail (else the extension asks for nothing the parent did not already do).
+- `ParentThenCommandAgent`: the parent's reference solution, then a command (a scripted
+  hack): what the new assertions pay for the parent's work plus no work of their own.
 - `ExtensionOnlyAgent`: only the extension's steps, on the untouched environment, with every
   consumed file that does not exist yet replaced by a stub (what an agent skipping the core work
   would do). Every dependent new assertion must fail, and what it earns beyond the
@@ -41,6 +43,22 @@ class ParentSolutionAgent:
 
     def run(self, sandbox: Sandbox, task: Task, deadline: float) -> AgentOutcome:
         return run_solution(sandbox, task, self.solution, deadline)
+
+
+class ParentThenCommandAgent:
+    """Runs the PARENT's reference solution, then `command` in the same session."""
+
+    def __init__(self, parent_solution: dict[str, bytes], command: str, name: str) -> None:
+        self.solution = parent_solution
+        self.command = command
+        self.name = name
+
+    def run(self, sandbox: Sandbox, task: Task, deadline: float) -> AgentOutcome:
+        first = run_solution(sandbox, task, self.solution, deadline)
+        if first.timed_out:
+            return first
+        r = sandbox.session().run(self.command, timeout_s=max(0.1, deadline - time.monotonic()))
+        return AgentOutcome.from_exec(r)
 
 
 def extension_script(block: str, consumes: list[str], workdir: str) -> str:
