@@ -11,8 +11,9 @@
 - `WipeAgent`: deletes everything under the working directory. A new assertion that passes
   both after nop and after a wipe checks nothing the task is about (vacuous).
 - `DataFlowAgent`: the parent's solution, then every consumed file perturbed (a line
-  prepended and one appended: content, line count, first and last line, size and digest all
-  change), then the extension's steps, then the consumed files restored exactly (bytes, mode,
+  prepended and one appended, every letter and digit between them rotated: content, line
+  count, first and last line, size, digest and every value change), then the extension's
+  steps, then the consumed files restored exactly (bytes, mode,
   owner, times) before the verifier runs. The parent's checks (the guards) pass again, so a
   new assertion that passed for the oracle and fails here checks something the steps derived
   from, or did to, the parent's output: the data flowed (`dependency_ok`).
@@ -93,6 +94,10 @@ class ExtensionOnlyAgent:
 
 
 PERTURB_HEAD = "t1 data-flow probe: perturbed (head)"
+# Every letter and digit of the consumed content rotated (ROT13, digits + 1): a result
+# computed from a subset of the lines (those with a word, the records of one category)
+# changes too, not only one that reads the first or last line, the size or the digest.
+ROTATE = "'A-Za-z0-9' 'N-ZA-Mn-za-m1-90'"
 PERTURB_TAIL = "t1 data-flow probe: perturbed (tail)"
 FLOW_DIR = "/.t1-flow"
 
@@ -127,7 +132,7 @@ _t1_restore() {{
 }}
 trap _t1_restore EXIT
 for _t1_f in "${{_t1_files[@]}}"; do
-  {{ printf '%s\n' {shlex.quote(PERTURB_HEAD)}; cat -- "$_t1_f"
+  {{ printf '%s\n' {shlex.quote(PERTURB_HEAD)}; tr {ROTATE} < "$_t1_f"
      printf '\n%s\n' {shlex.quote(PERTURB_TAIL)}; }} > {FLOW_DIR}/tmp \
     && cat {FLOW_DIR}/tmp > "$_t1_f"
 done
