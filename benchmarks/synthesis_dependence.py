@@ -86,13 +86,14 @@ def run(args: argparse.Namespace, store: Path) -> dict:
 
     cfg = SynthConfig(rounds=args.rounds, per_round=args.per_round, seed=args.seed,
                       seed_ids=tuple(args.seed_ids), workers=args.workers,
-                      campaign="dependence")  # fmt: skip
+                      campaign=args.campaign)  # fmt: skip
     t0 = time.monotonic()
     stats = run_synthesis(cfg, Store.open(store, create=True))
     wall = time.monotonic() - t0
     with Snapshot.open(Store.open(store), with_lineage=False) as snap:
         rows = snap.rows(
-            "SELECT * FROM synth_candidates WHERE campaign = 'dependence' ORDER BY round, slot"
+            "SELECT * FROM synth_candidates WHERE campaign = $c ORDER BY round, slot",
+            {"c": args.campaign},
         )
     acc = [r for r in rows if r["status"] == "accepted"]
     reasons = Counter(r["reason"] for r in rows if r["status"] != "accepted")
@@ -156,6 +157,7 @@ def main() -> None:
     ap.add_argument("--extensions", type=int, default=100)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--store", type=Path, help="warehouse to use (default: a temporary one)")
+    ap.add_argument("--campaign", default="dependence", help="synthesis campaign name")
     ap.add_argument("--no-run", action="store_true", help="variety only")
     ap.add_argument("--no-variety", action="store_true", help="the synthesis run only")
     ap.add_argument("--code", type=Path, help="run part 2 with this checkout's packages")

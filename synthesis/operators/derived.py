@@ -2,7 +2,8 @@
 keys and values, composed into one stage whose instruction states the goal, not a command.
 
 Each operator reads a parent output as a typed table (`synthesis.operators.tables`) and
-composes up to three typed steps over it, each writing one file checked by one new test:
+composes two or three typed steps over it (an aggregation, with a selection before it or a
+summary after it, or both), each writing one file checked by one new test:
 
 1. a selection (optional): the records whose category is a value the data holds, whose
    measure exceeds a value between the data's own, whose line holds a word some lines hold,
@@ -694,24 +695,32 @@ class Derived(Operator):
         stem = re.sub(r"[^a-z0-9]+", "_", posixpath.splitext(f.rel)[0].lower()).strip("_")[-24:]
         src_name = f"`{t.path}`"
         plan.intro = introduce(t, rng)
-        sel = None
-        if rng.random() < self.select_rate:
-            sel = select_step(plan, rng, f"{outdir}/{stem}_selected_{tag}{_ext(t)}", src_name)
-        if sel is not None and not self._aggregations(t, rng, sel):
-            sel = None
-        if sel is not None:
-            plan.steps.append(sel)
-        p = _pick(rng, self._aggregations(t, rng, sel))
+        sel_out = f"{outdir}/{stem}_selected_{tag}{_ext(t)}"
 
         def path(op: str, fmt: str) -> str:
             return f"{outdir}/{stem}_{op}_{tag}{_SUFFIX.get(fmt, '.txt')}"
 
-        agg = agg_step(plan, p, rng, path, src_name)
-        plan.steps.append(agg)
-        if rng.random() < self.summary_rate:
-            summ = summary_step(agg, rng, f"{outdir}/{stem}_{tag}_summary.txt")
-            if summ is not None:
-                plan.steps.append(summ)
+        def aggregate(sel: Step | None) -> Step:
+            return agg_step(plan, _pick(rng, self._aggregations(t, rng, sel)), rng, path, src_name)
+
+        # At least two typed steps: a selection, or a summary of the aggregation, or both.
+        sel = select_step(plan, rng, sel_out, src_name) if rng.random() < self.select_rate else None
+        if sel is not None and not self._aggregations(t, rng, sel):
+            sel = None
+        agg = aggregate(sel)
+        summary_out = f"{outdir}/{stem}_{tag}_summary.txt"
+        summ = summary_step(agg, rng, summary_out)
+        if sel is not None and rng.random() >= self.summary_rate:
+            summ = None
+        if sel is None and summ is None:
+            sel = select_step(plan, rng, sel_out, src_name)
+            if sel is not None and self._aggregations(t, rng, sel):
+                agg = aggregate(sel)
+                if rng.random() < self.summary_rate:
+                    summ = summary_step(agg, rng, summary_out)
+            else:
+                sel = None
+        plan.steps = [s for s in (sel, agg, summ) if s is not None]
         return self._render(parent, ctx, plan, f)
 
     def _render(self, parent: Parent, ctx: RewriteContext, plan: Plan, f: OutputFile) -> Extension:
