@@ -20,12 +20,11 @@ on the real file, and the data-flow probe sees each new assertion depend on it. 
 formats (a JSON object, a CSV with a stated header, tab-separated or `key: value` lines, one
 value a line) and the phrasing vary; numbers are compared to 0.01.
 
-Operators, one family each: `record_query` (CSV, JSON records, separated fields: selection,
-grouped or overall figures, summary), `record_ranking` (the top k by a measure, then the
-category most of them share or their total), `entry_query` (a JSON or INI document's
-entries), `text_query` (any text: lines with a word, frequent words), `cross_check` (two
-outputs of the same form: entries or records that differ). The reference solution computes
-with Python (one heredoc per step); an agent may use any tool.
+Operators, one family each: `record_query` (CSV, JSON records, separated fields: a
+selection, grouped or overall figures, a summary), `record_ranking` (the top k by a measure,
+then how many), `entry_query` (a JSON or INI document's entries), `text_query` (any text:
+lines with a word, frequent words). The reference solution computes with Python (one
+heredoc); an agent may use any tool.
 """
 
 from __future__ import annotations
@@ -74,7 +73,6 @@ class Plan:
     table: Table
     steps: list[Step] = field(default_factory=list)
     title: str = ""
-    other: Table | None = None  # cross_check: the second output
     intro: str = ""
 
 
