@@ -274,7 +274,9 @@ def semantic(
         verdict=Verdict.ERROR if failed else decision.verdict,
         reasons=[f.text() for f in failed] + decision.reasons,
         findings=[f for f in findings if f.defect or f.code in FAILURE_CODES]
-        + [f for f in llm if f.code in (Code.LLM_SCORE, Code.LLM_QUOTE_REFUSED)],
+        + [
+            f for f in llm if f.code in (Code.LLM_SCORE, Code.LLM_QUOTE_REFUSED, Code.LLM_ABSTAINED)
+        ],
         scores=row,
     )
     return out, decision
@@ -296,8 +298,13 @@ class TaskJudgements:
     """The LLM cache of one task's judgement where it runs: the judgements the driver had
     cached for it in, the new ones out (`new`: the driver records them)."""
 
-    def __init__(self, cached: dict[tuple[str, Dimension, str], LlmJudgement]) -> None:
+    def __init__(
+        self,
+        cached: dict[tuple[str, Dimension, str], LlmJudgement],
+        invalid: dict[tuple[str, Dimension, str], int] | None = None,
+    ) -> None:
         self.cached = cached
+        self.invalid = invalid or {}
         self.new: list[LlmJudgement] = []
 
     def get(self, task_hash: str, dimension: Dimension, version: str) -> LlmJudgement | None:
@@ -306,12 +313,19 @@ class TaskJudgements:
     def put(self, judgement: LlmJudgement) -> None:
         self.new.append(judgement)
 
+    def invalid_runs(self, task_hash: str, dimension: Dimension, version: str) -> int:
+        """Earlier runs of this judgement whose every answer was rejected (the driver's count)."""
+        return self.invalid.get((task_hash, dimension, version), 0)
 
-def llm_evidence(task: Task, llm: Any, cache: TaskJudgements, client: Any) -> LlmEvidence:
-    """The LLM judge's findings, scores and new judgements for one task (an executor task)."""
+
+def llm_evidence(
+    task: Task, llm: Any, cache: TaskJudgements, client: Any, ev: ExecEvidence | None = None
+) -> LlmEvidence:
+    """The LLM judge's findings, scores and new judgements for one task (an executor task);
+    `ev` (the executable evidence) confirms or refuses its hard rejects."""
     from audit.judge_llm import judge_task
 
-    judged = judge_task(task, llm, client=client, cache=cache)
+    judged = judge_task(task, llm, client=client, cache=cache, evidence=ev)
     findings = [f for j in judged.values() for f in j.findings()]
     scores = {d: j.score for d, j in judged.items() if j.score is not None}
     return findings, scores, cache.new
@@ -335,8 +349,9 @@ class _LlmJudge:
         self.futures: dict[str, Future[LlmEvidence]] = {}
         self._warehouse: Any = None
 
-    def submit(self, task: Task) -> None:
-        """Start `task`'s judgement (nothing when no LLM judge is configured)."""
+    def submit(self, task: Task, ev: ExecEvidence | None = None) -> None:
+        """Start `task`'s judgement (nothing when no LLM judge is configured); `ev` confirms or
+        refuses its hard rejects."""
         if self.cfg.llm is None or task.content_hash in self.futures:
             return
         from audit.judge_llm import WarehouseCache
@@ -344,22 +359,25 @@ class _LlmJudge:
         if self._warehouse is None:
             self._warehouse = WarehouseCache(self.store)
         h, version = task.content_hash, self.cfg.llm.version
-        cached = {}
+        cached, invalid = {}, {}
         for d in Dimension:
             hit = self._warehouse.get(h, d, version)
             if hit is not None:
                 cached[(h, d, version)] = hit
+            invalid[(h, d, version)] = self._warehouse.invalid_runs(h, d, version)
         self.futures[h] = self.ex.submit(
-            f"llm:{h}:{version}", llm_evidence, task, self.cfg.llm, TaskJudgements(cached),
-            self.client,
+            f"llm:{h}:{version}", llm_evidence, task, self.cfg.llm, TaskJudgements(cached, invalid),
+            self.client, ev,
         )  # fmt: skip
 
-    def result(self, task: Task) -> tuple[list[Finding], dict[Dimension, float]]:
+    def result(
+        self, task: Task, ev: ExecEvidence | None = None
+    ) -> tuple[list[Finding], dict[Dimension, float]]:
         """`task`'s findings and scores ([] and {} when not configured); its new judgements
         recorded; a judgement the cluster lost is a judge error (no decision)."""
         if self.cfg.llm is None:
             return [], {}
-        self.submit(task)
+        self.submit(task, ev)
         fut = self.futures.pop(task.content_hash)
         try:
             findings, scores, new = fut.result()
@@ -500,7 +518,7 @@ def _run_selection(
     judge = _LlmJudge(cfg, st, ex, llm_client)
     for t in valid:
         if fresh(t.content_hash, Stage.SEMANTIC) is None:
-            judge.submit(t)
+            judge.submit(t, evidence[t.content_hash])
     rows = []
     candidates: list[tuple[Task, Decision, list[Finding]]] = []
     for i, t in enumerate(valid, 1):
@@ -511,7 +529,7 @@ def _run_selection(
             llm = [f for f in out.findings if f.source == Source.LLM]
             _, decision = semantic(t, ev, cfg.rubric, llm, _llm_scores_of(out))
         else:
-            llm, llm_scores = judge.result(t)  # cached per (hash, version)
+            llm, llm_scores = judge.result(t, ev)  # cached per (hash, version)
             out, decision = semantic(t, ev, cfg.rubric, llm, llm_scores)
             if out.verdict != Verdict.ERROR:
                 result.scored.append(t.content_hash)
@@ -576,23 +594,25 @@ def _run_selection(
         return result
 
     # 5. re-audit (the repaired versions' LLM judgements started at once)
-    for _, new in repaired:
-        if stored.get((new.content_hash, STAGE_JUDGE[Stage.REAUDIT])) is None:
-            judge.submit(new)
     rows = []
+    re_evidence: dict[str, ExecEvidence] = {}
+    for t, new in repaired:
+        rec_ev = stored.get((new.content_hash, EXEC_JUDGE))
+        if rec_ev is not None:
+            re_evidence[new.content_hash] = ExecEvidence.from_record(rec_ev)
+        else:
+            re_evidence[new.content_hash] = reaudit_evidence(evidence[t.content_hash], new)
+            rows.append(re_evidence[new.content_hash].to_record())
+        if stored.get((new.content_hash, STAGE_JUDGE[Stage.REAUDIT])) is None:
+            judge.submit(new, re_evidence[new.content_hash])
     for t, new in repaired:
         h = new.content_hash
-        rec_ev = stored.get((h, EXEC_JUDGE))
-        if rec_ev is not None:
-            ev = ExecEvidence.from_record(rec_ev)
-        else:
-            ev = reaudit_evidence(evidence[t.content_hash], new)
-            rows.append(ev.to_record())
+        ev = re_evidence[h]
         rec = fresh(h, Stage.REAUDIT)
         if rec is not None:
             result.outcomes.append(StageOutcome.from_record(rec, new, Stage.REAUDIT))
             continue
-        llm, llm_scores = judge.result(new)
+        llm, llm_scores = judge.result(new, ev)
         parent = Finding(code=Code.LINEAGE, item=t.content_hash, evidence="repaired from")
         out, _ = semantic(new, ev, cfg.rubric, [parent, *llm], llm_scores, Stage.REAUDIT)
         keep(out, rows, None)

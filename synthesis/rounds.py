@@ -318,6 +318,7 @@ def candidate_rows(
         flow_independent=list(flow.independent) if flow else None,
         flow_inconclusive=list(flow.inconclusive) if flow else None,
         flow_perturbed=list(flow.perturbed) if flow else None,
+        flow_hacked=list(flow.hacked) if flow else None,  # issue 33: hacks after the parent
         ext_only_free_share=m.ext_only_free_share if m else None,
         parent_solution_share=m.parent_share if m else None,
         chain_depth=len(parent.chain) + 1,
