@@ -133,27 +133,28 @@ def test_without_the_behaviour_copy_stale_tokens_take_the_pre_update_actor(
 def test_gamma_and_lambda_reach_the_campaigns_advantages(random_checkpoint, tmp_path, tokenizer):
     """Regression guard: a campaign that ignored cfg.gamma and cfg.lam passed every test (all
     ran at 1). With gamma = 0.9, lam = 0.8 each sample's advantages must be GAE over its loss
-    positions with those values (a plain loop here, from the pre-update values), and differ from
-    the gamma = lam = 1 advantages of the same batch."""
-    got = {}
-    for gamma, lam in ((0.9, 0.8), (1.0, 1.0)):
-        c = campaign(random_checkpoint, tmp_path, tokenizer, gamma=gamma, lam=lam)
-        torch.manual_seed(0)
-        with torch.no_grad():  # a critic whose values differ by position
-            c.critic.value_head.weight.normal_(0, 0.5)
-            c.critic.value_head.bias.fill_(0.3)
-        samples = _samples(c)
-        compute_advantages(c, samples)
-        for s in samples:
-            pos = torch.nonzero(s.loss_mask).flatten().tolist()
-            v = s.values[pos].double().tolist()
-            r = [0.0] * len(pos)
-            r[-1] = s.reward
-            adv, running = [0.0] * len(pos), 0.0
-            for i in reversed(range(len(pos))):
-                nxt = v[i + 1] if i + 1 < len(pos) else 0.0
-                running = r[i] + gamma * nxt - v[i] + gamma * lam * running
-                adv[i] = running
-            assert np.allclose(s.advantages[pos].numpy(), adv, atol=1e-5)
-        got[gamma] = torch.cat([s.advantages[s.loss_mask] for s in samples])
-    assert not torch.allclose(got[0.9], got[1.0], atol=1e-3)
+    positions with those values (a plain loop here, from the pre-update values), which differ
+    from the gamma = lam = 1 advantages of the same values."""
+    from training.ppo_math import final_token_rewards, gae
+
+    gamma, lam = 0.9, 0.8
+    c = campaign(random_checkpoint, tmp_path, tokenizer, gamma=gamma, lam=lam)
+    torch.manual_seed(0)
+    with torch.no_grad():  # a critic whose values differ by position
+        c.critic.value_head.weight.normal_(0, 0.5)
+        c.critic.value_head.bias.fill_(0.3)
+    samples = _samples(c)
+    compute_advantages(c, samples)
+    for s in samples:
+        pos = torch.nonzero(s.loss_mask).flatten().tolist()
+        v = s.values[pos].double().tolist()
+        r = [0.0] * len(pos)
+        r[-1] = s.reward
+        adv, running = [0.0] * len(pos), 0.0
+        for i in reversed(range(len(pos))):
+            nxt = v[i + 1] if i + 1 < len(pos) else 0.0
+            running = r[i] + gamma * nxt - v[i] + gamma * lam * running
+            adv[i] = running
+        assert np.allclose(s.advantages[pos].numpy(), adv, atol=1e-5)
+        at_one, _ = gae(final_token_rewards(s.loss_mask, s.reward), s.values, s.loss_mask)
+        assert not torch.allclose(s.advantages[pos], at_one[pos], atol=1e-3)
