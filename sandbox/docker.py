@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sandbox import idmap, safefs, seccomp
+from sandbox import idmap, safefs, seccomp, trusted
 from sandbox.base import (
     AgentSabotage,
     DiskFull,
@@ -493,15 +493,6 @@ class DockerSandbox:
                 pass
         run_id = f"{self.id}-v{uuid.uuid4().hex[:6]}"
         agent_root = self._mount_path(agent.id)
-        if agent_root is not None:
-            check_engine_reads(agent_root)
-            fix_verifier_places(agent_root)
-            base, mounts = self.image, self._view_over_image(agent_root, run_id)
-        else:
-            snapshot = self._create(
-                lambda: agent.commit(repository="t1-forge-verify", tag=run_id, pause=False)
-            )
-            base, mounts = snapshot.id, []
         # Fresh, empty volumes: made by the engine, no command of the snapshot runs to make them.
         volumes: dict[str, str] = {}
         for path, suffix in ((TESTS_DIR, "tests"), (REPORT_DIR, "report")):
@@ -510,7 +501,30 @@ class DockerSandbox:
         policy: NetworkPolicy | str = (
             f"container:{agent.id}" if keep_agent_processes else (network or self.policy)
         )
-        verifier = self._create(lambda: self._run_container(base, run_id, policy, volumes, mounts))
+        if agent_root is not None:
+            check_engine_reads(agent_root)
+            fix_verifier_places(agent_root)
+            # The trusted paths' descriptors stay open until the engine has made its mounts.
+            root_fd = safefs.open_root(agent_root)
+            try:
+                with trusted.opened(root_fd, self.trusted_paths) as held:
+                    mounts = self._view_over_image(agent_root, run_id, held)
+                    verifier = self._create(
+                        lambda: self._run_container(self.image, run_id, policy, volumes, mounts)
+                    )
+                    if held:
+                        verifier.reload()
+                        pid = int(verifier.attrs.get("State", {}).get("Pid") or 0)
+                        trusted.check_bound(f"/proc/{pid}/root", held)
+            finally:
+                os.close(root_fd)
+        else:
+            snapshot = self._create(
+                lambda: agent.commit(repository="t1-forge-verify", tag=run_id, pause=False)
+            )
+            verifier = self._create(
+                lambda: self._run_container(snapshot.id, run_id, policy, volumes, [])
+            )
         self._upload(verifier, tests, TESTS_DIR, 0o644)
         if user not in ("", "0", "root"):  # whatever the verifier's user, it writes its report
             self._open_report_dir(verifier)
@@ -564,14 +578,17 @@ class DockerSandbox:
         path = Path(r.text.strip().strip('"')) if r.status_code == 200 else None
         return path if path is not None and path.is_dir() else None
 
-    def _view_over_image(self, agent_root: Path, run_id: str) -> list[Any]:
+    def _view_over_image(
+        self, agent_root: Path, run_id: str, held: list[tuple[str, int]]
+    ) -> list[Any]:
         """Mounts that lay the agent's root filesystem (mounted here at `agent_root`) over a
         container of the image, by sandbox.verifier_view's rule: every top-level directory
         and file of the agent's except the system directories, /proc, /sys, /dev, /run,
         /tests and the test-discovery files; in the agent's /etc, the loader's and Python's
-        entries bound back read-only from the image; the task's `trusted_paths` the agent's.
-        Writes land in the agent's own layer, so its hard links stay links. Symbolic links
-        at the top are left out (a bind would resolve them on this host).
+        entries bound back read-only from the image; the task's `trusted_paths` the agent's,
+        through the descriptors in `held` (sandbox.trusted: no link in any component, never
+        above the agent's root). Writes land in the agent's own layer, so its hard links stay
+        links. Symbolic links at the top are left out (a bind would resolve them on this host).
         """
         import docker
 
@@ -609,10 +626,8 @@ class DockerSandbox:
                     mounts.append(docker.types.Mount("/etc/" + name, "", type="tmpfs"))
                 elif mine.exists():
                     mounts.append(bind("/dev/null", "/etc/" + name, read_only=True))
-        for path in self.trusted_paths:
-            rel = path.strip("/")
-            if rel and (agent_root / rel).is_dir() and not (agent_root / rel).is_symlink():
-                mounts.append(bind(agent_root / rel, "/" + rel))
+        for path, fd in held:
+            mounts.append(bind(trusted.engine_source(fd), path))
         return mounts
 
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox import disk as sandbox_disk
-from sandbox import idmap, network, safefs, seccomp
+from sandbox import idmap, network, safefs, seccomp, trusted
 from sandbox.base import (
     DiskFull,
     ExecResult,
@@ -418,7 +418,10 @@ class LocalSandbox:
         env: Mapping[str, str],
         user: str,
         binds: Sequence[str] = (),
+        pass_fds: Sequence[int] = (),
     ) -> ExecResult:
+        """One process tree in the sandbox's `group`; `pass_fds` are inherited by it (the
+        descriptors `binds` name)."""
         oom_before = self._cgroup.oom_kills()
         t0 = time.monotonic()
         fd = seccomp.profile_fd()
@@ -429,7 +432,8 @@ class LocalSandbox:
             )  # fmt: skip
             proc = subprocess.Popen(
                 full, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                env=dict(env), start_new_session=True, pass_fds=() if fd is None else (fd,),
+                env=dict(env), start_new_session=True,
+                pass_fds=(*pass_fds, *(() if fd is None else (fd,))),
             )  # fmt: skip
         finally:
             if fd is not None:
@@ -520,16 +524,25 @@ class LocalSandbox:
             raise SandboxError(f"could not stage the verifier's files: {e}") from e
         hooks = (*ROOT_CONFIG, *(f"{m}.py" for m in STARTUP_MODULES))
         top_files = [n for n in hooks if _is_non_dir(upper, n)]
-        binds = [
-            *verifier_binds(root, image, NS_DIR, trusted=self.trusted_paths, top_files=top_files),
-            "--bind", f"{NS_DIR}/v/tests", "/tests",
-            "--bind", f"{NS_DIR}/v/logs", "/logs/verifier",
-        ]  # fmt: skip
-        result = self._run(
-            "verify", ["/bin/bash", "-c", command], timeout=timeout_s, cwd=cwd,
-            env=guard_env({**BASE_ENV, **self.image.config.env, **env}, git_drivers),
-            user=user, binds=binds,
-        )  # fmt: skip
+        # Trusted paths are bound through descriptors opened here (sandbox.trusted), never
+        # by a path bubblewrap would resolve after the agent's processes had a turn.
+        with self._root_fd() as rfd, trusted.opened(rfd, self.trusted_paths) as held:
+            ifd = safefs.open_root(image)
+            try:
+                trusted_args = trusted.bwrap_binds(held, ifd, NS_DIR)
+            finally:
+                os.close(ifd)
+            binds = [
+                *verifier_binds(root, image, NS_DIR, top_files=top_files),
+                *trusted_args,
+                "--bind", f"{NS_DIR}/v/tests", "/tests",
+                "--bind", f"{NS_DIR}/v/logs", "/logs/verifier",
+            ]  # fmt: skip
+            result = self._run(
+                "verify", ["/bin/bash", "-c", command], timeout=timeout_s, cwd=cwd,
+                env=guard_env({**BASE_ENV, **self.image.config.env, **env}, git_drivers),
+                user=user, binds=binds, pass_fds=[fd for _, fd in held],
+            )  # fmt: skip
         vfd = safefs.open_root(vdir)
         try:
             files = safefs.read_tree(vfd, "logs", MAX_DOWNLOAD_BYTES, resolve=safefs.NO_LINKS)
