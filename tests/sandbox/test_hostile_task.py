@@ -20,8 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from sandbox import CommandAgent, run_trial
+from sandbox import CommandAgent, get_backend, run_trial
 from tasks.model import Task
+from tasks.results import FailureMode
 from tests.factories import make_task
 
 pytestmark = pytest.mark.sandbox
@@ -82,3 +83,58 @@ def test_trusted_paths_never_bind_a_host_directory(backend, canary):
     assert snapshot(canary) == before
     assert SECRET not in r.verifier_output, r.verifier_output
     assert not r.failure_mode.infrastructure, (r.failure_mode, r.failure_detail)
+
+
+# -- builds on the task's disk ------------------------------------------------------------------
+FILL_DOCKERFILES = {
+    # one step allocating 1.5 GB, for a 256 MB task: past any disk the step gets
+    "one-step": (256, "FROM t1-forge/base:bookworm\nRUN fallocate -l 1500M /big\n"),
+    # steps that each fit, together past a 64 MB task's disk (the build's budget); data, not
+    # zeros (a layer's zeros are stored as holes and cost the host nothing)
+    "many-steps": (
+        64,
+        "FROM t1-forge/base:bookworm\n"
+        + "".join(f"RUN yes t1-fill | head -c 40M > /big{i}\n" for i in range(2)),
+    ),
+}
+
+
+@pytest.mark.parametrize("fill", sorted(FILL_DOCKERFILES))
+def test_a_build_cannot_fill_the_host(backend, fill):
+    """A 256 MB task whose Dockerfile allocates 1.5 GB in one RUN, and a 64 MB one writing
+    80 MB over two: the build is the task's error and the host's layer cache never holds
+    it. Before: both built (the 1.5 GB went into the host's layer cache, local and docker
+    alike)."""
+    disk_mb, dockerfile = FILL_DOCKERFILES[fill]
+    limits = make_task().limits.model_copy(update={"disk_mb": disk_mb})
+    task = make_task(f"hostile-fill-{fill}", limits=limits)
+    env = task.environment.model_copy(update={"files": {"Dockerfile": dockerfile.encode()}})
+    r = run_trial(task.model_copy(update={"environment": env}), "nop", backend)
+    assert r.failure_mode == FailureMode.ENVIRONMENT_ERROR, (r.failure_mode, r.failure_detail)
+    assert "disk" in r.failure_detail, r.failure_detail
+
+
+# -- downloads ------------------------------------------------------------------------------------
+def _rss_kb(field: str) -> int:
+    status = Path("/proc/self/status").read_text()
+    return int(next(ln for ln in status.splitlines() if ln.startswith(field + ":")).split()[1])
+
+
+def test_a_huge_file_downloaded_costs_the_runner_no_more_than_the_cap(backend):
+    """A 512 MiB (sparse) file and a directory holding it, downloaded as the runner downloads
+    reports and agent paths: the runner's peak RSS (VmHWM, reset before) grows by about the
+    64 MiB cap. Before, on docker: the whole archive read into memory (the issue measured
+    1,076 MB for a 512 MiB file in the report directory); local was capped already."""
+    sb = get_backend(backend).open(make_task("huge-download"))
+    try:
+        sb.exec("mkdir -p /tmp/d && truncate -s 512M /tmp/d/big", timeout_s=30)
+        Path("/proc/self/clear_refs").write_text("5")  # peak RSS := current RSS
+        before = _rss_kb("VmRSS")
+        got = {**sb.download("/tmp/d/big"), **sb.download("/tmp/d")}
+        growth_mib = (_rss_kb("VmHWM") - before) / 1024
+    finally:
+        sb.stop()
+    assert set(got) == {"big"} and 0 < len(got["big"]) <= 64 << 20, {
+        k: len(v) for k, v in got.items()
+    }
+    assert growth_mib < 200, f"peak RSS grew by {growth_mib:.0f} MiB"
