@@ -10,9 +10,10 @@ build it once. Stacks deeper than MAX_LAYERS are flattened into one layer above 
 
 COPY/ADD write straight into the new layer directory. RUN goes through a `StepRunner` (the
 runtime): the step sees the layers read-only, writes on a disk of its own (`step_disk_mb`:
-the task's `disk_mb` plus scratch room) and what it left becomes the layer, with network to the package registries only
-(NetworkMode.BUILD) and the host's CA bundle visible at BUILD_CA for the step alone (its env
-points pip, curl, requests and git at it; neither the file nor the variables reach the image).
+the task's `disk_mb` plus scratch room) and what it left becomes the layer, with network to
+the package registries only (NetworkMode.BUILD) and the host's CA bundle visible at BUILD_CA
+for the step alone (its env points pip, curl, requests and git at it; neither the file nor
+the variables reach the image).
 
 Everything a build writes into the host's layer cache is bounded by the task's disk: a
 `LayerBudget` of `disk_mb` and the disk's inode count for all the build's layers together,

@@ -229,7 +229,8 @@ class LocalSandbox:
         layers = ":".join(str(p) for p in reversed(self.image.layers))
         self._holder = subprocess.Popen(
             [self._helper, "holder", NS_DIR, disk, layers, upper, work,
-             str(self._cgroup.path("pids")), idmap.uid_map_line().strip()],
+             str(self._cgroup.path("pids")), idmap.uid_map_line().strip(),
+             str(idmap.OWNER_BASE)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             start_new_session=True,
         )  # fmt: skip

@@ -5,12 +5,15 @@ Each property is probed in one sandbox per backend."""
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -20,6 +23,7 @@ from tests.factories import make_task
 from tests.sandbox.images import LIMITS, TOOLS_DOCKERFILE
 
 pytestmark = pytest.mark.sandbox
+LIBC = ctypes.CDLL(None, use_errno=True)
 
 NOTIFIED = 131  # ENOTRECOVERABLE: the probe's own listener answers a call the sandbox let by
 
@@ -196,3 +200,90 @@ def test_link_local_addresses_are_refused_in_every_network_mode(backend, mode, m
     finally:
         sb.stop()
     assert r.stdout.strip() == "000", (r.stdout, r.stderr)
+
+
+# -- user-namespace owners: the kernel's per-user counts ------------------------------------------
+NS_GET_OWNER_UID = 0xB704  # _IO(0xb7, 0x4), linux/nsfs.h
+
+HOLD_INOTIFY = r"""
+import ctypes, time
+libc = ctypes.CDLL(None, use_errno=True)
+fds = []
+while len(fds) < 100000:
+    fd = libc.inotify_init1(0)
+    if fd < 0:
+        break
+    fds.append(fd)
+open("/tmp/held", "w").write(str(len(fds)))
+time.sleep(600)
+"""
+
+ONE_INOTIFY = (
+    "python3 -c 'import ctypes; l = ctypes.CDLL(None, use_errno=True); "
+    'fd = l.inotify_init1(0); print("inotify", fd >= 0, ctypes.get_errno())\''
+)
+
+
+def _namespace_owner(marker: str) -> int:
+    """The host uid owning the user namespace of the process running `sleep <marker>`."""
+    for _ in range(100):
+        for pid in filter(str.isdigit, os.listdir("/proc")):
+            try:
+                if Path(f"/proc/{pid}/cmdline").read_bytes() != f"sleep\0{marker}\0".encode():
+                    continue
+                fd = os.open(f"/proc/{pid}/ns/user", os.O_RDONLY)
+            except OSError:
+                continue
+            try:
+                uid = ctypes.c_uint32()
+                if LIBC.ioctl(fd, NS_GET_OWNER_UID, ctypes.byref(uid)) != 0:
+                    raise OSError(ctypes.get_errno(), "NS_GET_OWNER_UID")
+                return uid.value
+            finally:
+                os.close(fd)
+        time.sleep(0.1)
+    raise AssertionError(f"no process of the sandbox found (sleep {marker})")
+
+
+def test_a_sandboxs_kernel_counts_are_its_own(backend, request):
+    """The user namespace of each sandbox is owned by an unprivileged host uid of its own (the
+    kernel charges inotify instances and other per-user counts to the owner): a sandbox that
+    takes every inotify instance it can leaves the host's root and another sandbox theirs.
+    Before: owned by host root on both backends (owner uid 0), and one sandbox holding 128
+    inotify instances made inotify_init fail for every root process of the host (measured
+    by the issue; not rerun here on the code before: the owner check fails first).
+    Docker backend: not done (docs/sandbox.md): rootful Podman's runtime creates the
+    namespace as root, and one made here and handed over (`--userns=ns:PATH`) cannot mount
+    the container's root filesystem ("permission denied", Podman 4.3)."""
+    if backend == "docker":
+        request.applymarker(
+            pytest.mark.xfail(strict=True, reason="rootful Podman: namespaces owned by root")
+        )
+    tag = f"{uuid.uuid4().int % 10**6:06d}"
+    first = get_backend(backend).open(make_task("counts-a"))
+    second = get_backend(backend).open(make_task("counts-b"))
+    try:
+        owners = []
+        for i, sb in enumerate((first, second)):
+            sb.session().run(f"sleep 28{i}{tag} >/dev/null 2>&1 &", timeout_s=20)
+            owners.append(_namespace_owner(f"28{i}{tag}"))
+        assert 0 not in owners and owners[0] != owners[1], owners
+        assert all(o >= 100_000 for o in owners), owners  # no account of the host
+        first.upload({"hold.py": HOLD_INOTIFY.encode()}, "/tmp")
+        first.session().run("python3 /tmp/hold.py >/dev/null 2>&1 &", timeout_s=20)
+        held = ""
+        for _ in range(100):
+            held = first.exec("cat /tmp/held 2>/dev/null", timeout_s=20).stdout.strip()
+            if held:
+                break
+            time.sleep(0.1)
+        host_fd = LIBC.inotify_init1(0)
+        if host_fd >= 0:
+            os.close(host_fd)
+        other = second.exec(ONE_INOTIFY, timeout_s=20).stdout
+    finally:
+        first.stop()
+        second.stop()
+    assert held.isdigit() and int(held) > 0, held
+    assert host_fd >= 0, f"inotify_init failed on the host while a sandbox held {held}"
+    assert "inotify True" in other, other
