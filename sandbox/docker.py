@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sandbox import idmap, safefs, seccomp
+from sandbox import idmap, safefs, seccomp, trusted
 from sandbox.base import (
     AgentSabotage,
     DiskFull,
@@ -430,23 +430,24 @@ class DockerSandbox:
         return self._download(self._container, path)
 
     def _download(self, container: Any, path: str) -> dict[str, bytes]:
+        """A file ({name: bytes}) or a directory's regular files, MAX_DOWNLOAD_BYTES in all,
+        read from the engine's archive stream as it comes (never the whole archive in
+        memory: a 512 MiB file in the report directory cost 1 GB of the runner's RSS)."""
+        api = self.client.api
         try:
-            stream, _ = container.get_archive(path)
-            data = b"".join(stream)
-        except Exception:  # noqa: BLE001 - docker.errors.NotFound
+            res = api._get(
+                api._url("/containers/{0}/archive", container.id),
+                params={"path": path},
+                stream=True,
+            )
+        except Exception:  # noqa: BLE001 - the engine or the container is gone
             return {}
-        out: dict[str, bytes] = {}
-        budget = MAX_DOWNLOAD_BYTES
-        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-            members = [m for m in tar.getmembers() if m.isfile()]
-            single = len(members) == 1 and "/" not in members[0].name
-            for m in members:
-                f = tar.extractfile(m)
-                blob = f.read(budget) if f else b""
-                budget -= len(blob)
-                rel = m.name if single else m.name.split("/", 1)[-1]
-                out[rel] = blob
-        return out
+        try:
+            if res.status_code != 200:  # 404: no such path
+                return {}
+            return read_archive(res.raw, MAX_DOWNLOAD_BYTES)
+        finally:
+            res.close()
 
     # -- the verifier ------------------------------------------------------------------
     def verify(
@@ -486,15 +487,6 @@ class DockerSandbox:
                 pass
         run_id = f"{self.id}-v{uuid.uuid4().hex[:6]}"
         agent_root = self._mount_path(agent.id)
-        if agent_root is not None:
-            check_engine_reads(agent_root)
-            fix_verifier_places(agent_root)
-            base, mounts = self.image, self._view_over_image(agent_root, run_id)
-        else:
-            snapshot = self._create(
-                lambda: agent.commit(repository="t1-forge-verify", tag=run_id, pause=False)
-            )
-            base, mounts = snapshot.id, []
         # Fresh, empty volumes: made by the engine, no command of the snapshot runs to make them.
         volumes: dict[str, str] = {}
         for path, suffix in ((TESTS_DIR, "tests"), (REPORT_DIR, "report")):
@@ -503,7 +495,30 @@ class DockerSandbox:
         policy: NetworkPolicy | str = (
             f"container:{agent.id}" if keep_agent_processes else (network or self.policy)
         )
-        verifier = self._create(lambda: self._run_container(base, run_id, policy, volumes, mounts))
+        if agent_root is not None:
+            check_engine_reads(agent_root)
+            fix_verifier_places(agent_root)
+            # The trusted paths' descriptors stay open until the engine has made its mounts.
+            root_fd = safefs.open_root(agent_root)
+            try:
+                with trusted.opened(root_fd, self.trusted_paths) as held:
+                    mounts = self._view_over_image(agent_root, run_id, held)
+                    verifier = self._create(
+                        lambda: self._run_container(self.image, run_id, policy, volumes, mounts)
+                    )
+                    if held:
+                        verifier.reload()
+                        pid = int(verifier.attrs.get("State", {}).get("Pid") or 0)
+                        trusted.check_bound(f"/proc/{pid}/root", held)
+            finally:
+                os.close(root_fd)
+        else:
+            snapshot = self._create(
+                lambda: agent.commit(repository="t1-forge-verify", tag=run_id, pause=False)
+            )
+            verifier = self._create(
+                lambda: self._run_container(snapshot.id, run_id, policy, volumes, [])
+            )
         self._upload(verifier, tests, TESTS_DIR, 0o644)
         if user not in ("", "0", "root"):  # whatever the verifier's user, it writes its report
             self._open_report_dir(verifier)
@@ -557,14 +572,17 @@ class DockerSandbox:
         path = Path(r.text.strip().strip('"')) if r.status_code == 200 else None
         return path if path is not None and path.is_dir() else None
 
-    def _view_over_image(self, agent_root: Path, run_id: str) -> list[Any]:
+    def _view_over_image(
+        self, agent_root: Path, run_id: str, held: list[tuple[str, int]]
+    ) -> list[Any]:
         """Mounts that lay the agent's root filesystem (mounted here at `agent_root`) over a
         container of the image, by sandbox.verifier_view's rule: every top-level directory
         and file of the agent's except the system directories, /proc, /sys, /dev, /run,
         /tests and the test-discovery files; in the agent's /etc, the loader's and Python's
-        entries bound back read-only from the image; the task's `trusted_paths` the agent's.
-        Writes land in the agent's own layer, so its hard links stay links. Symbolic links
-        at the top are left out (a bind would resolve them on this host).
+        entries bound back read-only from the image; the task's `trusted_paths` the agent's,
+        through the descriptors in `held` (sandbox.trusted: no link in any component, never
+        above the agent's root). Writes land in the agent's own layer, so its hard links stay
+        links. Symbolic links at the top are left out (a bind would resolve them on this host).
         """
         import docker
 
@@ -602,11 +620,47 @@ class DockerSandbox:
                     mounts.append(docker.types.Mount("/etc/" + name, "", type="tmpfs"))
                 elif mine.exists():
                     mounts.append(bind("/dev/null", "/etc/" + name, read_only=True))
-        for path in self.trusted_paths:
-            rel = path.strip("/")
-            if rel and (agent_root / rel).is_dir() and not (agent_root / rel).is_symlink():
-                mounts.append(bind(agent_root / rel, "/" + rel))
+        for path, fd in held:
+            mounts.append(bind(trusted.engine_source(fd), path))
         return mounts
+
+
+def read_archive(stream: Any, budget: int) -> dict[str, bytes]:
+    """The regular files of the tar `stream` (a file object read in order, never sought)
+    the engine sends for a path: {name: bytes} for a file, names below it for a directory;
+    `budget` bytes in all, reading stops there. A damaged or cut stream gives what was
+    read before it."""
+    out: dict[str, bytes] = {}
+    try:
+        with tarfile.open(fileobj=stream, mode="r|") as tar:
+            for m in tar:
+                if budget <= 0:
+                    break
+                if not m.isfile():
+                    continue
+                f = tar.extractfile(m)
+                blob = _read_into(f, min(budget, m.size)) if f else b""
+                budget -= len(blob)
+                # the path itself has no "/" in its name; what is below it is dir/name
+                out[m.name.split("/", 1)[1] if "/" in m.name else m.name] = blob
+    except (tarfile.TarError, OSError, EOFError):
+        pass
+    return out
+
+
+def _read_into(f: Any, n: int) -> bytes:
+    """At most `n` bytes of `f`, read a MiB at a time into one buffer (reading them in one
+    call held several copies of the whole: 255 MiB of peak RSS for a 64 MiB read)."""
+    buf = bytearray(n)
+    view, got = memoryview(buf), 0
+    while got < n:
+        k = f.readinto(view[got : min(n, got + (1 << 20))])
+        if not k:
+            break
+        got += k
+    view.release()
+    del buf[got:]
+    return bytes(buf)
 
 
 # Files of the container's root the engine itself reads on this host when it starts one (the

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox import disk as sandbox_disk
-from sandbox import idmap, network, safefs, seccomp
+from sandbox import idmap, network, safefs, seccomp, trusted
 from sandbox.base import (
     DiskFull,
     ExecResult,
@@ -54,6 +54,7 @@ from sandbox.cgroups import SandboxCgroup, cgroup_problem
 from sandbox.git_guards import guard_env
 from sandbox.image import DEFAULT_PATH, Image
 from sandbox.launcher import helper_path
+from sandbox.layerfs import is_opaque
 from sandbox.session import PtySession
 from sandbox.tamper import ROOT_CONFIG, STARTUP_MODULES
 from sandbox.verdict_channel import staged_file_mode
@@ -151,8 +152,9 @@ def local_backend_problem() -> str | None:
 
 class LocalSandbox:
     """One sandbox of `image`. `env`, `workdir` and `user` are the agent's (default: the
-    image's config). With `upper_dir` the writable layer is that directory instead of a disk
-    (image builds write a layer there)."""
+    image's config). With `layer_step` it runs an image build's step: the runtime's
+    directories (/logs, the workdir) are not made, and `export_layer` copies what the step
+    wrote into the new layer. Either way the writable layer is a disk of `limits.disk_mb`."""
 
     def __init__(
         self,
@@ -163,7 +165,7 @@ class LocalSandbox:
         workdir: str | None = None,
         env: Mapping[str, str] | None = None,
         user: str | None = None,
-        upper_dir: Path | None = None,
+        layer_step: bool = False,
         trusted_paths: Sequence[str] = (),
     ) -> None:
         self.id = "t1-" + uuid.uuid4().hex[:12]
@@ -173,7 +175,7 @@ class LocalSandbox:
         self.workdir = workdir or image.config.workdir or "/"
         self.env = {**BASE_ENV, **image.config.env, **(env or {})}
         self.user = image.config.user if user is None else user
-        self.upper_dir = upper_dir
+        self.layer_step = layer_step
         self.trusted_paths = tuple(trusted_paths)
         self._holder: subprocess.Popen[bytes] | None = None
         self._helper = ""
@@ -217,27 +219,22 @@ class LocalSandbox:
         self._cgroup.create(memory_mb=lim.memory_mb, pids=lim.pids, cpus=lim.cpus)
         for child in ("session", "exec", "verify"):
             self._cgroup.child(child).create()
-        disk = upper = work = "-"
-        if self.upper_dir is None:
-            disk = str(RUN_DIR / f"{self.id}.img")
-            sandbox_disk.copy_sparse(sandbox_disk.template(DISKS_DIR, lim.disk_mb), Path(disk))
-        else:
-            work_dir = self.upper_dir.with_name(self.upper_dir.name + ".work")
-            self.upper_dir.mkdir(parents=True, exist_ok=True)
-            work_dir.mkdir(parents=True, exist_ok=True)
-            idmap.shift_tree(self.upper_dir)  # what the runner put there is the sandbox's
-            upper, work = str(self.upper_dir), str(work_dir)
+        # The writable layer is a disk of disk_mb, for a trial as for an image build's step
+        # (a RUN that writes 1.5 GB fills its disk, not the host's layer cache).
+        upper = work = "-"
+        disk = str(RUN_DIR / f"{self.id}.img")
+        sandbox_disk.copy_sparse(sandbox_disk.template(DISKS_DIR, lim.disk_mb), Path(disk))
         layers = ":".join(str(p) for p in reversed(self.image.layers))
         self._holder = subprocess.Popen(
             [self._helper, "holder", NS_DIR, disk, layers, upper, work,
-             str(self._cgroup.path("pids")), idmap.uid_map_line().strip()],
+             str(self._cgroup.path("pids")), idmap.uid_map_line().strip(),
+             str(idmap.OWNER_BASE)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             start_new_session=True,
         )  # fmt: skip
         assert self._holder.stdout is not None
         line = self._holder.stdout.readline()
-        if disk != "-":
-            os.unlink(disk)  # the loop device holds it; it is freed with the holder
+        os.unlink(disk)  # the loop device holds it; it is freed with the holder
         if line.strip() != b"ready":
             err = self._holder.stderr.read().decode(errors="replace") if self._holder.stderr else ""
             raise SandboxError(f"sandbox {self.id} failed to start: {err.strip() or line!r}")
@@ -255,7 +252,7 @@ class LocalSandbox:
         (etc / "hostname").write_text("sandbox\n")
         for name in ETC_FILES:
             os.chown(etc / name, *idmap.ROOT)  # the sandbox's root may edit them, as in Docker
-        if self.upper_dir is None:
+        if not self.layer_step:
             # Resolved in the sandbox: a link the image ships at these paths stays inside it.
             with self._root_fd() as root:
                 for d, mode in (("logs/agent", 0o777), ("logs/verifier", 0o755)):
@@ -281,9 +278,9 @@ class LocalSandbox:
                 holder.stdin.close()  # the holder kills the sandbox's processes and exits
             # Once it says so, nothing of the sandbox runs; its own exit (the kernel drops
             # the mounts, the loop disk, the namespaces: a few ms) is waited for off the
-            # caller's path. An image build's layer is used as soon as this returns, so
-            # there the overlay must be gone first.
-            if self.upper_dir is not None or self._reclaim_queued:
+            # caller's path. An image build's step waits for it (its disk and loop device
+            # are freed before the next step takes its own).
+            if self.layer_step or self._reclaim_queued:
                 _finish_holder(holder, 10)
             elif _says_stopped(holder, 10):
                 exiting = holder
@@ -416,7 +413,10 @@ class LocalSandbox:
         env: Mapping[str, str],
         user: str,
         binds: Sequence[str] = (),
+        pass_fds: Sequence[int] = (),
     ) -> ExecResult:
+        """One process tree in the sandbox's `group`; `pass_fds` are inherited by it (the
+        descriptors `binds` name)."""
         oom_before = self._cgroup.oom_kills()
         t0 = time.monotonic()
         fd = seccomp.profile_fd()
@@ -427,7 +427,8 @@ class LocalSandbox:
             )  # fmt: skip
             proc = subprocess.Popen(
                 full, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                env=dict(env), start_new_session=True, pass_fds=() if fd is None else (fd,),
+                env=dict(env), start_new_session=True,
+                pass_fds=(*pass_fds, *(() if fd is None else (fd,))),
             )  # fmt: skip
         finally:
             if fd is not None:
@@ -518,16 +519,25 @@ class LocalSandbox:
             raise SandboxError(f"could not stage the verifier's files: {e}") from e
         hooks = (*ROOT_CONFIG, *(f"{m}.py" for m in STARTUP_MODULES))
         top_files = [n for n in hooks if _is_non_dir(upper, n)]
-        binds = [
-            *verifier_binds(root, image, NS_DIR, trusted=self.trusted_paths, top_files=top_files),
-            "--bind", f"{NS_DIR}/v/tests", "/tests",
-            "--bind", f"{NS_DIR}/v/logs", "/logs/verifier",
-        ]  # fmt: skip
-        result = self._run(
-            "verify", ["/bin/bash", "-c", command], timeout=timeout_s, cwd=cwd,
-            env=guard_env({**BASE_ENV, **self.image.config.env, **env}, git_drivers),
-            user=user, binds=binds,
-        )  # fmt: skip
+        # Trusted paths are bound through descriptors opened here (sandbox.trusted), never
+        # by a path bubblewrap would resolve after the agent's processes had a turn.
+        with self._root_fd() as rfd, trusted.opened(rfd, self.trusted_paths) as held:
+            ifd = safefs.open_root(image)
+            try:
+                trusted_args = trusted.bwrap_binds(held, ifd, NS_DIR)
+            finally:
+                os.close(ifd)
+            binds = [
+                *verifier_binds(root, image, NS_DIR, top_files=top_files),
+                *trusted_args,
+                "--bind", f"{NS_DIR}/v/tests", "/tests",
+                "--bind", f"{NS_DIR}/v/logs", "/logs/verifier",
+            ]  # fmt: skip
+            result = self._run(
+                "verify", ["/bin/bash", "-c", command], timeout=timeout_s, cwd=cwd,
+                env=guard_env({**BASE_ENV, **self.image.config.env, **env}, git_drivers),
+                user=user, binds=binds, pass_fds=[fd for _, fd in held],
+            )  # fmt: skip
         vfd = safefs.open_root(vdir)
         try:
             files = safefs.read_tree(vfd, "logs", MAX_DOWNLOAD_BYTES, resolve=safefs.NO_LINKS)
@@ -593,14 +603,31 @@ class LocalSandbox:
                 return {posixpath.basename(dest): data}
             return safefs.read_tree(root, dest, MAX_DOWNLOAD_BYTES)
 
+    def export_layer(self, dest: Path) -> None:
+        """Copy what an image build's step wrote (its writable layer on its disk: files,
+        links, whiteouts, opaque directories, xattrs, hard links; zeros as holes) into the
+        layer directory `dest`, over the directories the builder put there first (the
+        step's lower layer) that the step did not delete or make opaque."""
+        src = self._ns() / "disk" / "upper"
+        _clear_shadowed(src, dest)
+        r = subprocess.run(
+            ["cp", "-a", "--sparse=always", f"{src}/.", f"{dest}/"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if r.returncode != 0:
+            raise SandboxError(f"sandbox {self.id}: the step's layer could not be stored: "
+                               f"{r.stderr.strip()[-300:]}")  # fmt: skip
+
     def disk_free_bytes(self) -> int:
         st = os.statvfs(self._ns() / "disk")
         return st.f_bavail * st.f_frsize
 
 
 class LocalStepRunner:
-    """Runs one Dockerfile RUN step: `layers` read-only under `upper` as the writable layer
-    (which becomes the step's layer), in fresh namespaces, network per `network`."""
+    """Runs one Dockerfile RUN step: `layers` read-only (and what the builder already put in
+    `upper`, the new layer's directory, above them), the step's writes on a disk of
+    `disk_mb` like a trial's, copied into `upper` when the step succeeds; fresh namespaces,
+    network per `network`."""
 
     def run(
         self,
@@ -613,16 +640,27 @@ class LocalStepRunner:
         user: str,
         network: NetworkPolicy,
         timeout_s: float,
+        disk_mb: int = Limits().disk_mb,
         limits: Limits | None = None,
     ) -> ExecResult:
         from sandbox.image import Image, ImageConfig
 
-        image = Image(layers=tuple(layers), config=ImageConfig(env=dict(env)), key="build")
-        lim = limits or Limits(memory_mb=4096, pids=4096, cpus=2, output_bytes=4_000_000)
+        upper.mkdir(parents=True, exist_ok=True)
+        below = list(layers)
+        if any(upper.iterdir()):  # the step's working directory, made by the builder
+            idmap.shift_tree(upper)
+            below.append(upper)
+        image = Image(layers=tuple(below), config=ImageConfig(env=dict(env)), key="build")
+        lim = limits or Limits(
+            memory_mb=4096, pids=4096, cpus=2, output_bytes=4_000_000, disk_mb=disk_mb
+        )
         sb = LocalSandbox(image, lim, network_policy=network, workdir=cwd, user=user,
-                          upper_dir=upper)  # fmt: skip
+                          layer_step=True)  # fmt: skip
         with sb:
-            return sb.exec(argv, timeout_s=timeout_s, cwd=cwd, env=env, user=user)
+            r = sb.exec(argv, timeout_s=timeout_s, cwd=cwd, env=env, user=user)
+            if r.ok:
+                sb.export_layer(upper)
+            return r
 
 
 # -- helpers -------------------------------------------------------------------------------
@@ -730,6 +768,36 @@ def _disk_full(disk: Path) -> bool:
         return False
     free, size = st.f_bavail * st.f_frsize, st.f_blocks * st.f_frsize
     return free < max(4 * 1024 * 1024, size // 200) or (st.f_files > 0 and st.f_favail < 16)
+
+
+def _clear_shadowed(src: Path, dest: Path) -> None:
+    """Before a step's layer `src` is copied over `dest` (directories the builder made, the
+    step's lower layer): remove from `dest` what the step deleted (a whiteout or another
+    file at its name) and empty the directories the step made opaque."""
+    for dirpath, dirnames, filenames in os.walk(dest, topdown=True):
+        rel = os.path.relpath(dirpath, dest)
+        for name in list(dirnames) + filenames:
+            mine = os.path.join(src, rel, name)
+            try:
+                st = os.lstat(mine)
+            except FileNotFoundError:
+                continue
+            there = os.path.join(dirpath, name)
+            if not stat.S_ISDIR(st.st_mode):
+                if os.path.isdir(there) and not os.path.islink(there):
+                    shutil.rmtree(there)
+                else:
+                    os.unlink(there)
+                if name in dirnames:
+                    dirnames.remove(name)
+            elif is_opaque(Path(mine)):
+                for child in os.listdir(there):
+                    c = os.path.join(there, child)
+                    if os.path.isdir(c) and not os.path.islink(c):
+                        shutil.rmtree(c)
+                    else:
+                        os.unlink(c)
+                dirnames.remove(name)
 
 
 def _is_non_dir(upper: Path, name: str) -> bool:
