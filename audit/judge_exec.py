@@ -440,7 +440,8 @@ def run_exec_judge(
     )
     shuffle = sorted({wd} | {posixpath.dirname(p) for p in named})
     undeclared = [p for p in agent.reads if p not in set(inputs.values()) and not named_in(p, task)]
-    sources = [p for p in undeclared if is_data(p)][:20]  # what a cached answer is read from
+    # what a cached answer is read from: undeclared data, not the inputs of a named directory
+    sources = [p for p in undeclared if is_data(p) and not under_named_dir(p, task)][:20]
     shipped = stale_outputs(agent.created, given, agent.first_open) if cfg.free_reward else []
     oracle_cost = oracle.agent_s + oracle.verifier_s
     with ThreadPoolExecutor(max_workers=cfg.workers) as pool:
@@ -705,6 +706,22 @@ def named_in(path: str, task: Task) -> bool:
     return any(
         re.search(rf"(?<![\w/.-]){re.escape(f)}(?![\w-]|\.\w)", task.instruction) for f in forms
     )
+
+
+def under_named_dir(path: str, task: Task) -> bool:
+    """Is `path` inside a directory the instruction names (absolute or relative to the
+    working directory, the working directory itself aside)? Its files are the agent's data
+    even when no one names them one by one (`the logs in /data/logs/`)."""
+    wd = task.environment.workdir.rstrip("/")
+    d = posixpath.dirname(path)
+    while d not in ("", "/", wd):
+        forms = [d] + ([d[len(wd) + 1 :]] if d.startswith(wd + "/") else [])
+        if any(
+            re.search(rf"(?<![\w/.-]){re.escape(f)}/?(?![\w.-])", task.instruction) for f in forms
+        ):
+            return True
+        d = posixpath.dirname(d)
+    return False
 
 
 def _nop_findings(nop: TrialResult, cfg: ExecConfig, m: dict, findings: list[Finding]) -> None:

@@ -14,6 +14,7 @@ from audit.behaviour import (
     stale_outputs,
     swap_findings,
 )
+from audit.judge_exec import under_named_dir
 from audit.static_checks import races
 from audit.traces import checked_files, parse_trace
 from audit.verdict import Code
@@ -143,3 +144,15 @@ def test_races_are_background_jobs_never_waited_for_and_random_sleeps():
     assert races("s", "a 2>&1 && b &>/dev/null || c |& d\n") == []
     assert races("s", "python3 - <<'EOF'\nx = a & b\nEOF\n") == []  # another language's `&`
     assert "random delay" in races("s", "sleep $((RANDOM % 3))\n")[0][1]
+
+
+def test_files_of_a_directory_the_instruction_names_are_no_cache():
+    """The shortcut rule deletes the undeclared files a solution read; the files of a named
+    directory (`the logs in /workspace/logs/`) are the agent's data, named or not."""
+    task = make_task("d").model_copy(
+        update={"instruction": "Summarize the logs in `/workspace/logs/` and `text/`."}
+    )
+    assert under_named_dir("/workspace/logs/v1.log", task)
+    assert under_named_dir("/app/text/a/b.txt", task)  # relative to the working directory
+    assert not under_named_dir("/solution/cache.pkl.gz", task)
+    assert not under_named_dir("/app/x.txt", task)  # the working directory itself names nothing
