@@ -6,7 +6,7 @@ import glob, json, re
 views = {}
 for path in sorted(glob.glob("/var/log/rabbitmq/partition_event/*_status.txt")):
     text = open(path).read()
-    node = re.search(r"Status of node (\S+?) \.\.\.", text).group(1)
+    node = re.search(r"Status of node (rabbit@[\w.-]+)", text).group(1)
     # the block after "Running Nodes" (with or without a colon, bullets or none), up to the
     # next heading
     block = re.search(r"Running Nodes:?\s*\n(.*?)\n\s*\n\s*[A-Z][A-Za-z ]+:?\s*\n", text, re.S)
