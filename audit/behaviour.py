@@ -119,19 +119,43 @@ def _words(text: str, name: str) -> bool:
     return re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", text) is not None
 
 
+_TEMPLATE = re.compile(r"[\w./-]*<[\w -]+>[\w./<> -]*")
+
+
+def templates(instruction: str) -> list[re.Pattern[str]]:
+    """The file names an instruction gives as templates (`/app/out/<name>.count`,
+    `reports/<user>-<day>.txt`), as patterns a placeholder matches any name part of."""
+    out = []
+    for m in _TEMPLATE.finditer(instruction):
+        parts = re.split(r"<[\w -]+>", m.group(0).strip())
+        if "".join(parts).strip("./-_ "):
+            out.append(re.compile("[^/]+".join(re.escape(p) for p in parts) + "$"))
+    return out
+
+
 def derivable(path: str, task: Task, texts: Mapping[str, str]) -> bool:
     """Can an agent know this file's name? The instruction gives it (absolute, relative to
-    the working directory, or its file name), or its stem is a word of the instruction or of
-    the task's given files (`texts`: names that come from the data, like `<user>.txt`)."""
+    the working directory, or its file name), or as a template (`/app/out/<name>.count`), or
+    its stem is a word of the instruction or of the task's given files, or the stem of a
+    given file (`texts`, by name: names that come from the data, like `<user>.txt`)."""
     wd = task.environment.workdir.rstrip("/")
     base = posixpath.basename(path)
-    stem = base.rsplit(".", 1)[0] if "." in base[1:] else base
+
+    def stem(name: str) -> str:
+        name = posixpath.basename(name)
+        return name.rsplit(".", 1)[0] if "." in name[1:] else name
+
     forms = [path, base]
     if path.startswith(wd + "/"):
         forms.append(path[len(wd) + 1 :])
     if any(f in task.instruction for f in forms):
         return True
-    return len(stem) >= 2 and any(_words(t, stem) for t in (task.instruction, *texts.values()))
+    if any(t.search(f) for t in templates(task.instruction) for f in forms):
+        return True
+    if stem(path) in {stem(n) for n in texts}:
+        return True
+    s = stem(path)
+    return len(s) >= 2 and any(_words(t, s) for t in (task.instruction, *texts.values()))
 
 
 def runtime_hidden(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from audit.behaviour import (
     answer_swaps,
+    derivable,
     free_reward_findings,
     network_findings,
     network_use,
@@ -156,3 +157,14 @@ def test_files_of_a_directory_the_instruction_names_are_no_cache():
     assert under_named_dir("/app/text/a/b.txt", task)  # relative to the working directory
     assert not under_named_dir("/solution/cache.pkl.gz", task)
     assert not under_named_dir("/app/x.txt", task)  # the working directory itself names nothing
+
+
+def test_a_name_the_instruction_gives_as_a_template_or_the_data_gives_is_derivable():
+    env = EnvironmentSpec(files={"app/in/b.txt": b"x\n"})
+    task = make_task("t", environment=env).model_copy(
+        update={"instruction": "Write each count to `/app/out/<name>.count`."}
+    )
+    assert derivable("/app/out/zeta.count", task, {})  # the template
+    assert derivable("/app/home/b.log", task, {"app/in/b.txt": "x\n"})  # a given file's stem
+    assert not derivable("/app/out/zeta.total", task, {})
+    assert not derivable("/app/reports/202403-levels.txt", task, {"app/in/b.txt": "x\n"})
