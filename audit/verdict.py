@@ -56,6 +56,9 @@ class Code(StrEnum):
     LOW_COVERAGE = "low_coverage"
     SLOW_SOLUTION = "slow_solution"
     HACKABLE = "hackable"  # a scripted hack earns more than the threshold share (audit.hacks)
+    FREE_REWARD = "free_reward"  # outputs the image ships earn assertions before any work
+    RACE = "race"  # a background job never waited for, a sleep as synchronization (static)
+    NETWORK_USE = "network_use"  # the reference solution connected or resolved a name (traced)
     # the judge could not decide (never a verdict about the task)
     INFRASTRUCTURE = "infrastructure"
     JUDGE_ERROR = "judge_error"
