@@ -199,3 +199,23 @@ def test_a_deep_stack_flattened_keeps_a_sparse_file_sparse(state: Path):  # noqa
     assert len(img.layers) == 2  # flattened above the base
     st = os.stat(host(img, "/big"))
     assert st.st_size == BOMB_MIB * MIB and st.st_blocks * 512 < MIB, st
+
+
+def test_a_member_under_a_member_linking_out_is_refused(state: Path, tmp_path: Path):  # noqa: F811
+    """Tar slip: a link member to a host directory, then a member under it. The build fails
+    naming the line and writes nothing through the link (contained before, and in a sandbox
+    on both backends: test_hostile.py::test_task_archive_cannot_slip_out_of_the_layer)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        link = tarfile.TarInfo("evil")
+        link.type, link.linkname = tarfile.SYMTYPE, str(tmp_path)
+        tar.addfile(link)
+        body = tarfile.TarInfo("evil/pwned")
+        body.size = 5
+        tar.addfile(body, io.BytesIO(b"pwned"))
+    with pytest.raises(ImageBuildError) as e:
+        build_image(
+            task("FROM tiny:1\nADD s.tar /u/\n", {"s.tar": buf.getvalue()}), RecordingRunner()
+        )
+    assert e.value.kind == BuildFailure.COPY and e.value.line == 2, e.value
+    assert not (tmp_path / "pwned").exists()
