@@ -35,6 +35,7 @@ from tasks.model import (
 # Task directories from other harnesses start where their Dockerfile (or base image) puts
 # them; Terminal-Bench's and Harbor's base images use /app.
 DEFAULT_WORKDIR = "/app"
+HARBOR_STORAGE_MB = 10240  # Harbor's EnvironmentConfig default when task.toml gives no storage_mb
 
 CATEGORY_ALIASES: dict[str, Category] = {
     "software-engineering": Category.SOFTWARE_DEVELOPMENT,
@@ -204,7 +205,7 @@ def task_from_toml(
             build_timeout_s=env.get("build_timeout_sec", 600.0),
             cpus=env.get("cpus", 1),
             memory_mb=env.get("memory_mb", 2048),
-            disk_mb=env.get("storage_mb", 1024),
+            disk_mb=env.get("storage_mb", HARBOR_STORAGE_MB),
             pids=t1.get("pids", 256),
             output_bytes=t1.get("output_bytes", 1_000_000),
         )
