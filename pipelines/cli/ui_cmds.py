@@ -77,17 +77,19 @@ def ui(
     wanted = {"--port": port, **({"--prefect-port": prefect_port} if prefect else {})}
     if prefect and port == prefect_port:
         raise _fail(f"--port and --prefect-port are both {port}; choose two ports", 2)
-    home = dagster_home()
     dagster_url = f"http://{host}:{port}"
+    # Before the ports (a second `t1 ui` on this home is named, whatever its ports), and
+    # without creating anything: a home a `t1 ui` ever ran on has its lock file already.
+    _refuse_a_home_in_use(Path(os.environ.get("DAGSTER_HOME", ".dagster")), dagster_url)
+    for flag, p in wanted.items():
+        if port_in_use(host, p):
+            raise _fail(f"port {p} on {host} is in use; pass {flag} with a free port", 2)
+    home = dagster_home()
     database = ExitStack()  # the homes this command holds while its servers run
-    try:  # before the ports: a second `t1 ui` on this home is named, whatever its ports
+    try:
         database.enter_context(dagster_home_lock(home, dagster_url))
     except DagsterHomeInUseError as e:
         raise _fail(str(e), 2) from None
-    for flag, p in wanted.items():
-        if port_in_use(host, p):
-            database.close()
-            raise _fail(f"port {p} on {host} is in use; pass {flag} with a free port", 2)
     phome = (prefect_home or Path(os.environ.get("PREFECT_HOME", ".prefect"))).resolve()
     warehouse = resolve_store_path(store).resolve()
     logs = (log_file or home / "t1-ui.log").resolve()
@@ -136,6 +138,19 @@ def ui(
             raise _fail(f"{e} (server logs: {logs}); stopping the other servers", 1) from None
         except KeyboardInterrupt:
             typer.echo("stopped.", err=True)
+
+
+def _refuse_a_home_in_use(home: Path, url: str) -> None:
+    """Exit 2 naming the `t1 ui` that serves `home`, if one does (nothing is created)."""
+    from warehouse.locks import LOCK_DIR
+
+    if not (home.resolve() / LOCK_DIR).is_dir():
+        return
+    try:
+        with dagster_home_lock(home.resolve(), url):
+            pass
+    except DagsterHomeInUseError as e:
+        raise _fail(str(e), 2) from None
 
 
 # Servers `t1 ui` starts again when they stop, instead of stopping everything: the Prefect
