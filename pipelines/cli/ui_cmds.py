@@ -14,6 +14,7 @@ import os
 import signal
 import time
 from contextlib import ExitStack
+from datetime import UTC, datetime
 from pathlib import Path
 from uuid import UUID
 
@@ -178,8 +179,8 @@ def _recover(env: dict[str, str]) -> None:
             temporary_settings(updates={PREFECT_API_URL: env["PREFECT_API_URL"]}),
             get_client(sync_client=True) as client,
         ):
-            reconcile_campaign_runs(
-                client, runner_restarted=True, default_store=env[ENV_VAR], say=say
+            reconcile_campaign_runs(  # the deployment's runner is not started yet
+                client, runner_started=datetime.now(UTC), default_store=env[ENV_VAR], say=say
             )
 
             def final_state(flow_run_id: str) -> str | None:
