@@ -73,10 +73,11 @@ def run_process_alive(
     return since is None or started <= since + timedelta(seconds=5)
 
 
-def orphaned(run: Any, *, runner_restarted: bool) -> str | None:
+def orphaned(run: Any, *, runner_started: datetime | None) -> str | None:
     """Why a live-looking campaign flow run has no process any more, or None while it may
-    still run. `runner_restarted`: the deployment's server just started, so none of its
-    runs can be running (their runner was the one that died)."""
+    still run. `runner_started`: when the deployment's runner (re)started; a deployment run
+    that entered its state before that and never named its process belonged to the runner
+    that died (one the new runner just picked up is younger)."""
     state = run.state.type.value if run.state is not None else ""
     if state not in LIVE_STATES:
         return None
@@ -84,7 +85,14 @@ def orphaned(run: Any, *, runner_restarted: bool) -> str | None:
     alive = run_process_alive(run.infrastructure_pid, since)
     if alive is False:
         return f"its process ({run.infrastructure_pid}) is gone"
-    if alive is None and runner_restarted and run.deployment_id is not None:
+    entered = getattr(run.state, "timestamp", None)
+    if (
+        alive is None
+        and runner_started is not None
+        and run.deployment_id is not None
+        and entered is not None
+        and entered < runner_started
+    ):
         return "its runner stopped (the deployment's server restarted)"
     return None
 
@@ -125,7 +133,7 @@ def end_campaign_rows(store: Path | str | None, flow_run_id: str, detail: str) -
 def reconcile_campaign_runs(
     client: Any,
     *,
-    runner_restarted: bool,
+    runner_started: datetime | None,
     default_store: Path | str | None = None,
     say: Callable[[str], None] = print,
 ) -> list[str]:
@@ -152,7 +160,7 @@ def reconcile_campaign_runs(
     )
     crashed = []
     for run in runs:
-        why = orphaned(run, runner_restarted=runner_restarted)
+        why = orphaned(run, runner_started=runner_started)
         if why is None:
             continue
         params = run.parameters or {}

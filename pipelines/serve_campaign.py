@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import os
 import threading
+from datetime import UTC, datetime
 from typing import Any, cast
 
 from pipelines.campaign_deployment import (
@@ -73,9 +74,9 @@ KEEPER_INTERVAL_S = 15.0
 
 
 def keep_runs_in_order(stop: threading.Event, interval_s: float = KEEPER_INTERVAL_S) -> None:
-    """Beside the runner: first crash the runs the previous runner left (none of them can be
-    running: their runner is gone), then every `interval_s` crash runs whose process died
-    and name waiting runs after their parameters (`pipelines.campaign_recovery`,
+    """Beside the runner, every `interval_s`: crash the runs the previous runner left (none
+    of them can be running: their runner is gone) and runs whose process died, and name
+    waiting runs after their parameters (`pipelines.campaign_recovery`,
     `campaign_deployment.name_queued_runs`). A failed round is logged; the next one runs."""
     from prefect.client.orchestration import get_client
 
@@ -89,13 +90,12 @@ def keep_runs_in_order(stop: threading.Event, interval_s: float = KEEPER_INTERVA
     def steps_of(preset: str) -> int:
         return load_campaign_config(preset).steps
 
-    first = True
+    started = datetime.now(UTC)  # the runner starts now: older pid-less runs were not its
     while True:
         try:
             with get_client(sync_client=True) as client:
-                reconcile_campaign_runs(client, runner_restarted=first, say=say)
+                reconcile_campaign_runs(client, runner_started=started, say=say)
                 name_queued_runs(client, steps_of)
-            first = False
         except Exception as e:  # noqa: BLE001 - the server may be restarting; try again
             say(f"round skipped: {type(e).__name__}: {str(e)[:200]}")
         if stop.wait(interval_s):

@@ -14,6 +14,7 @@ import os
 import signal
 import time
 from contextlib import ExitStack
+from datetime import UTC, datetime
 from pathlib import Path
 from uuid import UUID
 
@@ -77,17 +78,19 @@ def ui(
     wanted = {"--port": port, **({"--prefect-port": prefect_port} if prefect else {})}
     if prefect and port == prefect_port:
         raise _fail(f"--port and --prefect-port are both {port}; choose two ports", 2)
-    home = dagster_home()
     dagster_url = f"http://{host}:{port}"
+    # Before the ports (a second `t1 ui` on this home is named, whatever its ports), and
+    # without creating anything: a home a `t1 ui` ever ran on has its lock file already.
+    _refuse_a_home_in_use(Path(os.environ.get("DAGSTER_HOME", ".dagster")), dagster_url)
+    for flag, p in wanted.items():
+        if port_in_use(host, p):
+            raise _fail(f"port {p} on {host} is in use; pass {flag} with a free port", 2)
+    home = dagster_home()
     database = ExitStack()  # the homes this command holds while its servers run
-    try:  # before the ports: a second `t1 ui` on this home is named, whatever its ports
+    try:
         database.enter_context(dagster_home_lock(home, dagster_url))
     except DagsterHomeInUseError as e:
         raise _fail(str(e), 2) from None
-    for flag, p in wanted.items():
-        if port_in_use(host, p):
-            database.close()
-            raise _fail(f"port {p} on {host} is in use; pass {flag} with a free port", 2)
     phome = (prefect_home or Path(os.environ.get("PREFECT_HOME", ".prefect"))).resolve()
     warehouse = resolve_store_path(store).resolve()
     logs = (log_file or home / "t1-ui.log").resolve()
@@ -138,6 +141,19 @@ def ui(
             typer.echo("stopped.", err=True)
 
 
+def _refuse_a_home_in_use(home: Path, url: str) -> None:
+    """Exit 2 naming the `t1 ui` that serves `home`, if one does (nothing is created)."""
+    from warehouse.locks import LOCK_DIR
+
+    if not (home.resolve() / LOCK_DIR).is_dir():
+        return
+    try:
+        with dagster_home_lock(home.resolve(), url):
+            pass
+    except DagsterHomeInUseError as e:
+        raise _fail(str(e), 2) from None
+
+
 # Servers `t1 ui` starts again when they stop, instead of stopping everything: the Prefect
 # server (a flow run in flight survives a restart: its API calls are retried, see
 # `pipelines.services.prefect_env`) and the deployment's runner.
@@ -163,8 +179,8 @@ def _recover(env: dict[str, str]) -> None:
             temporary_settings(updates={PREFECT_API_URL: env["PREFECT_API_URL"]}),
             get_client(sync_client=True) as client,
         ):
-            reconcile_campaign_runs(
-                client, runner_restarted=True, default_store=env[ENV_VAR], say=say
+            reconcile_campaign_runs(  # the deployment's runner is not started yet
+                client, runner_started=datetime.now(UTC), default_store=env[ENV_VAR], say=say
             )
 
             def final_state(flow_run_id: str) -> str | None:

@@ -44,7 +44,9 @@ def test_a_runs_process_is_told_alive_gone_or_unknown():
 
 def flow_run(state: str, pid: str | None, deployment: bool = True) -> SimpleNamespace:
     return SimpleNamespace(
-        state=SimpleNamespace(type=SimpleNamespace(value=state)),
+        state=SimpleNamespace(
+            type=SimpleNamespace(value=state), timestamp=datetime.now(UTC) - timedelta(seconds=1)
+        ),
         start_time=datetime.now(UTC), created=datetime.now(UTC), infrastructure_pid=pid,
         deployment_id=uuid4() if deployment else None,
     )  # fmt: skip
@@ -53,15 +55,19 @@ def flow_run(state: str, pid: str | None, deployment: bool = True) -> SimpleName
 def test_which_runs_are_orphaned():
     host = process_label().rpartition(":")[0]
     gone = f"{host}:{dead_pid()}"
-    assert orphaned(flow_run("RUNNING", gone), runner_restarted=False) == (
+    now = datetime.now(UTC)
+    assert orphaned(flow_run("RUNNING", gone), runner_started=None) == (
         f"its process ({gone}) is gone"
     )
-    assert orphaned(flow_run("RUNNING", process_label()), runner_restarted=True) is None
-    assert orphaned(flow_run("COMPLETED", gone), runner_restarted=True) is None
-    # never labelled (it died starting): only a restarted runner knows it cannot be running
-    assert orphaned(flow_run("PENDING", None), runner_restarted=False) is None
-    assert "runner stopped" in (orphaned(flow_run("PENDING", None), runner_restarted=True) or "")
-    assert orphaned(flow_run("RUNNING", None, deployment=False), runner_restarted=True) is None
+    assert orphaned(flow_run("RUNNING", process_label()), runner_started=now) is None
+    assert orphaned(flow_run("COMPLETED", gone), runner_started=now) is None
+    # never labelled (it died starting): only a restarted runner knows it cannot be running,
+    # and only for a run older than itself (one it just picked up has no pid yet either)
+    assert orphaned(flow_run("PENDING", None), runner_started=None) is None
+    assert "runner stopped" in (orphaned(flow_run("PENDING", None), runner_started=now) or "")
+    young = now - timedelta(seconds=5)
+    assert orphaned(flow_run("PENDING", None), runner_started=young) is None
+    assert orphaned(flow_run("RUNNING", None, deployment=False), runner_started=now) is None
 
 
 def test_the_prefect_form_shows_the_users_parameters_only():
@@ -135,7 +141,7 @@ def test_a_run_left_running_by_a_kill_is_crashed_its_slot_freed_and_all_three_ag
             prefect_flow_run_id=str(run.id),
         ))  # fmt: skip
 
-        crashed = reconcile_campaign_runs(c, runner_restarted=False, say=said.append)
+        crashed = reconcile_campaign_runs(c, runner_started=None, say=said.append)
         assert crashed == [str(run.id)]
         after = c.read_flow_run(run.id)
         assert after.state.name == "Crashed" and "is gone" in after.state.message
@@ -143,7 +149,7 @@ def test_a_run_left_running_by_a_kill_is_crashed_its_slot_freed_and_all_three_ag
         assert (
             c.read_global_concurrency_limit_by_name(f"deployment:{deployment_id}").active_slots == 0
         ), "the slot is free again"
-        assert reconcile_campaign_runs(c, runner_restarted=False, say=said.append) == []
+        assert reconcile_campaign_runs(c, runner_started=None, say=said.append) == []
 
         assert name_queued_runs(c, lambda preset: 2) == ["tiny-cpu-rst-vlatest-2steps"]
         assert c.read_flow_run(waiting.id).name == "tiny-cpu-rst-vlatest-2steps"
