@@ -603,7 +603,14 @@ def run_round(
     previous_hook, w.on_commit = w.on_commit, committed
     flushed = len(w.stats.seconds)
     slots = cfg.reference_sample - sum(r.reference_reward is not None for r in done.values())
+    # What many candidates of the round receive goes to the cluster once (a parent's bundle
+    # shipped with each of its children was most of what the driver spent submitting).
     shared_index = ex.share(index) if index is not None and todo else None
+    shared: dict[str, Any] = {}
+    if todo:
+        shared = {"cfg": ex.share(cfg), "validator": ex.share(validator)}
+        shared |= {f"op:{a.operator}": ex.share(ops[a.operator]) for a in todo}
+        shared |= {f"parent:{a.parent_hash}": ex.share(by_hash[a.parent_hash]) for a in todo}
     # Each future: its assignment, trial id, and whether it is the reference agent's task.
     tasks: dict[Future[Candidate], tuple[Assignment, str, bool]] = {}
     try:
@@ -612,8 +619,9 @@ def run_round(
             parent = by_hash[a.parent_hash]
             trial_id = f"candidate:{cfg.campaign}:{a.key}"
             fut = ex.submit(
-                trial_id, candidate_task, cfg, a, parent, ops[a.operator], shared_index,
-                validator, keep, affinity=parent.task.environment_hash,
+                trial_id, candidate_task, shared["cfg"], a, shared[f"parent:{a.parent_hash}"],
+                shared[f"op:{a.operator}"], shared_index, shared["validator"], keep,
+                affinity=parent.task.environment_hash,
             )  # fmt: skip
             tasks[fut] = (a, trial_id, False)
         pending = set(tasks)
