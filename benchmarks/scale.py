@@ -588,16 +588,25 @@ class StandinValidator:
 
 class StandinRunner:
     """The audit's trial runner (`audit.selection.Runner`) replaced the same way: each trial
-    spends `trial_cpu_s` and sleeps `trial_s`; every agent but nop passes."""
+    spends `trial_cpu_s` and sleeps `trial_s`; the reference solution passes (plain and
+    under the perturbed conditions: a robust task), nop, the scripted hacks and the
+    solution's mutants fail every assertion."""
 
     def __init__(self, trial_s: float, trial_cpu_s: float, assertions: int) -> None:
         self.trial_s, self.trial_cpu_s, self.assertions = trial_s, trial_cpu_s, assertions
 
     def __call__(self, task: Task, agent: Any, *args: Any, **kwargs: Any) -> Any:
+        from tasks.results import AssertionStatus
+
         _burn(self.trial_cpu_s)
         time.sleep(self.trial_s)
-        passes = agent != "nop"
-        return _standin_trials(task, 1, self.assertions, lambda _: passes)[0]
+        name = agent if isinstance(agent, str) else str(getattr(agent, "name", ""))
+        passes = name == "oracle" or name.startswith("rerun")
+        trial = _standin_trials(task, 1, self.assertions, lambda _: passes)[0]
+        if not passes:  # nothing passes, not half (`_standin_trials` fails the even ones)
+            for a in trial.report.assertions:
+                a.status, a.message = AssertionStatus.FAILED, "AssertionError: stand-in"
+        return trial
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -661,13 +670,27 @@ def campaign(args: argparse.Namespace) -> dict[str, Any]:
 
     marginal: list[tuple[float, float, int]] = []  # (driver CPU, wall, committed) per commit
 
+    def kill_mid_work(victim: Any) -> None:
+        """Kill `victim` once it runs candidates (a start mark without an end mark)."""
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            names = [p.name for p in marks.iterdir()]
+            ended = {n[2:].rsplit("_", 1)[0] for n in names if n.startswith("e_")}
+            busy = [n for n in names if n.startswith("s_") and victim.node_id in n
+                    and n[2:] not in ended]  # fmt: skip
+            if busy:
+                killed.update(at=time.time(), node=victim.node_id, after=seen[0],
+                              busy=len(busy))  # fmt: skip
+                c.remove_node(victim, allow_graceful=False)
+                return
+            time.sleep(0.05)
+
     def on_recorded(row: Any) -> None:
         seen[0] += 1
         marginal.append((time.process_time(), time.perf_counter(), seen[0]))
         if not killed and args.kill_at and seen[0] >= args.kill_at * total:
-            victim = nodes[-1]
-            killed.update(at=time.time(), node=victim.node_id, after=seen[0])
-            threading.Thread(target=c.remove_node, args=(victim, False), daemon=True).start()
+            killed["pending"] = True
+            threading.Thread(target=kill_mid_work, args=(nodes[-1],), daemon=True).start()
 
     cpu0, t0 = time.process_time(), time.perf_counter()
     try:
@@ -724,13 +747,14 @@ def campaign(args: argparse.Namespace) -> dict[str, Any]:
         gaps += [b[0] - a[1] for a, b in zip(runs, runs[1:], strict=False) if b[0] >= a[1]]
     out.update(slot_gap_p50_s=_pct(gaps, 0.5), slot_gap_p95_s=_pct(gaps, 0.95),
                workers=len(by_worker))  # fmt: skip
-    if killed:
+    if "node" in killed:
         dead = killed["node"]
         lost = [r for k, r in starts.items()
                 if any(n == dead and (k, n, t) not in finished for t, n in r)]  # fmt: skip
         rerun = [max(t for t, n in r if n != dead) for r in lost
                  if any(n != dead and t > killed["at"] for t, n in r)]  # fmt: skip
-        out.update(killed_after=killed["after"], lost_on_node=len(lost), rerun=len(rerun),
+        out.update(killed_after=killed["after"], busy_at_kill=killed["busy"],
+                   lost_on_node=len(lost), rerun=len(rerun),
                    recover_s=(max(rerun) - killed["at"]) if rerun else float("nan"))  # fmt: skip
     walls = [w for w, _ in synth_commits]
     cpus = [c_ for _, c_ in synth_commits]
@@ -771,8 +795,9 @@ def print_campaign(o: dict[str, Any], args: argparse.Namespace) -> None:
     print(f"| a slot's idle gap between two candidates, p50 / p95 s ({o['workers']} workers) "
           f"| {o['slot_gap_p50_s']:.3f} / {o['slot_gap_p95_s']:.3f} |")  # fmt: skip
     if "killed_after" in o:
-        print(f"| node killed after candidate / its candidates lost / re-run elsewhere | "
-              f"{o['killed_after']} / {o['lost_on_node']} / {o['rerun']} |")  # fmt: skip
+        print(f"| node killed after commit / candidates running there / lost / re-run "
+              f"elsewhere | {o['killed_after']} / {o['busy_at_kill']} / {o['lost_on_node']} / "
+              f"{o['rerun']} |")  # fmt: skip
         print(f"| kill -> last lost candidate restarted, s | {o['recover_s']:.1f} |")
     print(
         f"| audit: tasks / wall s / driver CPU s / commits | {o['audit_tasks']} / "
@@ -901,7 +926,7 @@ def main() -> None:
         help="CPU s a heavier task's trial adds (builds, test suites): one row each",
     )  # fmt: skip
     ap.add_argument("--campaign", action="store_true", help="simulate a campaign (5.)")
-    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--per-round", type=int, default=260)
     ap.add_argument("--campaign-nodes", type=int, default=3)
     ap.add_argument("--campaign-slots", type=int, default=8, help="slots per simulated node")

@@ -46,7 +46,6 @@ import pyarrow as pa
 
 sys.path.append(str(Path(__file__).resolve().parents[1]))  # PYTHONPATH first: --baseline
 
-from benchmarks.warehouse_scale import moto_s3  # noqa: E402
 from tasks.corpus import load_seeds  # noqa: E402
 from warehouse.records import (  # noqa: E402
     AssertionRecord,
@@ -240,6 +239,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="t1-wh-campaign-") as tmp, contextlib.ExitStack() as st:
         where: Path | str = Path(tmp) / "store"
         if args.s3:
+            from benchmarks.warehouse_scale import moto_s3  # (it puts this checkout first)
+
             where = st.enter_context(moto_s3(Path(tmp) / "cache"))
         if args.baseline:
             base = Store.open(where, create=True)

@@ -40,6 +40,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from executor import Executor, ExecutorConfig, TrialLost, open_executor
 from sandbox.gc import collect_garbage
 from synthesis import ledger
@@ -61,7 +63,7 @@ from tasks.results import TrialResult
 from warehouse.journal import DEFAULT_EVERY, DEFAULT_INTERVAL_S, BatchedWriter
 from warehouse.locks import single_writer
 from warehouse.pools import record_pool, rst_members
-from warehouse.recording import record_synthesis, synthesis_records
+from warehouse.recording import record_synthesis, synthesis_records, tables_of
 from warehouse.records import (
     Record,
     SynthCandidateRecord,
@@ -469,6 +471,55 @@ def build_and_validate(
     return built, v
 
 
+@dataclass
+class Candidate:
+    """A candidate as its executor task hands it back: its row and every row recording it,
+    made where it ran (the driver only journals and commits them), and, when the driver may
+    still run the reference agent on it, what that needs (`built`, `validation`)."""
+
+    row: SynthCandidateRecord
+    tables: dict[str, pa.Table]
+    built: Built | None = None
+    validation: Validation | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.row.status == ledger.ACCEPTED
+
+
+def recorded(cfg: SynthConfig, built: Built, v: Validation | None, keep: bool) -> Candidate:
+    """The rows recording one candidate (`candidate_rows`), as the Arrow tables of a commit;
+    with `keep`, the candidate itself too."""
+    task_rows, trials, synth_rows = candidate_rows(cfg, built, v)
+    row = synth_rows[0]
+    if not isinstance(row, SynthCandidateRecord):
+        raise TypeError(f"first synthesis row must be a candidate row, got {type(row)}")
+    tables = tables_of(synthesis_records(tasks=task_rows, trials=trials, rows=synth_rows))
+    return Candidate(row, tables, built if keep else None, v if keep else None)
+
+
+def candidate_task(
+    cfg: SynthConfig,
+    a: Assignment,
+    parent: Parent,
+    op: Operator,
+    index: BenchmarkIndex | None,
+    validator: Validator,
+    keep: bool,
+) -> Candidate:
+    """One candidate's executor task: `build_and_validate` and the rows recording it."""
+    built, v = build_and_validate(cfg, a, parent, op, index, None, None, validator)
+    return recorded(cfg, built, v, keep and v is not None and v.accepted)
+
+
+def reference_task(cfg: SynthConfig, c: Candidate, make_agent: AgentFactory) -> Candidate:
+    """An accepted candidate's reference-agent trial, as an executor task: its rows again."""
+    if c.built is None or c.validation is None:
+        raise ValueError(f"candidate {c.row.assignment} came back without its task")
+    built, v = run_reference(c.built, c.validation, make_agent, cfg.validation.backend)
+    return recorded(cfg, built, v, keep=False)
+
+
 def run_reference(
     built: Built, v: Validation, make_agent: AgentFactory, backend: str
 ) -> tuple[Built, Validation]:
@@ -553,16 +604,25 @@ def run_round(
     previous_hook, w.on_commit = w.on_commit, committed
     flushed = len(w.stats.seconds)
     slots = cfg.reference_sample - sum(r.reference_reward is not None for r in done.values())
+    # What many candidates of the round receive goes to the cluster once (a parent's bundle
+    # shipped with each of its children was most of what the driver spent submitting).
     shared_index = ex.share(index) if index is not None and todo else None
+    shared: dict[str, Any] = {}
+    if todo:
+        shared = {"cfg": ex.share(cfg), "validator": ex.share(validator)}
+        shared |= {f"op:{a.operator}": ex.share(ops[a.operator]) for a in todo}
+        shared |= {f"parent:{a.parent_hash}": ex.share(by_hash[a.parent_hash]) for a in todo}
     # Each future: its assignment, trial id, and whether it is the reference agent's task.
-    tasks: dict[Future[tuple[Built, Validation | None]], tuple[Assignment, str, bool]] = {}
+    tasks: dict[Future[Candidate], tuple[Assignment, str, bool]] = {}
     try:
+        keep = reference is not None and slots > 0
         for a in todo:
             parent = by_hash[a.parent_hash]
             trial_id = f"candidate:{cfg.campaign}:{a.key}"
             fut = ex.submit(
-                trial_id, build_and_validate, cfg, a, parent, ops[a.operator], shared_index,
-                None, None, validator, affinity=parent.task.environment_hash,
+                trial_id, candidate_task, shared["cfg"], a, shared[f"parent:{a.parent_hash}"],
+                shared[f"op:{a.operator}"], shared_index, shared["validator"], keep,
+                affinity=parent.task.environment_hash,
             )  # fmt: skip
             tasks[fut] = (a, trial_id, False)
         pending = set(tasks)
@@ -570,22 +630,16 @@ def run_round(
             finished, pending = wait(pending, timeout=w.wait_s(), return_when=FIRST_COMPLETED)
             for fut in finished:
                 a, trial_id, was_reference = tasks[fut]
-                built, v = candidate_result(fut, a, by_hash[a.parent_hash])
+                c = candidate_result(cfg, fut, a, by_hash[a.parent_hash])
                 ex.forget(trial_id)  # a long campaign's executor keeps no settled record
-                if not was_reference and reference is not None and slots > 0:
-                    if v is not None and v.accepted:
-                        slots -= 1
-                        ref_id = f"reference:{cfg.campaign}:{a.key}"
-                        ref: Future[tuple[Built, Validation | None]] = ex.submit(
-                            ref_id, run_reference, built, v, reference, cfg.validation.backend,
-                            affinity=v.task.environment_hash,
-                        )  # fmt: skip
-                        tasks[ref] = (a, ref_id, True)
-                        pending.add(ref)
-                        continue
-                task_rows, trials, synth_rows = candidate_rows(cfg, built, v)
-                records = synthesis_records(tasks=task_rows, trials=trials, rows=synth_rows)
-                w.add(records, tag=synth_rows[0])
+                if not was_reference and reference is not None and slots > 0 and c.accepted:
+                    slots -= 1
+                    ref_id = f"reference:{cfg.campaign}:{a.key}"
+                    ref = ex.submit(ref_id, reference_task, cfg, c, reference)
+                    tasks[ref] = (a, ref_id, True)
+                    pending.add(ref)
+                    continue
+                w.add_tables(c.tables, tag=c.row)
             w.maybe_flush()
         w.flush()
     except BaseException:
@@ -611,15 +665,15 @@ def run_round(
 
 
 def candidate_result(
-    fut: Future[tuple[Built, Validation | None]], a: Assignment, parent: Parent
-) -> tuple[Built, Validation | None]:
-    """A candidate task's (built, validation); a task the cluster lost for good is the
-    candidate's `infrastructure_error` (not evidence about it), never a crash of the round."""
+    cfg: SynthConfig, fut: Future[Candidate], a: Assignment, parent: Parent
+) -> Candidate:
+    """A candidate task's result; a task the cluster lost for good is the candidate's
+    `infrastructure_error` (not evidence about it), never a crash of the round."""
     try:
         return fut.result()
     except TrialLost as e:
         lost = Built(a, parent, None, 0.0, verdict=Verdict.INFRASTRUCTURE_ERROR, detail=str(e))
-        return lost, None
+        return recorded(cfg, lost, None, keep=False)
 
 
 @single_writer("synthesis campaign {cfg.campaign!r}")

@@ -63,6 +63,10 @@ LOCK_FILE = "_write.lock"
 FORMAT = "t1-forge-warehouse"
 ROW_GROUP_ROWS = 122_880
 DEFAULT_RETIRE_GRACE_S = 3600.0
+# Parts an automatic compaction retires stay this long: a campaign compacts every few minutes,
+# and each retired part is an entry of the manifest every commit reads and rewrites until it
+# expires (an hour's worth of them made the manifest of a 38k-candidate campaign ~1 MB).
+AUTO_RETIRE_GRACE_S = 900.0
 DEFAULT_SMALL_PART_BYTES = 64 * 1024 * 1024
 DEFAULT_TARGET_PART_BYTES = 512 * 1024 * 1024
 # Automatic compaction: a commit that leaves a table with more than `max_parts` parts merges
@@ -478,7 +482,9 @@ class Store:
         Unlike `compact`, it merges without holding the write lock (commits go on meanwhile)
         and takes it only to swap the merged parts into the newest manifest, planning again
         if another compaction got there first; and it deletes no unnamed file (one may be
-        another compaction's merge in flight): only retired parts past their grace."""
+        another compaction's merge in flight): only retired parts past their grace, which is
+        `AUTO_RETIRE_GRACE_S` (15 minutes) here: a snapshot held longer than that while a
+        campaign writes should be reopened."""
         if self.max_parts is None:
             return None
         limit = self.max_parts
@@ -490,7 +496,7 @@ class Store:
         return self._merge_unlocked(
             due,
             lambda parts: tiered_groups(parts, max_parts=limit),
-            retire_grace_s=DEFAULT_RETIRE_GRACE_S,
+            retire_grace_s=AUTO_RETIRE_GRACE_S,
         )
 
     def _merge_unlocked(

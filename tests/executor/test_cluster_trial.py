@@ -179,7 +179,10 @@ def test_a_poison_trial_runs_retries_plus_one_times_and_its_remains_are_reclaime
     while remains() and time.monotonic() < deadline:
         time.sleep(0.5)
     assert remains() == [], f"not reclaimed: {remains()}; reclaim runs: {ex.reclaimed}"
-    assert {s for _, report in ex.reclaimed for s in report.sandboxes} >= set(sandboxes)
+    # (which gc pass removed each is not asserted: another `t1 sandbox gc` on this machine
+    # may have run meanwhile; the executor's ran on the node after the deaths)
+    alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+    assert ex.reclaimed and {node for node, _ in ex.reclaimed} <= alive, ex.reclaimed
     with pytest.raises(ValueError, match="bad input 3"):
         ex.submit("refuse", refuse, 3).result(60)
     assert ex.attempts["refuse"] == 1  # the callable's own failure is not retried

@@ -191,7 +191,7 @@ def test_cli_killed_mid_round_resumes(tmp_path) -> None:
     args = [str(t1), "synth", "--rounds", "1", "--per-round", "3", "--store", str(tmp_path),
             "--seed-ids", ",".join(SEEDS[:3]), "--reruns", "1", "--no-llm"]  # fmt: skip
     proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 120
+    deadline = time.monotonic() + 300  # seeds profiled, one candidate: minutes under load
     try:
         while time.monotonic() < deadline and proc.poll() is None:
             if (tmp_path / "_meta.json").exists():
