@@ -36,7 +36,13 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from synthesis.operators.extension import Extension, Operator, Parent, RewriteContext
+from synthesis.operators.extension import (
+    Extension,
+    Operator,
+    Parent,
+    RewriteContext,
+    RewriteError,
+)
 from synthesis.operators.tables import WORD, Column, Table, number, read_table
 from synthesis.operators.tables import reader_source as _reader
 from synthesis.profile import OutputFile
@@ -690,7 +696,8 @@ class Derived(Operator):
         f, t = _pick(rng, fit)
         plan = Plan(t)
         outdir = f"{wd}/{_pick(rng, OUT_DIRS)}"
-        stem = re.sub(r"[^a-z0-9]+", "_", posixpath.splitext(f.rel)[0].lower()).strip("_")[-24:]
+        stem = re.sub(r"[^a-z0-9]+", "_", posixpath.splitext(f.rel)[0].lower()).strip("_")
+        stem = "_".join(stem.split("_")[-3:])[-32:].strip("_")  # the name's last words
         src_name = f"`{t.path}`"
         plan.intro = introduce(t, rng)
         sel_out = f"{outdir}/{stem}_selected_{tag}{_ext(t)}"
@@ -716,9 +723,18 @@ class Derived(Operator):
                 agg = aggregate(sel)
                 if rng.random() < self.summary_rate:
                     summ = summary_step(agg, rng, summary_out)
-            else:
+            else:  # no selection fits: an aggregation a summary can follow
                 sel = None
+                options = self._aggregations(t, rng, None)
+                rng.shuffle(options)
+                for p in options:
+                    agg = agg_step(plan, p, rng, path, src_name)
+                    summ = summary_step(agg, rng, summary_out)
+                    if summ is not None:
+                        break
         plan.steps = [s for s in (sel, agg, summ) if s is not None]
+        if len(plan.steps) < 2:
+            raise RewriteError(f"{self.name}: {f.rel} supports one step only, not a composition")
         return self._render(parent, ctx, plan, f)
 
     def _render(self, parent: Parent, ctx: RewriteContext, plan: Plan, f: OutputFile) -> Extension:
