@@ -114,6 +114,8 @@ def parse_trace(text: str) -> Trace:
         if call in _OPENS:
             if ok and resolved and resolved.startswith("/"):
                 flags = args.rsplit('", ', 1)[-1] if '", ' in args else ""
+                if call == "creat":  # creat(path, mode): an open for writing, truncated
+                    flags = "O_WRONLY|O_CREAT|O_TRUNC"
                 t.opens.append((pid, resolved, flags))
         elif call in _STATS:
             s = _FIRST_STR.search(args)
