@@ -93,8 +93,10 @@ def test_first_opens_tell_an_edit_from_an_overwrite():
     )
     first = t.first_opens()
     assert first == {"/app/a.ini": "read", "/app/out.txt": "write", "/app/dist/a.tar.gz": "write"}
-    assert stale_outputs(["/app/a.ini", "/app/out.txt", "/app/new.txt"],
-                         {"/app/a.ini", "/app/out.txt"}, first) == ["/app/out.txt"]  # fmt: skip
+    git = "/app/repo/.git/COMMIT_EDITMSG"  # git's own state, rewritten unread by a commit
+    first[git] = "write"
+    assert stale_outputs(["/app/a.ini", "/app/out.txt", "/app/new.txt", git],
+                         {"/app/a.ini", "/app/out.txt", git}, first) == ["/app/out.txt"]  # fmt: skip
 
 
 def test_free_reward_is_what_the_shipped_outputs_alone_earn():
