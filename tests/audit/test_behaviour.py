@@ -95,8 +95,8 @@ def test_first_opens_tell_an_edit_from_an_overwrite():
     assert first == {"/app/a.ini": "read", "/app/out.txt": "write", "/app/dist/a.tar.gz": "write"}
     git = "/app/repo/.git/COMMIT_EDITMSG"  # git's own state, rewritten unread by a commit
     first[git] = "write"
-    assert stale_outputs(["/app/a.ini", "/app/out.txt", "/app/new.txt", git],
-                         {"/app/a.ini", "/app/out.txt", git}, first) == ["/app/out.txt"]  # fmt: skip
+    made = ["/app/a.ini", "/app/out.txt", "/app/new.txt", git]
+    assert stale_outputs(made, {"/app/a.ini", "/app/out.txt", git}, first) == ["/app/out.txt"]
 
 
 def test_free_reward_is_what_the_shipped_outputs_alone_earn():
