@@ -85,8 +85,11 @@ def swap_findings(results: list[tuple[str, dict[str, str], TrialResult]]) -> lis
 
 def stale_outputs(created: list[str], given: set[str], first_open: Mapping[str, str]) -> list[str]:
     """Files that existed before the solution ran and that it (over)wrote before reading
-    them (from its trace): outputs the image already ships, not files it edits."""
-    return [p for p in created if p in given and first_open.get(p) == "write"]
+    them (from its trace): outputs the image already ships, not files it edits. A
+    repository's internals are git's state, not outputs (bug pinned: a seed's commit
+    rewrote `.git/COMMIT_EDITMSG` unread, and deleting it broke the checkout a guard
+    asserts)."""
+    return [p for p in created if p in given and first_open.get(p) == "write" and "/.git/" not in p]
 
 
 def free_reward_findings(

@@ -457,12 +457,18 @@ def run_exec_judge(
             starve_f = pool.submit(run, starved_task(task), bound)
         rerun_fs = [pool.submit(run, task, "oracle") for _ in range(cfg.reruns)]
         cond_fs: list[tuple[ConditionAgent, Future]] = []
+        redo: dict[str, Callable[[], tuple[TrialResult, bool, str]]] = {
+            f"rerun-{i + 1}": lambda: (run(task, "oracle"), True, "") for i in range(cfg.reruns)
+        }  # each rerun once more, for one that timed out
         if cfg.conditions:
             touched = sorted({wd} | {p for p in agent.created if not p.startswith(wd + "/")})
             for c in conditions(shuffle, touched[:200]):
                 variant = condition_task(task, c.name)
                 ca = ConditionAgent(c)
                 cond_fs.append((ca, pool.submit(run, variant, _Bounded(ca, budget))))
+                redo[c.name] = partial(_condition_rerun, run, variant, c, budget)
+        if fast is not None:
+            redo["fast-clock"] = partial(_fast_clock_rerun, run, task, budget)
         pert: list[tuple[PerturbedOracleAgent, Future]] = []
         removed_f = None
         if cfg.perturb and text_inputs and new_outputs:
@@ -602,6 +608,7 @@ def run_exec_judge(
         findings.append(
             Finding(code=Code.RERUN_SKIPPED, source=Source.TRIAL, item="starved", evidence=why)
         )
+    runs = retry_timeouts(oracle, runs, redo, cfg.workers)
     flaky = flaky_findings(oracle, runs)
     findings += flaky
     m["reruns"] = float(sum(f.code != Code.RERUN_SKIPPED for f in flaky))
@@ -706,6 +713,47 @@ def named_in(path: str, task: Task) -> bool:
     return any(
         re.search(rf"(?<![\w/.-]){re.escape(f)}(?![\w-]|\.\w)", task.instruction) for f in forms
     )
+
+
+_TIMEOUTS = (FailureMode.AGENT_TIMEOUT, FailureMode.VERIFIER_TIMEOUT)
+
+
+def retry_timeouts(
+    base: TrialResult,
+    runs: list[tuple[str, TrialResult, bool, str]],
+    again: dict[str, Callable[[], tuple[TrialResult, bool, str]]],
+    workers: int,
+) -> list[tuple[str, TrialResult, bool, str]]:
+    """Reruns that timed out where the base run did not are run once more, and the retry
+    counts: a timeout on a loaded machine is the machine's, not a verdict (measured: clean
+    controls called flaky at load 30-60 on 2 cores); one that times out again stays."""
+    todo = [
+        i
+        for i, (name, r, _, _) in enumerate(runs)
+        if name in again and r.failure_mode in _TIMEOUTS and base.failure_mode not in _TIMEOUTS
+    ]
+    if not todo:
+        return runs
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        redone = list(pool.map(lambda i: again[runs[i][0]](), todo))
+    out = list(runs)
+    for i, (r, applied, detail) in zip(todo, redone, strict=True):
+        name, first = runs[i][0], runs[i][1]
+        why = f"the first run hit {first.failure_mode.value}; retried once"
+        out[i] = (name, r, applied, f"{detail}; {why}" if detail else why)
+    return out
+
+
+def _condition_rerun(run: Runner, variant: Task, c, budget: float) -> tuple[TrialResult, bool, str]:
+    ca = ConditionAgent(c)
+    r = run(variant, _Bounded(ca, budget))
+    return r, ca.applied, ca.detail
+
+
+def _fast_clock_rerun(run: Runner, task: Task, budget: float) -> tuple[TrialResult, bool, str]:
+    fast = FastClockOracleAgent()
+    r = run(task, _Bounded(fast, budget))
+    return r, fast.applied, fast.detail
 
 
 def under_named_dir(path: str, task: Task) -> bool:

@@ -6,9 +6,9 @@ oracle's sandbox (`audit.trials.VerifierTraceAgent`: the files it checks, the co
 opens). Evidence is what the programs did, whatever their source spells: a file name put
 together at run time, a URL held in a variable, an answer decompressed from a fixture.
 
-Only complete lines count (`-f` splits a call interrupted by another process into
-`<unfinished ...>` and `<... resumed>` halves; those are rare for file calls and are
-skipped, never guessed).
+`-f` splits a call that another process interrupts into `<unfinished ...>` and
+`<... resumed>` halves; they are joined again (`joined`: GNU tar's `creat` of its archive
+was split so on some runs, and the shipped stale archive went unnoticed).
 """
 
 from __future__ import annotations
@@ -102,10 +102,31 @@ def _unescape(s: str) -> str:
     return s.encode("latin-1", "backslashreplace").decode("unicode_escape", "replace")
 
 
-def parse_trace(text: str) -> Trace:
-    """The calls of `strace -f -y -e trace=TRACE_CALLS` output that completed."""
-    t = Trace()
+_UNFINISHED = re.compile(r"^(\d+) +(.*?) *<unfinished \.\.\.>$")
+_RESUMED = re.compile(r"^(\d+) +<\.\.\. \w+ resumed>(.*)$")
+
+
+def joined(text: str) -> list[str]:
+    """strace's lines with each call that another process interrupted (`<unfinished ...>`,
+    later `<... call resumed>`) put back together on one line."""
+    pending: dict[str, str] = {}
+    out = []
     for line in text.splitlines():
+        if (u := _UNFINISHED.match(line)) is not None:
+            pending[u[1]] = f"{u[1]} {u[2]}"
+        elif (r := _RESUMED.match(line)) is not None:
+            if r[1] in pending:
+                out.append(pending.pop(r[1]) + r[2])
+        else:
+            out.append(line)
+    return out
+
+
+def parse_trace(text: str) -> Trace:
+    """The calls of `strace -f -y -e trace=TRACE_CALLS` output that completed (interrupted
+    ones joined again)."""
+    t = Trace()
+    for line in joined(text):
         m = _LINE.match(line)
         if m is None:
             continue
@@ -114,6 +135,8 @@ def parse_trace(text: str) -> Trace:
         if call in _OPENS:
             if ok and resolved and resolved.startswith("/"):
                 flags = args.rsplit('", ', 1)[-1] if '", ' in args else ""
+                if call == "creat":  # creat(path, mode): an open for writing, truncated
+                    flags = "O_WRONLY|O_CREAT|O_TRUNC"
                 t.opens.append((pid, resolved, flags))
         elif call in _STATS:
             s = _FIRST_STR.search(args)

@@ -100,6 +100,8 @@ def main() -> int:
             print(f"{row['seconds']:7.1f}s {row['verdict']:12} {hard:40} {row['task']}", flush=True)
             for d in row.get("defects", []):
                 print(f"          {d[:300]}", flush=True)
+            if args.json:  # after every task: a long run that stops keeps what it measured
+                args.json.write_text(json.dumps(rows, indent=1) + "\n")
     audited = [r for r in rows if r["verdict"] != "oracle_fails"]
     rejected = [r for r in audited if r["verdict"] == "rejected"]
     print(f"\n{len(rows)} tasks, oracle passes on {len(audited)}, rejected {len(rejected)}")

@@ -15,12 +15,13 @@ from audit.behaviour import (
     stale_outputs,
     swap_findings,
 )
-from audit.judge_exec import under_named_dir
+from audit.judge_exec import retry_timeouts, under_named_dir
 from audit.static_checks import races
 from audit.traces import checked_files, parse_trace
+from audit.variants import flaky_findings
 from audit.verdict import Code
 from tasks.model import EnvironmentSpec
-from tasks.results import AssertionResult, AssertionStatus, TrialResult
+from tasks.results import AssertionResult, AssertionStatus, FailureMode, TrialResult
 from tests.factories import make_task
 
 # strace -f -y -s 512 output, as the shipped strace writes it (abridged)
@@ -85,11 +86,18 @@ def test_first_opens_tell_an_edit_from_an_overwrite():
         '1 openat(AT_FDCWD</app>, "/app/out.txt", O_WRONLY|O_CREAT|O_TRUNC, 0666) = 3'
         "</app/out.txt>\n"
         '1 openat(AT_FDCWD</app>, "/app/out.txt", O_RDONLY) = 3</app/out.txt>\n'
+        # GNU tar writes its archive with creat(2), which has no flags to read; another
+        # process (gzip) interrupts the call, so strace splits it over two lines
+        '2 creat("dist/a.tar.gz", 0666 <unfinished ...>\n'
+        '3 execve("/usr/bin/gzip", ["gzip"], 0x1 /* 1 vars */) = 0\n'
+        "2 <... creat resumed>)    = 3</app/dist/a.tar.gz>\n"
     )
     first = t.first_opens()
-    assert first == {"/app/a.ini": "read", "/app/out.txt": "write"}
-    assert stale_outputs(["/app/a.ini", "/app/out.txt", "/app/new.txt"],
-                         {"/app/a.ini", "/app/out.txt"}, first) == ["/app/out.txt"]  # fmt: skip
+    assert first == {"/app/a.ini": "read", "/app/out.txt": "write", "/app/dist/a.tar.gz": "write"}
+    git = "/app/repo/.git/COMMIT_EDITMSG"  # git's own state, rewritten unread by a commit
+    first[git] = "write"
+    made = ["/app/a.ini", "/app/out.txt", "/app/new.txt", git]
+    assert stale_outputs(made, {"/app/a.ini", "/app/out.txt", git}, first) == ["/app/out.txt"]
 
 
 def test_free_reward_is_what_the_shipped_outputs_alone_earn():
@@ -168,3 +176,23 @@ def test_a_name_the_instruction_gives_as_a_template_or_the_data_gives_is_derivab
     assert derivable("/app/home/b.log", task, {"app/in/b.txt": "x\n"})  # a given file's stem
     assert not derivable("/app/out/zeta.total", task, {})
     assert not derivable("/app/reports/202403-levels.txt", task, {"app/in/b.txt": "x\n"})
+
+
+def test_a_rerun_that_timed_out_is_retried_once_and_the_retry_counts():
+    """Clean controls were called flaky on a machine at load 30-60: a condition rerun hit
+    the verifier's timeout. A timeout the base run did not have is retried once."""
+    base, ok = _result([True]), _result([True])
+    slow = _result([])
+    slow.failure_mode = FailureMode.VERIFIER_TIMEOUT
+    calls = []
+
+    def again():
+        calls.append(1)
+        return ok, True, "shifted"
+
+    runs = [("clock", slow, True, "shifted"), ("locale", ok, True, "")]
+    out = retry_timeouts(base, runs, {"clock": again, "locale": again}, workers=1)
+    assert len(calls) == 1 and out[0][1] is ok and "retried once" in out[0][3]
+    assert out[1] == runs[1]
+    hung = retry_timeouts(base, runs, {"clock": lambda: (slow, True, "")}, workers=1)
+    assert [f.code for f in flaky_findings(base, hung[:1])] == [Code.FLAKY_VERIFIER]
