@@ -12,6 +12,7 @@ import pytest
 
 from sandbox.docker_hosts import EnginePool, configured_pool, parse_hosts
 from tasks.results import FailureMode
+from tests.sandbox.conftest import unmount_under
 
 
 def pool(n: int = 3, slots: int = 2) -> EnginePool:
@@ -95,6 +96,7 @@ def test_a_batch_over_two_engines_survives_losing_one(tmp_path, monkeypatch):
     except SandboxUnavailable as e:
         for s in services:
             s.stop()
+        unmount_under(tmp_path)
         pytest.skip(f"no container engine: {e}")
     monkeypatch.setenv("T1_DOCKER_HOSTS", ",".join(s.docker_host for s in services))
     monkeypatch.setenv("T1_DOCKER_SLOTS", "1")
@@ -119,3 +121,4 @@ def test_a_batch_over_two_engines_survives_losing_one(tmp_path, monkeypatch):
     finally:
         for s in services:
             s.stop()
+        unmount_under(tmp_path)
