@@ -24,15 +24,27 @@ forger's) writes a line that cannot authenticate, which voids the run's records.
 Test runners other than pytest speak the same protocol through `open_runner` (the seeds'
 run_checks.py loads this file by path): the first record names the runner, so the harness
 records where the verdict came from.
+
+The judge's side of the trust boundary (docs/sandbox.md, "The judge"), in every test runner:
+- every program the runner starts runs as the agent's uid (T1_AGENT_IDS), with no groups, no
+  capability and no new privileges (`guard_programs`: subprocess, os.system, os.fork and
+  os.posix_spawn), so nothing the tests run can reach the judge's processes, key or reports;
+- no module file of the agent's (owned by its uid) stands in for a module the image provides:
+  an import resolves as if the agent's files were not on the path (`guard_imports`: a
+  `pytest.py` or `xml/` in the working directory of `python -m pytest`);
+- pytest reads no conftest and no configuration file of the agent's (`guard_pytest_config`).
 """
 
 import ctypes
 import hashlib
 import hmac
+import importlib.machinery
 import json
 import os
+import stat
 import sys
 
+AGENT_ENV = "T1_AGENT_IDS"  # "uid:gid" of the agent in the verifier's sandbox
 KEY_ENV = "T1_VERDICT_KEY"
 RECORDS_ENV = "T1_VERDICT_RECORDS"
 EARLY_MODULE = "t1_verdict_early"
@@ -66,6 +78,182 @@ class _Channel:
 
 
 _CHANNEL = None
+PR_SET_NO_NEW_PRIVS = 38
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+
+
+def agent_ids():
+    """(uid, gid) of the agent in this verifier run, or None."""
+    try:
+        uid, gid = (int(x) for x in os.environ.get(AGENT_ENV, "").split(":"))
+    except ValueError:
+        return None
+    return uid, gid
+
+
+def agents(path):
+    """Whether the file `path` (links followed: its content) belongs to the agent."""
+    ids = agent_ids()
+    try:
+        return ids is not None and os.stat(path).st_uid == ids[0]
+    except (OSError, ValueError, TypeError):
+        return False
+
+
+def guard_programs():
+    """From now on every program this process starts runs as the agent: its uid and gid, no
+    supplementary group, no capability, no new privileges (a setuid binary does not raise
+    it). A child that cannot be switched does not run (fail closed)."""
+    ids = agent_ids()
+    if ids is None or os.getuid() == ids[0] or getattr(os, "_t1_guarded", False):
+        return
+    setattr(os, "_t1_guarded", True)  # noqa: B010 - once per process
+    uid, gid = ids
+    libc = ctypes.CDLL(None, use_errno=True)
+
+    def become_agent():
+        if os.getuid() == uid:
+            return
+        for fd in (0, 1, 2):  # its own pipes and pytest's capture file, reopenable by it
+            try:  # (`> /dev/stderr`); never a file of the judge's with a name
+                st = os.fstat(fd)
+                if (
+                    stat.S_ISFIFO(st.st_mode)
+                    or stat.S_ISSOCK(st.st_mode)
+                    or (stat.S_ISREG(st.st_mode) and st.st_nlink == 0)
+                ):
+                    os.fchown(fd, uid, gid)
+            except OSError:
+                pass
+        os.setgroups([])
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)
+        libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+        if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "no_new_privs")
+
+    import subprocess
+
+    popen_init = subprocess.Popen.__init__
+
+    def __init__(self, *args, **kwargs):
+        argv = list(args)
+        theirs = argv[6] if len(argv) > 6 else kwargs.get("preexec_fn")
+
+        def preexec():
+            become_agent()
+            if theirs is not None:
+                theirs()
+
+        if len(argv) > 6:
+            argv[6] = preexec
+        else:
+            kwargs["preexec_fn"] = preexec
+        popen_init(self, *argv, **kwargs)
+
+    subprocess.Popen.__init__ = __init__  # type: ignore[method-assign]
+
+    def system(command):
+        code = subprocess.call(command, shell=True)
+        return code << 8 if code >= 0 else -code
+
+    os.system = system
+
+    def in_child():
+        try:
+            become_agent()
+        except BaseException:  # noqa: BLE001 - a child that is not the agent does not run
+            os._exit(127)
+
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=in_child)
+
+    def spawn(path, argv, env, *rest, **kw):
+        pid = os.fork()  # in_child above runs in it
+        if pid == 0:
+            try:
+                os.execve(path, argv, env)
+            finally:
+                os._exit(127)
+        return pid
+
+    def spawnp(file, argv, env, *rest, **kw):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.execvpe(file, argv, env)
+            finally:
+                os._exit(127)
+        return pid
+
+    if hasattr(os, "posix_spawn"):
+        os.posix_spawn, os.posix_spawnp = spawn, spawnp
+
+
+class _ImportGuard:
+    """A meta path finder: a module resolves as if the agent's files were not on the path
+    whenever the image provides a module of that name (the agent's file would stand in for
+    it); modules only the agent provides (its solution) import as usual."""
+
+    _t1_guard = True
+    _finder = importlib.machinery.PathFinder
+
+    def find_spec(self, name, path=None, target=None):
+        finder = self._finder
+        spec = finder.find_spec(name, path)
+        origin = getattr(spec, "origin", None)
+        if spec is None or not origin or not os.path.isabs(origin) or not agents(origin):
+            return spec
+        for entry in sys.path if path is None else path:  # the first that is not the agent's
+            alt = finder.find_spec(name, [entry])
+            alt_origin = getattr(alt, "origin", None)
+            if alt_origin and os.path.isabs(alt_origin) and not agents(alt_origin):
+                return alt
+        return spec
+
+
+def guard_imports():
+    if agent_ids() is not None and not any(getattr(f, "_t1_guard", False) for f in sys.meta_path):
+        sys.meta_path.insert(0, _ImportGuard())
+
+
+def guard_pytest_config():
+    """pytest (6.1 to 9) reads no conftest.py and no ini/toml/cfg file of the agent's: an
+    agent's conftest imports as an empty module, its configuration file as none."""
+    try:
+        import types
+
+        from _pytest.config import PytestPluginManager, findpaths
+    except ImportError:
+        return
+    if getattr(PytestPluginManager, "_t1_guarded", False):
+        return
+    setattr(PytestPluginManager, "_t1_guarded", True)  # noqa: B010 - once per process
+    importconftest = PytestPluginManager._importconftest
+
+    def _importconftest(self, conftestpath, *args, **kwargs):
+        if agents(str(conftestpath)):
+            return types.ModuleType("t1_refused_conftest")
+        return importconftest(self, conftestpath, *args, **kwargs)
+
+    PytestPluginManager._importconftest = _importconftest  # type: ignore[method-assign]
+
+    def refusing(load):
+        def load_config(filepath, *args, **kwargs):
+            if agents(str(filepath)):
+                return None
+            return load(filepath, *args, **kwargs)
+
+        return load_config
+
+    # pytest 6.1-8 read every file through one function, pytest 9 through loader tables
+    if hasattr(findpaths, "load_config_dict_from_file"):
+        findpaths.load_config_dict_from_file = refusing(findpaths.load_config_dict_from_file)
+    for table in ("CONFIG_LOADERS_BY_NAME", "CONFIG_LOADERS_BY_SUFFIX"):
+        loaders = getattr(findpaths, table, None)
+        if isinstance(loaders, dict):
+            for key in list(loaders):
+                loaders[key] = refusing(loaders[key])
 
 
 def _destroy(path):
@@ -120,8 +308,11 @@ def _open():
 
 def open_runner(runner):
     """The channel for a test runner other than pytest, opened as pytest opens it (the key read
-    and destroyed, the process non-dumpable, nested pytest runs silent): call it before the
-    tests are imported. None when the run has no channel or the key is not there."""
+    and destroyed, the process non-dumpable, nested pytest runs silent, its programs the
+    agent's): call it before the tests are imported. None when the run has no channel or the
+    key is not there."""
+    guard_imports()
+    guard_programs()
     channel = _open()
     if channel is not None:
         channel.emit("start", pid=os.getpid(), runner=str(runner))
@@ -141,6 +332,7 @@ def pytest_configure(config):
     manager only, so that pytest sessions run inside it (pytester's in-process runs) add
     nothing: the channel the process opened at its start, else one opened now."""
     global _CHANNEL
+    guard_programs()
     plugins = [p for p in os.environ.get("PYTEST_PLUGINS", "").split(",") if p]
     if "t1_verdict" in plugins:  # named by our sitecustomize, now read: no child inherits it
         plugins.remove("t1_verdict")
