@@ -42,9 +42,10 @@ class NetworkPolicy:
     allowed_hosts: tuple[str, ...] = ()
 
 
-# The agent's uid and gid in the verifier's sandbox (sandbox.judge): what the agent produced,
-# and every program a test runner starts, belong to it. No image account uses it (Debian
-# reserves the range, allocates none of it); below 65536, inside both backends' id maps.
+# The agent's uid and gid in the verifier's sandbox (sandbox.judge): what the agent produced
+# belongs to it (and every program a test runner starts, where the kernel has no Landlock).
+# No image account uses it (Debian reserves the range, allocates none of it); below 65536,
+# inside both backends' id maps.
 AGENT_UID = AGENT_GID = 64999
 
 

@@ -9,11 +9,14 @@ The judge is independent of the judged. Its trust domain, by construction:
    device, FIFO or socket; no setuid or setgid bit, no extended attribute), owned by the
    agent's uid (AGENT_UID). Everything else (apt, pip and git configuration, env files,
    profiles, PATH directories, /etc/hosts, the loader) is the image's.
-2. **Two uids.** The entry script, the test runner, the report key and the report directory
-   are the verifier's user (root unless the task names one); /logs/verifier is that user's
-   alone (mode 0700). The test runners that speak the report channel (pytest, the seeds'
-   runner) start every program as AGENT_UID (sandbox/verdict_plugin.py), and in them no module,
-   conftest or configuration file the agent wrote stands in for the image's.
+2. **The agent's domain.** The entry script, the test runner, the report key and the report
+   directory are the verifier's user (root unless the task names one); /logs/verifier is that
+   user's alone (mode 0700). The test runners that speak the report channel (pytest, the
+   seeds' runner) start every program in the agent's domain (sandbox/verdict_plugin.py): a
+   Landlock domain that cannot read /logs, writes only in the outputs and scratch places
+   (/tmp, /dev), and cannot signal, trace or reach the judge's processes; as AGENT_UID where
+   the kernel has no Landlock. In them no module, conftest or configuration file the agent
+   wrote stands in for the image's.
 3. **No reach between processes.** The verifier phase refuses ptrace, process_vm_writev and
    pidfd_getfd (sandbox.seccomp.VERIFIER_REFUSED); its entry script is the first process of its
    own PID namespace, so its whole process tree ends with it, before the report is read.
@@ -115,6 +118,7 @@ def verifier_spec(
         **verifier_env(task),
         **channel.env(REPORT_DIR),
         "T1_AGENT_IDS": f"{AGENT_UID}:{AGENT_GID}",
+        "T1_AGENT_OUTPUTS": ":".join(outputs),
     }
     return VerifierSpec(
         tests={**tests, **channel.files()},

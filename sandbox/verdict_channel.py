@@ -9,7 +9,7 @@ the run left, never guessed from the verifier's scripts:
    stage in the report directory (the judge's alone); `command()` puts the plugin's directory
    on the Python path of the entry script.
 2. In a test runner the plugin reads and destroys the key before any test module is imported,
-   makes the runner non-dumpable, starts every program as the agent's uid, and appends one
+   makes the runner non-dumpable, starts every program in the agent's domain, and appends one
    HMAC-authenticated, sequence-numbered record per outcome and a closing one
    (sandbox/verdict_plugin.py).
 3. `verdict()` checks the records (pure): authenticated, contiguous and closed is the verdict

@@ -26,9 +26,11 @@ run_checks.py loads this file by path): the first record names the runner, so th
 records where the verdict came from.
 
 The judge's side of the trust boundary (docs/sandbox.md, "The judge"), in every test runner:
-- every program the runner starts runs as the agent's uid (T1_AGENT_IDS), with no groups, no
-  capability and no new privileges (`guard_programs`: subprocess, os.system, os.fork and
-  os.posix_spawn), so nothing the tests run can reach the judge's processes, key or reports;
+- every program the runner starts runs in the agent's domain (`guard_programs`: subprocess,
+  os.system, os.fork and os.posix_spawn): a Landlock domain that cannot read the report
+  directory, writes only in the agent's outputs (T1_AGENT_OUTPUTS) and scratch places, and
+  cannot signal, trace or reach the judge's processes; as the agent's uid (T1_AGENT_IDS)
+  where the kernel has no Landlock; with no new privileges either way;
 - no module file of the agent's (owned by its uid) stands in for a module the image provides:
   an import resolves as if the agent's files were not on the path (`guard_imports`: a
   `pytest.py` or `xml/` in the working directory of `python -m pytest`);
@@ -100,19 +102,95 @@ def agents(path):
         return False
 
 
+# Landlock (linux/landlock.h): the agent's domain for the programs a test runner starts.
+SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
+LANDLOCK_CREATE_RULESET_VERSION, LANDLOCK_RULE_PATH_BENEATH = 1, 1
+FS_READ = (1 << 0) | (1 << 2) | (1 << 3)  # execute, read file, read dir
+FS_FILE = (1 << 0) | (1 << 1) | (1 << 2)  # execute, write file, read file (a rule on a file)
+FS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 5: (1 << 16) - 1}
+SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
+OUTPUTS_ENV = "T1_AGENT_OUTPUTS"  # the agent's outputs (":"-separated): its to write
+# Where the agent's programs may write besides its outputs: the system's scratch places, never
+# a place the judge reads its configuration or its report from.
+SCRATCH = ("/tmp", "/var/tmp", "/dev", "/proc")
+NO_ACCESS = ("/logs",)  # the report directory and its key: not even readable
+
+
+def _landlock_abi(libc):
+    try:
+        return int(libc.syscall(SYS_LANDLOCK_CREATE_RULESET, None, 0,
+                                LANDLOCK_CREATE_RULESET_VERSION))  # fmt: skip
+    except Exception:  # noqa: BLE001 - no such call here
+        return -1
+
+
+def _enter_agent_domain(libc, abi):
+    """This process (a child about to run a program) into a Landlock domain: read anywhere
+    but the report directory, write only in the agent's outputs and scratch places, no signal
+    to and no abstract socket of a process outside the domain (ABI >= 6), no ptrace of one
+    (always), no new privileges. Raises OSError when it cannot."""
+    handled = FS_BY_ABI[max(a for a in FS_BY_ABI if a <= abi)]
+    scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0
+    attr = (ctypes.c_uint64 * 3)(handled, 0, scoped)
+    size = 24 if abi >= 6 else (16 if abi >= 4 else 8)
+    ruleset = libc.syscall(SYS_LANDLOCK_CREATE_RULESET, attr, size, 0)
+    if ruleset < 0:
+        raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
+
+    def allow(path, access):
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            return
+        try:
+            is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
+            rule = ctypes.create_string_buffer(12)  # struct landlock_path_beneath_attr, packed
+            ctypes.c_uint64.from_buffer(rule, 0).value = access & (handled if is_dir else FS_FILE)
+            ctypes.c_int32.from_buffer(rule, 8).value = fd
+            if libc.syscall(SYS_LANDLOCK_ADD_RULE, ruleset, LANDLOCK_RULE_PATH_BENEATH, rule, 0):
+                raise OSError(ctypes.get_errno(), "landlock_add_rule " + path)
+        finally:
+            os.close(fd)
+
+    try:
+        for name in os.listdir("/"):
+            if "/" + name not in NO_ACCESS:
+                allow("/" + name, FS_READ)
+        writable = [p for p in os.environ.get(OUTPUTS_ENV, "").split(":") if p.startswith("/")]
+        for path in [*SCRATCH, *writable]:
+            if not any(path == n or path.startswith(n + "/") for n in NO_ACCESS):
+                allow(path, handled)
+        if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "no_new_privs")
+        if libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0) != 0:
+            raise OSError(ctypes.get_errno(), "landlock_restrict_self")
+    finally:
+        os.close(ruleset)
+
+
 def guard_programs():
-    """From now on every program this process starts runs as the agent: its uid and gid, no
-    supplementary group, no capability, no new privileges (a setuid binary does not raise
-    it). A child that cannot be switched does not run (fail closed)."""
+    """From now on every program this process starts is the agent's: it runs in the agent's
+    Landlock domain (`_enter_agent_domain`: the judge's report, key, configuration and
+    processes out of its reach) where the kernel has Landlock, else as the agent's uid and
+    gid (no supplementary group, no capability; the tests' temporary files given to it). No
+    new privileges either way: a setuid binary does not raise it. A child that cannot be
+    made the agent's does not run (fail closed)."""
     ids = agent_ids()
     if ids is None or os.getuid() == ids[0] or getattr(os, "_t1_guarded", False):
         return
     setattr(os, "_t1_guarded", True)  # noqa: B010 - once per process
     uid, gid = ids
     libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    abi = _landlock_abi(libc)
+    done = []  # type: list[bool]  # set in a child once it is the agent's
 
     def become_agent():
-        if os.getuid() == uid:
+        if done or os.getuid() == uid:
+            return
+        if abi >= 1:
+            _enter_agent_domain(libc, abi)
+            done.append(True)
             return
         for fd in (0, 1, 2):  # its own pipes and pytest's capture file, reopenable by it
             try:  # (`> /dev/stderr`); never a file of the judge's with a name
@@ -188,6 +266,71 @@ def guard_programs():
 
     if hasattr(os, "posix_spawn"):
         os.posix_spawn, os.posix_spawnp = spawn, spawnp
+    if abi < 1:
+        _hand_temporaries_over(uid, gid)
+
+
+def give(path, uid, gid, fd=None):
+    """A file or directory the runner made for the programs it starts becomes theirs (a
+    non-root runner, which cannot chown, opens its mode instead)."""
+    try:
+        if fd is not None:
+            os.fchown(fd, uid, gid)
+        else:
+            os.chown(path, uid, gid)
+    except OSError:
+        try:
+            mode = 0o777 if os.path.isdir(path) else 0o666
+            if fd is not None:
+                os.fchmod(fd, mode)
+            else:
+                os.chmod(path, mode)
+        except OSError:
+            pass
+
+
+def _hand_temporaries_over(uid, gid):
+    """The tests' temporary files and directories (tempfile, pytest's tmp_path) are made for
+    the programs the tests run, which are the agent's uid: they become the agent's (tempfile
+    makes them 0700/0600, the runner's alone)."""
+    import tempfile
+
+    mkdtemp = tempfile.mkdtemp
+
+    def mkdtemp_given(*args, **kwargs):
+        path = mkdtemp(*args, **kwargs)
+        give(path, uid, gid)
+        return path
+
+    tempfile.mkdtemp = mkdtemp_given
+    inner = getattr(tempfile, "_mkstemp_inner", None)
+    if inner is not None:
+
+        def mkstemp_given(*args, **kwargs):
+            fd, name = inner(*args, **kwargs)
+            give(name, uid, gid, fd)
+            return fd, name
+
+        tempfile._mkstemp_inner = mkstemp_given  # type: ignore[attr-defined]
+    try:
+        import _pytest.pathlib as pathlib_
+        import _pytest.tmpdir as tmpdir_
+    except ImportError:
+        return
+    numbered = pathlib_.make_numbered_dir
+
+    def make_numbered_dir_given(root, *args, **kwargs):
+        path = numbered(root, *args, **kwargs)
+        try:
+            os.chmod(str(root), os.stat(str(root)).st_mode | 0o111)  # traversable
+        except OSError:
+            pass
+        give(str(path), uid, gid)
+        return path
+
+    pathlib_.make_numbered_dir = make_numbered_dir_given
+    if getattr(tmpdir_, "make_numbered_dir", None) is numbered:
+        setattr(tmpdir_, "make_numbered_dir", make_numbered_dir_given)  # noqa: B010
 
 
 class _ImportGuard:

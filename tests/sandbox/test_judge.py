@@ -180,9 +180,10 @@ def test_a_planted_setpriv_does_not_start_the_verifier():
     assert not r.resolved and r.passed <= 1, (r.failure_mode, r.report, r.verifier_output)
 
 
-# A program the tests run, probing the judge from the agent's uid: the key, the report
+# A program the tests run, probing the judge from the agent's domain: the key, the report
 # directory, signals and /proc of the test runner and the entry script, ptrace and the calls
-# the verifier phase refuses, and a setuid-root shell the agent left in its outputs.
+# the verifier phase refuses, and a setuid-root shell the agent left in its outputs (used to
+# write the report directory).
 PROBE = r"""#!/bin/bash
 PY=$PPID; SH=$(awk '{print $4}' /proc/$PY/stat)
 leak() { echo "LEAK $1"; }
@@ -191,7 +192,7 @@ touch /logs/verifier/probe 2>/dev/null && leak report-dir
 kill -0 $PY 2>/dev/null && leak signal-runner
 kill -0 $SH 2>/dev/null && leak signal-entry
 tr '\0' '\n' < /proc/$PY/environ 2>/dev/null | grep -q . && leak environ
-[ "$(/app/rootsh -p -c 'id -u' 2>/dev/null)" = 0 ] && leak setuid-root
+/app/rootsh -p -c 'touch /logs/verifier/suid' 2>/dev/null && leak setuid-shell
 python3 - <<'EOF'
 import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
@@ -214,7 +215,7 @@ run-tests -rA -p no:cacheprovider --junitxml=/logs/verifier/junit.xml /tests/tes
 
 
 def test_programs_the_tests_run_are_the_agents(backend):
-    """The agent's program, run by the tests, runs as the agent's uid under the verifier
+    """The agent's program, run by the tests, runs in the agent's domain under the verifier
     phase's system-call filter: none of the probes reaches the judge."""
     task = judge_task("judge-probe", PROBE_TEST_SH)
     agent = plant("/app/prog.sh", PROBE) + "; cp /bin/bash /app/rootsh; chmod 4755 /app/rootsh"

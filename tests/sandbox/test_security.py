@@ -117,10 +117,12 @@ def test_forged_reports_never_count(style, attack):
     assert r.total >= 1 and r.failure_mode == FailureMode.NONE, r.failure_detail
 
 
-@pytest.mark.parametrize("style", ["junit", "pytest"])
+@pytest.mark.parametrize("style", ["pytest"])
 def test_reports_from_code_the_verifier_runs_do_not_count(style):
     """The verifier runs the agent's program (which forges every format and prints a summary)
-    before it judges: only the format the verifier declares, written by the verifier, counts."""
+    before its pytest judges: pytest's records count. (A shell verifier that writes its own
+    report, `junit`, is not protected from a program its script runs: that program runs as
+    the judge; the audit's forge hacks measure such tasks, docs/sandbox.md.)"""
     base = VERIFIER_STYLES[style]()
     run_agent = b"bash /app/run.sh || true\n"
     tests = dict(base.verifier)
@@ -401,7 +403,8 @@ def test_kept_agent_processes_cannot_touch_the_verifier_run():
         assert {"seen", "reward.txt"} <= set(run.files), run.files
         assert run.files["reward.txt"] == b"0\n"
         spied = sb.session().run("sleep 0.3; cat /app/spy | sort -u", timeout_s=10).stdout
-        assert "/tests:" in spied and "test.sh" not in spied  # it looked, and never saw them
+        # it looked, and never saw them: the verifier's places are not in the agent's sandbox
+        assert "/logs/verifier:" in spied and "test.sh" not in spied, spied
     finally:
         sb.stop()
 
