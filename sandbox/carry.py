@@ -9,14 +9,18 @@ showed, and elsewhere the image:
 
 - a directory, regular file or link the agent made or changed is carried with
   `judge.carried_mode` (no setuid or setgid bit) and no extended attribute (no file
-  capability), owned by `owner` (the agent's uid); a regular file is a hard link to the
+  capability); below the working directory (the agent's project) what root owned (the
+  sandbox's root: the judge's identity) becomes `owner`'s (the agent's uid); elsewhere (system
+  state a task declares: /etc/passwd, /home, /srv) and for other owners the owner stays; a
+  regular file is
+  a hard link to the
   agent's (the same disk, no bytes copied), or a copy when the agent's processes live on
   (`copy`: they could change a shared file under the judge);
 - a deletion (an overlay whiteout) stays one; a directory the agent removed and made again
   (an opaque directory) hides the image's content as it did;
 - anything else (a FIFO, a socket, a device) is not carried: the path is absent for the judge;
-- every directory of the image below an output path becomes `owner`'s too (a directory in
-  the layer, merged with the image's): the agent's programs the tests run may write there.
+- every root-owned directory of the image below an output path becomes `owner`'s too (a
+  directory in the layer, merged with the image's).
 
 Nothing is followed: both layers are read with lstat and O_NOFOLLOW, and a path whose parent
 in the agent's layer is not a real directory (a link the agent made) is not carried.
@@ -30,6 +34,7 @@ import stat
 from collections.abc import Sequence
 from pathlib import Path
 
+from sandbox import idmap
 from sandbox.base import SandboxError
 from sandbox.judge import carried_mode
 
@@ -41,7 +46,14 @@ Owner = tuple[int, int]
 
 
 def carry(
-    upper: Path, image: Path, dest: Path, paths: Sequence[str], owner: Owner, *, copy: bool
+    upper: Path,
+    image: Path,
+    dest: Path,
+    paths: Sequence[str],
+    owner: Owner,
+    *,
+    copy: bool,
+    project: str = "",
 ) -> list[str]:
     """Write into `dest` the agent's changes below `paths` (see the module docstring); returns
     the regular files carried, as absolute paths of the sandbox. Raises OSError (ENOSPC when
@@ -52,10 +64,13 @@ def carry(
         if not rel:
             continue
         _parents(image, dest, rel)
+        top = project.rstrip("/")
+        ours = owner if top and ("/" + rel == top or ("/" + rel).startswith(top + "/")) else None
         src = _real(upper, rel)
         if src is not None:
-            _carry_entry(src, dest / rel, image / rel, owner, copy, "/" + rel, files)
-        _own_image_dirs(image / rel, dest / rel, owner)
+            _carry_entry(src, dest / rel, image / rel, ours, copy, "/" + rel, files)
+        if ours is not None:
+            _own_image_dirs(image / rel, dest / rel, ours)
     return files
 
 
@@ -121,9 +136,16 @@ def _owner_of(path: Path) -> Owner:
 
 
 def _carry_entry(
-    src: Path, dst: Path, image: Path, owner: Owner, copy: bool, path: str, files: list[str]
+    src: Path,
+    dst: Path,
+    image: Path,
+    agent: Owner | None,
+    copy: bool,
+    path: str,
+    files: list[str],
 ) -> None:
     st = os.lstat(src)
+    owner = _owned(st, agent)
     if is_whiteout(st):
         _clear(dst)
         os.mknod(dst, stat.S_IFCHR, os.makedev(0, 0))
@@ -160,6 +182,18 @@ def _carry_entry(
     os.chown(dst, *owner)
     os.chmod(dst, mode)
     files.append(path)
+
+
+def _owned(st: os.stat_result, agent: Owner | None) -> Owner:
+    """The owner of a carried entry: the agent's for what the sandbox's root owned (host ids
+    shifted: sandbox.idmap) when `agent` is given, the entry's own otherwise."""
+    root = idmap.ROOT
+    if agent is None:
+        return st.st_uid, st.st_gid
+    return (
+        agent[0] if st.st_uid == root[0] else st.st_uid,
+        agent[1] if st.st_gid == root[1] else st.st_gid,
+    )
 
 
 def _link(src: Path, dst: Path) -> bool:
@@ -225,7 +259,7 @@ def _own_image_dirs(image: Path, dest: Path, owner: Owner) -> None:
         except FileNotFoundError:
             mine = None
         if mine is None:
-            make_dir(dst, stat.S_IMODE(st.st_mode) & 0o1777, owner)
+            make_dir(dst, stat.S_IMODE(st.st_mode) & 0o1777, _owned(st, owner))
         elif not stat.S_ISDIR(mine.st_mode) or _xattr(dst, OPAQUE) == b"y":
             continue
         try:

@@ -465,7 +465,8 @@ class DockerSandbox:
         for path in spec.outputs:
             data = self._download_tar(agent, path) if root is None else self._tree_tar(root, path)
             if data:
-                carried[path], found = carried_tar(data, path, changed, owner)
+                project = path == spec.cwd or path.startswith(spec.cwd.rstrip("/") + "/")
+                carried[path], found = carried_tar(data, path, changed, owner if project else None)
                 git_files |= found
         run_id = f"{self.id}-v{uuid.uuid4().hex[:6]}"
         places = [(TESTS_DIR, "tests"), (REPORT_DIR, "report")]
@@ -618,13 +619,15 @@ exit 125
 
 
 def carried_tar(
-    data: bytes, path: str, changed: set[str], owner: tuple[int, int]
+    data: bytes, path: str, changed: set[str], owner: tuple[int, int] | None
 ) -> tuple[bytes, dict[str, bytes]]:
     """The agent's tar of `path` (as `get_archive` gives it) rewritten as sandbox.judge's rule
     1 says: directories, regular files, links and hard links within it only; modes by
-    `carried_mode`, no extended attribute (no file capability); directories and what the
-    agent changed (`changed`: paths the engine's diff lists) owned by `owner`, the rest as
-    the image had it. Returns the tar and the git configuration files in it."""
+    `carried_mode`, no extended attribute (no file capability); root's directories and what
+    the agent changed (`changed`: paths the engine's diff lists) owned by `owner`, the rest as
+    the image had it (other owners stay); with `owner` None (system state a task declares,
+    outside the working directory) every owner stays. Returns the tar and the git
+    configuration files in it."""
     git: dict[str, bytes] = {}
     top = posixpath.dirname(path.rstrip("/"))
     out = io.BytesIO()
@@ -639,7 +642,11 @@ def carried_tar(
             info = tarfile.TarInfo(m.name)
             info.type, info.mtime, info.mode = m.type, m.mtime, mode or 0
             info.linkname = m.linkname
-            ids = owner if m.isdir() or abs_path in changed else (m.uid, m.gid)
+            ours = owner is not None and (m.isdir() or abs_path in changed)
+            ids = (  # root's becomes the agent's in its project; other owners stay
+                owner[0] if owner and ours and m.uid == 0 else m.uid,
+                owner[1] if owner and ours and m.gid == 0 else m.gid,
+            )
             info.uid, info.gid = ids
             if m.isfile():
                 info.size = m.size

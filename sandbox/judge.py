@@ -14,7 +14,8 @@ The judge is independent of the judged. Its trust domain, by construction:
    user's alone (mode 0700). The test runners that speak the report channel (pytest, the
    seeds' runner) start every program in the agent's domain (sandbox/verdict_plugin.py): a
    Landlock domain that cannot read /logs, writes only in the outputs and scratch places
-   (/tmp, /dev), and cannot signal, trace or reach the judge's processes; as AGENT_UID where
+   (/tmp, /dev), and cannot trace the judge's processes or reach them through /proc (a
+   signal to them only costs the agent its trial); as AGENT_UID where
    the kernel has no Landlock. In them no module, conftest or configuration file the agent
    wrote stands in for the image's.
 3. **No reach between processes.** The verifier phase refuses ptrace, process_vm_writev and
@@ -96,10 +97,11 @@ def outputs_of(task: Task) -> tuple[str, ...]:
 def carried_mode(st_mode: int) -> int | None:
     """The mode an entry of the agent's outputs gets in the verifier's sandbox, None when it is
     not carried (not a directory, regular file or link): permission bits and the sticky bit,
-    never setuid or setgid."""
+    a directory's setgid bit (group inheritance, no privilege), never a file's setuid or
+    setgid bit."""
     if not (stat.S_ISDIR(st_mode) or stat.S_ISREG(st_mode) or stat.S_ISLNK(st_mode)):
         return None
-    return stat.S_IMODE(st_mode) & 0o1777
+    return stat.S_IMODE(st_mode) & (0o3777 if stat.S_ISDIR(st_mode) else 0o1777)
 
 
 def verifier_env(task: Task) -> dict[str, str]:

@@ -562,7 +562,7 @@ class LocalSandbox:
             if spec.outputs:
                 carried = carry(
                     ns / "disk" / "upper", image, upper, spec.outputs, agent,
-                    copy=spec.keep_agent_processes,
+                    copy=spec.keep_agent_processes, project=spec.cwd,
                 )  # fmt: skip
             _ensure_workdir(upper, image, spec.cwd, agent if _under(spec.cwd, spec.outputs)
                             else idmap.ROOT)  # fmt: skip

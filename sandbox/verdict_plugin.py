@@ -29,7 +29,7 @@ The judge's side of the trust boundary (docs/sandbox.md, "The judge"), in every 
 - every program the runner starts runs in the agent's domain (`guard_programs`: subprocess,
   os.system, os.fork and os.posix_spawn): a Landlock domain that cannot read the report
   directory, writes only in the agent's outputs (T1_AGENT_OUTPUTS) and scratch places, and
-  cannot signal, trace or reach the judge's processes; as the agent's uid (T1_AGENT_IDS)
+  cannot trace or reach the judge's processes through /proc; as the agent's uid (T1_AGENT_IDS)
   where the kernel has no Landlock; with no new privileges either way;
 - no module file of the agent's (owned by its uid) stands in for a module the image provides:
   an import resolves as if the agent's files were not on the path (`guard_imports`: a
@@ -94,10 +94,13 @@ def agent_ids():
 
 
 def agents(path):
-    """Whether the file `path` (links followed: its content) belongs to the agent."""
-    ids = agent_ids()
+    """Whether the file `path` (links followed: its content) may be the agent's: it belongs
+    to neither root nor this process's user (the judge's identity); the agent's outputs are
+    carried in owned by the agent's uid or, for what it gave to another user, by that user."""
+    if agent_ids() is None:
+        return False
     try:
-        return ids is not None and os.stat(path).st_uid == ids[0]
+        return os.stat(path).st_uid not in (0, os.getuid())
     except (OSError, ValueError, TypeError):
         return False
 
@@ -108,7 +111,6 @@ LANDLOCK_CREATE_RULESET_VERSION, LANDLOCK_RULE_PATH_BENEATH = 1, 1
 FS_READ = (1 << 0) | (1 << 2) | (1 << 3)  # execute, read file, read dir
 FS_FILE = (1 << 0) | (1 << 1) | (1 << 2)  # execute, write file, read file (a rule on a file)
 FS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 5: (1 << 16) - 1}
-SCOPE_ABSTRACT_UNIX_SOCKET, SCOPE_SIGNAL = 1 << 0, 1 << 1
 OUTPUTS_ENV = "T1_AGENT_OUTPUTS"  # the agent's outputs (":"-separated): its to write
 # Where the agent's programs may write besides its outputs: the system's scratch places, never
 # a place the judge reads its configuration or its report from.
@@ -127,10 +129,13 @@ def _landlock_abi(libc):
 def _agent_ruleset(libc, abi):
     """The agent's Landlock ruleset, made once in the runner (its fd is inherited by every
     child, which enters it with `_enter`): read anywhere but the report directory, write only
-    in the agent's outputs and scratch places, no signal to and no abstract socket of a
-    process outside the domain (ABI >= 6), no ptrace of one (always). Raises OSError."""
+    in the agent's outputs and scratch places, no ptrace of a process outside the domain (a
+    Landlock rule of its own). Signals and abstract sockets are not scoped: each program the
+    runner starts enters a domain of its own, and the agent's programs must reach each other
+    (a daemon one test starts, another stops); a signal to the judge can only cost the agent
+    its trial (a killed or stopped runner leaves no closed records). Raises OSError."""
     handled = FS_BY_ABI[max(a for a in FS_BY_ABI if a <= abi)]
-    scoped = SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL if abi >= 6 else 0
+    scoped = 0
     attr = (ctypes.c_uint64 * 3)(handled, 0, scoped)
     size = 24 if abi >= 6 else (16 if abi >= 4 else 8)
     ruleset = libc.syscall(SYS_LANDLOCK_CREATE_RULESET, attr, size, 0)

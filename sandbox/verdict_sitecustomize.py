@@ -65,10 +65,12 @@ def _open_early():
 
 
 def _agents(path):
+    """As the plugin's `agents`: owned by neither root nor this process's user."""
+    if not os.environ.get("T1_AGENT_IDS"):
+        return False
     try:
-        uid = int(os.environ.get("T1_AGENT_IDS", "").split(":")[0])
-        return os.stat(path).st_uid == uid
-    except (OSError, ValueError):
+        return os.stat(path).st_uid not in (0, os.getuid())
+    except OSError:
         return False
 
 

@@ -181,7 +181,7 @@ def test_a_planted_setpriv_does_not_start_the_verifier():
 
 
 # A program the tests run, probing the judge from the agent's domain: the key, the report
-# directory, signals and /proc of the test runner and the entry script, ptrace and the calls
+# directory, /proc of the test runner, ptrace and the calls
 # the verifier phase refuses, and a setuid-root shell the agent left in its outputs (used to
 # write the report directory).
 PROBE = r"""#!/bin/bash
@@ -189,8 +189,6 @@ PY=$PPID; SH=$(awk '{print $4}' /proc/$PY/stat)
 leak() { echo "LEAK $1"; }
 [ -n "$(cat /logs/verifier/.t1-verdict-key 2>/dev/null)" ] && leak key
 touch /logs/verifier/probe 2>/dev/null && leak report-dir
-kill -0 $PY 2>/dev/null && leak signal-runner
-kill -0 $SH 2>/dev/null && leak signal-entry
 tr '\0' '\n' < /proc/$PY/environ 2>/dev/null | grep -q . && leak environ
 /app/rootsh -p -c 'touch /logs/verifier/suid' 2>/dev/null && leak setuid-shell
 python3 - <<'EOF'
