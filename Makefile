@@ -14,7 +14,7 @@ APT_PACKAGES += podman runc conmon catatonit uidmap containernetworking-plugins
 # Optional: the browser test skips (saying why) without it.
 APT_OPTIONAL := chromium
 
-.PHONY: install system-deps test lint typecheck demo bench clean
+.PHONY: install system-deps test lint typecheck demo bench clean clean-data clean-system lock
 
 install: system-deps $(STAMP)
 
@@ -36,13 +36,27 @@ system-deps:
 	      || echo "optional package $$p not installed (its tests will skip)"; \
 	  else echo "optional: apt-get install $$p (browser test)"; fi; done
 
-$(STAMP): pyproject.toml
+# constraints.txt is the lock: the exact versions the committed results were measured with.
+$(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
 	  { echo "Python >= 3.11 is required (found $$($(PYTHON) --version))"; exit 1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -e '.[train,orchestrate,dev]' --config-settings editable_mode=compat
+	@echo "installing the locked packages into $(VENV) (log: $(VENV)/install.log) ..."
+	@$(BIN)/pip install -q -c constraints.txt -e '.[train,orchestrate,dev]' \
+	  --config-settings editable_mode=compat >$(VENV)/install.log 2>&1 \
+	  || { tail -n 40 $(VENV)/install.log; echo "pip install failed: $(VENV)/install.log"; exit 1; }
 	touch $(STAMP)
+
+# Resolve pyproject.toml afresh into constraints.new (review it, pin back the versions results
+# were measured with, then move it over constraints.txt).
+lock:
+	rm -rf .lock-venv
+	$(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/pip install -q -e '.[train,orchestrate,dev]'
+	.lock-venv/bin/pip freeze --exclude-editable > constraints.new
+	rm -rf .lock-venv
+	@echo "wrote constraints.new; compare with constraints.txt"
 
 lint: install
 	$(BIN)/ruff format --check .
@@ -61,5 +75,17 @@ demo: install
 bench: install
 	$(BIN)/python benchmarks/sandbox_overhead.py
 
+# clean: what this checkout made (the venv, caches, the store, runs, reports, the Dagster and
+# Prefect instances, the warm-start cache). clean-system: the sandbox state shared by every
+# checkout on this machine ($(SANDBOX_STATE): base images, layers, the Podman storage), after
+# reclaiming what killed runs left; run it when no other checkout uses the sandbox.
+SANDBOX_STATE ?= $(or $(T1_SANDBOX_STATE),/var/cache/t1-forge)
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .lock-venv constraints.new
+	rm -rf data runs artifacts .dagster .prefect .cache/t1-forge
+	find . -name __pycache__ -type d -prune -not -path './.git/*' -exec rm -rf {} +
+	rm -rf *.egg-info
+
+clean-system:
+	@if [ -x $(BIN)/t1 ]; then $(BIN)/t1 sandbox gc || true; fi
+	rm -rf $(SANDBOX_STATE) /dev/shm/t1-forge

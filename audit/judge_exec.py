@@ -37,6 +37,15 @@ from functools import partial
 from pydantic import BaseModel, ConfigDict, Field
 
 from audit.answers import oracle_answers
+from audit.behaviour import (
+    answer_swaps,
+    free_reward_findings,
+    network_findings,
+    network_use,
+    runtime_hidden,
+    stale_outputs,
+    swap_findings,
+)
 from audit.hacks import HACK_TIMEOUT_S, HACKABLE_SHARE, hack_agent, hack_evidence
 from audit.mutation import OUTPUT_OPS, make_mutants, run_mutants, solution_steps
 from audit.perturbation import (
@@ -60,27 +69,39 @@ from audit.static_checks import (
     solution_text,
     static_findings,
     value_leaks,
+    verifier_texts,
 )
 from audit.trials import (
     PERTURBATIONS,
+    AnswerSwapAgent,
     ConditionAgent,
     EffectsOracleAgent,
+    FastClockOracleAgent,
     OutputMutantAgent,
     PerturbedOracleAgent,
+    StartingStateAgent,
+    VerifierTraceAgent,
 )
-from audit.variants import conditions, flaky_findings, wrapped_verifier
+from audit.variants import (
+    STARVE_SHARE,
+    condition_task,
+    conditions,
+    flaky_findings,
+    starved_task,
+)
 from audit.verdict import FAILURE_CODES, Code, Finding, Source, Verdict
 from sandbox.base import Sandbox
-from sandbox.trial import AgentOutcome, run_trial
+from sandbox.judge import verifier_env
+from sandbox.trial import AgentOutcome, OracleAgent, run_trial
 from tasks.hacks import hack_outcome, hack_scripts
 from tasks.literals import LiteralKind
 from tasks.literals.coverage import image_paths
 from tasks.literals.model import FORM_KINDS
 from tasks.model import Task
-from tasks.results import TrialResult
+from tasks.results import FailureMode, TrialResult
 from warehouse.records import AuditRecord
 
-EXEC_VERSION = "5"
+EXEC_VERSION = "6"
 EXEC_JUDGE = "exec"
 
 Runner = Callable[..., TrialResult]
@@ -138,6 +159,20 @@ class ExecConfig(BaseModel):
     """A hack earning more than this share of the reward (and more than nop) is `hackable`."""
     hack_timeout_s: float = Field(HACK_TIMEOUT_S, gt=0)
     """A hack's script is cut after this long."""
+    answer_swaps: bool = True
+    """Replace the outputs with what the solution writes for perturbed inputs (other
+    well-formed answers): a verifier passing one is weak."""
+    trace_verifier: bool = True
+    """Run the verifier once more, traced, in the oracle's sandbox: the files it checks
+    (hidden requirements put together at run time) and its network use."""
+    free_reward: bool = True
+    """Run nop once more without the outputs the image ships (overwritten unread by the
+    solution): the assertions they alone earn are free reward."""
+    starved: bool = True
+    """Rerun the oracle under a CPU quota (`audit.variants.STARVE_SHARE`) and with the
+    solution's clocks sped up: races lost under load are a flaky task."""
+    starve_max_s: float = Field(30.0, gt=0)
+    """The starved rerun is skipped when the oracle's solution and verifier took longer."""
 
 
 class ExecEvidence(BaseModel):
@@ -405,24 +440,48 @@ def run_exec_judge(
         max(cfg.mutant_timeout_floor_s, cfg.mutant_timeout_factor * oracle.agent_s),
     )
     shuffle = sorted({wd} | {posixpath.dirname(p) for p in named})
+    undeclared = [p for p in agent.reads if p not in set(inputs.values()) and not named_in(p, task)]
+    # what a cached answer is read from: undeclared data, not the inputs of a named directory
+    sources = [p for p in undeclared if is_data(p) and not under_named_dir(p, task)][:20]
+    shipped = stale_outputs(agent.created, given, agent.first_open) if cfg.free_reward else []
+    oracle_cost = oracle.agent_s + oracle.verifier_s
     with ThreadPoolExecutor(max_workers=cfg.workers) as pool:
         nop_f = pool.submit(run, task, "nop")
+        vt = VerifierTraceAgent(verifier_env(task)) if cfg.trace_verifier else None
+        vt_f = pool.submit(run, task, _Bounded(vt, budget)) if vt is not None else None
+        shipped_f = pool.submit(run, task, StartingStateAgent(shipped)) if shipped else None
+        fast = FastClockOracleAgent() if cfg.starved else None
+        fast_f = pool.submit(run, task, _Bounded(fast, budget)) if fast is not None else None
+        starve_f = None
+        if cfg.starved and oracle_cost <= cfg.starve_max_s:
+            bound = _Bounded(OracleAgent(), budget / STARVE_SHARE)
+            starve_f = pool.submit(run, starved_task(task), bound)
         rerun_fs = [pool.submit(run, task, "oracle") for _ in range(cfg.reruns)]
         cond_fs: list[tuple[ConditionAgent, Future]] = []
+        redo: dict[str, Callable[[], tuple[TrialResult, bool, str]]] = {
+            f"rerun-{i + 1}": lambda: (run(task, "oracle"), True, "") for i in range(cfg.reruns)
+        }  # each rerun once more, for one that timed out
         if cfg.conditions:
             touched = sorted({wd} | {p for p in agent.created if not p.startswith(wd + "/")})
             for c in conditions(shuffle, touched[:200]):
-                variant = task.model_copy(
-                    update={"verifier": wrapped_verifier(task.verifier, c.name)}
-                )
+                variant = condition_task(task, c.name)
                 ca = ConditionAgent(c)
                 cond_fs.append((ca, pool.submit(run, variant, _Bounded(ca, budget))))
+                redo[c.name] = partial(_condition_rerun, run, variant, c, budget)
+        if fast is not None:
+            redo["fast-clock"] = partial(_fast_clock_rerun, run, task, budget)
         pert: list[tuple[PerturbedOracleAgent, Future]] = []
+        removed_f = None
         if cfg.perturb and text_inputs and new_outputs:
             for mode in PERTURBATIONS:
                 given_inputs = {p: input_bytes[p] for p in text_inputs}
                 pa = PerturbedOracleAgent(mode, given_inputs, new_outputs)
                 pert.append((pa, pool.submit(run, task, _Bounded(pa, budget))))
+            if sources:  # the undeclared files it read, deleted
+                removed = PerturbedOracleAgent(
+                    "delete-sources", dict.fromkeys(sources, b""), new_outputs
+                )
+                removed_f = (removed, pool.submit(run, task, _Bounded(removed, budget)))
         hacks = hack_scripts(task.instruction, wd) if cfg.hacks else []
         hack_fs = [(h, pool.submit(run, task, hack_agent(h, cfg.hack_timeout_s))) for h in hacks]
         outs: list[tuple[OutputMutantAgent, Future]] = []
@@ -431,11 +490,28 @@ def run_exec_judge(
                 oa = OutputMutantAgent(p, op)
                 outs.append((oa, pool.submit(run, task, _Bounded(oa, budget))))
         nop = nop_f.result()
+        vt_r = vt_f.result() if vt_f is not None else None
+        shipped_r = shipped_f.result() if shipped_f is not None else None
+        fast_r = fast_f.result() if fast_f is not None else None
+        starve_r = starve_f.result() if starve_f is not None else None
+        removed_r = (removed_f[0], removed_f[1].result()) if removed_f is not None else None
         reruns = [f.result() for f in rerun_fs]
         conds = [(ca, f.result()) for ca, f in cond_fs]
         perts = [(pa, f.result()) for pa, f in pert]
         out_results = [(oa, f.result()) for oa, f in outs]
         hack_outs = [hack_outcome(h.name, f.result()) for h, f in hack_fs]
+    # other well-formed answers: what the solution writes for perturbed inputs, swapped in
+    usable = [(pa, r) for pa, r in perts if r.rewardable]
+    swaps: list[tuple[str, dict[str, str], TrialResult]] = []
+    if cfg.answer_swaps and usable:
+        by_mode = {pa.mode: pa.texts for pa, _ in usable if pa.mode in CONTENT_PERTURBATIONS}
+        planned = answer_swaps(agent.outputs, by_mode, new_outputs)
+        with ThreadPoolExecutor(max_workers=cfg.workers) as pool:
+            futs = [
+                (mode, sw, pool.submit(run, task, _Bounded(AnswerSwapAgent(mode, sw), budget)))
+                for mode, sw in planned.items()
+            ]
+            swaps = [(mode, sw, f.result()) for mode, sw, f in futs]
     watched = {p: agent.hashes.get(p) for p in agent.created[:200]}
     watched |= {p: None for p in agent.deleted[:100]}
     mut = run_mutants(task, mutants, run, cfg.workers, budget, watched)
@@ -496,6 +572,9 @@ def run_exec_judge(
         m["output_mutants"] = float(killed + survived)
         m["output_kill_rate"] = killed / (killed + survived)
         m["output_mutant_pass_share"] = sum(mutant_shares) / len(mutant_shares)
+    findings += swap_findings(swaps)
+    if shipped_r is not None and nop.rewardable:
+        findings += free_reward_findings(nop, shipped_r, shipped)
     m["mutants"] = float(mut.total)
     m["equivalent_mutants"] = float(mut.equivalent)
     if mut.kill_rate is not None:
@@ -518,6 +597,19 @@ def run_exec_judge(
     # flaky verifier
     runs = [(f"rerun-{i + 1}", r, True, "") for i, r in enumerate(reruns)]
     runs += [(ca.condition.name, r, ca.applied, ca.detail) for ca, r in conds]
+    if fast is not None and fast_r is not None:
+        runs.append(("fast-clock", fast_r, fast.applied, fast.detail))
+    if starve_r is not None:
+        slow = starve_r.failure_mode in (FailureMode.AGENT_TIMEOUT, FailureMode.VERIFIER_TIMEOUT)
+        why = f"CPU quota {STARVE_SHARE:g} of the task's CPUs"
+        runs.append(("starved", starve_r, not slow, why + (": timed out" if slow else "")))
+    elif cfg.starved:
+        why = f"the oracle took {oracle_cost:.0f}s; starved runs are for tasks under "
+        why += f"{cfg.starve_max_s:g}s"
+        findings.append(
+            Finding(code=Code.RERUN_SKIPPED, source=Source.TRIAL, item="starved", evidence=why)
+        )
+    runs = retry_timeouts(oracle, runs, redo, cfg.workers)
     flaky = flaky_findings(oracle, runs)
     findings += flaky
     m["reruns"] = float(sum(f.code != Code.RERUN_SKIPPED for f in flaky))
@@ -537,9 +629,30 @@ def run_exec_judge(
             Finding(code=Code.TEST_LEAKAGE, source=Source.TRIAL, item=value, evidence=why)
         )
 
+    # what the verifier checked and connected to, traced in the oracle's sandbox
+    verifier_net: list[str] = []
+    if vt is not None and vt.trace is not None:
+        m["verifier_traced"] = 1.0
+        spelled = "\n".join(t for t in verifier_texts(task).values())
+        env_texts = {n: t for n, b in task.environment.files.items() if (t := decode(b))}
+        static_items = {f.item for f in findings if f.code == Code.HIDDEN_REQUIREMENT}
+        findings += [
+            f
+            for f in runtime_hidden(vt.trace, task, agent.created, given, env_texts, spelled)
+            if f.item not in static_items
+        ]
+        verifier_net = network_use(vt.trace)
+    elif vt is not None:
+        why = vt.detail or (f"{vt_r.failure_mode.value}" if vt_r is not None else "no trace")
+        findings.append(
+            Finding(
+                code=Code.RERUN_SKIPPED, source=Source.INFRA, item="verifier trace", evidence=why
+            )
+        )
+    findings += network_findings(verifier_net, agent.network)
+
     # what the traced solution read that neither the instruction nor the inputs declare
     m["solution_traced"] = 1.0 if agent.traced else 0.0
-    undeclared = [p for p in agent.reads if p not in set(inputs.values()) and not named_in(p, task)]
     for p in undeclared[:20]:
         why = "the reference solution read it (traced); the instruction names it nowhere"
         findings.append(Finding(code=Code.SOLUTION_READ, source=Source.TRIAL, item=p, evidence=why))
@@ -554,7 +667,6 @@ def run_exec_judge(
         )
 
     # shortcut and computed values visible to the agent
-    usable = [(pa, r) for pa, r in perts if r.rewardable]
     if usable:
         baseline = {p: agent.hashes.get(p) for p in new_outputs}
         perturbed = {pa.mode: pa.hashes for pa, _ in usable}
@@ -572,6 +684,9 @@ def run_exec_judge(
             asserted,
             tracks,
             cache,
+            (sources, removed_r[0].hashes)
+            if removed_r is not None and removed_r[1].rewardable
+            else None,
         )
         computed = computed_tokens(texts, {pa.mode: pa.texts for pa, _ in usable})
         visible = readable_texts(task) | built
@@ -599,6 +714,63 @@ def named_in(path: str, task: Task) -> bool:
     return any(
         re.search(rf"(?<![\w/.-]){re.escape(f)}(?![\w-]|\.\w)", task.instruction) for f in forms
     )
+
+
+_TIMEOUTS = (FailureMode.AGENT_TIMEOUT, FailureMode.VERIFIER_TIMEOUT)
+
+
+def retry_timeouts(
+    base: TrialResult,
+    runs: list[tuple[str, TrialResult, bool, str]],
+    again: dict[str, Callable[[], tuple[TrialResult, bool, str]]],
+    workers: int,
+) -> list[tuple[str, TrialResult, bool, str]]:
+    """Reruns that timed out where the base run did not are run once more, and the retry
+    counts: a timeout on a loaded machine is the machine's, not a verdict (measured: clean
+    controls called flaky at load 30-60 on 2 cores); one that times out again stays."""
+    todo = [
+        i
+        for i, (name, r, _, _) in enumerate(runs)
+        if name in again and r.failure_mode in _TIMEOUTS and base.failure_mode not in _TIMEOUTS
+    ]
+    if not todo:
+        return runs
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        redone = list(pool.map(lambda i: again[runs[i][0]](), todo))
+    out = list(runs)
+    for i, (r, applied, detail) in zip(todo, redone, strict=True):
+        name, first = runs[i][0], runs[i][1]
+        why = f"the first run hit {first.failure_mode.value}; retried once"
+        out[i] = (name, r, applied, f"{detail}; {why}" if detail else why)
+    return out
+
+
+def _condition_rerun(run: Runner, variant: Task, c, budget: float) -> tuple[TrialResult, bool, str]:
+    ca = ConditionAgent(c)
+    r = run(variant, _Bounded(ca, budget))
+    return r, ca.applied, ca.detail
+
+
+def _fast_clock_rerun(run: Runner, task: Task, budget: float) -> tuple[TrialResult, bool, str]:
+    fast = FastClockOracleAgent()
+    r = run(task, _Bounded(fast, budget))
+    return r, fast.applied, fast.detail
+
+
+def under_named_dir(path: str, task: Task) -> bool:
+    """Is `path` inside a directory the instruction names (absolute or relative to the
+    working directory, the working directory itself aside)? Its files are the agent's data
+    even when no one names them one by one (`the logs in /data/logs/`)."""
+    wd = task.environment.workdir.rstrip("/")
+    d = posixpath.dirname(path)
+    while d not in ("", "/", wd):
+        forms = [d] + ([d[len(wd) + 1 :]] if d.startswith(wd + "/") else [])
+        if any(
+            re.search(rf"(?<![\w/.-]){re.escape(f)}/?(?![\w.-])", task.instruction) for f in forms
+        ):
+            return True
+        d = posixpath.dirname(d)
+    return False
 
 
 def _nop_findings(nop: TrialResult, cfg: ExecConfig, m: dict, findings: list[Finding]) -> None:
@@ -680,7 +852,7 @@ def score_dimensions(ev: ExecEvidence, agent_timeout_s: float = 600.0) -> dict[D
     fairness = 1.0
     if Code.FLAKY_VERIFIER in codes:
         fairness = 0.0
-    elif Code.WALL_CLOCK in codes:
+    elif codes & {Code.WALL_CLOCK, Code.RACE, Code.NETWORK_USE}:
         fairness = 0.8
     keys = ("effect_coverage", "mutation_kill_rate", "output_kill_rate")
     parts = [v for k in keys if (v := m.get(k)) is not None]

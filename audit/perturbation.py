@@ -108,6 +108,7 @@ def shortcut_findings(
     asserted: list[str],
     verifier_tracks_inputs: bool,
     cache_reads: Mapping[str, str] | None = None,
+    sources_removed: tuple[list[str], Mapping[str, str | None]] | None = None,
 ) -> list[Finding]:
     """Shortcut findings (and per-output evidence) from the perturbation trials.
 
@@ -117,11 +118,14 @@ def shortcut_findings(
     `verifier_tracks_inputs`: the verifier rejected the (unchanged) outputs once the inputs'
     content changed: its expectation follows the inputs the solution ignored;
     `cache_reads`: {path: text} of files the traced solution read that are neither inputs
-    nor named by the instruction.
+    nor named by the instruction; `sources_removed`: those files (data only, /solution's
+    included) and each output's hash after a run with them deleted.
 
     An unchanged output is a shortcut when the solution copied it from a file no one
-    declared (a cached answer, whether or not solve.sh spells a value), or when it holds
-    checked values the solution spells out. An output the solution authors as a document
+    declared (a cached answer, whether or not solve.sh spells a value), when it changes or
+    is not written once those files are deleted (the answer comes from them, in whatever
+    encoding: decompressed, decoded, unpickled), or when it holds checked values the
+    solution spells out. An output the solution authors as a document
     (`authored`) is no spelled answer. (That the verifier expects the outputs to follow the
     inputs is task-wide evidence: alone it flagged a clean output that legitimately
     survives the perturbations, so it only lets one-digit values count as spelled.)"""
@@ -157,6 +161,14 @@ def shortcut_findings(
         if cache is not None:
             why = head + f"; the solution read it from {cache}, a file the instruction never "
             why += "names and no input: a cached answer"
+            out.append(
+                Finding(code=Code.SOLUTION_SHORTCUT, source=Source.TRIAL, item=p, evidence=why)
+            )
+        elif sources_removed is not None and sources_removed[1].get(p) != baseline[p]:
+            gone = sources_removed[1].get(p) is None
+            why = head + f"; it {'is not written' if gone else 'changes'} once "
+            why += f"{sources_removed[0][:3]} are deleted, files the solution read that no "
+            why += "instruction names and no input is: its answer comes from them"
             out.append(
                 Finding(code=Code.SOLUTION_SHORTCUT, source=Source.TRIAL, item=p, evidence=why)
             )

@@ -7,8 +7,9 @@ CSV with a header, or JSON lines (random field names, words, sizes, paths); one 
 outputs computed from it (a count, per-key totals with a header, distinct labels, the label
 of the largest value), described in randomly phrased instructions; a verifier in one of three
 styles (Python test functions run by the stdlib runner, a shell script printing a test
-summary, a script writing JUnit XML) that either hard-codes the expected values or recomputes
-them from the input; and a reference solution from one line to a long script.
+summary, a script writing JUnit XML; with `real_pytest`, a stock Harbor test.sh running
+pytest itself) that either hard-codes the expected values or recomputes them from the input;
+and a reference solution from one line to a long script.
 
 Then, for a defect class, one of its variants (at least five each, see `VARIANTS`) is planted
 with random literals (kinds and lengths); `defect=None` gives the clean twin. The generator
@@ -54,7 +55,7 @@ VARIANTS: dict[Defect, tuple[str, ...]] = {
                    "listdir-order", "mtime-age"),
 }  # fmt: skip
 
-STYLES = ("pytest", "shell", "junit")
+STYLES = ("pytest", "shell", "junit")  # drawn; "real-pytest" is chosen by the caller
 SOLUTION_FORMS = ("oneliner", "steps", "python", "long")
 FORMATS = ("log", "csv", "jsonl")
 
@@ -361,6 +362,22 @@ def exists(path):
 """
 
 
+# The test.sh of a stock Harbor task (terminal-bench-env and Harbor's own templates).
+HARBOR_TEST_SH = """#!/bin/bash
+
+# Run tests (test dependencies already installed in Dockerfile)
+pytest /tests/test_outputs.py -rA
+
+_EXIT_CODE=$?
+if [ $_EXIT_CODE -eq 0 ]; then
+    echo 1 > /logs/verifier/reward.txt
+else
+    echo 0 > /logs/verifier/reward.txt
+fi
+exit $_EXIT_CODE
+"""
+
+
 def _verifier(
     style: str, checks: list[Check], helpers: str, extra_py: str = ""
 ) -> dict[str, bytes]:
@@ -374,6 +391,11 @@ def _verifier(
             "run_checks.py": CHECKRUNNER,
             "test_outputs.py": body.encode(),
         }
+    if style == "real-pytest":  # stock Harbor: test.sh runs pytest itself, then reward.txt
+        body = PY_PRELUDE + "\n" + helpers + "\n" + extra_py + "\n"
+        for c in checks:
+            body += f"\ndef test_{c.name}():\n    assert {c.py}, {c.name!r}\n"
+        return {"test.sh": HARBOR_TEST_SH.encode(), "test_outputs.py": body.encode()}
     if style == "junit":
         body = PY_PRELUDE + "\n" + helpers + "\n" + extra_py + "\nCHECKS = [\n"
         body += "".join(f"    ({c.name!r}, lambda: {c.py}),\n" for c in checks) + "]\n"
@@ -477,7 +499,11 @@ def _build(d: Draft, task_id: str) -> Task:
             disk_mb=64,
             output_bytes=200_000,
         ),  # fmt: skip
-        environment=EnvironmentSpec(requires=["python3"], files=dict(d.env), setup=list(d.setup)),
+        environment=EnvironmentSpec(
+            requires=["python3", *(["python3-pytest"] if d.style == "real-pytest" else [])],
+            files=dict(d.env),
+            setup=list(d.setup),
+        ),
         solution={"solve.sh": solution.encode()},
         verifier=_verifier(d.style, d.checks, d.helpers, d.extra_py),
     )
@@ -964,9 +990,15 @@ def _plant_flaky(d: Draft, variant: str) -> None:
                               f"[ $(( $(date +%s) - $(stat -c %Y {o.path}) )) -lt 3600 ]"))  # fmt: skip
 
 
-def generate(seed: int, defect: Defect | None = None, variant: str | None = None) -> Planted:
-    """One planted task (`defect=None`: the clean twin of the same draw)."""
+def generate(
+    seed: int, defect: Defect | None = None, variant: str | None = None, real_pytest: bool = False
+) -> Planted:
+    """One planted task (`defect=None`: the clean twin of the same draw). `real_pytest`: the
+    verifier is a stock Harbor one (test.sh runs pytest, which the image installs) wherever
+    the variant does not need a shell verifier."""
     d = _draft(seed)
+    if real_pytest:
+        d.style = "real-pytest"
     variants = VARIANTS[defect] if defect is not None else ("none",)
     v = variant or d.rng.choice(variants)
     if defect is not None and v not in variants:
@@ -995,7 +1027,7 @@ def generate(seed: int, defect: Defect | None = None, variant: str | None = None
     return Planted(task, defect, v, d.style, d.form, d.table.fmt, seed, d.notes)
 
 
-def suite(draws: int = 1, seed: int = 0) -> list[Planted]:
+def suite(draws: int = 1, seed: int = 0, real_pytest: bool = False) -> list[Planted]:
     """Every variant of every class `draws` times (distinct random draws), each with its
     clean twin (the same draw without the defect)."""
     out: list[Planted] = []
@@ -1003,6 +1035,6 @@ def suite(draws: int = 1, seed: int = 0) -> list[Planted]:
         for v in variants:
             for _ in range(draws):
                 s = seed * 100_000 + len(out)
-                out.append(generate(s, defect, v))
-                out.append(generate(s, None))
+                out.append(generate(s, defect, v, real_pytest))
+                out.append(generate(s, None, None, real_pytest))
     return out

@@ -76,7 +76,8 @@ class Rubric(BaseModel):
     repairable: list[str] = Field(default_factory=list)
     """Hard-reject codes an instruction-only repair can fix (stage 4)."""
     llm_weight: float = Field(0.5, ge=0, le=1)
-    """Share of the LLM judge's score in a dimension score when the LLM judge is configured."""
+    """Share of the LLM judge's score in a dimension score when the LLM judge is configured
+    and scores it below the executable judge (the LLM never raises a score: `blend`)."""
 
     @model_validator(mode="after")
     def _check(self) -> Rubric:
@@ -140,12 +141,15 @@ def blend(
 ) -> float:
     """A dimension score from the executable judge and (when present) the LLM judge.
 
-    Blending never lifts a failed dimension: when the executable score is below `minimum`
-    or the LLM's is below `llm_minimum` (default: `minimum`), the blend is at most the
-    lower of the two (a judge scoring alignment 0 cannot be averaged up to an accept)."""
+    The LLM may lower a score, never raise it above what the executable evidence supports:
+    the blend is at most `exec_score` (a judge answering 0.95 to everything cannot lift a
+    borderline task over the accept line). Blending never lifts a failed dimension either:
+    when the executable score is below `minimum` or the LLM's is below `llm_minimum`
+    (default: `minimum`), the blend is at most the lower of the two (a judge scoring
+    alignment 0 cannot be averaged up to an accept)."""
     if llm_score is None:
         return exec_score
-    mixed = (1.0 - llm_weight) * exec_score + llm_weight * llm_score
+    mixed = min(exec_score, (1.0 - llm_weight) * exec_score + llm_weight * llm_score)
     llm_minimum = minimum if llm_minimum is None else llm_minimum
     failed = (minimum is not None and exec_score < minimum) or (
         llm_minimum is not None and llm_score < llm_minimum

@@ -20,13 +20,21 @@ without a sandbox, and an unchanged (hash, audit version) pair is never scored t
 A decision that could not be made (an infrastructure failure, a crashed judge, an unreachable
 LLM endpoint) has the verdict `error`: its row is stored under an error version, which no
 re-audit reads as decided, so the next run tries that task again.
+
+Where the work runs: the driver decides (the pure stage functions) and records; each task's
+slow work (its executable judge's trials, its LLM judgement, its LLM repair, the repaired
+version's judgement) is a task of one executor per run (`SelectionConfig.executor`: threads
+of this process by default, `task_workers` of them; a Ray cluster otherwise). An LLM
+judgement made on a node gets the task's cached judgements from the driver and hands its new
+ones back (`TaskJudgements`), so only the driver writes the warehouse; the LLM client is
+rebuilt on the node from its config.
 """
 
 from __future__ import annotations
 
-import threading
+import copyreg
 from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, as_completed
 from enum import StrEnum
 from typing import Any
 
@@ -41,11 +49,12 @@ from audit.judge_exec import (
     run_exec_judge,
     score_dimensions,
 )
-from audit.judge_llm import error_version
+from audit.judge_llm import LlmClient, LlmJudgement, error_version
 from audit.repair import repair_instruction
 from audit.rubric import Decision, Dimension, Rubric, decide, repairable
 from audit.verdict import FAILURE_CODES, Code, Finding, Source, Verdict
-from executor import Executor, ExecutorConfig, open_executor
+from executor import Executor, ExecutorConfig, TrialLost, open_executor
+from sandbox.gc import collect_garbage
 from tasks.model import Task
 from tasks.results import TrialResult
 from warehouse.locks import single_writer
@@ -94,17 +103,19 @@ class SelectionConfig(BaseModel):
     """Where each task's executable judge runs: `local` (here) or a Ray cluster address."""
 
 
+def exec_trial_id(task: Task) -> str:
+    return f"exec:{task.content_hash}:{exec_version()}"
+
+
 def judge_on(
-    remote: Executor | None, task: Task, cfg: ExecConfig, runner: Runner | None
-) -> ExecEvidence:
-    """The executable judge of one task here (`remote` None: the local default), or as one
-    trial on a cluster node preferring nodes that hold its image; a trial the cluster lost
-    raises `executor.TrialLost` (an infrastructure failure, recorded as a judge error)."""
-    if remote is None:
-        return run_exec_judge(task, cfg, runner)
-    trial_id = f"exec:{task.content_hash}:{exec_version()}"
-    fut = remote.submit(trial_id, run_exec_judge, task, cfg, runner, affinity=task.environment_hash)
-    return fut.result()
+    ex: Executor, task: Task, cfg: ExecConfig, runner: Runner | None
+) -> Future[ExecEvidence]:
+    """The executable judge of one task as one task of `ex` (on a cluster: preferring nodes
+    that hold its image); a trial the cluster lost raises `executor.TrialLost` from the
+    future (an infrastructure failure, recorded as a judge error)."""
+    return ex.submit(
+        exec_trial_id(task), run_exec_judge, task, cfg, runner, affinity=task.environment_hash
+    )
 
 
 class StageOutcome(BaseModel):
@@ -263,22 +274,121 @@ def semantic(
         verdict=Verdict.ERROR if failed else decision.verdict,
         reasons=[f.text() for f in failed] + decision.reasons,
         findings=[f for f in findings if f.defect or f.code in FAILURE_CODES]
-        + [f for f in llm if f.code in (Code.LLM_SCORE, Code.LLM_QUOTE_REFUSED)],
+        + [
+            f for f in llm if f.code in (Code.LLM_SCORE, Code.LLM_QUOTE_REFUSED, Code.LLM_ABSTAINED)
+        ],
         scores=row,
     )
     return out, decision
 
 
-def _llm(task: Task, cfg: SelectionConfig, store: Store, client: Any):
-    """The LLM judge's findings and scores for one task ({} and [] when not configured)."""
-    if cfg.llm is None:
-        return [], {}
-    from audit.judge_llm import WarehouseCache, judge_task
+def _portable_llm_client(client: LlmClient) -> tuple[type[LlmClient], tuple[Any, ...]]:
+    """How the run's LLM client crosses to a cluster node: rebuilt there from its config (its
+    OpenAI client holds locks and connections, which do not pickle; the breaker is then one
+    per node process)."""
+    return LlmClient, (client.cfg,)
 
-    judged = judge_task(task, cfg.llm, client=client, cache=WarehouseCache(store))
+
+copyreg.pickle(LlmClient, _portable_llm_client)
+
+LlmEvidence = tuple[list[Finding], dict[Dimension, float], list[LlmJudgement]]
+
+
+class TaskJudgements:
+    """The LLM cache of one task's judgement where it runs: the judgements the driver had
+    cached for it in, the new ones out (`new`: the driver records them)."""
+
+    def __init__(
+        self,
+        cached: dict[tuple[str, Dimension, str], LlmJudgement],
+        invalid: dict[tuple[str, Dimension, str], int] | None = None,
+    ) -> None:
+        self.cached = cached
+        self.invalid = invalid or {}
+        self.new: list[LlmJudgement] = []
+
+    def get(self, task_hash: str, dimension: Dimension, version: str) -> LlmJudgement | None:
+        return self.cached.get((task_hash, dimension, version))
+
+    def put(self, judgement: LlmJudgement) -> None:
+        self.new.append(judgement)
+
+    def invalid_runs(self, task_hash: str, dimension: Dimension, version: str) -> int:
+        """Earlier runs of this judgement whose every answer was rejected (the driver's count)."""
+        return self.invalid.get((task_hash, dimension, version), 0)
+
+
+def llm_evidence(
+    task: Task, llm: Any, cache: TaskJudgements, client: Any, ev: ExecEvidence | None = None
+) -> LlmEvidence:
+    """The LLM judge's findings, scores and new judgements for one task (an executor task);
+    `ev` (the executable evidence) confirms or refuses its hard rejects."""
+    from audit.judge_llm import judge_task
+
+    judged = judge_task(task, llm, client=client, cache=cache, evidence=ev)
     findings = [f for j in judged.values() for f in j.findings()]
     scores = {d: j.score for d, j in judged.items() if j.score is not None}
-    return findings, scores
+    return findings, scores, cache.new
+
+
+def repair_on_node(
+    task: Task, findings: list[Finding], llm: Any, client: Any, notes: list[Finding]
+) -> tuple[Task | None, list[Finding]]:
+    """`repair_instruction` as an executor task: (the repaired task or None, the refusals)."""
+    refused: list[Finding] = []
+    new = repair_instruction(task, findings, llm=llm, client=client, notes=notes, refused=refused)
+    return new, refused
+
+
+class _LlmJudge:
+    """The run's LLM judgements: submitted per task to the executor, recorded by the driver
+    (through the warehouse cache) as they come back."""
+
+    def __init__(self, cfg: SelectionConfig, store: Store, ex: Executor, client: Any) -> None:
+        self.cfg, self.store, self.ex, self.client = cfg, store, ex, client
+        self.futures: dict[str, Future[LlmEvidence]] = {}
+        self._warehouse: Any = None
+
+    def submit(self, task: Task, ev: ExecEvidence | None = None) -> None:
+        """Start `task`'s judgement (nothing when no LLM judge is configured); `ev` confirms or
+        refuses its hard rejects."""
+        if self.cfg.llm is None or task.content_hash in self.futures:
+            return
+        from audit.judge_llm import WarehouseCache
+
+        if self._warehouse is None:
+            self._warehouse = WarehouseCache(self.store)
+        h, version = task.content_hash, self.cfg.llm.version
+        cached, invalid = {}, {}
+        for d in Dimension:
+            hit = self._warehouse.get(h, d, version)
+            if hit is not None:
+                cached[(h, d, version)] = hit
+            invalid[(h, d, version)] = self._warehouse.invalid_runs(h, d, version)
+        self.futures[h] = self.ex.submit(
+            f"llm:{h}:{version}", llm_evidence, task, self.cfg.llm, TaskJudgements(cached, invalid),
+            self.client, ev,
+        )  # fmt: skip
+
+    def result(
+        self, task: Task, ev: ExecEvidence | None = None
+    ) -> tuple[list[Finding], dict[Dimension, float]]:
+        """`task`'s findings and scores ([] and {} when not configured); its new judgements
+        recorded; a judgement the cluster lost is a judge error (no decision)."""
+        if self.cfg.llm is None:
+            return [], {}
+        self.submit(task, ev)
+        fut = self.futures.pop(task.content_hash)
+        try:
+            findings, scores, new = fut.result()
+        except TrialLost as e:
+            lost = Finding(code=Code.JUDGE_ERROR, source=Source.INFRA, item="llm", evidence=str(e))
+            return [lost], {}
+        finally:
+            self.ex.forget(f"llm:{task.content_hash}:{self.cfg.llm.version}")
+        for judgement in new:
+            self._warehouse.put(judgement)
+        return findings, scores
 
 
 @single_writer("pool build")
@@ -291,10 +401,31 @@ def run_selection(
     llm_client: Any = None,
     progress: Callable[[str, int, int], None] | None = None,
     log: Callable[[str], None] | None = None,
+    executor: Executor | None = None,
 ) -> SelectionResult:
     """Run stages 1..`cfg.until` over `tasks`, storing every decision; see the module doc.
     `progress(stage, done, total)` is called as the slow stages (trials, LLM) advance; `log`
-    hears of base images being built or waited for before the executable judge runs."""
+    hears of base images being built or waited for before the executable judge runs.
+    `executor` (default: one opened for the run from `cfg.executor`) runs each task's slow
+    work."""
+    ex = executor or open_executor(cfg.executor, workers=cfg.task_workers, reclaim=collect_garbage)
+    try:
+        return _run_selection(store, tasks, cfg, ex, runner, llm_client, progress, log)
+    finally:
+        if executor is None:
+            ex.shutdown(wait=False, cancel_futures=True)
+
+
+def _run_selection(
+    store: StoreRef,
+    tasks: Iterable[Task],
+    cfg: SelectionConfig,
+    ex: Executor,
+    runner: Runner | None,
+    llm_client: Any,
+    progress: Callable[[str, int, int], None] | None,
+    log: Callable[[str], None] | None,
+) -> SelectionResult:
     st = writable_store(store)
     if cfg.llm is not None:  # one client per run: its circuit breaker spans every task
         from audit.judge_llm import make_client
@@ -342,43 +473,31 @@ def run_selection(
         else:
             to_measure.append(t)
 
-    def measure(t: Task) -> ExecEvidence:
-        """Measure and store at once (a long run resumes where it stopped); evidence the
-        judge could not gather, or only read statically, is not stored."""
+    local = cfg.executor.local and runner is None and cfg.exec.backend == "local"
+    if log is not None and local and to_measure and not cfg.exec.static_only:
+        from sandbox.build import prepare_bases  # the judge's workers cannot reach `log`
+
+        prepare_bases(to_measure, log=log)
+    # Each task's executable judge is one executor task; its evidence is stored as soon as
+    # it is back (a long run resumes where it stopped). Evidence the judge could not gather,
+    # or only read statically, is not stored.
+    judging = {judge_on(ex, t, cfg.exec, runner): t for t in to_measure}
+    for i, fut in enumerate(as_completed(judging), 1):
+        t = judging[fut]
         try:
-            ev = judge_on(remote, t, cfg.exec, runner)
+            ev = fut.result()
         except Exception as e:  # noqa: BLE001 - one task's judge failure is that task's row
             why = f"{type(e).__name__}: {str(e)[:300]}"
             fail = Finding(code=Code.JUDGE_ERROR, source=Source.INFRA, item="exec", evidence=why)
-            return ExecEvidence(task_hash=t.content_hash, findings=[fail])
-        if ev.decided and not cfg.exec.static_only:
-            record_audits(st, [ev.to_record()])
-        return ev
-
-    done, lock = [0], threading.Lock()
-
-    def measured_one(t: Task) -> ExecEvidence:
-        ev = measure(t)
-        with lock:
-            done[0] += 1
-            if progress is not None:
-                progress("executable judge", done[0], len(to_measure))
-        return ev
-
-    remote = None if cfg.executor.local or not to_measure else open_executor(cfg.executor)
-    local = remote is None and runner is None and cfg.exec.backend == "local"
-    if log is not None and local and not cfg.exec.static_only:
-        from sandbox.build import prepare_bases  # the judge's threads cannot reach `log`
-
-        prepare_bases(to_measure, log=log)
-    try:
-        with ThreadPoolExecutor(max_workers=cfg.task_workers) as pool:
-            measured = list(pool.map(measured_one, to_measure))
-    finally:
-        if remote is not None:
-            remote.shutdown(wait=False, cancel_futures=True)
-    for t, ev in zip(to_measure, measured, strict=True):
+            ev = ExecEvidence(task_hash=t.content_hash, findings=[fail])
+        else:
+            if ev.decided and not cfg.exec.static_only:
+                record_audits(st, [ev.to_record()])
+        ex.forget(exec_trial_id(t))
         evidence[t.content_hash] = ev
+        if progress is not None:
+            progress("executable judge", i, len(to_measure))
+    for t in to_measure:
         if not cfg.exec.static_only:
             result.measured.append(t.content_hash)
     rows = []
@@ -395,12 +514,14 @@ def run_selection(
     if upto < 2:
         return result
 
-    # 3. semantic pass
+    # 3. semantic pass (each task's LLM judgement an executor task, all started at once)
+    judge = _LlmJudge(cfg, st, ex, llm_client)
+    for t in valid:
+        if fresh(t.content_hash, Stage.SEMANTIC) is None:
+            judge.submit(t, evidence[t.content_hash])
     rows = []
     candidates: list[tuple[Task, Decision, list[Finding]]] = []
     for i, t in enumerate(valid, 1):
-        if progress is not None:
-            progress("semantic pass", i, len(valid))
         ev = evidence[t.content_hash]
         rec = fresh(t.content_hash, Stage.SEMANTIC)
         if rec is not None:
@@ -408,10 +529,12 @@ def run_selection(
             llm = [f for f in out.findings if f.source == Source.LLM]
             _, decision = semantic(t, ev, cfg.rubric, llm, _llm_scores_of(out))
         else:
-            llm, llm_scores = _llm(t, cfg, st, llm_client)  # cached per (hash, version)
+            llm, llm_scores = judge.result(t, ev)  # cached per (hash, version)
             out, decision = semantic(t, ev, cfg.rubric, llm, llm_scores)
             if out.verdict != Verdict.ERROR:
                 result.scored.append(t.content_hash)
+        if progress is not None:
+            progress("semantic pass", i, len(valid))
         keep(out, rows, rec)
         if out.verdict in (Verdict.BORDERLINE, Verdict.REJECTED) and repairable(
             decision, cfg.rubric
@@ -422,14 +545,25 @@ def run_selection(
     if upto < 3:
         return result
 
-    # 4. instruction-only repair
-    rows, repaired = [], []
-    for t, _decision, notes in candidates:
-        ev = evidence[t.content_hash]
-        refused: list[Finding] = []  # rewrites that state an answer or drop a requirement
-        new = repair_instruction(
-            t, ev.findings, llm=cfg.llm, client=llm_client, notes=notes, refused=refused
+    # 4. instruction-only repair (each task's repair an executor task, all started at once)
+    rows = []
+    repaired: list[tuple[Task, Task]] = []
+    repairing = [
+        ex.submit(
+            f"repair:{t.content_hash}:{version}",
+            repair_on_node,
+            t,
+            evidence[t.content_hash].findings,
+            cfg.llm,
+            llm_client,
+            notes,
         )
+        for t, _decision, notes in candidates
+    ]
+    for (t, _decision, _notes), repair in zip(candidates, repairing, strict=True):
+        # refused: rewrites that state an answer or drop a requirement
+        new, refused = repair.result()
+        ex.forget(f"repair:{t.content_hash}:{version}")
         if new is None:
             out = StageOutcome(
                 task_hash=t.content_hash,
@@ -459,21 +593,26 @@ def run_selection(
     if upto < 4:
         return result
 
-    # 5. re-audit
+    # 5. re-audit (the repaired versions' LLM judgements started at once)
     rows = []
+    re_evidence: dict[str, ExecEvidence] = {}
+    for t, new in repaired:
+        rec_ev = stored.get((new.content_hash, EXEC_JUDGE))
+        if rec_ev is not None:
+            re_evidence[new.content_hash] = ExecEvidence.from_record(rec_ev)
+        else:
+            re_evidence[new.content_hash] = reaudit_evidence(evidence[t.content_hash], new)
+            rows.append(re_evidence[new.content_hash].to_record())
+        if stored.get((new.content_hash, STAGE_JUDGE[Stage.REAUDIT])) is None:
+            judge.submit(new, re_evidence[new.content_hash])
     for t, new in repaired:
         h = new.content_hash
-        rec_ev = stored.get((h, EXEC_JUDGE))
-        if rec_ev is not None:
-            ev = ExecEvidence.from_record(rec_ev)
-        else:
-            ev = reaudit_evidence(evidence[t.content_hash], new)
-            rows.append(ev.to_record())
+        ev = re_evidence[h]
         rec = fresh(h, Stage.REAUDIT)
         if rec is not None:
             result.outcomes.append(StageOutcome.from_record(rec, new, Stage.REAUDIT))
             continue
-        llm, llm_scores = _llm(new, cfg, st, llm_client)
+        llm, llm_scores = judge.result(new, ev)
         parent = Finding(code=Code.LINEAGE, item=t.content_hash, evidence="repaired from")
         out, _ = semantic(new, ev, cfg.rubric, [parent, *llm], llm_scores, Stage.REAUDIT)
         keep(out, rows, None)

@@ -620,16 +620,69 @@ def flaky_risks(facts: VerifierFacts) -> list[Finding]:
 
 
 def solution_risks(task: Task) -> list[Finding]:
-    """No reference solution, or one that refers to /tests (it never has them)."""
+    """No reference solution, or one that refers to /tests (it never has them); races in the
+    solution's and the verifier's shell scripts (`races`)."""
     if task.solution is None:
         return [Finding(code=Code.NO_SOLUTION, evidence="task has no reference solution")]
+    out = [
+        Finding(code=Code.RACE, item=where, evidence=why)
+        for part, files in (("solution", task.solution), ("tests", task.verifier))
+        for name, data in sorted(files.items())
+        if (text := decode(data)) is not None
+        and (name.endswith((".sh", ".bash")) or text.startswith("#!/bin/"))
+        for where, why in races(f"{part}/{name}", text)
+    ]
     if re.search(r"(?<![\w.])/tests\b", solution_text(task)):
-        return [
+        out.append(
             Finding(
                 code=Code.SOLUTION_READS_TESTS, item="/tests", evidence="solve.sh refers to /tests"
             )
-        ]
-    return []
+        )
+    return out
+
+
+_HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1")
+_BACKGROUND = re.compile(r"(?<![&|>])&(?![&>])\s*(?:$|[;#)]|\w)")
+_WAIT = re.compile(r"(?<![\w-])wait\b")
+_SLEEP = re.compile(r"(?<![\w-])sleep\s+(\S+)")
+
+
+def shell_lines(text: str) -> list[tuple[int, str]]:
+    """A shell script's lines outside here-documents (whose text is another program's, where
+    `&` is an operator of that language), comments dropped: (line number, code)."""
+    out, end = [], None
+    for i, line in enumerate(text.splitlines(), 1):
+        if end is not None:
+            if line.strip() == end:
+                end = None
+            continue
+        code = "" if line.lstrip().startswith("#") else re.sub(r"\s#.*$", "", line)
+        out.append((i, code))
+        if (m := _HEREDOC.search(code)) is not None:
+            end = m.group(2)
+    return out
+
+
+def races(name: str, text: str) -> list[tuple[str, str]]:
+    """Races a shell script sets up (pure): (`name:line`, why). A job sent to the background
+    in a script that never `wait`s for it; a `sleep` after it (the script's way to wait);
+    a sleep of a random length."""
+    lines = shell_lines(text)
+    out = []
+    waits = any(_WAIT.search(code) for _, code in lines)
+    jobs = [(i, code) for i, code in lines if _BACKGROUND.search(code)]
+    if jobs and not waits:
+        i, code = jobs[0]
+        sleeps = [j for j, c in lines if j > i and _SLEEP.search(c)]
+        how = f"; line {sleeps[0]} sleeps instead" if sleeps else ""
+        out.append(
+            (f"{name}:{i}", f"a background job is never waited for: {code.strip()[:80]}{how}")
+        )
+    for i, code in lines:
+        m = _SLEEP.search(code)
+        if m is not None and "RANDOM" in m.group(1):
+            out.append((f"{name}:{i}", f"a random delay: {code.strip()[:80]}"))
+    return out
 
 
 @dataclass

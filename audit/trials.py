@@ -28,7 +28,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from audit.behaviour import network_use
 from audit.hashes import hash_files
+from audit.traces import SYSTEM_PATHS, TRACE_CALLS, Trace, parse_trace
 from sandbox.base import Sandbox
 from sandbox.launcher import compile_c
 from sandbox.trial import SOLUTION_DIR, AgentOutcome, run_solution
@@ -134,11 +136,11 @@ def _prepare_readdir(sandbox: Sandbox) -> tuple[bool, str]:
 
 TRACE_DIR = "/tmp/.t1-probe/trace"
 # Files a solution reads that are no evidence of where its answer came from: the system,
-# the interpreter's own files, the trial's plumbing.
-_SYSTEM_READS = re.compile(
-    r"^/(proc|sys|dev|usr|lib|lib32|lib64|bin|sbin|etc|run|var/lib/(dpkg|apt)|var/cache/"
-    r"(ldconfig|debconf)|solution|tests|logs|tmp/\.t1-probe)(/|$)|/site-packages/|"
-    r"/dist-packages/|/__pycache__/|^/root/\.cache/|\.pyc$|/pyvenv\.cfg$|/nsswitch"
+# the interpreter's own files, the trial's plumbing, and the solution's own programs (its
+# data under /solution is evidence: a fixture it decompresses the answer from is a shortcut).
+_SYSTEM_READS = SYSTEM_PATHS
+_SOLUTION_CODE = re.compile(
+    r"^/solution/(.*\.(sh|bash|py|pl|rb|js|ts|go|rs|c|h|cc|cpp|java|R|r)|[^.]*)$"
 )
 _OPEN_RE = re.compile(
     r"\b(?:open|openat|openat2|creat)\((?:[^,]*, )?\"[^\"]*\", ([A-Z_|]+)[^=]*= \d+<(.+)>$"
@@ -177,8 +179,28 @@ def traced_reads(trace: str) -> list[str]:
 
 
 def undeclared_reads(reads: list[str], created: set[str]) -> list[str]:
-    """Reads of files that are neither the system's nor written by the solution itself."""
-    return [p for p in reads if not _SYSTEM_READS.search(p) and p not in created]
+    """Reads of files that are neither the system's, the solution's programs, nor written by
+    the solution itself."""
+    return [
+        p
+        for p in reads
+        if not _SYSTEM_READS.search(p) and not _SOLUTION_CODE.match(p) and p not in created
+    ]
+
+
+def ship_strace(sandbox: Sandbox) -> tuple[str | None, str]:
+    """The host's strace shipped into the sandbox's scratch directory: (the command prefix
+    that runs it, or None and why it cannot run here: not on the host, or ptrace refused)."""
+    files = host_strace()
+    if files is None:
+        return None, "strace is not installed on the host"
+    sandbox.upload(files, TRACE_DIR, mode=0o755)
+    st = f"{TRACE_DIR}/ld.so --library-path {TRACE_DIR} {TRACE_DIR}/strace"
+    probe = sandbox.exec(f"{st} -f -qq -o /dev/null true && echo traced", timeout_s=30)
+    if "traced" not in probe.stdout:
+        sandbox.exec("rm -rf /tmp/.t1-probe", timeout_s=10)
+        return None, f"strace cannot run here: {(probe.stderr or probe.stdout).strip()[-200:]}"
+    return f"{st} -f -qq -y -s 512 -e trace={TRACE_CALLS}", ""
 
 
 def _solve_traced(
@@ -187,21 +209,15 @@ def _solve_traced(
     """The solution under the host's strace (shipped into a scratch directory): (outcome,
     the trace or None when it could not run, why not). A sandbox that forbids ptrace runs
     the solution untraced: the trace is evidence, never a condition of the oracle."""
-    files = host_strace()
-    if files is None or task.solution is None:
-        return _solve(sandbox, task, deadline), None, "strace is not installed on the host"
-    sandbox.upload(files, TRACE_DIR, mode=0o755)
-    st = f"{TRACE_DIR}/ld.so --library-path {TRACE_DIR} {TRACE_DIR}/strace"
-    probe = sandbox.exec(f"{st} -f -qq -o /dev/null true && echo traced", timeout_s=30)
-    if "traced" not in probe.stdout:
-        sandbox.exec("rm -rf /tmp/.t1-probe", timeout_s=10)
-        why = f"strace cannot run here: {(probe.stderr or probe.stdout).strip()[-200:]}"
+    if task.solution is None:
+        return _solve(sandbox, task, deadline), None, "no solution"
+    st, why = ship_strace(sandbox)
+    if st is None:
         return _solve(sandbox, task, deadline), None, why
     sandbox.upload(task.solution, SOLUTION_DIR)
     log = f"{TRACE_DIR}/log"
     r = sandbox.session().run(
-        f"{st} -f -qq -y -e trace=open,openat,openat2,creat -e status=successful "
-        f"-o {log} bash {SOLUTION_DIR}/solve.sh",
+        f"{st} -o {log} bash {SOLUTION_DIR}/solve.sh",
         timeout_s=max(0.1, deadline - time.monotonic()),
     )
     data = sandbox.download(log).get("log", b"")
@@ -315,6 +331,8 @@ class EffectsOracleAgent:
         self.traced = False  # the solution ran under strace
         self.trace_detail = ""
         self.reads: list[str] = []  # files the solution read that are not the system's
+        self.first_open: dict[str, str] = {}  # each file's first open: "read" or "write"
+        self.network: list[str] = []  # where the solution connected (or tried to)
         self.read_texts: dict[str, str] = {}  # their text (small ones)
         self.given = given  # image paths of the task's own files; None: do not collect
         self.built: dict[str, bytes] = {}  # what the build wrote that the task's files are not
@@ -377,7 +395,11 @@ class EffectsOracleAgent:
                 continue
         self.hashes = hash_files(sandbox, self.created[:200])
         if trace is not None:
-            self.reads = undeclared_reads(traced_reads(trace), set(self.created))[:200]
+            parsed = parse_trace(trace)
+            self.first_open = parsed.first_opens()
+            self.network = network_use(parsed)
+            own = {p for p, how in self.first_open.items() if how == "write"}  # its scratch
+            self.reads = undeclared_reads(parsed.reads(), set(self.created) | own)[:200]
             for p in self.reads[: self.max_files]:
                 data = sandbox.download(p).get(posixpath.basename(p), b"")
                 if 0 < len(data) <= self.max_bytes:
@@ -409,7 +431,9 @@ def perturb_command(mode: str, paths: list[str]) -> str:
 
 
 class PerturbedOracleAgent:
-    """Perturbs the declared inputs, runs the reference solution, hashes `outputs`."""
+    """Perturbs the declared inputs, runs the reference solution, hashes `outputs`. Mode
+    `delete-sources` deletes `inputs` once the solution is uploaded (files it read that
+    nothing declares, its own fixtures under /solution included)."""
 
     def __init__(self, mode: str, inputs: dict[str, bytes], outputs: list[str]) -> None:
         self.mode = mode
@@ -428,9 +452,18 @@ class PerturbedOracleAgent:
                 mode = sandbox.exec(f"stat -c %a {shlex.quote(path)}", timeout_s=10).stdout
                 sandbox.upload({base: rot13_words(data)}, parent)
                 sandbox.exec(f"chmod {shlex.quote(mode.strip() or '644')} {shlex.quote(path)}")
-        else:
+        elif self.mode != "delete-sources":
             sandbox.exec(perturb_command(self.mode, sorted(self.inputs)), timeout_s=60, cwd="/")
-        outcome = _solve(sandbox, task, deadline)
+        if self.mode == "delete-sources" and task.solution is not None:
+            # after the solution's upload: its own fixtures under /solution go too
+            sandbox.upload(task.solution, SOLUTION_DIR)
+            sandbox.exec(perturb_command("delete", sorted(self.inputs)), timeout_s=60, cwd="/")
+            r = sandbox.session().run(
+                f"bash {SOLUTION_DIR}/solve.sh", timeout_s=max(0.1, deadline - time.monotonic())
+            )
+            outcome = AgentOutcome.from_exec(r)
+        else:
+            outcome = _solve(sandbox, task, deadline)
         self.hashes = hash_files(sandbox, self.outputs)
         for p, h in self.hashes.items():
             if h is not None:
@@ -628,3 +661,127 @@ def shuffle_command(dirs: list[str]) -> str:
         f"find {q} -maxdepth 2 -type d -not -path '*/.git*' 2>/dev/null | head -n 200 | "
         'while IFS= read -r d; do reorder "$d"; done; true'
     )
+
+
+class VerifierTraceAgent:
+    """Runs the reference solution, then the verifier once more inside the agent's sandbox,
+    under the host's strace (its files staged at /tests, its report directory at
+    /logs/verifier, both removed again): `trace` is what the verifier opened, found and
+    connected to (`audit.traces`). The trial's own verdict is not evidence (the verifier ran
+    where the agent's phase could see it); only the trace is. `detail` says why there is no
+    trace (strace missing or refused)."""
+
+    name = "verifier-trace"
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+        self.trace: Trace | None = None
+        self.detail = ""
+
+    def run(self, sandbox: Sandbox, task: Task, deadline: float) -> AgentOutcome:
+        from sandbox.judge import REPORT_DIR as VERIFIER_LOGS
+        from sandbox.judge import TESTS_DIR
+
+        outcome = _solve(sandbox, task, deadline)
+        st, self.detail = ship_strace(sandbox)
+        if st is None:
+            return outcome
+        sandbox.upload(task.verifier, TESTS_DIR)
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
+        log = f"{TRACE_DIR}/verifier"
+        sandbox.exec(
+            f"mkdir -p {VERIFIER_LOGS}; env {env} {st} -o {log} bash {TESTS_DIR}/test.sh "
+            ">/dev/null 2>&1; true",
+            timeout_s=task.limits.verifier_timeout_s + 30,
+            cwd=task.environment.workdir,
+        )
+        data = sandbox.download(log).get("verifier", b"")
+        sandbox.exec(f"rm -rf {TESTS_DIR} {VERIFIER_LOGS} /tmp/.t1-probe", timeout_s=30, cwd="/")
+        self.trace = parse_trace(data.decode("utf-8", "replace"))
+        return outcome
+
+
+class AnswerSwapAgent:
+    """Runs the reference solution, then replaces its outputs with other well-formed
+    answers (`answers`: path -> text, e.g. what the same solution wrote for perturbed
+    inputs): a verifier that still passes every assertion does not check the answer."""
+
+    def __init__(self, label: str, answers: dict[str, str]) -> None:
+        self.answers = answers
+        self.name = f"answer-{label}"
+
+    def run(self, sandbox: Sandbox, task: Task, deadline: float) -> AgentOutcome:
+        outcome = _solve(sandbox, task, deadline)
+        if not task.keep_agent_processes:  # a job it left running must not write after us
+            sandbox.session().close()
+        for path, text in self.answers.items():
+            q = shlex.quote(path)
+            mode = sandbox.exec(f"stat -c %a {q}", timeout_s=10).stdout.strip() or "644"
+            parent, base = posixpath.split(path)
+            sandbox.upload({base: text.encode()}, parent)
+            sandbox.exec(f"chmod {shlex.quote(mode)} {q}", timeout_s=10)
+        return outcome
+
+
+class StartingStateAgent:
+    """Does nothing but delete `paths` from the starting state (the files the image ships
+    where the task's outputs go): compared with the nop run, the assertions those files
+    alone earn."""
+
+    name = "nop-without-shipped-outputs"
+
+    def __init__(self, paths: list[str]) -> None:
+        self.paths = paths
+
+    def run(self, sandbox: Sandbox, task: Task, deadline: float) -> AgentOutcome:
+        q = " ".join(shlex.quote(p) for p in self.paths)
+        sandbox.exec(f"rm -rf -- {q}; true", timeout_s=30, cwd="/")
+        return AgentOutcome(exit_code=0)
+
+
+FAST_CLOCK_RATE = 10  # the solution's clocks run this many times faster: sleeps shrink
+
+
+class FastClockOracleAgent:
+    """Runs the reference solution with its clocks running FAST_CLOCK_RATE times faster
+    (libfaketime, the image's or the host's): every sleep and timed wait shrinks, so a
+    solution that synchronizes by sleeping (a background job it never waits for) loses the
+    race its author won. `applied` is False where the library does not load."""
+
+    name = "oracle-fast-clock"
+
+    def __init__(self) -> None:
+        self.applied = False
+        self.detail = ""
+
+    def run(self, sandbox: Sandbox, task: Task, deadline: float) -> AgentOutcome:
+        if task.solution is None:
+            return _solve(sandbox, task, deadline)
+        have = " ".join(f"[ -f {lib} ] && echo {lib};" for lib in FAKETIME_LIBS)
+        found = sandbox.exec(have + " true", timeout_s=10).stdout.split()
+        lib = found[0] if found else f"{TRACE_DIR}/libfaketime.so.1"
+        if not found:
+            data = host_faketime()
+            if data is None:
+                self.detail = "libfaketime is neither in the image nor on the host"
+                return _solve(sandbox, task, deadline)
+            sandbox.upload({"libfaketime.so.1": data}, TRACE_DIR)
+        fake = f"FAKETIME='+0 x{FAST_CLOCK_RATE}' LD_PRELOAD={lib}"
+        probe = sandbox.exec(
+            f"s=$(date +%s%N); {fake} sleep 2; echo $(( ($(date +%s%N) - s) / 1000000 ))",
+            timeout_s=30,
+        )
+        took = probe.stdout.strip().splitlines()[-1:] or ["x"]
+        if not took[0].isdigit() or int(took[0]) > 1500:
+            self.detail = f"{lib} did not speed the clock up (sleep 2 took {took[0]} ms)"
+            sandbox.exec("rm -rf /tmp/.t1-probe", timeout_s=10)
+            return _solve(sandbox, task, deadline)
+        self.applied = True
+        self.detail = f"the solution's clocks {FAST_CLOCK_RATE}x faster ({lib})"
+        sandbox.upload(task.solution, SOLUTION_DIR)
+        r = sandbox.session().run(
+            f"{fake} bash {SOLUTION_DIR}/solve.sh",
+            timeout_s=max(0.1, deadline - time.monotonic()),
+        )
+        sandbox.exec("rm -rf /tmp/.t1-probe", timeout_s=10)
+        return AgentOutcome.from_exec(r)

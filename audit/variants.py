@@ -3,11 +3,18 @@ change when the verifier runs under a shifted clock and date, days after the age
 write, under another timezone, another locale, another hash seed and directory order, or
 simply again.
 
-A condition is applied by wrapping the verifier's entry point: the variant task's
-tests/test.sh exports the condition and execs the original entry (kept as
-tests/.t1-test.sh); conditions that need the sandbox's help (the clock library, a locale,
-shuffled directory entries) are prepared after the solution by `audit.trials.ConditionAgent`.
-The comparison is pure (`verdict_vector`, `flaky_findings`).
+A condition is applied without touching the verifier's entry script: the variant task's
+verifier environment sets `BASH_ENV` to a script staged beside the tests
+(tests/.t1-condition.sh), which every bash of the verifier sources first (the `bash -c` that
+runs the entry included) and which exports the condition. The entry, and so the report
+channel and the report sources the harness reads, are those of the base run (before, the
+entry was replaced by a wrapper that `exec`ed a renamed copy; the harness did not follow it,
+so a stock pytest verifier's reruns were read from its JUnit file under other names and
+every one of them looked changed). Conditions that need the sandbox's help (the clock
+library, a locale, shuffled directory entries) are prepared after the solution by
+`audit.trials.ConditionAgent`. The comparison is pure (`verdict_vector`, `flaky_findings`)
+and keys assertions by `tasks.reports.assertion_key`, so names that differ only by the
+report source that wrote them are one assertion.
 """
 
 from __future__ import annotations
@@ -25,15 +32,18 @@ from audit.trials import (
     host_readdir_shim,
 )
 from audit.verdict import Code, Finding, Source
+from sandbox.judge import TESTS_DIR
+from tasks.model import Task
+from tasks.reports import assertion_key
 from tasks.results import TrialResult
 
-ENTRY = "test.sh"
-ORIGINAL_ENTRY = ".t1-test.sh"
 # 3 days 11 hours back: another date and another time of day. Back, not forward: files the
 # kernel stamps during the verifier run keep real times, and a clock ahead of them makes
 # freshly built files look older than their sources (make would rebuild everything).
 CLOCK_SHIFT_S = -298_800
-TZ_FAR = "T1-14"  # POSIX TZ: UTC+14 (no tzdata needed)
+# POSIX TZ: UTC+14, no tzdata needed. The name must be quoted (<+14>) or three letters:
+# "T1-14", used before, is no valid TZ and left every clock at UTC (the rerun changed nothing).
+TZ_FAR = "<+14>-14"
 OTHER_LOCALE = "de_DE.UTF-8"  # another collation and decimal separator than C/C.UTF-8
 HASH_SEED = "2718281"
 
@@ -48,35 +58,43 @@ CONDITIONS: dict[str, dict[str, str]] = {
 }
 
 
-def wrapper(name: str) -> str:
-    """The tests/test.sh that runs the original entry under condition `name`."""
+CONDITION_SCRIPT = ".t1-condition.sh"  # under /tests, sourced through BASH_ENV
+
+
+def condition_script(name: str) -> str:
+    """The script every bash of the verifier sources first (`BASH_ENV`) under condition
+    `name`: it exports the condition once (a guard variable; nested bash sees it exported)."""
     env = CONDITIONS[name]
-    lines = ["#!/bin/bash", f"# t1 audit: rerun of the verifier under condition {name!r}"]
+    d = TESTS_DIR
+    lines = [
+        f"# t1 audit: the verifier rerun under condition {name!r} (sourced through BASH_ENV)",
+        '[ -n "${T1_CONDITION:-}" ] && return 0',
+        f"export T1_CONDITION={shlex.quote(name)}",
+    ]
     lines += [f"export {k}={shlex.quote(v)}" for k, v in env.items()]
     if name == "locale":  # the shipped copy, for images without it
-        lines.append(f'[ -d "$(dirname "$0")/{SHIPPED_LOCALES}" ] && '
-                     f'export LOCPATH="$(dirname "$0")/{SHIPPED_LOCALES}"')  # fmt: skip
+        lines.append(f"[ -d {d}/{SHIPPED_LOCALES} ] && export LOCPATH={d}/{SHIPPED_LOCALES}")
     if name == "clock":
-        libs = " ".join([*FAKETIME_LIBS, f'"$(dirname "$0")/{SHIPPED_FAKETIME}"'])
+        libs = " ".join([*FAKETIME_LIBS, f"{d}/{SHIPPED_FAKETIME}"])
         lines.append(
             f'for lib in {libs}; do [ -f "$lib" ] && export LD_PRELOAD="$lib" && break; done'
         )
     if name == "order":  # readdir in reverse (audit/readdir_reverse.c), where it loads
         # only where it loads silently (a musl loader would refuse to start anything)
-        lines.append(f'lib="$(dirname "$0")/{SHIPPED_READDIR}"; [ -f "$lib" ] && '
+        lines.append(f'lib={d}/{SHIPPED_READDIR}; [ -f "$lib" ] && '
                      '[ -z "$(LD_PRELOAD="$lib" /bin/true 2>&1)" ] && '
                      'export LD_PRELOAD="$lib${LD_PRELOAD:+ $LD_PRELOAD}"')  # fmt: skip
-    lines.append(f'exec bash "$(dirname "$0")/{ORIGINAL_ENTRY}" "$@"')
+    lines.append("true")
     return "\n".join(lines) + "\n"
 
 
-def wrapped_verifier(verifier: dict[str, bytes], name: str) -> dict[str, bytes]:
-    """The verifier files with their entry wrapped to run under condition `name`."""
-    if ENTRY not in verifier:
-        raise ValueError(f"the verifier has no {ENTRY}")
+def condition_verifier(verifier: dict[str, bytes], name: str) -> dict[str, bytes]:
+    """The verifier files with what condition `name` needs staged beside them (the sourced
+    script, the shipped libraries and locale); every file of the task is kept as it is."""
+    if name not in CONDITIONS:
+        raise ValueError(f"unknown rerun condition {name!r} (choose from {', '.join(CONDITIONS)})")
     files = dict(verifier)
-    files[ORIGINAL_ENTRY] = files[ENTRY]
-    files[ENTRY] = wrapper(name).encode()
+    files[CONDITION_SCRIPT] = condition_script(name).encode()
     if name == "clock" and (lib := host_faketime()) is not None:
         files[SHIPPED_FAKETIME] = lib
     if name == "locale" and (loc := host_locale(OTHER_LOCALE)) is not None:
@@ -84,6 +102,39 @@ def wrapped_verifier(verifier: dict[str, bytes], name: str) -> dict[str, bytes]:
     if name == "order" and (shim := host_readdir_shim()) is not None:
         files[SHIPPED_READDIR] = shim
     return files
+
+
+def condition_task(task: Task, name: str) -> Task:
+    """`task` whose verifier runs under condition `name`: the files of `condition_verifier`,
+    and `BASH_ENV` in the verifier's environment naming the sourced script."""
+    env = {**task.verifier_config.env, "BASH_ENV": f"{TESTS_DIR}/{CONDITION_SCRIPT}"}
+    return task.model_copy(
+        update={
+            "verifier": condition_verifier(task.verifier, name),
+            "verifier_config": task.verifier_config.model_copy(update={"env": env}),
+        }
+    )
+
+
+# The starved rerun: the whole trial (solution and verifier) under a CPU quota of this share
+# of the task's CPUs (a cgroup quota on both backends), its time limits stretched as much.
+STARVE_SHARE = 0.1
+
+
+def starved_task(task: Task, share: float = STARVE_SHARE) -> Task:
+    """`task` under a CPU quota of `share` of its CPUs, its agent and verifier time limits
+    divided by `share`: a solution or verifier that races (a background job it does not wait
+    for, a sleep as synchronization) loses the race; a timeout is the quota's, never a
+    verdict."""
+    lim = task.limits
+    limits = lim.model_copy(
+        update={
+            "cpus": max(0.02, lim.cpus * share),
+            "agent_timeout_s": lim.agent_timeout_s / share,
+            "verifier_timeout_s": lim.verifier_timeout_s / share,
+        }
+    )
+    return task.model_copy(update={"limits": limits})
 
 
 def conditions(shuffle_dirs: list[str], touched: list[str] | None = None) -> list[Condition]:
@@ -100,9 +151,35 @@ def conditions(shuffle_dirs: list[str], touched: list[str] | None = None) -> lis
     ]
 
 
+def outcomes(r: TrialResult) -> dict[str, bool]:
+    """Each assertion's outcome, keyed by its identity across report sources."""
+    return {assertion_key(a.name): a.ok for a in r.assertions}
+
+
+def changed_assertions(base: dict[str, bool], other: dict[str, bool]) -> list[str]:
+    """The assertions whose outcome differs (pure). Keys found on one side only are matched
+    by their last part (the test and its parameters) where that is unique on both sides: a
+    report that names tests without their module (a bare JUnit name) is the same test."""
+    only_b, only_o = set(base) - set(other), set(other) - set(base)
+    if only_b and only_o:
+
+        def tail(k: str) -> str:
+            return k.rsplit("::", 1)[-1]
+
+        tails_b = [tail(k) for k in base]
+        tails_o = [tail(k) for k in other]
+        by_tail = {tail(k): k for k in only_o if tails_o.count(tail(k)) == 1}
+        other = dict(other)
+        for k in only_b:
+            t = tail(k)
+            if tails_b.count(t) == 1 and t in by_tail:
+                other[k] = other.pop(by_tail.pop(t))
+    return sorted(k for k in set(base) | set(other) if base.get(k) != other.get(k))
+
+
 def verdict_vector(r: TrialResult) -> tuple:
-    """What a rerun must reproduce: the failure mode and each assertion's outcome."""
-    return (r.failure_mode.value, tuple((a.name, a.ok) for a in r.assertions))
+    """What a rerun must reproduce: the failure mode and each assertion's outcome (by key)."""
+    return (r.failure_mode.value, tuple(sorted(outcomes(r).items())))
 
 
 def flaky_findings(
@@ -114,8 +191,7 @@ def flaky_findings(
     apply and a trial that says nothing about the task (infrastructure) are recorded as
     skipped, never as a verdict."""
     out = []
-    want = verdict_vector(base)
-    outcomes = dict((a.name, a.ok) for a in base.assertions)
+    want = outcomes(base)
     for name, r, applied, detail in reruns:
         if not r.rewardable:
             why = f"infrastructure failure: {r.failure_mode.value}: {r.failure_detail[:200]}"
@@ -126,7 +202,7 @@ def flaky_findings(
             out.append(
                 Finding(code=Code.RERUN_SKIPPED, source=Source.TRIAL, item=name, evidence=detail)
             )
-        elif verdict_vector(r) == want:
+        elif r.failure_mode == base.failure_mode and not changed_assertions(want, outcomes(r)):
             why = f"same verdict on all {len(r.assertions)} assertions" + (
                 f" ({detail})" if detail else ""
             )
@@ -134,8 +210,7 @@ def flaky_findings(
                 Finding(code=Code.RERUN_STABLE, source=Source.TRIAL, item=name, evidence=why)
             )
         else:
-            got = dict((a.name, a.ok) for a in r.assertions)
-            changed = sorted(n for n in set(outcomes) | set(got) if outcomes.get(n) != got.get(n))
+            changed = changed_assertions(want, outcomes(r))
             why = f"verdict changed under {name}" + (f" ({detail})" if detail else "")
             if r.failure_mode != base.failure_mode:
                 why += f": failure mode {base.failure_mode.value} -> {r.failure_mode.value}"

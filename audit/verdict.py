@@ -56,11 +56,15 @@ class Code(StrEnum):
     LOW_COVERAGE = "low_coverage"
     SLOW_SOLUTION = "slow_solution"
     HACKABLE = "hackable"  # a scripted hack earns more than the threshold share (audit.hacks)
+    FREE_REWARD = "free_reward"  # outputs the image ships earn assertions before any work
+    RACE = "race"  # a background job never waited for, a sleep as synchronization (static)
+    NETWORK_USE = "network_use"  # the reference solution connected or resolved a name (traced)
     # the judge could not decide (never a verdict about the task)
     INFRASTRUCTURE = "infrastructure"
     JUDGE_ERROR = "judge_error"
     LLM_ERROR = "llm_error"
     LLM_UNAVAILABLE = "llm_unavailable"  # the endpoint's circuit breaker is open
+    LLM_INVALID = "llm_invalid"  # every answer of a run was malformed (bounded: then abstained)
     # evidence
     LITERAL_STATED = "literal_stated"
     LITERAL_DERIVED = "literal_derived"
@@ -75,6 +79,7 @@ class Code(StrEnum):
     SOLUTION_READ = "solution_read"  # a file the traced solution read that nothing declares
     LLM_SCORE = "llm_score"
     LLM_QUOTE_REFUSED = "llm_quote_refused"  # an LLM hard reject whose quote is not evidence
+    LLM_ABSTAINED = "llm_abstained"  # no valid answer in `invalid_runs` runs: exec judge alone
     ORACLE_ANSWER = "oracle_answer"  # a value the verifier checks that the solution computes
     REPAIR_REFUSED = "repair_refused"  # a rewrite that states an answer or drops a requirement
     IMPORTED_FROM = "imported_from"
@@ -84,7 +89,7 @@ class Code(StrEnum):
 
 
 FAILURE_CODES = frozenset(
-    {Code.INFRASTRUCTURE, Code.JUDGE_ERROR, Code.LLM_ERROR, Code.LLM_UNAVAILABLE}
+    {Code.INFRASTRUCTURE, Code.JUDGE_ERROR, Code.LLM_ERROR, Code.LLM_UNAVAILABLE, Code.LLM_INVALID}
 )
 EVIDENCE_CODES = frozenset(list(Code)[list(Code).index(Code.LITERAL_STATED) :])
 

@@ -2,7 +2,16 @@
 
     python benchmarks/audit_recall.py [--draws 2] [--seed 0] [--no-seeds] [--static]
                                       [--workers 2] [--json out.json] [--defect CLASS]
-                                      [--variants V1,V2,...]
+                                      [--variants V1,V2,...] [--real-pytest]
+    python benchmarks/audit_recall.py --forms DIR [--forms DIR ...] [--no-seeds] ...
+
+`--real-pytest`: every draw whose variant allows it gets a stock Harbor verifier (test.sh
+runs pytest itself, the image installs it) instead of the generator's own three styles.
+
+`--forms DIR`: instead of the generator, every Harbor task under DIR, labelled by DIR's
+`labels.json` ({task id: hard-reject class, or "clean"}): defect sets written apart from the
+generator (tests/fixtures/audit-forms, tests/fixtures/audit-independent), reported on their
+own, per class, with their clean controls.
 
 Every variant of every hard-reject class (`audit.planted.VARIANTS`) is drawn `--draws` times
 with randomized surface forms, each with its clean twin (the same draw without the defect);
@@ -29,7 +38,8 @@ from audit.judge_exec import ExecConfig, run_exec_judge, score_dimensions  # noq
 from audit.planted import VARIANTS, Defect, suite  # noqa: E402
 from audit.rubric import decide, load_rubric  # noqa: E402
 from audit.verdict import Verdict  # noqa: E402
-from tasks.corpus import load_seeds  # noqa: E402
+from benchmarks.provenance import with_environment  # noqa: E402
+from tasks.corpus import import_dir, load_seeds  # noqa: E402
 
 
 def judge(task, cfg, rubric):
@@ -58,11 +68,18 @@ def main() -> int:
         help="comma-separated variants (of any class, with their twins) only, e.g. "
         "archive-member,git-history,file-mode,answer-cache",
     )
+    ap.add_argument("--real-pytest", action="store_true", help="stock Harbor pytest verifiers")
+    ap.add_argument(
+        "--forms", type=Path, action="append", default=[],
+        help="a labelled directory of Harbor tasks (labels.json), instead of draws",
+    )  # fmt: skip
     args = ap.parse_args()
 
     rubric = load_rubric("t1")
     cfg = ExecConfig(static_only=args.static, workers=2)
-    planted = suite(args.draws, args.seed)
+    if args.forms:
+        return forms_recall(args, cfg, rubric)
+    planted = suite(args.draws, args.seed, args.real_pytest)
     if args.defect:  # a twin has the id of its defective draw with the class left out
         ids = {p.task.id.rsplit("-", 1)[1] for p in planted if p.defect == Defect(args.defect)}
         planted = [p for p in planted if p.task.id.rsplit("-", 1)[1] in ids]
@@ -169,6 +186,60 @@ def main() -> int:
         print("\n### False rejects\n")
         for tid, reasons, why in false_rejects:
             print(f"- `{tid}`: {reasons}; {why}")
+    if args.json:
+        args.json.write_text(json.dumps([with_environment(r) for r in rows], indent=1))
+    return 0
+
+
+def forms_recall(args, cfg, rubric) -> int:
+    """Recall per class and false rejects on labelled task directories (`--forms`)."""
+    items = []
+    for d in args.forms:
+        labels = json.loads((d / "labels.json").read_text())
+        tasks = {t.id: t for t in import_dir(d)[0]}
+        missing = sorted(set(labels) - set(tasks))
+        if missing:
+            raise SystemExit(f"{d}/labels.json: no task for {missing}")
+        items += [(labels[i], tasks[i]) for i in sorted(labels)]
+    if not args.no_seeds:
+        items += [("clean", t) for t in load_seeds()]
+    t0 = time.monotonic()
+    with ThreadPoolExecutor(max_workers=args.workers) as pool:
+        results = list(pool.map(lambda it: judge(it[1], cfg, rubric), items))
+    wall = time.monotonic() - t0
+    per: dict[str, Counter] = defaultdict(Counter)
+    rows, notes = [], []
+    for (label, task), (ev, d) in zip(items, results, strict=True):
+        hard = sorted(c.value for c in d.hard)
+        rejected = d.verdict == Verdict.REJECTED
+        hit = label != "clean" and rejected and label in hard
+        per[label]["n"] += 1
+        per[label]["hit" if label != "clean" else "rejected"] += hit or (
+            label == "clean" and rejected
+        )
+        per[label]["rejected_any"] += rejected
+        rows.append({"task": task.id, "label": label, "verdict": d.verdict.value, "hard": hard,
+                     "defects": [f.text()[:300] for f in ev.defects()]})  # fmt: skip
+        if (label == "clean") == rejected or (label != "clean" and not hit):
+            notes.append(
+                (task.id, label, d.verdict.value, hard, [f.text()[:200] for f in ev.defects()][:4])
+            )
+    print(f"## Audit recall on labelled task sets {[str(d) for d in args.forms]} "
+          f"({len(items)} tasks, {wall:.0f} s)\n")  # fmt: skip
+    print("| class | tasks | caught (class named) | recall | rejected at all |")
+    print("|---|---:|---:|---:|---:|")
+    for label in sorted(k for k in per if k != "clean"):
+        c = per[label]
+        rate = 100 * c["hit"] / c["n"]
+        print(f"| {label} | {c['n']} | {c['hit']} | {rate:.0f}% | {c['rejected_any']} |")
+    c = per["clean"]
+    if c["n"]:
+        print(f"\nFalse rejects on clean controls: {c['rejected']}/{c['n']} "
+              f"({100 * c['rejected'] / c['n']:.1f}%)\n")  # fmt: skip
+    if notes:
+        print("### Missed, and clean controls rejected\n")
+        for tid, label, verdict, hard, why in notes:
+            print(f"- `{tid}` ({label}): {verdict}, hard {hard}; {why}")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
     return 0

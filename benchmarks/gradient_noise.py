@@ -32,6 +32,8 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from benchmarks.provenance import with_environment  # noqa: E402
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -147,7 +149,7 @@ def collect(args: argparse.Namespace, cache: Path) -> None:
         "entropy_threshold": args.entropy,
         "uncertain_token_share": float(np.mean(shares)),
     }
-    (args.out / "rollouts.json").write_text(json.dumps(meta, indent=1))
+    (args.out / "rollouts.json").write_text(json.dumps(with_environment(meta), indent=1))
 
 
 def _logprobs_and_entropy(model, sample, temperature: float):

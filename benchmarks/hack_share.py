@@ -25,6 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from audit.hacks import HACKABLE_SHARE, hack_evidence, run_hacks  # noqa: E402
 from audit.intake import read_corpus  # noqa: E402
+from benchmarks.provenance import with_environment  # noqa: E402
 from sandbox.trial import run_trial  # noqa: E402
 from tasks.corpus import SEED_DIR  # noqa: E402
 from tasks.hacks import HACKS  # noqa: E402
@@ -114,7 +115,7 @@ def main() -> int:
     for task in intake.tasks:
         rows.append(measure(task, names, args.workers))
         if args.json:  # after every task: a long run can be read while it goes on
-            args.json.write_text(json.dumps(rows, indent=1))
+            args.json.write_text(json.dumps([with_environment(r) for r in rows], indent=1))
     report(rows)
     return 0
 

@@ -28,6 +28,8 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from benchmarks.provenance import with_environment  # noqa: E402
+
 COLUMNS = (
     ("rollout/turns", "turns", "{:.0f}"),
     ("rollout/tokens", "tokens", "{:.0f}"),
@@ -113,7 +115,7 @@ def run(args: argparse.Namespace) -> None:
         "run_dir": str(result.run_dir),
         "metrics": result.metrics,
     }
-    (args.out / "result.json").write_text(json.dumps(out, indent=1))
+    (args.out / "result.json").write_text(json.dumps(with_environment(out), indent=1))
 
 
 def table(out: dict) -> str:

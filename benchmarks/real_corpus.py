@@ -17,10 +17,14 @@ import argparse
 import dataclasses
 import json
 import random
+import sys
 import time
 from collections import Counter
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks.provenance import with_environment  # noqa: E402
 from sandbox.build import BuildRow, BuildStats, build_image, build_row, default_runner
 from tasks.corpus import import_dir
 from tasks.results import FailureMode, TrialResult
@@ -95,7 +99,7 @@ def main() -> None:
         rows.append(row)
 
     if args.json_out:
-        args.json_out.write_text("".join(json.dumps(r) + "\n" for r in rows))
+        args.json_out.write_text("".join(json.dumps(with_environment(r)) + "\n" for r in rows))
     n = len(sample)
     print(f"\n{'sampled':<44}{n}")
     print(f"{'environments built':<44}{pct(built, n)}")

@@ -49,9 +49,11 @@ import argparse
 import json
 import math
 import os
+import shutil
 import statistics
 import subprocess
 import tempfile
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -512,6 +514,390 @@ def project(args: argparse.Namespace) -> None:
                   f"{step / (60 * args.step_minutes):.1f} |")  # fmt: skip
 
 
+# ---- 5. `--campaign`: the paper-size run simulated end to end ---------------------------
+
+
+def _burn(cpu_s: float) -> None:
+    """Spend about `cpu_s` of CPU (a busy loop: the stand-in's share of a trial's work)."""
+    end = time.process_time() + cpu_s
+    x = 0
+    while time.process_time() < end:
+        x += 1
+
+
+def _standin_trials(task: Task, n: int, assertions: int, ok_for: Callable[[int], bool]) -> list:
+    from tasks.results import AssertionResult, AssertionStatus, TrialResult, VerifierReport
+
+    out = []
+    for j in range(n):
+        ok = ok_for(j)
+        report = VerifierReport(
+            assertions=[
+                AssertionResult(
+                    name=f"test_outputs::test_{k}",
+                    status=AssertionStatus.PASSED if ok or k % 2 else AssertionStatus.FAILED,
+                    message="" if ok or k % 2 else "AssertionError: " + "m" * 100,
+                    duration_s=0.01,
+                )
+                for k in range(assertions)
+            ]
+        )
+        out.append(
+            TrialResult(trial_id=f"standin:{task.content_hash[:20]}:{j}:{uuid.uuid4().hex[:6]}",
+                        task_id=task.id, task_hash=task.content_hash,
+                        agent=("oracle", "nop", "parent", "hack:stub")[j % 4], backend="standin",
+                        agent_s=0.5, verifier_s=0.3, total_s=1.0, report=report)
+        )  # fmt: skip
+    return out
+
+
+class StandinValidator:
+    """`validate` replaced by a calibrated stand-in (a `synthesis.rounds.Validator`): for
+    each of `trials` trials it spends `trial_cpu_s` of CPU and sleeps `trial_s`, then returns
+    `trials` TrialResults of `assertions` assertions each (the real per-candidate shape) and
+    accepts a share `accept` of candidates (by hash). It leaves a mark per start in `marks`
+    (node, worker pid, time) for the scheduling and recovery figures."""
+
+    def __init__(self, marks: str, trials: int, assertions: int, trial_s: float,
+                 trial_cpu_s: float, accept: float) -> None:  # fmt: skip
+        self.marks, self.trials, self.assertions = marks, trials, assertions
+        self.trial_s, self.trial_cpu_s, self.accept = trial_s, trial_cpu_s, accept
+
+    def __call__(self, task: Task, parent: Any, vcfg: Any, stage: Any) -> Any:
+        from synthesis.validate import Validation, Verdict
+
+        node = ray.get_runtime_context().get_node_id() if ray.is_initialized() else "local"
+        t0 = time.time()
+        mark = f"{task.content_hash[:16]}_{node}_{os.getpid()}_{t0:.3f}"
+        Path(self.marks, f"s_{mark}").touch()
+        for _ in range(self.trials):
+            _burn(self.trial_cpu_s)
+            time.sleep(self.trial_s)
+        accepted = int(task.content_hash[:8], 16) % 1000 < self.accept * 1000
+        trials = _standin_trials(task, self.trials, self.assertions, lambda j: j % 4 == 0)
+        Path(self.marks, f"e_{mark}_{time.time():.3f}").touch()
+        return Validation(
+            task=task,
+            verdict=Verdict.ACCEPTED if accepted else Verdict.NOT_LOAD_BEARING,
+            detail="" if accepted else "stand-in: discarded",
+            trials=trials,
+            profile=parent.profile.model_copy(update={"task_hash": task.content_hash}),
+            sandbox_s=self.trials * (self.trial_s + self.trial_cpu_s),
+        )
+
+
+class StandinRunner:
+    """The audit's trial runner (`audit.selection.Runner`) replaced the same way: each trial
+    spends `trial_cpu_s` and sleeps `trial_s`; the reference solution passes (plain and
+    under the perturbed conditions: a robust task), nop, the scripted hacks and the
+    solution's mutants fail every assertion."""
+
+    def __init__(self, trial_s: float, trial_cpu_s: float, assertions: int) -> None:
+        self.trial_s, self.trial_cpu_s, self.assertions = trial_s, trial_cpu_s, assertions
+
+    def __call__(self, task: Task, agent: Any, *args: Any, **kwargs: Any) -> Any:
+        from tasks.results import AssertionStatus
+
+        _burn(self.trial_cpu_s)
+        time.sleep(self.trial_s)
+        name = agent if isinstance(agent, str) else str(getattr(agent, "name", ""))
+        passes = name == "oracle" or name.startswith("rerun")
+        trial = _standin_trials(task, 1, self.assertions, lambda _: passes)[0]
+        if not passes:  # nothing passes, not half (`_standin_trials` fails the even ones)
+            for a in trial.report.assertions:
+                a.status, a.message = AssertionStatus.FAILED, "AssertionError: stand-in"
+        return trial
+
+
+def _pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def campaign(args: argparse.Namespace) -> dict[str, Any]:
+    """Synthesis -> audit -> pools of `--rounds` x `--per-round` candidates on a simulated
+    cluster (a head without slots and `--campaign-nodes` nodes of `--campaign-slots` slots),
+    trials replaced by the stand-ins above; one node killed once `--kill-at` of the
+    candidates are committed. Returns the figures (also printed)."""
+    from audit.pools import record_t1
+    from audit.rubric import load_rubric
+    from audit.selection import SelectionConfig, run_selection
+    from executor import ExecutorConfig
+    from synthesis import ledger
+    from synthesis.rounds import SynthConfig, run_synthesis
+    from synthesis.sampler import Caps
+    from synthesis.validate import ValidationConfig
+    from warehouse import Store, rst_members
+    from warehouse.snapshot import Snapshot
+
+    scale = args.time_scale
+    trial_s, trial_cpu = args.trial_wall_s * scale, args.trial_cpu_s * scale
+    c, nodes = simulated_cluster(0, [args.campaign_slots] * args.campaign_nodes)
+    address = c.address
+    ray.shutdown()  # the campaign connects by itself, as `t1 synth` does on a cluster
+    out: dict[str, Any] = {"nodes": args.campaign_nodes, "slots": args.campaign_slots,
+                           "trial_s": trial_s, "trial_cpu_s": trial_cpu}  # fmt: skip
+    tmp = Path(tempfile.mkdtemp(prefix="t1-scale-campaign-"))
+    marks = tmp / "marks"
+    marks.mkdir()
+    store = Store.open(tmp / "wh", create=True)
+    commits: list[tuple[float, float]] = []  # (wall, cpu) seconds per commit
+    append = store.append
+
+    def timed_append(tables: Any) -> Any:
+        t0, c0 = time.perf_counter(), time.process_time()
+        try:
+            return append(tables)
+        finally:
+            commits.append((time.perf_counter() - t0, time.process_time() - c0))
+
+    store.append = timed_append  # type: ignore[method-assign]
+    cfg = SynthConfig(
+        rounds=args.rounds, per_round=args.per_round, seed=11, campaign="scale-sim",
+        seed_ids=tuple(args.seed_ids.split(",")),
+        caps=Caps(children_per_parent=args.per_round, root_share=1.0, category_share=1.0,
+                  family_share=1.0),
+        validation=ValidationConfig(reruns=1, max_repairs=0),
+        executor=ExecutorConfig(address=address, no_slot_timeout_s=120),
+    )  # fmt: skip
+    validator = StandinValidator(str(marks), args.trials_per_candidate, args.assertions,
+                                 trial_s, trial_cpu, args.accept)  # fmt: skip
+    total = args.rounds * args.per_round
+    killed: dict[str, Any] = {}
+    seen = [0]
+
+    marginal: list[tuple[float, float, int]] = []  # (driver CPU, wall, committed) per commit
+
+    def kill_mid_work(victim: Any) -> None:
+        """Kill `victim` once it runs candidates (a start mark without an end mark)."""
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline:
+            names = [p.name for p in marks.iterdir()]
+            ended = {n[2:].rsplit("_", 1)[0] for n in names if n.startswith("e_")}
+            busy = [n for n in names if n.startswith("s_") and victim.node_id in n
+                    and n[2:] not in ended]  # fmt: skip
+            if busy:
+                killed.update(at=time.time(), node=victim.node_id, after=seen[0],
+                              busy=len(busy))  # fmt: skip
+                c.remove_node(victim, allow_graceful=False)
+                return
+            time.sleep(0.05)
+
+    def on_recorded(row: Any) -> None:
+        seen[0] += 1
+        marginal.append((time.process_time(), time.perf_counter(), seen[0]))
+        if not killed and args.kill_at and seen[0] >= args.kill_at * total:
+            killed["pending"] = True
+            threading.Thread(target=kill_mid_work, args=(nodes[-1],), daemon=True).start()
+
+    cpu0, t0 = time.process_time(), time.perf_counter()
+    try:
+        stats = run_synthesis(cfg, store, on_recorded=on_recorded, validator=validator)
+        synth_wall, synth_cpu = time.perf_counter() - t0, time.process_time() - cpu0
+        out.update(synth_wall_s=synth_wall, synth_driver_cpu_s=synth_cpu)
+        # from the first candidate committed to the last: the driver's cost per candidate
+        # without its start (connecting, profiling the seeds' on the cluster)
+        (c_a, w_a, n_a), (c_b, w_b, n_b) = marginal[0], marginal[-1]
+        out.update(steady_driver_cpu_ms=1e3 * (c_b - c_a) / max(1, n_b - n_a),
+                   steady_wall_s=w_b - w_a, steady_candidates=n_b - n_a,
+                   start_wall_s=w_a - t0, start_driver_cpu_s=c_a - cpu0)  # fmt: skip
+        with Snapshot.open(store, with_lineage=False) as snap:
+            n_rows = snap.sql("SELECT count(*) FROM synth_candidates").fetchone()[0]  # type: ignore[index]
+            trials = snap.sql("SELECT count(*), count(DISTINCT trial_id) FROM trials").fetchone()
+            listed = snap.sql("SELECT sum(len(trial_ids)) FROM synth_candidates").fetchone()[0]  # type: ignore[index]
+        candidates = sum(s.candidates for s in stats)
+        out.update(candidates=candidates, accepted=sum(s.accepted for s in stats),
+                   candidate_rows=n_rows, trials=trials, trials_listed=listed,
+                   commits=len(commits))  # fmt: skip
+        synth_commits = list(commits)
+        # audit -> pools, the same cluster, one executor for the run
+        accepted = ledger.pool_parents(store, cfg.campaign, args.rounds + 1)
+        tasks = [p.task for p in accepted][: args.audit_tasks]
+        runner = StandinRunner(trial_s, trial_cpu, args.assertions)
+        scfg = SelectionConfig(rubric=load_rubric("t1"), task_workers=2,
+                               executor=ExecutorConfig(address=address))  # fmt: skip
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        result = run_selection(store, tasks, scfg, runner=runner)
+        pv, members = record_t1(store, result.version, size=len(tasks), only=result.hashes())
+        out["rst_members"] = len(rst_members(store))
+        out.update(audit_tasks=len(tasks), audit_wall_s=time.perf_counter() - t0,
+                   audit_driver_cpu_s=time.process_time() - cpu0, t1_members=len(members),
+                   audit_commits=len(commits) - len(synth_commits))  # fmt: skip
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+        c.shutdown()
+    # scheduling and recovery from the stand-in's marks: s_<key>_<node>_<pid>_<start>,
+    # e_<key>_<node>_<pid>_<start>_<end>
+    starts: dict[str, list[tuple[float, str]]] = {}  # candidate -> (start, node)
+    by_worker: dict[str, list[tuple[float, float]]] = {}  # pid -> (start, end)
+    finished: set[tuple[str, str, float]] = set()  # (candidate, node, start)
+    for p in marks.iterdir():
+        kind, key, node, pid, *times = p.name.split("_")
+        if kind == "s":
+            starts.setdefault(key, []).append((float(times[0]), node))
+        else:
+            by_worker.setdefault(pid, []).append((float(times[0]), float(times[1])))
+            finished.add((key, node, float(times[0])))
+    gaps = []
+    for runs in by_worker.values():
+        runs.sort()
+        gaps += [b[0] - a[1] for a, b in zip(runs, runs[1:], strict=False) if b[0] >= a[1]]
+    out.update(slot_gap_p50_s=_pct(gaps, 0.5), slot_gap_p95_s=_pct(gaps, 0.95),
+               workers=len(by_worker))  # fmt: skip
+    if "node" in killed:
+        dead = killed["node"]
+        lost = [r for k, r in starts.items()
+                if any(n == dead and (k, n, t) not in finished for t, n in r)]  # fmt: skip
+        rerun = [max(t for t, n in r if n != dead) for r in lost
+                 if any(n != dead and t > killed["at"] for t, n in r)]  # fmt: skip
+        out.update(killed_after=killed["after"], busy_at_kill=killed["busy"],
+                   lost_on_node=len(lost), rerun=len(rerun),
+                   recover_s=(max(rerun) - killed["at"]) if rerun else float("nan"))  # fmt: skip
+    walls = [w for w, _ in synth_commits]
+    cpus = [c_ for _, c_ in synth_commits]
+    out.update(commit_p50_s=_pct(walls, 0.5), commit_p95_s=_pct(walls, 0.95),
+               commit_max_s=max(walls, default=float("nan")), commit_cpu_p50_s=_pct(cpus, 0.5),
+               commit_cpu_p95_s=_pct(cpus, 0.95), commit_total_s=sum(walls))  # fmt: skip
+    shutil.rmtree(tmp, ignore_errors=True)
+    return out
+
+
+def print_campaign(o: dict[str, Any], args: argparse.Namespace) -> None:
+    n = o["candidates"]
+    print("\n| measure (simulated campaign) | value |\n|---|---|")
+    print(f"| cluster | head without slots + {o['nodes']} nodes x {o['slots']} slots "
+          f"(ray.cluster_utils, this machine) |")  # fmt: skip
+    print(
+        f"| stand-in trial | {o['trial_cpu_s'] * 1e3:.0f} ms CPU + {o['trial_s'] * 1e3:.0f} ms "
+        f"sleep, {args.trials_per_candidate} per candidate, {args.assertions} assertions |"
+    )
+    print(f"| candidates (assignments) / accepted / candidate rows | {n:,} / {o['accepted']:,} / "
+          f"{o['candidate_rows']:,} |")  # fmt: skip
+    print(f"| trial rows / distinct / named by candidates | {o['trials'][0]:,} / "
+          f"{o['trials'][1]:,} / {o['trials_listed']:,} |")  # fmt: skip
+    print(f"| synthesis wall s | {o['synth_wall_s']:.0f} |")
+    print(f"| driver CPU s, synthesis (per candidate) | {o['synth_driver_cpu_s']:.1f} "
+          f"({1e3 * o['synth_driver_cpu_s'] / n:.1f} ms) |")  # fmt: skip
+    print(f"| of which the start (connect, seeds profiled on the cluster): CPU s / wall s | "
+          f"{o['start_driver_cpu_s']:.1f} / {o['start_wall_s']:.0f} |")  # fmt: skip
+    print(
+        f"| driver CPU per candidate, first commit to last ({o['steady_candidates']:,} "
+        f"candidates in {o['steady_wall_s']:.0f} s) | {o['steady_driver_cpu_ms']:.1f} ms |"
+    )
+    print(f"| warehouse commits (synthesis) / candidates per commit | {o['commits']:,} / "
+          f"{n / max(1, o['commits']):.1f} |")  # fmt: skip
+    print(f"| commit wall p50 / p95 / max s | {o['commit_p50_s']:.3f} / {o['commit_p95_s']:.3f} "
+          f"/ {o['commit_max_s']:.3f} |")  # fmt: skip
+    print(f"| commit CPU p50 / p95 s | {o['commit_cpu_p50_s']:.3f} / {o['commit_cpu_p95_s']:.3f} |")
+    print(f"| a slot's idle gap between two candidates, p50 / p95 s ({o['workers']} workers) "
+          f"| {o['slot_gap_p50_s']:.3f} / {o['slot_gap_p95_s']:.3f} |")  # fmt: skip
+    if "killed_after" in o:
+        print(f"| node killed after commit / candidates running there / lost / re-run "
+              f"elsewhere | {o['killed_after']} / {o['busy_at_kill']} / {o['lost_on_node']} / "
+              f"{o['rerun']} |")  # fmt: skip
+        print(f"| kill -> last lost candidate restarted, s | {o['recover_s']:.1f} |")
+    print(
+        f"| audit: tasks / wall s / driver CPU s / commits | {o['audit_tasks']} / "
+        f"{o['audit_wall_s']:.0f} / {o['audit_driver_cpu_s']:.1f} / {o['audit_commits']} |"
+    )
+    print(f"| pools: rst / t1 members | {o['rst_members']} / {o['t1_members']} |")
+
+
+# ---- 6. `--rollout-bytes`: what one step's rollouts ship to the trainer -------------------
+
+
+def rollout_bytes(args: argparse.Namespace) -> list[dict[str, Any]]:
+    """Bytes one rollout trial sends from its node to the trainer (a `training.harness.
+    Rollout` as the executor ships it: pickle protocol 5, numpy arrays out of band, as Ray
+    serializes), at a 30B-A3B shape: `--moe-layers` x `--top-k` routed experts per token,
+    `--trajectory-tokens` tokens in `--turns-per-trajectory` turns (each turn's prompt is the
+    whole stream so far, as the TITO harness sends it; its routed experts cover only the new
+    positions, `routed_experts_start_len`), per routed-expert dtype."""
+    import pickle
+
+    import numpy as np
+
+    from tasks.results import AssertionResult, AssertionStatus, TrialResult, VerifierReport
+    from training.engine_protocol import Generation
+    from training.harness import AgentTrajectory, Rollout
+    from training.tito import TurnRecord
+
+    layers, k, total, turns = (
+        args.moe_layers,
+        args.top_k,
+        args.trajectory_tokens,
+        args.trajectory_turns,
+    )
+    per_turn = total // turns
+    out_tokens = per_turn * 3 // 10  # ~30% of each turn is the model's output
+    rng = np.random.default_rng(0)
+    rows = []
+    for dtype in ("int32", "int16", "uint8"):
+        gens, stream = [], 0
+        for t in range(turns):
+            prompt_len = stream + per_turn - out_tokens
+            start = max(0, stream - 1) if t else 0
+            new = prompt_len + out_tokens - 1 - start
+            gens.append(
+                TurnRecord(
+                    generation=Generation(
+                        rid=uuid.uuid4().hex,
+                        prompt_ids=rng.integers(0, 151_000, prompt_len).tolist(),
+                        output_ids=rng.integers(0, 151_000, out_tokens).tolist(),
+                        output_logprobs=(-rng.random(out_tokens)).tolist(),
+                        finish="stop",
+                        weight_version="v3",
+                        routed_experts=rng.integers(0, 128, (new, layers, k)).astype(dtype),
+                        routed_experts_start=start,
+                    )
+                )
+            )
+            stream = prompt_len + out_tokens
+        trial = TrialResult(
+            trial_id="r", task_id="t", task_hash="a" * 64, agent="policy", backend="local",
+            report=VerifierReport(assertions=[AssertionResult(name=f"test_{i}",
+                                  status=AssertionStatus.PASSED) for i in range(8)]),
+        )  # fmt: skip
+        rollout = Rollout(trial=trial, trajectory=AgentTrajectory(task_id="t", turns=gens))
+        t0 = time.perf_counter()
+        buffers: list[pickle.PickleBuffer] = []
+        inband = pickle.dumps(rollout, protocol=5, buffer_callback=buffers.append)
+        dump_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        pickle.loads(inband, buffers=buffers)
+        load_s = time.perf_counter() - t0
+        experts = sum(
+            g.generation.routed_experts.nbytes
+            for g in gens
+            if g.generation.routed_experts is not None
+        )
+        prompts = len(pickle.dumps([g.generation.prompt_ids for g in gens], protocol=5))
+        size = len(inband) + sum(b.raw().nbytes for b in buffers)
+        rows.append({"dtype": dtype, "bytes": size, "experts": experts, "prompt_ids": prompts,
+                     "tokens": stream, "dump_s": dump_s, "load_s": load_s})  # fmt: skip
+    return rows
+
+
+def print_rollout_bytes(rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    step = math.ceil(args.batch * (1 + args.oversample))
+    print(f"\nRollout bytes at {args.moe_layers} MoE layers x top-{args.top_k}, "
+          f"{rows[0]['tokens']:,}-token trajectories in {args.trajectory_turns} turns; a step "
+          f"launches {step} rollouts ({args.batch} x (1 + {args.oversample})):")  # fmt: skip
+    print(
+        "\n| routed experts dtype | MB per trajectory | of which routed experts | of which "
+        "prompt ids | GB per step | s per step at 10 Gbit/s | pickle + unpickle s |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        gb = step * r["bytes"] / 1e9
+        print(f"| {r['dtype']} | {r['bytes'] / 1e6:.1f} | {r['experts'] / 1e6:.1f} | "
+              f"{r['prompt_ids'] / 1e6:.1f} | {gb:.2f} | {8 * gb / 10:.1f} | "
+              f"{r['dump_s'] + r['load_s']:.2f} |")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--trials", type=int, default=24, help="trials per batch")
@@ -539,7 +925,44 @@ def main() -> None:
         "--extra-trial-cpu", type=float, nargs="+", default=[0.0, 10.0, 60.0],
         help="CPU s a heavier task's trial adds (builds, test suites): one row each",
     )  # fmt: skip
+    ap.add_argument("--campaign", action="store_true", help="simulate a campaign (5.)")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--per-round", type=int, default=260)
+    ap.add_argument("--campaign-nodes", type=int, default=3)
+    ap.add_argument("--campaign-slots", type=int, default=8, help="slots per simulated node")
+    ap.add_argument("--seed-ids", default=",".join(SEED_IDS + ("vc-reflog-recover",
+                    "sa-access-log-csv-report", "ds-multiple-regression")))  # fmt: skip
+    ap.add_argument("--trials-per-candidate", type=int, default=16)
+    ap.add_argument("--assertions", type=int, default=8, help="per stand-in trial")
+    ap.add_argument("--trial-wall-s", type=float, default=0.8, help="measured, before scaling")
+    ap.add_argument("--trial-cpu-s", type=float, default=0.2, help="measured, before scaling")
+    ap.add_argument("--time-scale", type=float, default=0.05, help="stand-in trial x this")
+    ap.add_argument("--accept", type=float, default=0.4, help="stand-in acceptance share")
+    ap.add_argument("--kill-at", type=float, default=0.5, help="share committed; 0: no kill")
+    ap.add_argument("--audit-tasks", type=int, default=200, help="accepted tasks audited")
+    ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--rollout-bytes", action="store_true", help="rollout transfer (6.)")
+    ap.add_argument("--moe-layers", type=int, default=48)
+    ap.add_argument("--top-k", type=int, default=8)
+    ap.add_argument("--trajectory-tokens", type=int, default=32_768)
+    ap.add_argument("--trajectory-turns", type=int, default=32, help="engine calls per trajectory")
     args = ap.parse_args()
+    if args.rollout_bytes or args.campaign:
+        load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+        print(f"machine: {os.cpu_count()} cores; before: {load}")
+        figures: dict[str, Any] = {"args": {k: str(v) for k, v in vars(args).items()}}
+        if args.rollout_bytes:
+            figures["rollout"] = rows = rollout_bytes(args)
+            print_rollout_bytes(rows, args)
+        if args.campaign:
+            figures["campaign"] = o = campaign(args)
+            print_campaign(o, args)
+        load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+        print(f"\nafter: {load}")
+        figures["uptime"] = load
+        if args.json:
+            args.json.write_text(json.dumps(figures, indent=1, default=str) + "\n")
+        return
     if args.project:
         load = subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
         print(f"machine: {os.cpu_count()} cores; before: {load}")

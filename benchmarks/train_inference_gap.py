@@ -31,6 +31,8 @@ REPO = Path(__file__).resolve().parent.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from benchmarks.provenance import with_environment  # noqa: E402
+
 CONFIGS = ("neither", "TITO only", "R3 only", "TITO+R3")
 
 
@@ -251,6 +253,7 @@ def main(argv: list[str] | None = None) -> int:
                     },
                     "cases": cases,
                     "rollouts": rows,
+                    "environment": with_environment({})["environment"],
                     "routing_agreement": float(np.nanmean(agreement)),
                 },
                 indent=2,

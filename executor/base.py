@@ -7,10 +7,13 @@ is recorded once. `submit` returns a `concurrent.futures.Future` on every backen
 wait with the standard `as_completed` / `wait` whichever backend runs the work.
 
 Faults of the machinery (a node or worker that died, an object that was lost) are never the
-trial's result: the work is re-run elsewhere up to `ExecutorConfig.retries` times, and when
-that is exhausted the future raises `TrialLost`, which callers record as an infrastructure
-failure, never as reward. An exception raised by the callable itself is its own and is
-re-raised from the future as on a thread pool.
+trial's result: the work is re-run elsewhere up to `ExecutorConfig.retries` times (so it
+runs at most `retries + 1` times in all: the executor is the one retry layer), and when that
+is exhausted the future raises `TrialLost`, which callers record as an infrastructure
+failure, never as reward. A trial that no node can run (no node offers a sandbox slot any
+more) is also `TrialLost`, after `no_slot_timeout_s`, never a silent wait. An exception
+raised by the callable itself is its own and is re-raised from the future as on a thread
+pool.
 """
 
 from __future__ import annotations
@@ -43,8 +46,12 @@ class ExecutorConfig:
     address: str = field(default_factory=default_address)
     # Sandbox slots one trial holds on its node (a node started with N slots runs N at once).
     slots_per_trial: float = 1.0
-    # Re-runs of a trial whose node or worker died before its result reached the driver.
+    # Re-runs of a trial whose node or worker died before its result reached the driver:
+    # a trial runs at most retries + 1 times in all.
     retries: int = 3
+    # How long trials may wait while no node of the cluster offers a sandbox slot (all slot
+    # nodes gone) before each is failed as `TrialLost`.
+    no_slot_timeout_s: float = 120.0
 
     def __post_init__(self) -> None:
         if not self.address.strip():
@@ -53,6 +60,8 @@ class ExecutorConfig:
             raise ValueError(f"slots_per_trial must be > 0, got {self.slots_per_trial!r}")
         if self.retries < 0:
             raise ValueError(f"retries must be >= 0, got {self.retries!r}")
+        if self.no_slot_timeout_s <= 0:
+            raise ValueError(f"no_slot_timeout_s must be > 0, got {self.no_slot_timeout_s!r}")
 
     @property
     def local(self) -> bool:
@@ -69,7 +78,12 @@ class TrialLost(RuntimeError):
 
 
 class Executor(Protocol):
-    """Runs trials somewhere; six members, everything else is a free function over them."""
+    """Runs trials somewhere; seven members, everything else is a free function over them."""
+
+    def share(self, value: T) -> T:
+        """`value` as an argument many trials receive: on Ray it is put in the object store
+        once (each trial then gets it without its own copy being shipped); locally, itself."""
+        ...
 
     def submit(
         self, trial_id: str, fn: Callable[..., T], /, *args: Any, affinity: str | None = None

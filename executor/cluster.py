@@ -7,16 +7,32 @@ backend and its image cache. Cache affinity: the driver remembers, per `affinity
 environment hash), the node that last finished work with that key, and places the next such
 trial there with a *soft* node affinity (elsewhere when that node is full or gone).
 
-Faults: Ray re-runs a task whose worker or node died (`max_retries`); when Ray gives up, or
-the result object was lost with its node, the driver submits the trial again, up to
-`retries` times in all, then fails its future with `TrialLost`. The driver's future of a trial
-id is settled once; a late or repeated completion is dropped, so a re-run trial is recorded
-once. Ray is imported here only, and only when a program's executor address is not `local`.
+Faults: one retry layer, the driver's. Ray's own task retries are off (`max_retries=0`):
+when a trial's worker or node dies, or its result object is lost with its node, the driver
+submits it again, up to `retries` times, so a trial runs at most `retries + 1` times in all
+(Ray's `max_retries` inside the driver's re-launches used to give (retries + 1)^2: 16 runs of
+a poison trial at the default 3). Then its future fails with `TrialLost`. The driver's future
+of a trial id is settled once; a late or repeated completion is dropped, so a re-run trial is
+recorded once.
+
+No slot left: a watchdog thread checks, while trials are waiting, that some live node still
+offers `t1_sandbox_slot`; when none has for `no_slot_timeout_s` (every slot node died), it
+logs why and fails each waiting trial with `TrialLost` instead of letting it wait for ever.
+
+A worker that died leaves its sandboxes' lease files and cgroups on its node (their holders
+kill the sandboxes' processes, nothing removes the rest); given a `reclaim` callable
+(`sandbox.gc.collect_garbage`), the executor runs it on every live slot node after a worker
+crash, so they are reclaimed without anyone running `t1 sandbox gc`.
+
+Ray is imported here only, and only when a program's executor address is not `local`.
 """
 
 from __future__ import annotations
 
+import functools
+import logging
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import Future, InvalidStateError
@@ -30,6 +46,10 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 from executor.base import SLOT_RESOURCE, ExecutorConfig, TrialLost
 
 T = TypeVar("T")
+log = logging.getLogger(__name__)
+
+# Worker deaths on a node that lives on: what they left is reclaimed there.
+WORKER_DEATHS: tuple[type[BaseException], ...] = (rex.WorkerCrashedError, rex.OutOfMemoryError)
 
 # The machinery's failures (never the callable's own): the trial is run again elsewhere.
 INFRASTRUCTURE_ERRORS: tuple[type[BaseException], ...] = (
@@ -65,7 +85,7 @@ class RayExecutor:
     readable by tests and benchmarks.
     """
 
-    def __init__(self, cfg: ExecutorConfig) -> None:
+    def __init__(self, cfg: ExecutorConfig, *, reclaim: Callable[[], Any] | None = None) -> None:
         if cfg.local:
             raise ValueError("RayExecutor needs a Ray address, got 'local' (use LocalExecutor)")
         self.cfg = cfg
@@ -100,6 +120,20 @@ class RayExecutor:
         # One Ray remote function per callable, exported once: shipping the callable with
         # every trial cost ~25% of a trivial sandbox trial's time (benchmarks/scale.py).
         self._remote_fns: dict[Callable[..., Any], Any] = {}
+        # Reclaiming what dead workers left (see the module docstring).
+        self._reclaim = ray.remote(reclaim) if reclaim is not None else None
+        self._reclaim_running = self._reclaim_again = False
+        self.reclaimed: list[tuple[str, Any]] = []  # (node id, what `reclaim` returned)
+        # The no-slot watchdog.
+        self.no_slot_since: float | None = None
+        self._closed = threading.Event()
+        self._watchdog = threading.Thread(target=self._watch_slots, name="slots", daemon=True)
+        self._watchdog.start()
+
+    def share(self, value: T) -> T:
+        """`value` put in the object store once; a trial given the reference gets the value
+        (Ray resolves references passed as arguments)."""
+        return ray.put(value)  # type: ignore[return-value]
 
     def submit(
         self, trial_id: str, fn: Callable[..., T], /, *args: Any, affinity: str | None = None
@@ -121,7 +155,7 @@ class RayExecutor:
         options: dict[str, Any] = {
             "num_cpus": 0,
             "resources": {SLOT_RESOURCE: self.cfg.slots_per_trial},
-            "max_retries": self.cfg.retries,
+            "max_retries": 0,  # the driver is the one retry layer (`_settle`)
             "retry_exceptions": False,  # the callable's own exceptions are its result
             "name": f"trial:{trial_id}"[:200],
         }
@@ -157,6 +191,8 @@ class RayExecutor:
                 _cancel_future(fut)
                 return
             except INFRASTRUCTURE_ERRORS as e:
+                if isinstance(e, WORKER_DEATHS):
+                    self._reclaim_nodes()
                 if self.attempts[trial_id] <= self.cfg.retries:
                     self._launch(trial_id, fn, args, affinity)
                     return
@@ -172,6 +208,94 @@ class RayExecutor:
             if affinity is not None:
                 self.affinity[affinity] = node
             _settle_once(fut, value=value)
+
+    def _reclaim_nodes(self) -> None:
+        """Run `reclaim` once on every live slot node (called with the lock held); a crash
+        while a round is running asks for one more round after it."""
+        if self._reclaim is None:
+            return
+        if self._reclaim_running:
+            self._reclaim_again = True
+            return
+        nodes = [
+            n["NodeID"]
+            for n in ray.nodes()
+            if n.get("Alive") and n.get("Resources", {}).get(SLOT_RESOURCE, 0) > 0
+        ]
+        if not nodes:
+            return
+        self._reclaim_running, self._reclaim_again = True, False
+        left = [len(nodes)]
+
+        def done(node: str, fut: Future[Any]) -> None:
+            with self._lock:
+                try:
+                    self.reclaimed.append((node, fut.result()))
+                except Exception as e:  # noqa: BLE001 - best effort; the node may be gone
+                    log.warning("reclaiming dead workers' sandboxes on node %s failed: %s", node, e)
+                left[0] -= 1
+                if left[0] == 0:
+                    self._reclaim_running = False
+                    if self._reclaim_again and not self._closed.is_set():
+                        self._reclaim_nodes()
+
+        for node in nodes:
+            ref = self._reclaim.options(
+                num_cpus=0,
+                max_retries=0,
+                scheduling_strategy=NodeAffinitySchedulingStrategy(node, soft=False),
+            ).remote()
+            ref.future().add_done_callback(functools.partial(done, node))
+
+    def _watch_slots(self) -> None:
+        """While trials wait, fail them as `TrialLost` once no live node has offered a slot
+        for `no_slot_timeout_s` (see the module docstring)."""
+        timeout = self.cfg.no_slot_timeout_s
+        while not self._closed.wait(min(1.0, timeout / 4)):
+            with self._lock:
+                waiting = [t for t, f in self._futures.items() if not f.done()]
+            if not waiting:
+                self.no_slot_since = None
+                continue
+            try:
+                offered = ray.cluster_resources().get(SLOT_RESOURCE, 0.0)
+            except Exception:  # noqa: BLE001 - the GCS did not answer: look again later
+                continue
+            if offered >= self.cfg.slots_per_trial:
+                if self.no_slot_since is not None:
+                    log.warning("%s offered again: %d trials wait for a slot", SLOT_RESOURCE,
+                                len(waiting))  # fmt: skip
+                self.no_slot_since = None
+                continue
+            now = time.monotonic()
+            if self.no_slot_since is None:
+                self.no_slot_since = now
+                log.warning(
+                    "no live node offers %s (a trial needs %g): %d trials wait; they are lost "
+                    "in %g s unless a slot node joins",
+                    SLOT_RESOURCE, self.cfg.slots_per_trial, len(waiting), timeout,
+                )  # fmt: skip
+                continue
+            if now - self.no_slot_since < timeout:
+                continue
+            cause = (
+                f"no live node of the cluster offered {SLOT_RESOURCE} for {timeout:g} s "
+                f"(every slot node gone; the cluster offers {offered:g})"
+            )
+            log.error("%s: failing %d waiting trials", cause, len(waiting))
+            for trial_id in waiting:
+                with self._lock:
+                    fut, ref = self._futures.get(trial_id), self._refs.get(trial_id)
+                    if fut is None or fut.done():
+                        continue
+                    _settle_once(
+                        fut, exception=TrialLost(trial_id, self.attempts.get(trial_id, 0), cause)
+                    )
+                if ref is not None:
+                    try:
+                        ray.cancel(ref, force=False)
+                    except Exception:  # noqa: BLE001 - settled meanwhile: nothing to stop
+                        pass
 
     def cancel(self, trial_id: str) -> bool:
         with self._lock:
@@ -207,6 +331,8 @@ class RayExecutor:
                 self.cancel(trial_id)
         if wait:
             wait_all(list(self._futures.values()))
+        self._closed.set()
+        self._watchdog.join(timeout=5)
         if self._owns_connection and ray.is_initialized():
             ray.shutdown()
 

@@ -34,6 +34,9 @@ class LocalExecutor:
             self._futures[trial_id] = fut
             return fut
 
+    def share(self, value: T) -> T:
+        return value
+
     def cancel(self, trial_id: str) -> bool:
         fut = self.result_of(trial_id)
         return fut.cancel() if fut is not None else False

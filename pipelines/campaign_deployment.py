@@ -67,16 +67,55 @@ class CampaignRequest(BaseModel):
         return f"{Path(self.preset).stem}-{self.pool}-v{self.pool_version or 'latest'}{steps}"
 
 
-def run_name_of(parameters: dict[str, Any]) -> str:
+def run_name_of(parameters: dict[str, Any], steps_of: Callable[[str], int] | None = None) -> str:
     """The flow run's name from raw parameters; never raises (a name callable that raised
     crashed the run with no log: "This run didn't generate logs"). Invalid parameters get
-    `<preset>-invalid-parameters`, and the flow then fails with the reason in its log."""
+    `<preset>-invalid-parameters`, and the flow then fails with the reason in its log.
+    `steps_of(preset)` fills in the preset's steps when the run chose none."""
     fields = {k: parameters[k] for k in CampaignRequest.model_fields if k in parameters}
     try:
-        return CampaignRequest(**{k: v for k, v in fields.items() if v is not None}).run_name()
+        request = CampaignRequest(**{k: v for k, v in fields.items() if v is not None})
+        if request.steps is None and steps_of is not None:
+            request = request.model_copy(update={"steps": steps_of(request.preset)})
+        return request.run_name()
     except Exception:  # noqa: BLE001 - a name must always come back
         preset = str(fields.get("preset") or "campaign")
         return f"{Path(preset).stem or 'campaign'}-invalid-parameters"
+
+
+QUEUED_STATES = ("SCHEDULED", "PENDING")
+
+
+def name_queued_runs(client: Any, steps_of: Callable[[str], int]) -> list[str]:
+    """Name every waiting campaign flow run after its parameters, steps included
+    (`tiny-cpu-t1-v3-20steps`): a run started from Prefect's form waited under a random name
+    (`crafty-owl`) until it started, and none showed its pool or steps. Returns the names
+    given."""
+    from prefect.client.schemas.filters import (
+        FlowFilter,
+        FlowFilterName,
+        FlowRunFilter,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+    )
+    from prefect.client.schemas.objects import StateType
+
+    runs = client.read_flow_runs(
+        flow_filter=FlowFilter(name=FlowFilterName(any_=[FLOW_NAME])),
+        flow_run_filter=FlowRunFilter(
+            state=FlowRunFilterState(
+                type=FlowRunFilterStateType(any_=[StateType(s) for s in QUEUED_STATES])
+            )
+        ),
+        limit=200,
+    )
+    named = []
+    for run in runs:
+        want = run_name_of(dict(run.parameters or {}), steps_of)
+        if run.name != want:
+            client.update_flow_run(run.id, name=want)
+            named.append(want)
+    return named
 
 
 def flow_run_url(flow_run_id: object) -> str | None:
@@ -140,6 +179,39 @@ def follow_flow_run(flow_run_id: UUID, timeout_s: float, poll_s: float = 5.0) ->
             if time.monotonic() > deadline:
                 raise TimeoutError(f"flow run {flow_run_id} not finished after {timeout_s:.0f} s")
             time.sleep(poll_s)
+
+
+def latest_log_line(flow_run_id: UUID | str) -> str | None:
+    """The flow run's newest log message (its progress), or None (no logs, or Prefect does
+    not answer: a follower goes on)."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
+    from prefect.client.schemas.sorting import LogSort
+
+    try:
+        with get_client(sync_client=True) as client:
+            logs = client.read_logs(
+                LogFilter(flow_run_id=LogFilterFlowRunId(any_=[UUID(str(flow_run_id))])),
+                limit=1,
+                sort=LogSort.TIMESTAMP_DESC,
+            )
+    except Exception:  # noqa: BLE001 - progress only
+        return None
+    return logs[0].message.strip().splitlines()[0] if logs and logs[0].message.strip() else None
+
+
+WAITING_STATES = {
+    "AwaitingConcurrencySlot": "waiting for the campaign slot: one campaign runs at a time "
+    "on the deployment (another is running; this one starts when it ends)",
+    "AwaitingRetry": "waiting to retry",
+    "Scheduled": "scheduled: waiting for the deployment's server (`t1 ui` serves it) to pick it up",
+    "Late": "late: nothing picked it up; is `t1 ui` (the deployment's server) running?",
+}
+
+
+def state_line(name: str) -> str:
+    """A flow run state as a follower says it: why a waiting run waits."""
+    return f"flow run: {name}" + (f" ({WAITING_STATES[name]})" if name in WAITING_STATES else "")
 
 
 def state_name(run: Any) -> str:

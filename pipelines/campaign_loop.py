@@ -6,17 +6,19 @@ and the evaluation comes back into `evaluation_results` with its pool version; t
 
 from __future__ import annotations
 
-from contextlib import ExitStack
+from collections.abc import Callable
+from contextlib import ExitStack, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
+from dagster._core.utils import make_new_run_id
 
 from pipelines.definitions import defs
 from pipelines.defs.evaluation import EVALUATION_RESULTS
 from pipelines.defs.resources import ForgeConfig
-from pipelines.main_job import forge_run_config
+from pipelines.main_job import forge_run_config, user_log_lines
 from pipelines.services import (
     PrefectDatabaseInUseError,
     ServiceError,
@@ -45,12 +47,14 @@ def run_campaign_loop(
     log_path: Path,
     steps: int | None = None,
     prefect_port: int | None = None,
+    on_log: Callable[[str], None] | None = None,
 ) -> LoopOutcome:
     """Serve the deployment, run `train_campaign` on t1 in process, read the evaluation back.
 
     The Prefect server listens on `prefect_port` when it is free (so the links recorded stay
     valid under `t1 ui` with the same port and home), else on any free port. The servers'
-    output goes to `log_path`; they are stopped before this returns.
+    output goes to `log_path`; they are stopped before this returns. `on_log` hears the
+    campaign's progress as `train_campaign` relays it.
     """
     from prefect.settings import PREFECT_API_URL, PREFECT_UI_URL, temporary_settings
 
@@ -74,11 +78,14 @@ def run_campaign_loop(
         with temporary_settings(updates=settings):
             config = {"steps": steps} if steps else {}
             job = defs().resolve_job_def("train_campaign")
-            result = job.execute_in_process(
-                run_config=forge_run_config(forge, campaign_flow_run=config),
-                instance=instance,
-                raise_on_error=False,
-            )
+            run_id = make_new_run_id()
+            with user_log_lines(instance, run_id, on_log) if on_log else nullcontext():
+                result = job.execute_in_process(
+                    run_config=forge_run_config(forge, campaign_flow_run=config),
+                    instance=instance,
+                    raise_on_error=False,
+                    run_id=run_id,
+                )
     if not result.success:
         failures = [e for e in result.all_events if e.is_step_failure]
         error = failures[0].step_failure_data.error if failures else None

@@ -8,9 +8,12 @@ trains: it shares the held-out task's environment, checks or solution path.
 
 from __future__ import annotations
 
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from pipelines.host import BACKEND_ENV, RUNS_DIR_ENV
 from tasks.model import Task
 from tasks.pools import Pool
 from training.campaign_config import CampaignConfig, load_campaign_config
@@ -106,15 +109,19 @@ def campaign_config(
 ) -> CampaignConfig:
     """The preset with this launch's choices and a new run id (unique per run, known before
     the run starts so the orchestrator can name and tag it); resuming, the resumed run's id.
+    $T1_SANDBOX_BACKEND and $T1_RUNS_DIR (`t1 ui --store`, `t1 demo` set them) override the
+    preset's backend and runs directory; `runs_dir` overrides both.
     `cluster_address` (None: the preset's) is where the trials run (`ExecutorConfig`).
     Raises ValueError naming the directory when `resume_from` holds no checkpoint."""
     from training.campaign import new_run_id
     from training.checkpoint import latest_checkpoint, read_state
 
+    runs_dir = runs_dir or os.environ.get(RUNS_DIR_ENV) or None
     base = load_campaign_config(
         preset,
         steps=steps,
         eval_every=eval_every,
+        sandbox_backend=os.environ.get(BACKEND_ENV) or None,
         runs_dir=Path(runs_dir) if runs_dir else None,
         store=Path(store) if store else None,
         policy_path=Path(policy_path) if policy_path else None,
@@ -130,3 +137,31 @@ def campaign_config(
     return CampaignConfig.model_validate(
         {**base.model_dump(), "run_id": run_id, "pool": pool, "executor": executor}
     )
+
+
+def ensure_policy(cfg: CampaignConfig, log: Callable[[str], None]) -> None:
+    """Build the warm-started policy a new run starts from, if it is not cached, with a line
+    per 50 of its supervised steps (on a fresh checkout this is minutes to most of an hour;
+    it used to happen inside the run's setup without a word). Nothing when the run starts
+    from a given checkpoint or resumes."""
+    if cfg.policy_path is not None or cfg.resume_from is not None:
+        return
+    import contextlib
+    import io
+
+    from training.warm_start import WarmStartConfig, cache_root, warm_started_policy
+
+    steps = WarmStartConfig().steps
+    log(f"the tiny policy's warm start: read from {cache_root() / 'policy'}, or built once "
+        f"({steps} supervised steps; a line per 50)")  # fmt: skip
+
+    class Lines(io.TextIOBase):
+        def write(self, text: str) -> int:
+            for line in text.splitlines():
+                if line.strip():
+                    log(line.strip())
+            return len(text)
+
+    with contextlib.redirect_stdout(Lines()):
+        path = warm_started_policy(reuse_stale=True, log=True)
+    log(f"warm start ready: {path}")

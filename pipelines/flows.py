@@ -46,10 +46,14 @@ from pipelines.campaign_deployment import (
 from pipelines.campaign_plan import (
     CampaignTasks,
     campaign_config,
+    ensure_policy,
     split_campaign_tasks,
     with_audit_version,
 )
 from pipelines.campaign_provenance import recorded_campaign, start_record
+from pipelines.campaign_recovery import process_label
+from pipelines.campaign_slot import campaign_slot
+from pipelines.progress import Heartbeat
 from pipelines.reporting import report_evaluation
 from tasks.pools import Pool
 from training.campaign_config import CampaignConfig
@@ -81,7 +85,13 @@ def run_labels(tags: list[str], name: str) -> None:
     run_id = runtime.flow_run.id
     with get_client(sync_client=True) as client:
         current = client.read_flow_run(run_id).tags
-        client.update_flow_run(run_id, name=name, tags=sorted({*current, *tags}))
+        client.update_flow_run(
+            run_id,
+            name=name,
+            tags=sorted({*current, *tags}),
+            # this process: what `pipelines.campaign_recovery` checks after a kill
+            infrastructure_pid=process_label(),
+        )
 
 
 @task(retries=3, retry_delay_seconds=[2, 10, 30], cache_policy=NONE)
@@ -195,7 +205,9 @@ def ppo_campaign(
         f" (audit {split.audit_version or 'unknown'}), {len(split.held_out)} held out; "
         f"{len(split.excluded)} excluded by lineage {split.excluded[:5]}"
     )
-    resolved = request.model_copy(update={"pool_version": split.pool_version or None})
+    resolved = request.model_copy(
+        update={"pool_version": split.pool_version or None, "steps": cfg.steps}
+    )
     labels = run_labels(
         [f"campaign:{run_id}", f"pool:{split.pool}", f"pool_version:{split.pool_version}"],
         resolved.run_name(),
@@ -208,11 +220,14 @@ def ppo_campaign(
         UUID, create_progress_artifact(0.0, key=f"progress-{run_id}".lower(), description="steps")
     )
 
+    beat = Heartbeat(logger.info, f"campaign {run_id}")
+
     def on_step(step: int, metrics: dict[str, float]) -> None:
         done = step + 1
         update_progress_artifact(progress, 100.0 * done / cfg.steps)
         shown = ", ".join(f"{k}={metrics[k]:.4g}" for k in STEP_COLUMNS[:3] if k in metrics)
         logger.info(f"step {done}/{cfg.steps}: {shown}")
+        beat.heard(f"step {done + 1}/{cfg.steps}" if done < cfg.steps else "finishing")
 
     flow_run_id = str(runtime.flow_run.id)
     url = flow_run_url(flow_run_id)
@@ -243,7 +258,9 @@ def ppo_campaign(
         prefect_flow_run_id=flow_run_id,
         dagster_run_id=dagster_run_id,
     )
-    with recorded_campaign(cfg, start):
+    with beat, campaign_slot(cfg, wait=beat.note), recorded_campaign(cfg, start):
+        ensure_policy(cfg, beat.note)
+        beat.heard("starting the engine and the first step's rollouts")
         result = run_campaign(cfg, hooks=hooks, tasks=split.train, eval_tasks=split.held_out)
     metrics_artifact(run_id, result.metrics)
     return result.metrics

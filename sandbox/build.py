@@ -9,10 +9,16 @@ so tasks sharing a Dockerfile prefix share its layers and concurrent builds of o
 build it once. Stacks deeper than MAX_LAYERS are flattened into one layer above the base.
 
 COPY/ADD write straight into the new layer directory. RUN goes through a `StepRunner` (the
-runtime): the step sees the layers read-only under a fresh writable directory that becomes
-the layer, with network to the package registries only (NetworkMode.BUILD) and the host's CA
-bundle visible at BUILD_CA for the step alone (its env points pip, curl, requests and git at
-it; neither the file nor the variables reach the image).
+runtime): the step sees the layers read-only, writes on a disk of its own (`step_disk_mb`:
+the task's `disk_mb` plus scratch room) and what it left becomes the layer, with network to
+the package registries only (NetworkMode.BUILD) and the host's CA bundle visible at BUILD_CA
+for the step alone (its env points pip, curl, requests and git at it; neither the file nor
+the variables reach the image).
+
+Everything a build writes into the host's layer cache is bounded by the task's disk: a
+`LayerBudget` of `disk_mb` and the disk's inode count for all the build's layers together,
+reused ones counted at what they cost when built (so the outcome never depends on the cache).
+Past it the build fails as the task's `disk_limit`, before the host's disk fills.
 """
 
 from __future__ import annotations
@@ -32,12 +38,13 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
 
+from sandbox import disk as sandbox_disk
 from sandbox.base import EnvironmentBuildError, ExecResult, NetworkMode, NetworkPolicy
 from sandbox.bases import Base, ensure_base, lookup, state_dir
-from sandbox.context import ContextError, copy_into_layer, digest_sources
+from sandbox.context import ContextError, LayerTooLarge, copy_into_layer, digest_sources
 from sandbox.idmap import STORAGE_TAG, shift_tree
 from sandbox.image import Image, ImageConfig
-from sandbox.layerfs import ImageView, ensure_dirs, flatten
+from sandbox.layerfs import ImageView, LayerBudget, OverBudget, ensure_dirs, flatten, layer_usage
 from sandbox.stages import Config, Copy, Run, Stage, resolve
 from tasks.dockerfile import DockerfileError
 from tasks.model import VERIFIER_VENV, Task
@@ -49,23 +56,28 @@ CA_ENV = ("SSL_CERT_FILE", "PIP_CERT", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "
           "NODE_EXTRA_CA_CERTS")  # fmt: skip
 HOST_CA_BUNDLE = os.environ.get("T1_BUILD_CA_BUNDLE", "/etc/ssl/certs/ca-certificates.crt")
 OUTPUT_TAIL = 2000
+BUILD_SCRATCH_MB = 512  # at least this much room, beyond the task's disk, while a RUN runs
 # A RUN step that failed because it reached for the internet beyond the package registries.
 _OFFLINE = re.compile(
     r"Could not resolve host|Temporary failure in name resolution|Name or service not known|"
     r"Failed to establish a new connection|Network is unreachable|Connection refused|"
     r"unable to access 'https?://|Failed to connect to|getaddrinfo|ENOTFOUND|EAI_AGAIN"
 )
+# A RUN step that failed because it filled its disk (the task's disk_mb).
+_DISK_FULL = re.compile(r"No space left on device|ENOSPC|\[Errno 28\]|Disk quota exceeded")
 
 
 class StepRunner(Protocol):
     """Runs one RUN step (the runtime implements it, e.g. sandbox.local.LocalStepRunner).
 
-    `layers` (bottom first) are mounted read-only under `upper`, an empty directory that
-    becomes the writable layer; the runner may create siblings of `upper` (an overlay
-    workdir) inside `upper.parent`. The step runs `argv` in fresh namespaces as `user`
-    (a name or uid[:gid] of the image) in `cwd`, with exactly `env`, the network `network`
-    allows, and /etc/hosts and /etc/resolv.conf provided by the runtime (never written into
-    `upper`). A step that fails or times out still returns its ExecResult.
+    `layers` (bottom first) are mounted read-only, with what `upper` (the new layer's
+    directory) already holds above them; what the step writes, on a writable layer of at
+    most `disk_mb`, ends up in `upper` (files, links, whiteouts) when it succeeds; the runner
+    may create siblings of `upper` inside `upper.parent`. The step runs `argv` in fresh
+    namespaces as `user` (a name or uid[:gid] of the image) in `cwd`, with exactly `env`,
+    the network `network` allows, and /etc/hosts and /etc/resolv.conf provided by the
+    runtime (never written into `upper`). A step that fails or times out still returns its
+    ExecResult.
     """
 
     def run(
@@ -79,6 +91,7 @@ class StepRunner(Protocol):
         user: str,
         network: NetworkPolicy,
         timeout_s: float,
+        disk_mb: int,
     ) -> ExecResult: ...
 
 
@@ -92,6 +105,7 @@ class BuildFailure(StrEnum):
     STEP_FAILED = "step_failed"  # a RUN step exited non-zero
     NEEDS_INTERNET = "needs_internet"  # a RUN step reached beyond the package registries
     TIMEOUT = "timeout"  # the build exceeded the task's build_timeout_s
+    DISK_LIMIT = "disk_limit"  # the build wrote more than the task's disk (disk_mb) holds
 
 
 class ImageBuildError(EnvironmentBuildError):
@@ -233,6 +247,8 @@ class _Builder:
         self.deadline = t0 + task.limits.build_timeout_s
         self.context = dict(task.environment.files)
         self.context.pop("Dockerfile", None)
+        mb = task.limits.disk_mb
+        self.budget = LayerBudget(mb << 20, sandbox_disk.inodes(state_dir() / "disks", mb))
 
     def stage(self, stage: Stage, images: dict[int, Image]) -> Image:
         if stage.base_stage is not None:
@@ -258,28 +274,44 @@ class _Builder:
 
     # -- layers ---------------------------------------------------------------------------
     def layer(
-        self, image: Image, spec: object, make: Callable[[Path], None], text: str, line: int
+        self,
+        image: Image,
+        spec: object,
+        make: Callable[[Path], None],
+        text: str,
+        line: int,
+        *,
+        measure: bool = False,
     ) -> Image:
-        """`image` plus the layer for `spec`: reused when cached, else made by `make(dir)`."""
+        """`image` plus the layer for `spec`: reused when cached, else made by `make(dir)`.
+        A made layer's cost is taken from the budget: measured once made (`measure`: what a
+        RUN step allocated) or taken by `make` as it writes (COPY/ADD)."""
         key = hashlib.sha256(json.dumps([image.key, spec], default=str).encode()).hexdigest()
         root = layer_root()
         final = root / key[:KEY_CHARS]
         if final.is_dir():
             self.stats.reused += 1
             self.log(f"cached  {text[:100]}")
+            self.take_cost(final, line, text)
         else:
             root.mkdir(parents=True, exist_ok=True)
             with open(root / f"{key[:KEY_CHARS]}.lock", "w") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 if final.is_dir():
                     self.stats.reused += 1
+                    self.take_cost(final, line, text)
                 else:
                     self.log(f"build   {text[:100]}")
                     tmp = Path(tempfile.mkdtemp(dir=root, prefix=".b-"))
                     try:
                         (tmp / "up").mkdir(mode=0o755)
+                        before = (self.budget.bytes_left, self.budget.inodes_left)
                         make(tmp / "up")
                         shift_tree(tmp / "up")  # what the runner wrote (COPY, WORKDIR)
+                        if measure:
+                            self.take(*layer_usage(tmp / "up"), line=line, text=text)
+                        cost = [before[0] - self.budget.bytes_left,
+                                before[1] - self.budget.inodes_left]  # fmt: skip
                         (tmp / "up").rename(final)
                         (root / f"{key[:KEY_CHARS]}.json").write_text(
                             json.dumps(
@@ -288,6 +320,7 @@ class _Builder:
                                     "parent": image.key,
                                     "line": line,
                                     "instruction": text[:2000],
+                                    "cost": cost,
                                 }
                             )  # fmt: skip
                         )
@@ -295,6 +328,25 @@ class _Builder:
                         shutil.rmtree(tmp, ignore_errors=True)
                     self.stats.built += 1
         return self.capped(Image((*image.layers, final), image.config, key))
+
+    def take(self, nbytes: int, inodes: int, *, line: int, text: str) -> None:
+        try:
+            self.budget.take(nbytes, inodes)
+        except OverBudget as e:
+            raise ImageBuildError(
+                BuildFailure.DISK_LIMIT, str(e), line=line, instruction=text
+            ) from e
+
+    def take_cost(self, final: Path, line: int, text: str) -> None:
+        """Take a reused layer's cost (recorded when it was built; measured now for a layer
+        cached before costs were recorded), so a build's outcome never depends on what
+        other builds left in the cache."""
+        try:
+            meta = json.loads((final.parent / f"{final.name}.json").read_text())
+            nbytes, inodes = (int(x) for x in meta["cost"])
+        except (OSError, ValueError, KeyError, TypeError):
+            nbytes, inodes = layer_usage(final)
+        self.take(nbytes, inodes, line=line, text=text)
 
     def capped(self, image: Image) -> Image:
         """Flatten everything above the base into one layer once the stack is too deep."""
@@ -338,7 +390,7 @@ class _Builder:
         def make(up: Path) -> None:
             ensure_dirs(view, up, path)
 
-        return self.layer(image, ["WORKDIR", path], make, step.text, step.line)
+        return self.layer(image, ["WORKDIR", path], make, step.text, step.line, measure=True)
 
     def copy(self, image: Image, step: Copy, images: dict[int, Image]) -> Image:
         view = ImageView(image.layers)
@@ -358,7 +410,11 @@ class _Builder:
 
         def make(up: Path) -> None:
             try:
-                copy_into_layer(self.context, step, view, up, src_view)
+                copy_into_layer(self.context, step, view, up, src_view, self.budget)
+            except LayerTooLarge as e:
+                raise ImageBuildError(
+                    BuildFailure.DISK_LIMIT, str(e), line=step.line, instruction=step.text
+                ) from e
             except (ContextError, KeyError) as e:
                 what = f"unknown user/group {e}" if isinstance(e, KeyError) else str(e)
                 raise ImageBuildError(
@@ -398,6 +454,7 @@ class _Builder:
             r = self.runner.run(
                 layers, up, step.argv, env=runner_env, cwd=cwd, user=config.user,
                 network=network, timeout_s=timeout,
+                disk_mb=step_disk_mb(self.task.limits.disk_mb),
             )  # fmt: skip
             if r.ok:
                 return
@@ -408,15 +465,27 @@ class _Builder:
                     f"RUN timed out (build_timeout_s={self.task.limits.build_timeout_s:g})",
                     line=step.line, instruction=step.text, output_tail=tail,
                 )  # fmt: skip
-            kind = (
-                BuildFailure.NEEDS_INTERNET if _OFFLINE.search(tail) else BuildFailure.STEP_FAILED
-            )
+            if _DISK_FULL.search(tail):
+                kind = BuildFailure.DISK_LIMIT
+            elif _OFFLINE.search(tail):
+                kind = BuildFailure.NEEDS_INTERNET
+            else:
+                kind = BuildFailure.STEP_FAILED
             raise ImageBuildError(
                 kind, f"RUN exited {r.exit_code}", line=step.line, instruction=step.text,
                 output_tail=tail,
             )  # fmt: skip
 
-        return self.layer(image, spec, make, step.text, step.line)
+        return self.layer(image, spec, make, step.text, step.line, measure=True)
+
+
+def step_disk_mb(disk_mb: int) -> int:
+    """The disk a RUN step writes on: the task's disk plus as much again (at least
+    BUILD_SCRATCH_MB), for what a step downloads and deletes before it ends (apt's lists, pip's
+    cache: `apt-get update && apt-get install ... && rm -rf /var/lib/apt/lists/*` peaks at
+    about 70 MB above what it leaves). What it leaves must fit the task's disk with the rest
+    of the image (the LayerBudget)."""
+    return disk_mb + max(disk_mb, BUILD_SCRATCH_MB)
 
 
 def verifier_toolchain_script(packages: Sequence[str]) -> str:

@@ -19,6 +19,8 @@ showed, and elsewhere the image:
 - a deletion (an overlay whiteout) stays one; a directory the agent removed and made again
   (an opaque directory) hides the image's content as it did;
 - anything else (a FIFO, a socket, a device) is not carried: the path is absent for the judge;
+- nothing at or below the verifier's own toolchain (`judge.carried_path`), and no path that is
+  not absolute and normalized (a `..` would climb out of both layers);
 - every root-owned directory of the image below an output path becomes `owner`'s too (a
   directory in the layer, merged with the image's).
 
@@ -36,7 +38,8 @@ from pathlib import Path
 
 from sandbox import idmap
 from sandbox.base import SandboxError
-from sandbox.judge import carried_mode
+from sandbox.judge import carried_mode, carried_path
+from tasks.model import trusted_path_problem
 
 OPAQUE = "trusted.overlay.opaque"
 # overlayfs features that would make the agent's layer describe files stored elsewhere; this
@@ -61,7 +64,7 @@ def carry(
     files: list[str] = []
     for path in paths:
         rel = path.strip("/")
-        if not rel:
+        if not rel or trusted_path_problem("/" + rel) is not None:  # no `..`: never above
             continue
         _parents(image, dest, rel)
         top = project.rstrip("/")
@@ -144,6 +147,8 @@ def _carry_entry(
     path: str,
     files: list[str],
 ) -> None:
+    if not carried_path(path):  # the verifier's toolchain stays the image's
+        return
     st = os.lstat(src)
     owner = _owned(st, agent)
     if is_whiteout(st):

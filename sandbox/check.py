@@ -9,6 +9,9 @@ from sandbox.trial import run_trial
 from tasks.model import Task
 from tasks.results import FailureMode, TrialResult
 
+# Failures of the host, not the task: an environment build or verifier error is the task's.
+HOST_FAILURES = frozenset({FailureMode.SANDBOX_ERROR, FailureMode.CANCELLED})
+
 
 @dataclass
 class TaskCheck:
@@ -20,6 +23,16 @@ class TaskCheck:
     @property
     def ok(self) -> bool:
         return not self.problems
+
+    @property
+    def environment_failure(self) -> str | None:
+        """Why this check says nothing about the task: a trial the harness could not run
+        (the sandbox did not start, it was cancelled), or None. Such a task is not invalid;
+        the host is (`t1 task check` exits 2)."""
+        for name, trial in (("oracle", self.oracle), ("nop", self.nop)):
+            if trial is not None and trial.failure_mode in HOST_FAILURES:
+                return f"{name} trial: {trial.failure_mode}: {trial.failure_detail}"
+        return None
 
 
 def judge(task: Task, oracle: TrialResult | None, nop: TrialResult) -> list[str]:

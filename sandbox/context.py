@@ -10,22 +10,39 @@ bzip2, xz). The task bundle keeps bytes, not modes, so a file is executable (075
 starts with `#!` or ends in `.sh` and 0644 otherwise (documented in docs/images.md).
 Destinations resolve through the image's symlinks (COPY x /bin/ lands in /usr/bin on a
 merged-/usr root), never through the host's.
+
+What a step writes lands in the host's layer cache, so it is bounded as a trial's disk is:
+archive members and files of another stage are streamed a chunk at a time (never a whole
+member in memory: a 1.2 MB gzip holding 1.2 GiB of zeros took the runner to 1.26 GB), zeros
+left as holes, and every byte and entry is taken from the build's `LayerBudget` as written.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import gzip
 import hashlib
 import io
+import lzma
 import os
 import posixpath
 import re
 import shutil
 import stat
 import tarfile
+import zlib
 from pathlib import Path
 
-from sandbox.layerfs import ImageView, LinkInLayer, copy_meta, ensure_dirs, host_path
+from sandbox.layerfs import (
+    ImageView,
+    LayerBudget,
+    LinkInLayer,
+    OverBudget,
+    copy_meta,
+    ensure_dirs,
+    host_path,
+    write_stream,
+)
 from sandbox.stages import Copy
 
 
@@ -139,10 +156,23 @@ def digest_sources(files: dict[str, bytes], step: Copy) -> str:
 
 
 # -- writing into a layer ---------------------------------------------------------------------
+class LayerTooLarge(ContextError):
+    """What a COPY/ADD writes exceeds the task's disk (its LayerBudget)."""
+
+
 class _Writer:
-    def __init__(self, step: Copy, view: ImageView, up: Path) -> None:
+    def __init__(
+        self, step: Copy, view: ImageView, up: Path, budget: LayerBudget | None = None
+    ) -> None:
         self.step, self.view, self.up = step, view, up
         self.uid, self.gid = view.ids(step.chown) if step.chown else (0, 0)
+        self.budget = budget or LayerBudget(1 << 62, 1 << 62)
+
+    def take(self, nbytes: int = 0, inodes: int = 0) -> None:
+        try:
+            self.budget.take(nbytes, inodes)
+        except OverBudget as e:
+            raise LayerTooLarge(f"line {self.step.line}: {e}") from e
 
     def host(self, path: str) -> Path:
         try:
@@ -164,6 +194,7 @@ class _Writer:
             return
         if os.path.lexists(target):
             target.unlink()
+        self.take(inodes=1)
         existing = self.view.lstat(path)
         target.mkdir()
         if existing is not None and stat.S_ISDIR(existing.st_mode) and not self.step.chown:
@@ -173,13 +204,52 @@ class _Writer:
         target.chmod(self.step.chmod if self.step.chmod is not None else 0o755)
 
     def write(self, path: str, data: bytes, mode: int) -> None:
+        self.write_from(path, io.BytesIO(data), mode)
+
+    def write_from(self, path: str, src: object, mode: int) -> None:
+        """A regular file at `path` with what the file object `src` reads (streamed)."""
         self.parent_dirs(path)
         target = self.host(path)
         if target.is_dir() and not target.is_symlink():
             shutil.rmtree(target)
         elif os.path.lexists(target):
             target.unlink()
-        target.write_bytes(data)
+        self.take(inodes=1)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            write_stream(fd, src, self.budget)
+        except OverBudget as e:
+            raise LayerTooLarge(f"line {self.step.line}: {e}") from e
+        finally:
+            os.close(fd)
+        os.chown(target, self.uid, self.gid)
+        target.chmod(self.step.chmod if self.step.chmod is not None else mode)
+
+    def copy_file(self, path: str, src: Path, mode: int) -> None:
+        """A copy of the layer file `src` (another stage's) at `path`: its apparent size
+        taken from the budget, its holes kept holes."""
+        from sandbox.disk import copy_extents
+
+        fi = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            if not stat.S_ISREG(os.fstat(fi).st_mode):
+                return
+            self.take(os.fstat(fi).st_size)
+            self.parent_dirs(path)
+            target = self.host(path)
+            if target.is_dir() and not target.is_symlink():
+                shutil.rmtree(target)
+            elif os.path.lexists(target):
+                target.unlink()
+            self.take(inodes=1)
+            flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+            fo = os.open(target, flags, 0o600)
+            try:
+                copy_extents(fi, fo)
+            finally:
+                os.close(fo)
+        finally:
+            os.close(fi)
         os.chown(target, self.uid, self.gid)
         target.chmod(self.step.chmod if self.step.chmod is not None else mode)
 
@@ -188,8 +258,28 @@ class _Writer:
         target = self.host(path)
         if os.path.lexists(target):
             target.unlink()
+        self.take(inodes=1)
         os.symlink(link, target)
         os.chown(target, self.uid, self.gid, follow_symlinks=False)
+
+    def hardlink(self, path: str, existing: str) -> None:
+        """A hard link at `path` to `existing`, a regular file this step wrote into the layer
+        (an archive's earlier member); anything else (a file of a lower layer, a path of
+        this host) is not linked. Neither path passes through a link."""
+        source = self.host(existing)
+        try:
+            st = os.lstat(source)
+        except FileNotFoundError:
+            return
+        if not stat.S_ISREG(st.st_mode):
+            return
+        self.parent_dirs(path)
+        target = self.host(path)
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        elif os.path.lexists(target):
+            target.unlink()
+        os.link(source, target, follow_symlinks=False)
 
 
 def copy_into_layer(
@@ -198,9 +288,11 @@ def copy_into_layer(
     view: ImageView,
     up: Path,
     src_view: ImageView | None = None,
+    budget: LayerBudget | None = None,
 ) -> None:
-    """Write what `step` copies into the empty layer directory `up` (the image is `view`)."""
-    w = _Writer(step, view, up)
+    """Write what `step` copies into the empty layer directory `up` (the image is `view`),
+    taking what it writes from `budget` (LayerTooLarge past it)."""
+    w = _Writer(step, view, up, budget)
     if step.inline:
         for name, content in step.inline:
             dest = step.dest + name if step.dest.endswith("/") else step.dest
@@ -253,27 +345,46 @@ def _resolve_dest(view: ImageView, dest: str, *, is_dir: bool = False) -> str:
     return posixpath.join(view.resolve(parent or "/"), name)
 
 
+def _member_path(root: str, name: str) -> str | None:
+    """Where an archive member named `name` goes below `root`; None for `.` and for a name
+    that climbs out (`../x`). A leading `/` is dropped (Docker extracts it below root)."""
+    norm = posixpath.normpath(name.lstrip("/"))
+    if norm in (".", "..") or norm.startswith("../"):
+        return None
+    return posixpath.join(root, norm)
+
+
 def _extract(w: _Writer, step: Copy, view: ImageView, data: bytes) -> bool:
-    """ADD of a local tar archive: extract it into the destination. False if not a tar."""
+    """ADD of a local tar archive: extract it into the destination. False if not a tar.
+
+    Members are read in order, each file streamed into the layer (no member is ever held in
+    memory whole, and the archive is decompressed once). Directories, files, symbolic links
+    and hard links to an earlier member are made; devices and FIFOs are not (a sandbox
+    could not make them either), a hard link to anything else links nothing."""
     try:
         tar = tarfile.open(fileobj=io.BytesIO(data), mode="r:*")
     except (tarfile.TarError, EOFError, OSError):
         return False
     root = _resolve_dest(view, step.dest.rstrip("/") or "/", is_dir=True)
     with tar:
-        for member in tar.getmembers():
-            name = posixpath.normpath(member.name.lstrip("/"))
-            if name == "." or name.startswith("../"):
-                continue
-            path = posixpath.join(root, name)
-            if member.isdir():
-                w.mkdir(path)
-            elif member.issym():
-                w.symlink(path, member.linkname)
-            elif member.isfile():
-                fobj = tar.extractfile(member)
-                body = fobj.read() if fobj else b""
-                w.write(path, body, member.mode & 0o7777 & ~0o6000)
+        try:
+            for member in tar:  # in order: one pass over the decompressed stream
+                path = _member_path(root, member.name)
+                if path is None:
+                    continue
+                if member.isdir():
+                    w.mkdir(path)
+                elif member.issym():
+                    w.symlink(path, member.linkname)
+                elif member.islnk():
+                    existing = _member_path(root, member.linkname)
+                    if existing is not None:
+                        w.hardlink(path, existing)
+                elif member.isfile():
+                    fobj = tar.extractfile(member)
+                    w.write_from(path, fobj or io.BytesIO(), member.mode & 0o7777 & ~0o6000)
+        except (tarfile.TarError, EOFError, zlib.error, lzma.LZMAError, gzip.BadGzipFile) as e:
+            raise ContextError(f"line {step.line}: a damaged archive: {e}") from e
     return True
 
 
@@ -315,7 +426,8 @@ def _copy_tree(w: _Writer, src: ImageView, path: str, dest: str) -> None:
 
 
 def _copy_entry(w: _Writer, host: Path, target: str) -> None:
-    if host.is_symlink():
+    st = os.lstat(host)
+    if stat.S_ISLNK(st.st_mode):
         w.symlink(target, os.readlink(host))
-    elif host.is_file():
-        w.write(target, host.read_bytes(), stat.S_IMODE(os.lstat(host).st_mode))
+    elif stat.S_ISREG(st.st_mode):
+        w.copy_file(target, host, stat.S_IMODE(st.st_mode))

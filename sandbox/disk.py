@@ -48,19 +48,44 @@ def copy_sparse(src: Path, dest: Path) -> None:
     try:
         fo = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
         try:
-            size = os.fstat(fi).st_size
-            os.ftruncate(fo, size)
-            for start, end in _data_extents(fi, size):
-                pos = start
-                while pos < end:
-                    n = os.copy_file_range(fi, fo, end - pos, pos, pos)
-                    if n <= 0:
-                        raise OSError(f"copying {src} stopped at byte {pos} of {end}")
-                    pos += n
+            copy_extents(fi, fo)
         finally:
             os.close(fo)
     finally:
         os.close(fi)
+
+
+def copy_extents(fi: int, fo: int) -> int:
+    """Make the empty file `fo` a copy of the regular file `fi`: its data extents copied in
+    the kernel, its holes left holes (a 100 GB sparse file costs what it holds, not 100 GB
+    of zeros). Returns the size."""
+    size = os.fstat(fi).st_size
+    os.ftruncate(fo, size)
+    for start, end in _data_extents(fi, size):
+        pos = start
+        while pos < end:
+            n = os.copy_file_range(fi, fo, end - pos, pos, pos)
+            if n <= 0:
+                raise OSError(f"copying stopped at byte {pos} of {end}")
+            pos += n
+    return size
+
+
+def inodes(disks_dir: Path, size_mb: int) -> int:
+    """How many inodes the formatted disk of `size_mb` has (read once from its superblock):
+    what a build may create on the host, as a trial may in its sandbox."""
+    key = (str(disks_dir), size_mb)
+    if key not in _INODES:
+        out = subprocess.run(
+            ["dumpe2fs", "-h", str(template(disks_dir, size_mb))],
+            capture_output=True, text=True, check=True,
+        ).stdout  # fmt: skip
+        line = next(ln for ln in out.splitlines() if ln.startswith("Inode count:"))
+        _INODES[key] = int(line.split(":")[1])
+    return _INODES[key]
+
+
+_INODES: dict[tuple[str, int], int] = {}
 
 
 def _data_extents(fd: int, size: int) -> list[tuple[int, int]]:

@@ -39,13 +39,14 @@ from sandbox.base import (
     VerifierSpec,
     normalize_dest,
 )
+from sandbox.cgroups import oom_file_of, oom_kill_count
 from sandbox.docker_api import docker_client, endpoint, exec_exit_code, is_podman
 from sandbox.docker_build import build_image, image_config, tar_bytes
 from sandbox.docker_hosts import answers, configured_pool
 from sandbox.docker_session import DockerSession
 from sandbox.git_guards import MAX_CONFIG_BYTES, driver_sections, guard_env, is_config_file
 from sandbox.image import ImageConfig
-from sandbox.judge import carried_mode
+from sandbox.judge import carried_mode, carried_path, holds_verifier_venv
 from sandbox.podman import CONTAINER_LABEL, ENDPOINT_LABEL
 from tasks.model import Limits, Task
 
@@ -310,21 +311,13 @@ class DockerSandbox:
             path = self._oom_files.get(container.id)
             if path is None:
                 container.reload()
-                pid = int(container.attrs["State"]["Pid"])
-                with open(f"/proc/{pid}/cgroup") as f:
-                    group = next(
-                        line.split(":", 2)[2].strip()
-                        for line in f
-                        if line.split(":")[1] == "memory"
-                    )
-                path = self._oom_files[container.id] = (
-                    f"/sys/fs/cgroup/memory{group}/memory.oom_control"
-                )
+                path = oom_file_of(int(container.attrs["State"]["Pid"]))  # cgroup v1 or v2
+                if path is None:
+                    return 0
+                self._oom_files[container.id] = path
             with open(path) as f:
-                for line in f:
-                    if line.startswith("oom_kill "):
-                        return int(line.split()[1])
-        except (OSError, KeyError, ValueError, StopIteration):
+                return oom_kill_count(f.read())
+        except (OSError, KeyError, ValueError):
             pass
         return 0
 
@@ -421,23 +414,24 @@ class DockerSandbox:
         return self._download(self._container, path)
 
     def _download(self, container: Any, path: str) -> dict[str, bytes]:
+        """A file ({name: bytes}) or a directory's regular files, MAX_DOWNLOAD_BYTES in all,
+        read from the engine's archive stream as it comes (never the whole archive in
+        memory: a 512 MiB file in the report directory cost 1 GB of the runner's RSS)."""
+        api = self.client.api
         try:
-            stream, _ = container.get_archive(path)
-            data = b"".join(stream)
-        except Exception:  # noqa: BLE001 - docker.errors.NotFound
+            res = api._get(
+                api._url("/containers/{0}/archive", container.id),
+                params={"path": path},
+                stream=True,
+            )
+        except Exception:  # noqa: BLE001 - the engine or the container is gone
             return {}
-        out: dict[str, bytes] = {}
-        budget = MAX_DOWNLOAD_BYTES
-        with tarfile.open(fileobj=io.BytesIO(data)) as tar:
-            members = [m for m in tar.getmembers() if m.isfile()]
-            single = len(members) == 1 and "/" not in members[0].name
-            for m in members:
-                f = tar.extractfile(m)
-                blob = f.read(budget) if f else b""
-                budget -= len(blob)
-                rel = m.name if single else m.name.split("/", 1)[-1]
-                out[rel] = blob
-        return out
+        try:
+            if res.status_code != 200:  # 404: no such path
+                return {}
+            return read_archive(res.raw, MAX_DOWNLOAD_BYTES)
+        finally:
+            res.close()
 
     # -- the verifier ------------------------------------------------------------------
     def verify(self, spec: VerifierSpec) -> VerifierRun:
@@ -470,7 +464,13 @@ class DockerSandbox:
                 git_files |= found
         run_id = f"{self.id}-v{uuid.uuid4().hex[:6]}"
         places = [(TESTS_DIR, "tests"), (REPORT_DIR, "report")]
-        places += [(p, f"out{i}") for i, p in enumerate(carried) if _is_dir_tar(carried[p])]
+        # a directory above the verifier's toolchain is laid over the image's (which keeps its
+        # toolchain), not a fresh volume
+        places += [
+            (p, f"out{i}")
+            for i, p in enumerate(carried)
+            if _is_dir_tar(carried[p]) and not holds_verifier_venv(p)
+        ]
         if spec.cwd not in carried:  # the working directory, whatever the agent left there
             places.append((spec.cwd, "cwd"))
         volumes: dict[str, str] = {}
@@ -639,6 +639,10 @@ def carried_tar(
             abs_path = posixpath.normpath(posixpath.join(top, m.name))
             if not (abs_path == path or abs_path.startswith(path.rstrip("/") + "/")):
                 continue
+            if not carried_path(abs_path) or (
+                m.islnk() and not carried_path(posixpath.normpath(posixpath.join(top, m.linkname)))
+            ):
+                continue  # the verifier's toolchain stays the image's
             info = tarfile.TarInfo(m.name)
             info.type, info.mtime, info.mode = m.type, m.mtime, mode or 0
             info.linkname = m.linkname
@@ -756,6 +760,44 @@ def _user_ids(passwd: bytes, user: str) -> tuple[int, int]:
     if name.isdigit():
         return int(name), int(group) if group.isdigit() else int(name)
     raise SandboxError(f"user {name!r} does not exist in the image's /etc/passwd")
+
+
+def read_archive(stream: Any, budget: int) -> dict[str, bytes]:
+    """The regular files of the tar `stream` (a file object read in order, never sought)
+    the engine sends for a path: {name: bytes} for a file, names below it for a directory;
+    `budget` bytes in all, reading stops there. A damaged or cut stream gives what was
+    read before it."""
+    out: dict[str, bytes] = {}
+    try:
+        with tarfile.open(fileobj=stream, mode="r|") as tar:
+            for m in tar:
+                if budget <= 0:
+                    break
+                if not m.isfile():
+                    continue
+                f = tar.extractfile(m)
+                blob = _read_into(f, min(budget, m.size)) if f else b""
+                budget -= len(blob)
+                # the path itself has no "/" in its name; what is below it is dir/name
+                out[m.name.split("/", 1)[1] if "/" in m.name else m.name] = blob
+    except (tarfile.TarError, OSError, EOFError):
+        pass
+    return out
+
+
+def _read_into(f: Any, n: int) -> bytes:
+    """At most `n` bytes of `f`, read a MiB at a time into one buffer (reading them in one
+    call held several copies of the whole: 255 MiB of peak RSS for a 64 MiB read)."""
+    buf = bytearray(n)
+    view, got = memoryview(buf), 0
+    while got < n:
+        k = f.readinto(view[got : min(n, got + (1 << 20))])
+        if not k:
+            break
+        got += k
+    view.release()
+    del buf[got:]
+    return bytes(buf)
 
 
 def _allowlist_hosts(policy: NetworkPolicy | str) -> dict[str, str]:

@@ -214,6 +214,13 @@ def _build(
             files[".t1-build-ca.crt"] = ca
             params["secrets"] = json.dumps([f"id={CA_SECRET_ID},src=.t1-build-ca.crt"])
     files["Dockerfile"] = dockerfile.encode()
+    # No engine here can cap a build's storage (that needs overlay on XFS with project
+    # quotas); what can be: every file a RUN step writes at most the task's disk (RLIMIT_FSIZE:
+    # a 1.5 GB file fails the step), and the image's own layers checked once built.
+    disk = task.limits.disk_mb << 20
+    params["ulimits"] = json.dumps(  # Podman's compatible API takes the CLI's form
+        [f"fsize={disk}:{disk}"] if podman else [{"Name": "fsize", "Soft": disk, "Hard": disk}]
+    )
     if not podman:
         log = _post_build(client, params, tar_bytes(files), task.limits.build_timeout_s)
     else:
@@ -227,7 +234,30 @@ def _build(
             log = _post_build(client, params, tar_bytes(files), task.limits.build_timeout_s)
     if log.error is not None:
         tail = "".join(log.lines[-30:])[-3000:]
+        # EFBIG, or SIGXFSZ (128 + 25) killing a step that ignored it; ENOSPC
+        if re.search(r"File too large|exit status 153|No space left on device", tail + log.error):
+            log.error += f" (past the task's disk: storage_mb={task.limits.disk_mb})"
         raise EnvironmentBuildError(f"task {task.id}: docker build failed: {log.error}\n{tail}")
+    _check_size(client, task, tag, dockerfile)
+
+
+def _check_size(client: Any, task: Task, tag: str, dockerfile: str) -> None:
+    """Remove the image and fail the build (the task's error) when what the build added to
+    its base exceeds the task's disk, as the local builder's LayerBudget does."""
+    image = client.images.get(tag)
+    bases = []
+    for name in dockerfile_bases(dockerfile):
+        try:
+            bases.append(int(client.images.get(name).attrs.get("Size") or 0))
+        except Exception:  # noqa: BLE001 - a stage name, or gone
+            continue
+    added = int(image.attrs.get("Size") or 0) - max(bases, default=0)
+    if added > task.limits.disk_mb << 20:
+        client.images.remove(image.id, force=True)
+        raise EnvironmentBuildError(
+            f"task {task.id}: the image exceeds the task's disk: {added >> 20} MB added to its "
+            f"base, storage_mb={task.limits.disk_mb}"
+        )
 
 
 class _BuildLog:

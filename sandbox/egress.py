@@ -13,7 +13,9 @@ installs routes inside the namespace, from the host (`nsenter`), that the sandbo
 
 DNS works through the NAT's resolver, except under an allowlist: there the forwarder is
 prohibited too (it would forward any name, a channel out) and the allowed names are given to
-the container's /etc/hosts, resolved on the host.
+the container's /etc/hosts, resolved on the host. In every mode, link-local and
+cloud-metadata addresses (sandbox.network.REFUSED_NETWORKS) are prohibited, and an allowlist
+never reopens them. The routes go in with one `ip -batch` per namespace.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import socket
 import subprocess
 
 from sandbox.base import NetworkMode, NetworkPolicy, SandboxError
+from sandbox.network import ipv6_enabled, refusal_routes, refused
 
 NAT_GATEWAY = "10.0.2.2"  # slirp4netns's default gateway
 NAT_DEVICE = "tap0"
@@ -58,11 +61,14 @@ def resolve(hosts: tuple[str, ...]) -> list[str]:
     return sorted(addrs)
 
 
-def route_commands(policy: NetworkPolicy, host: list[str], allowed: list[str]) -> list[list[str]]:
+def route_commands(
+    policy: NetworkPolicy, host: list[str], allowed: list[str], *, ipv6: bool = True
+) -> list[list[str]]:
     """The `ip route` commands (run inside the namespace) for `policy`."""
     if policy.mode == NetworkMode.NONE:
         return []
     cmds = [["ip", "route", "add", "prohibit", f"{a}/32"] for a in host]
+    cmds += [["ip", *line.split()] for line in refusal_routes(ipv6)]
     if policy.mode == NetworkMode.ALLOWLIST:
         cmds.append(["ip", "route", "del", "default"])
         cmds.append(["ip", "route", "add", "prohibit", "default"])
@@ -72,7 +78,7 @@ def route_commands(policy: NetworkPolicy, host: list[str], allowed: list[str]) -
         cmds += [
             ["ip", "route", "add", f"{a}/32", "via", NAT_GATEWAY, "dev", NAT_DEVICE]
             for a in allowed
-            if a not in host
+            if a not in host and not refused(a)
         ]
     return cmds
 
@@ -80,12 +86,16 @@ def route_commands(policy: NetworkPolicy, host: list[str], allowed: list[str]) -
 def apply(pid: int, policy: NetworkPolicy) -> None:
     """Install `policy`'s routes in the network namespace of process `pid` (a host pid)."""
     allowed = resolve(policy.allowed_hosts) if policy.mode == NetworkMode.ALLOWLIST else []
-    for cmd in route_commands(policy, host_addresses(), allowed):
-        r = subprocess.run(
-            ["nsenter", "-t", str(pid), "-n", *cmd], capture_output=True, text=True, timeout=10
-        )
-        if r.returncode != 0:
-            raise SandboxError(f"network policy {policy.mode}: {' '.join(cmd)}: {r.stderr.strip()}")
+    cmds = route_commands(policy, host_addresses(), allowed, ipv6=ipv6_enabled(pid))
+    if not cmds:
+        return
+    batch = "".join(" ".join(cmd[1:]) + "\n" for cmd in cmds)  # each without its leading "ip"
+    r = subprocess.run(
+        ["nsenter", "-t", str(pid), "-n", "ip", "-batch", "-"],
+        input=batch, capture_output=True, text=True, timeout=10,
+    )  # fmt: skip
+    if r.returncode != 0:
+        raise SandboxError(f"network policy {policy.mode}: {r.stderr.strip()[-300:]}")
 
 
 class UserNat:

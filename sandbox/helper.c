@@ -1,6 +1,6 @@
 /* t1-sandbox-helper: the privileged steps of the local sandbox, without a shell.
  *
- *   helper holder NS DISK LAYERS UPPER WORK CGROUP_DIR IDMAP
+ *   helper holder NS DISK LAYERS UPPER WORK CGROUP_DIR IDMAP OWNER_BASE
  *       The sandbox's anchor process. In a new mount and network namespace (loopback up,
  *       ports below 1024 and ping open to the sandbox's unprivileged ids):
  *       a small tmpfs on NS; DISK (a formatted ext4 image, or "-") attached to a free loop
@@ -9,7 +9,7 @@
  *       of LAYERS (lowerdir syntax, top first) under that writable layer, NS/image a read-only
  *       view of LAYERS alone (what the image shipped). It makes the sandbox's user namespace
  *       (IDMAP, "0 HOSTBASE COUNT", for both uid_map and gid_map: root of the sandbox is host
- *       uid HOSTBASE) and keeps it open as fd 4. It keeps fd 3 open on NS, chroots into
+ *       uid HOSTBASE), owned by host uid OWNER_BASE + its own pid, and keeps it open as fd 4. It keeps fd 3 open on NS, chroots into
  *       NS/root (so /proc/PID/root is the sandbox root), prints "ready" and waits for its
  *       stdin to close: the runner stopped it, or died. It then SIGKILLs every process of the
  *       given cgroups, prints "stopped" once they are gone, and exits; its namespaces, mounts
@@ -66,16 +66,32 @@ static int write_file(const char *path, const char *text) {
 }
 
 /* A user namespace mapped by IDMAP ("0 HOSTBASE COUNT"), returned as an open fd: a child
- * unshares it, we write its maps, open it and let the child go (the fd keeps it alive). */
-static int make_userns(const char *idmap) {
+ * unshares it, we write its maps, open it and let the child go (the fd keeps it alive).
+ * The child first becomes host uid OWNER (an unprivileged id of this sandbox alone): the
+ * namespace's owner is who creates it, and the kernel charges what the namespace's processes
+ * hold in per-user counts (inotify instances and watches, namespaces, ...) to its owner in
+ * the parent namespace. Created by root, one sandbox holding 128 inotify instances left no
+ * inotify for any root process of the host, nor for any other sandbox. Its RLIMIT_NPROC is
+ * raised to its hard limit first: the namespace's processes count against it, as an owner's. */
+static int make_userns(const char *idmap, unsigned long owner) {
     int ready[2], go[2];
     char b = 0, path[64];
+    struct rlimit nproc;
     if (pipe2(ready, O_CLOEXEC) || pipe2(go, O_CLOEXEC)) return -1;
     pid_t c = fork();
     if (c < 0) return -1;
     if (c == 0) {
         close(ready[0]);
         close(go[1]);
+        /* as high as we may (raising the hard limit needs CAP_SYS_RESOURCE) */
+        if (!getrlimit(RLIMIT_NPROC, &nproc)) {
+            nproc.rlim_cur = nproc.rlim_max;
+            setrlimit(RLIMIT_NPROC, &nproc);
+        }
+        if (setgroups(0, NULL) ||
+            setresgid((gid_t)owner, (gid_t)owner, (gid_t)owner) ||
+            setresuid((uid_t)owner, (uid_t)owner, (uid_t)owner))
+            _exit(1);
         if (unshare(CLONE_NEWUSER) || write(ready[1], "x", 1) != 1) _exit(1);
         if (read(go[0], &b, 1) < 0) _exit(1); /* until the parent holds the namespace */
         _exit(0);
@@ -181,9 +197,10 @@ static void kill_group(int dirfd) {
 static int holder(char **a) {
     const char *ns = a[0], *disk = a[1], *layers = a[2], *upper = a[3], *work = a[4];
     const char *idmap = a[6];
-    unsigned long base = 0, count = 0;
-    if (sscanf(idmap, "0 %lu %lu", &base, &count) != 2 || base == 0 || count == 0) {
-        fprintf(stderr, "bad IDMAP %s\n", idmap);
+    unsigned long base = 0, count = 0, owner_base = strtoul(a[7], NULL, 10);
+    if (sscanf(idmap, "0 %lu %lu", &base, &count) != 2 || base == 0 || count == 0 ||
+        owner_base == 0) {
+        fprintf(stderr, "bad IDMAP %s or OWNER_BASE %s\n", idmap, a[7]);
         return 2;
     }
     char root[4096], image[4096], dsk[4096], up[4096], wk[4096], opts[8192];
@@ -230,7 +247,9 @@ static int holder(char **a) {
     }
     int nsfd = open(ns, O_RDONLY | O_DIRECTORY); /* fd 3: the runner reaches NS through it */
     if (nsfd != 3) return die("ns fd");
-    int userns = make_userns(idmap); /* fd 4: `exec` enters it through /proc/PID/fd/4 */
+    /* fd 4: `exec` enters it through /proc/PID/fd/4. Its owner: OWNER_BASE + our pid, an id
+     * no other live sandbox has (pids are unique while we live, and so is the namespace). */
+    int userns = make_userns(idmap, owner_base + (unsigned long)getpid());
     if (userns < 0) return die("user namespace");
     if (userns != 4 && (dup2(userns, 4) != 4 || close(userns))) return die("user namespace fd");
     int cgfd = open(a[5], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -311,10 +330,10 @@ static int enter(int argc, char **a) {
 }
 
 int main(int argc, char **argv) {
-    if (argc == 9 && !strcmp(argv[1], "holder")) return holder(argv + 2);
+    if (argc == 10 && !strcmp(argv[1], "holder")) return holder(argv + 2);
     if (argc > 5 && !strcmp(argv[1], "exec")) return enter(argc - 2, argv + 2);
     if (argc == 6 && !strcmp(argv[1], "judge")) return judge_root(argv + 2);
-    fprintf(stderr, "usage: helper holder NS DISK LAYERS UPPER WORK CGROUP_DIR IDMAP | "
+    fprintf(stderr, "usage: helper holder NS DISK LAYERS UPPER WORK CGROUP_DIR IDMAP OWNER_BASE | "
                     "judge PID NS LAYERS NAME | exec PID CPU TTY PROCS... -- CMD\n");
     return 2;
 }

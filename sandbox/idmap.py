@@ -20,6 +20,12 @@ from pathlib import Path
 
 BASE = 1_000_000_000  # far above any host account and the usual subordinate-id ranges
 SIZE = 65536  # ids 0..65535 of a sandbox (nobody = 65534 included)
+# The owner of a sandbox's user namespace, on the host: OWNER_BASE + its holder's pid (at most
+# 2^22), an id of that sandbox alone, in no map and with no account. The kernel charges what a
+# namespace's processes hold in per-user counts (inotify instances and watches, namespaces,
+# pending signals) to its owner in the parent namespace: owned by root, one sandbox holding
+# 128 inotify instances left none for any root process of the host or any other sandbox.
+OWNER_BASE = 2_000_000_000
 ROOT = (BASE, BASE)  # (uid, gid) of the sandbox's root, on the host
 # Written into the keys of cached bases and layers: a cache made before the ids were
 # shifted (or with another BASE) is never mixed with this one.

@@ -58,7 +58,7 @@ from sandbox.git_guards import GUARD_FILES, fixed_env
 from sandbox.policy import network_policy
 from sandbox.verdict_channel import Channel, RecordsStatus, open_channel
 from tasks.literals.model import RUNNER
-from tasks.model import Task
+from tasks.model import VERIFIER_VENV, Task, trusted_path_problem
 from tasks.reports import CHECKRUNNER_SOURCE, collect_report
 from tasks.results import (
     AssertionResult,
@@ -89,9 +89,25 @@ CHECKRUNNER_EARLIER = frozenset(
 
 def outputs_of(task: Task) -> tuple[str, ...]:
     """The agent's paths the verifier sees: the task's outputs (default its working
-    directory) and its trusted paths."""
+    directory) and its trusted paths. Only absolute, normalized paths below / (the task
+    model's rule, checked again: a task made in code skips its validators), so none names
+    a place outside the sandbox once joined to a host path (`/../../tmp/victim`); never the
+    verifier's own toolchain (`carried_path`)."""
     paths = [*(task.outputs or [task.environment.workdir]), *task.trusted_paths]
-    return tuple(dict.fromkeys(p.rstrip("/") or "/" for p in paths))
+    norm = dict.fromkeys(p.rstrip("/") or "/" for p in paths)
+    return tuple(p for p in norm if trusted_path_problem(p) is None and carried_path(p))
+
+
+def carried_path(path: str) -> bool:
+    """Whether the agent's entry at `path` (absolute) may be carried: anything but the
+    verifier's own toolchain (VERIFIER_VENV and below), which stays the image's whatever the
+    outputs name (a trusted /usr or /usr/lib never brings the agent's copy of it)."""
+    return not (path == VERIFIER_VENV or path.startswith(VERIFIER_VENV + "/"))
+
+
+def holds_verifier_venv(path: str) -> bool:
+    """Whether the output `path` is a directory above VERIFIER_VENV."""
+    return VERIFIER_VENV.startswith(path.rstrip("/") + "/")
 
 
 def carried_mode(st_mode: int) -> int | None:

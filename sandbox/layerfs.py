@@ -19,6 +19,68 @@ from pathlib import Path
 
 OPAQUE = "trusted.overlay.opaque"
 MAX_SYMLINKS = 40
+CHUNK = 1 << 20
+_ZEROS = bytes(CHUNK)
+
+
+class OverBudget(OSError):
+    """A build wrote more into the host's layer cache than its task's disk holds."""
+
+
+class LayerBudget:
+    """What one build may still write into the host's layer cache: the bytes and inodes of
+    the task's disk (`storage_mb`, the disk a trial gets), for every layer of the build
+    together. A COPY/ADD takes what it writes (apparent sizes, one inode per entry) as it
+    writes it; a RUN step's layer is taken once made (what it allocated). Going over raises
+    OverBudget: the task's build error, before the host's disk or inodes run out."""
+
+    def __init__(self, nbytes: int, inodes: int) -> None:
+        self.bytes_left, self.inodes_left = nbytes, inodes
+        self.size = (nbytes, inodes)
+
+    def take(self, nbytes: int = 0, inodes: int = 0) -> None:
+        self.bytes_left -= nbytes
+        self.inodes_left -= inodes
+        if self.bytes_left < 0 or self.inodes_left < 0:
+            total, files = self.size
+            raise OverBudget(
+                f"the image exceeds the task's disk ({total // (1 << 20)} MB, {files} files: "
+                "storage_mb)"
+            )
+
+
+def layer_usage(top: Path) -> tuple[int, int]:
+    """(allocated bytes, entries) of a layer directory: what it costs the host's disk."""
+    nbytes, entries = 0, 0
+    for dirpath, dirnames, filenames in os.walk(top, followlinks=False):
+        for name in dirnames + filenames:
+            try:
+                st = os.lstat(os.path.join(dirpath, name))
+            except OSError:
+                continue
+            nbytes += st.st_blocks * 512
+            entries += 1
+    return nbytes, entries
+
+
+def write_stream(fd: int, src: object, budget: LayerBudget | None = None) -> int:
+    """Copy the readable `src` (a file object: a tar member) into the empty file `fd`, a
+    chunk at a time (never the whole member in memory), all-zero chunks left as holes; each
+    chunk taken from `budget` before it is written. Returns the size."""
+    read = src.read  # type: ignore[attr-defined]
+    size = 0
+    while chunk := read(CHUNK):
+        if budget is not None:
+            budget.take(len(chunk))
+        if chunk == _ZEROS[: len(chunk)]:
+            os.lseek(fd, len(chunk), os.SEEK_CUR)
+        else:
+            view = memoryview(chunk)
+            while view:
+                view = view[os.write(fd, view) :]
+        size += len(chunk)
+    os.ftruncate(fd, size)
+    return size
 
 
 def is_whiteout(st: os.stat_result) -> bool:
@@ -191,11 +253,27 @@ def _apply(src: Path, dst: Path) -> None:
             os.symlink(os.readlink(s), d)
             copy_meta(st, d)
         elif stat.S_ISREG(st.st_mode):
-            shutil.copyfile(s, d, follow_symlinks=False)
+            _copy_file(s, d)  # holes stay holes: a layer's sparse file is not written out
             copy_meta(st, d)
         else:
             os.mknod(d, st.st_mode, st.st_rdev)
             copy_meta(st, d)
+
+
+def _copy_file(src: Path, dest: Path) -> None:
+    from sandbox.disk import copy_extents
+
+    fi = os.open(src, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        fo = os.open(
+            dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        )
+        try:
+            copy_extents(fi, fo)
+        finally:
+            os.close(fo)
+    finally:
+        os.close(fi)
 
 
 def _remove(p: Path) -> None:

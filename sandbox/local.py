@@ -52,10 +52,11 @@ from sandbox.base import (
     normalize_dest,
 )
 from sandbox.carry import carry, make_dir
-from sandbox.cgroups import SandboxCgroup, cgroups_available
+from sandbox.cgroups import SandboxCgroup, cgroup_problem
 from sandbox.git_guards import MAX_CONFIG_BYTES, driver_sections, guard_env, is_config_file
 from sandbox.image import Image
 from sandbox.launcher import helper_path
+from sandbox.layerfs import is_opaque
 from sandbox.session import PtySession
 from tasks.model import Limits
 
@@ -148,15 +149,14 @@ def local_backend_problem() -> str | None:
             return f"'{tool}' not found: apt-get install bubblewrap e2fsprogs util-linux"
     if not os.path.exists("/dev/loop-control"):
         return "no /dev/loop-control: the sandbox's disk needs loop devices"
-    if not cgroups_available():
-        return "cgroup v1 memory/pids/cpu controllers are not mounted writable under /sys/fs/cgroup"
-    return None
+    return cgroup_problem()
 
 
 class LocalSandbox:
     """One sandbox of `image`. `env`, `workdir` and `user` are the agent's (default: the
-    image's config). With `upper_dir` the writable layer is that directory instead of a disk
-    (image builds write a layer there)."""
+    image's config). With `layer_step` it runs an image build's step: the runtime's
+    directories (/logs, the workdir) are not made, and `export_layer` copies what the step
+    wrote into the new layer. Either way the writable layer is a disk of `limits.disk_mb`."""
 
     def __init__(
         self,
@@ -167,7 +167,7 @@ class LocalSandbox:
         workdir: str | None = None,
         env: Mapping[str, str] | None = None,
         user: str | None = None,
-        upper_dir: Path | None = None,
+        layer_step: bool = False,
     ) -> None:
         self.id = "t1-" + uuid.uuid4().hex[:12]
         self.image = image
@@ -176,7 +176,7 @@ class LocalSandbox:
         self.workdir = workdir or image.config.workdir or "/"
         self.env = {**BASE_ENV, **image.config.env, **(env or {})}
         self.user = image.config.user if user is None else user
-        self.upper_dir = upper_dir
+        self.layer_step = layer_step
         self._holder: subprocess.Popen[bytes] | None = None
         self._helper = ""
         self._bwrap = ""
@@ -220,27 +220,22 @@ class LocalSandbox:
         self._cgroup.create(memory_mb=lim.memory_mb, pids=lim.pids, cpus=lim.cpus)
         for child in ("session", "exec", "verify"):
             self._cgroup.child(child).create()
-        disk = upper = work = "-"
-        if self.upper_dir is None:
-            disk = str(RUN_DIR / f"{self.id}.img")
-            sandbox_disk.copy_sparse(sandbox_disk.template(DISKS_DIR, lim.disk_mb), Path(disk))
-        else:
-            work_dir = self.upper_dir.with_name(self.upper_dir.name + ".work")
-            self.upper_dir.mkdir(parents=True, exist_ok=True)
-            work_dir.mkdir(parents=True, exist_ok=True)
-            idmap.shift_tree(self.upper_dir)  # what the runner put there is the sandbox's
-            upper, work = str(self.upper_dir), str(work_dir)
+        # The writable layer is a disk of disk_mb, for a trial as for an image build's step
+        # (a RUN that writes 1.5 GB fills its disk, not the host's layer cache).
+        upper = work = "-"
+        disk = str(RUN_DIR / f"{self.id}.img")
+        sandbox_disk.copy_sparse(sandbox_disk.template(DISKS_DIR, lim.disk_mb), Path(disk))
         layers = ":".join(str(p) for p in reversed(self.image.layers))
         self._holder = subprocess.Popen(
             [self._helper, "holder", NS_DIR, disk, layers, upper, work,
-             str(self._cgroup.path("pids")), idmap.uid_map_line().strip()],
+             str(self._cgroup.path("pids")), idmap.uid_map_line().strip(),
+             str(idmap.OWNER_BASE)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             start_new_session=True,
         )  # fmt: skip
         assert self._holder.stdout is not None
         line = self._holder.stdout.readline()
-        if disk != "-":
-            os.unlink(disk)  # the loop device holds it; it is freed with the holder
+        os.unlink(disk)  # the loop device holds it; it is freed with the holder
         if line.strip() != b"ready":
             err = self._holder.stderr.read().decode(errors="replace") if self._holder.stderr else ""
             raise SandboxError(f"sandbox {self.id} failed to start: {err.strip() or line!r}")
@@ -257,7 +252,7 @@ class LocalSandbox:
         (etc / "hostname").write_text("sandbox\n")
         for name in ETC_FILES:
             os.chown(etc / name, *idmap.ROOT)  # the sandbox's root may edit them, as in Docker
-        if self.upper_dir is None:
+        if not self.layer_step:
             # Resolved in the sandbox: a link the image ships at these paths stays inside it.
             with self._root_fd() as root:
                 for d, mode in (("logs/agent", 0o777), ("logs/verifier", 0o755)):
@@ -283,9 +278,9 @@ class LocalSandbox:
                 holder.stdin.close()  # the holder kills the sandbox's processes and exits
             # Once it says so, nothing of the sandbox runs; its own exit (the kernel drops
             # the mounts, the loop disk, the namespaces: a few ms) is waited for off the
-            # caller's path. An image build's layer is used as soon as this returns, so
-            # there the overlay must be gone first.
-            if self.upper_dir is not None or self._reclaim_queued:
+            # caller's path. An image build's step waits for it (its disk and loop device
+            # are freed before the next step takes its own).
+            if self.layer_step or self._reclaim_queued:
                 _finish_holder(holder, 10)
             elif _says_stopped(holder, 10):
                 exiting = holder
@@ -432,6 +427,8 @@ class LocalSandbox:
         binds: Sequence[str] = (),
         root: str = "",
     ) -> ExecResult:
+        """One process tree in the sandbox's `group` (in the judge's fresh `root` when given,
+        under the verifier phase's system-call filter)."""
         oom_before = self._cgroup.oom_kills()
         t0 = time.monotonic()
         fd = seccomp.verifier_profile_fd() if root else seccomp.profile_fd()
@@ -618,14 +615,31 @@ class LocalSandbox:
                 return {posixpath.basename(dest): data}
             return safefs.read_tree(root, dest, MAX_DOWNLOAD_BYTES)
 
+    def export_layer(self, dest: Path) -> None:
+        """Copy what an image build's step wrote (its writable layer on its disk: files,
+        links, whiteouts, opaque directories, xattrs, hard links; zeros as holes) into the
+        layer directory `dest`, over the directories the builder put there first (the
+        step's lower layer) that the step did not delete or make opaque."""
+        src = self._ns() / "disk" / "upper"
+        _clear_shadowed(src, dest)
+        r = subprocess.run(
+            ["cp", "-a", "--sparse=always", f"{src}/.", f"{dest}/"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        if r.returncode != 0:
+            raise SandboxError(f"sandbox {self.id}: the step's layer could not be stored: "
+                               f"{r.stderr.strip()[-300:]}")  # fmt: skip
+
     def disk_free_bytes(self) -> int:
         st = os.statvfs(self._ns() / "disk")
         return st.f_bavail * st.f_frsize
 
 
 class LocalStepRunner:
-    """Runs one Dockerfile RUN step: `layers` read-only under `upper` as the writable layer
-    (which becomes the step's layer), in fresh namespaces, network per `network`."""
+    """Runs one Dockerfile RUN step: `layers` read-only (and what the builder already put in
+    `upper`, the new layer's directory, above them), the step's writes on a disk of
+    `disk_mb` like a trial's, copied into `upper` when the step succeeds; fresh namespaces,
+    network per `network`."""
 
     def run(
         self,
@@ -638,16 +652,27 @@ class LocalStepRunner:
         user: str,
         network: NetworkPolicy,
         timeout_s: float,
+        disk_mb: int = Limits().disk_mb,
         limits: Limits | None = None,
     ) -> ExecResult:
         from sandbox.image import Image, ImageConfig
 
-        image = Image(layers=tuple(layers), config=ImageConfig(env=dict(env)), key="build")
-        lim = limits or Limits(memory_mb=4096, pids=4096, cpus=2, output_bytes=4_000_000)
+        upper.mkdir(parents=True, exist_ok=True)
+        below = list(layers)
+        if any(upper.iterdir()):  # the step's working directory, made by the builder
+            idmap.shift_tree(upper)
+            below.append(upper)
+        image = Image(layers=tuple(below), config=ImageConfig(env=dict(env)), key="build")
+        lim = limits or Limits(
+            memory_mb=4096, pids=4096, cpus=2, output_bytes=4_000_000, disk_mb=disk_mb
+        )
         sb = LocalSandbox(image, lim, network_policy=network, workdir=cwd, user=user,
-                          upper_dir=upper)  # fmt: skip
+                          layer_step=True)  # fmt: skip
         with sb:
-            return sb.exec(argv, timeout_s=timeout_s, cwd=cwd, env=env, user=user)
+            r = sb.exec(argv, timeout_s=timeout_s, cwd=cwd, env=env, user=user)
+            if r.ok:
+                sb.export_layer(upper)
+            return r
 
 
 # -- helpers -------------------------------------------------------------------------------
@@ -760,6 +785,36 @@ def _disk_full(disk: Path) -> bool:
 def _is_file(fd: int, path: str) -> bool:
     st = safefs.lstat(fd, path)
     return st is not None and stat.S_ISREG(st.st_mode)
+
+
+def _clear_shadowed(src: Path, dest: Path) -> None:
+    """Before a step's layer `src` is copied over `dest` (directories the builder made, the
+    step's lower layer): remove from `dest` what the step deleted (a whiteout or another
+    file at its name) and empty the directories the step made opaque."""
+    for dirpath, dirnames, filenames in os.walk(dest, topdown=True):
+        rel = os.path.relpath(dirpath, dest)
+        for name in list(dirnames) + filenames:
+            mine = os.path.join(src, rel, name)
+            try:
+                st = os.lstat(mine)
+            except FileNotFoundError:
+                continue
+            there = os.path.join(dirpath, name)
+            if not stat.S_ISDIR(st.st_mode):
+                if os.path.isdir(there) and not os.path.islink(there):
+                    shutil.rmtree(there)
+                else:
+                    os.unlink(there)
+                if name in dirnames:
+                    dirnames.remove(name)
+            elif is_opaque(Path(mine)):
+                for child in os.listdir(there):
+                    c = os.path.join(there, child)
+                    if os.path.isdir(c) and not os.path.islink(c):
+                        shutil.rmtree(c)
+                    else:
+                        os.unlink(c)
+                dirnames.remove(name)
 
 
 def _under(path: str, tops: Sequence[str]) -> bool:

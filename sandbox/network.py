@@ -5,7 +5,10 @@ the host's namespace; the sandbox reaches the world through it, never the host i
 host's loopback is refused by slirp4netns (`--disable-host-loopback`, which also covers its
 10.0.2.2 alias) and every address of the host's own interfaces is a blackhole route inside
 the namespace, which the sandbox cannot change (it has no CAP_NET_ADMIN). `allowlist` and
-`build` drop the default route and route only the addresses of the allowed hosts.
+`build` drop the default route and route only the addresses of the allowed hosts. Whatever
+the policy, link-local and cloud-metadata addresses (REFUSED_NETWORKS) are `prohibit` routes:
+the NAT opens connections from the host's stack, so 169.254.169.254 would be the host's
+metadata service, with the machine's credentials, and an allowlist never reopens them.
 """
 
 from __future__ import annotations
@@ -30,6 +33,49 @@ REGISTRY_HOSTS: tuple[str, ...] = (
 )
 GATEWAY = "10.0.2.2"  # slirp4netns' router inside the namespace
 DNS = "10.0.2.3"
+# Never reachable from a sandbox, whatever its policy or allowlist: link-local addresses (the
+# metadata services of AWS, GCP, Azure, Oracle and Firecracker's MMDS answer at
+# 169.254.169.254) and the other clouds' metadata addresses (Azure's wireserver, Alibaba's,
+# AWS's IPv6 one). slirp4netns runs without IPv6, so the IPv6 ones are belt and braces.
+REFUSED_NETWORKS = (
+    "169.254.0.0/16",
+    "168.63.129.16/32",
+    "100.100.100.200/32",
+    "fe80::/10",
+    "fd00:ec2::254/128",
+)
+
+
+def refused(net: str) -> bool:
+    """Whether the address or network `net` lies inside one of REFUSED_NETWORKS: an
+    allowlist entry that does is dropped (its route would be at least as specific as the
+    refusal); a wider one (0.0.0.0/0) stays, the refusal being the more specific route."""
+    try:
+        n = ipaddress.ip_network(net, strict=False)
+    except ValueError:
+        return False
+    return any(
+        n.version == r.version and n.subnet_of(r)  # type: ignore[arg-type]
+        for r in (ipaddress.ip_network(x) for x in REFUSED_NETWORKS)
+    )
+
+
+def refusal_routes(ipv6: bool) -> list[str]:
+    """`ip route` arguments refusing REFUSED_NETWORKS (IPv6 ones only where `ipv6`)."""
+    return [
+        f"route add prohibit {net}"
+        for net in REFUSED_NETWORKS
+        if ipv6 or ipaddress.ip_network(net).version == 4
+    ]
+
+
+def ipv6_enabled(pid: int) -> bool:
+    """Whether the network namespace of process `pid` has IPv6 (routes can be added)."""
+    try:
+        with open(f"/proc/{pid}/net/if_inet6") as f:
+            return bool(f.read(1))
+    except OSError:
+        return False
 
 
 @dataclass
@@ -100,15 +146,19 @@ def resolved_names(hosts: Iterable[str]) -> list[tuple[str, str]]:
     return sorted(out)
 
 
-def route_commands(policy: NetworkPolicy, host_addrs: list[str], allowed: list[str]) -> list[str]:
+def route_commands(
+    policy: NetworkPolicy, host_addrs: list[str], allowed: list[str], *, ipv6: bool = True
+) -> list[str]:
     """`ip -batch` lines applied inside the namespace after the NAT is up (pure). Under an
     allowlist the NAT's DNS forwarder is unreachable too: a resolver that forwards any name
     to the host's would carry data out in the names asked (names are resolved on the host,
-    `resolved_names`)."""
+    `resolved_names`). REFUSED_NETWORKS are refused in every mode, and dropped from
+    `allowed`."""
     lines = [f"route add blackhole {a}/32" for a in host_addrs if a != GATEWAY]
+    lines += refusal_routes(ipv6)
     if policy.mode in (NetworkMode.ALLOWLIST, NetworkMode.BUILD):
         lines.append("route del default")
-        lines += [f"route add {net} via {GATEWAY} dev tap0" for net in allowed]
+        lines += [f"route add {net} via {GATEWAY} dev tap0" for net in allowed if not refused(net)]
     if policy.mode == NetworkMode.ALLOWLIST:
         lines.append(f"route add blackhole {DNS}/32")
     return lines
@@ -146,7 +196,9 @@ def attach(holder_pid: int, policy: NetworkPolicy) -> Attachment:
             err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
             att.close()
             raise SandboxError(f"slirp4netns failed to start: {err.strip()[-300:]}")
-    lines = route_commands(policy, host_addresses(), resolve(allowed_hosts(policy)))
+    lines = route_commands(
+        policy, host_addresses(), resolve(allowed_hosts(policy)), ipv6=ipv6_enabled(holder_pid)
+    )
     r = subprocess.run(
         ["nsenter", f"--net=/proc/{holder_pid}/ns/net", "ip", "-batch", "-"],
         input="\n".join(lines) + "\n", capture_output=True, text=True, check=False,

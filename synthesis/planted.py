@@ -115,12 +115,22 @@ class _Base:
     name: str  # its name
 
 
-def _base(parent: Parent, rng: random.Random, tag: str) -> _Base:
+def copy_like(derivation: str, lines: int | None) -> bool:
+    """Whether `derivation` of a file of `lines` lines may be its copy, which a scripted hack
+    run after the parent's solution earns (`copy_inputs`): a copy; a sort or a first line
+    of a file of one line (a sort of an already sorted file too: its order is unknown)."""
+    return derivation in ("copy", "sorted") or (derivation == "first" and (lines or 0) < 2)
+
+
+def _base(parent: Parent, rng: random.Random, tag: str, work: bool = False) -> _Base:
+    """A derivation of a parent result; with `work`, never one a copy earns (`copy_like`)."""
     guarded = sorted(p for p, checks in parent.guards.items() if checks)
     text_outputs = {f.path for f in parent.profile.outputs if f.kind in ("text", "csv", "json")}
     src = rng.choice([p for p in guarded if p in text_outputs] or guarded)
     out = f"{parent.workdir}/{rng.choice(DIRS)}/{rng.choice(WORDS)}_{tag}.txt"
-    derivation = rng.choice(sorted(DERIVATIONS))
+    lines = next((f.lines for f in parent.profile.outputs if f.path == src), None)
+    names = [d for d in sorted(DERIVATIONS) if not (work and copy_like(d, lines))]
+    derivation = rng.choice(names)
     step, compute, phrase = DERIVATIONS[derivation]
     var = rng.choice(("data", "blob", "content", "raw", "got"))
     name = f"test_{tag}_{rng.choice(('derived', 'output', 'result', 'product'))}_{derivation}"
@@ -161,8 +171,9 @@ def _extension(b: _Base, *, steps=None, tests=None, text=None, consumes=None, **
 
 
 def base(parent: Parent, rng: random.Random, tag: str = "r1") -> Planted:
-    """The control: a valid extension with nothing planted."""
-    b = _base(parent, rng, tag)
+    """The control: a valid extension with nothing planted (and no copy: a copy of the
+    parent's result needs its work, not its output, and is not dependent)."""
+    b = _base(parent, rng, tag, work=True)
     return Planted(None, f"control-{b.derivation}", _extension(b), "accepted")
 
 

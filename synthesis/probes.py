@@ -2,6 +2,8 @@
 
 - `ParentSolutionAgent`: the parent's reference solution, run on the child. Every new
   assertion must fail (else the extension asks for nothing the parent did not already do).
+- `ParentThenCommandAgent`: the parent's reference solution, then a command (a scripted
+  hack): what the new assertions pay for the parent's work plus no work of their own.
 - `ExtensionOnlyAgent`: only the extension's steps, on the untouched environment, with every
   consumed file that does not exist yet replaced by a stub (what an agent skipping the core work
   would do). Every dependent new assertion must fail, and what it earns beyond the
@@ -9,8 +11,9 @@
 - `WipeAgent`: deletes everything under the working directory. A new assertion that passes
   both after nop and after a wipe checks nothing the task is about (vacuous).
 - `DataFlowAgent`: the parent's solution, then every consumed file perturbed (a line
-  prepended and one appended: content, line count, first and last line, size and digest all
-  change), then the extension's steps, then the consumed files restored exactly (bytes, mode,
+  prepended and one appended, every letter and digit between them rotated: content, line
+  count, first and last line, size, digest and every value change), then the extension's
+  steps, then the consumed files restored exactly (bytes, mode,
   owner, times) before the verifier runs. The parent's checks (the guards) pass again, so a
   new assertion that passed for the oracle and fails here checks something the steps derived
   from, or did to, the parent's output: the data flowed (`dependency_ok`).
@@ -41,6 +44,22 @@ class ParentSolutionAgent:
 
     def run(self, sandbox: Sandbox, task: Task, deadline: float) -> AgentOutcome:
         return run_solution(sandbox, task, self.solution, deadline)
+
+
+class ParentThenCommandAgent:
+    """Runs the PARENT's reference solution, then `command` in the same session."""
+
+    def __init__(self, parent_solution: dict[str, bytes], command: str, name: str) -> None:
+        self.solution = parent_solution
+        self.command = command
+        self.name = name
+
+    def run(self, sandbox: Sandbox, task: Task, deadline: float) -> AgentOutcome:
+        first = run_solution(sandbox, task, self.solution, deadline)
+        if first.timed_out:
+            return first
+        r = sandbox.session().run(self.command, timeout_s=max(0.1, deadline - time.monotonic()))
+        return AgentOutcome.from_exec(r)
 
 
 def extension_script(block: str, consumes: list[str], workdir: str) -> str:
@@ -75,6 +94,10 @@ class ExtensionOnlyAgent:
 
 
 PERTURB_HEAD = "t1 data-flow probe: perturbed (head)"
+# Every letter and digit of the consumed content rotated (ROT13, digits + 1): a result
+# computed from a subset of the lines (those with a word, the records of one category)
+# changes too, not only one that reads the first or last line, the size or the digest.
+ROTATE = "'A-Za-z0-9' 'N-ZA-Mn-za-m1-90'"
 PERTURB_TAIL = "t1 data-flow probe: perturbed (tail)"
 FLOW_DIR = "/.t1-flow"
 
@@ -109,7 +132,7 @@ _t1_restore() {{
 }}
 trap _t1_restore EXIT
 for _t1_f in "${{_t1_files[@]}}"; do
-  {{ printf '%s\n' {shlex.quote(PERTURB_HEAD)}; cat -- "$_t1_f"
+  {{ printf '%s\n' {shlex.quote(PERTURB_HEAD)}; tr {ROTATE} < "$_t1_f"
      printf '\n%s\n' {shlex.quote(PERTURB_TAIL)}; }} > {FLOW_DIR}/tmp \
     && cat {FLOW_DIR}/tmp > "$_t1_f"
 done

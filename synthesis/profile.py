@@ -30,6 +30,9 @@ SKIP_SUFFIXES = (".o", ".a", ".so", ".pyc", ".db", ".sqlite", ".sqlite3", ".lock
 SAFE_PATH = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._/-]*$")
 MAX_OUTPUT_BYTES = 1_000_000
 SNIFF_BYTES = 65_536
+SAMPLE_CHARS = 4096
+"""Characters of a text output kept in its profile (`OutputFile.sample`), cut at a line
+end: what operators read to build work on the output's actual columns, keys and values."""
 
 OutputKind = Literal["csv", "json", "text", "binary"]
 
@@ -62,6 +65,11 @@ class OutputFile(BaseModel):
     header: str | None = None  # first line of a text file (<= 200 chars)
     columns: int | None = None  # csv only: fields in the header
     in_repo: bool = False  # inside a git work tree (mode changes would dirty it)
+    # The first SAMPLE_CHARS of a text output (cut at a line end); `complete`: all of it.
+    # None in profiles recorded before samples were kept (operators that read the content
+    # then find the output ineligible).
+    sample: str | None = None
+    complete: bool = False
 
 
 class TaskProfile(BaseModel):
@@ -125,6 +133,19 @@ def parse_listing(text: str) -> tuple[dict[str, tuple[int, int, str]], list[str]
         out[name[2:]] = (int(mode, 8), int(size), sha[name[2:]])
     roots = sorted(p[2:-5].rstrip("/") for p in repos.split() if p.endswith("/.git"))
     return out, roots
+
+
+def sample_of(data: bytes, kind: OutputKind) -> tuple[str | None, bool]:
+    """(the first SAMPLE_CHARS of a text output, cut at its last full line; whether that is
+    the whole file). Binary outputs have none."""
+    if kind == "binary":
+        return None, False
+    text = data.decode("utf-8", "replace")
+    if len(text) <= SAMPLE_CHARS:
+        return text, True
+    cut = text[:SAMPLE_CHARS]
+    end = cut.rfind("\n")
+    return (cut[: end + 1] if end >= 0 else cut), False
 
 
 def sniff(data: bytes, rel: str) -> tuple[OutputKind, int | None, str | None, int | None]:
@@ -216,7 +237,10 @@ class ProfilingOracle:
             prev = self.before.get(rel)
             if prev is not None and prev[2] == digest:
                 continue
-            kind, lines, header, columns = sniff(self.sniffed.get(rel, b"\0"), rel)
+            data = self.sniffed.get(rel, b"\0")
+            kind, lines, header, columns = sniff(data, rel)
+            sample, complete = sample_of(data, kind)
+            complete = complete and size == len(data)
             outputs.append(
                 OutputFile(
                     path=f"{wd}/{rel}",
@@ -230,6 +254,8 @@ class ProfilingOracle:
                     header=header,
                     columns=columns,
                     in_repo=any(not root or rel.startswith(root + "/") for root in self.repos),
+                    sample=sample,
+                    complete=complete,
                 )
             )
         ok = result.resolved

@@ -3,9 +3,19 @@
 Round r samples parents from the whole accepted pool (the profiled seeds and every task rounds
 1..r-1 accepted), weighted toward under-extended lineages, under caps (`synthesis.sampler`),
 builds each candidate with its operator, drops candidates too close to the benchmark
-(`synthesis.decontam`), validates the rest in fresh sandboxes with `workers` threads
-(`synthesis.validate`), and records every candidate in one warehouse commit. A round is
-complete when its `synth_rounds` row exists.
+(`synthesis.decontam`), validates the rest in fresh sandboxes (`synthesis.validate`), and
+records every candidate. A round is complete when its `synth_rounds` row exists.
+
+Where the work runs: the driver (`run_synthesis`) only schedules and records. Each
+candidate's whole work (operator, LLM calls, decontamination, validation trials, repairs) is
+one task of the campaign's executor (`candidate:<campaign>:<assignment>`: a thread of this
+process by default, a node of a Ray cluster with `executor.address`), and so is each
+reference-agent trial and each seed's profiling. One executor serves the whole campaign: on a
+cluster one Ray connection, so workers and image-cache affinity persist across rounds.
+Operators travel to the nodes with the task; an LLM operator's client is rebuilt there from
+its settings (`_portable_llm_client`). The driver commits candidates in batches
+(`warehouse.journal`: every candidate journaled durably as it arrives, `commit_every` of them
+or `commit_interval_s` per commit), so a killed driver loses nothing it had been sent.
 
 Resume: assignments are a pure function of (parents, descendant counts, seed, caps), all read
 back from the warehouse as they were when the round started (earlier rounds are complete), so
@@ -16,21 +26,29 @@ and nothing committed is lost.
 
 from __future__ import annotations
 
+import copyreg
+import hashlib
 import json
+import logging
+import re
 import statistics
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import FIRST_COMPLETED, Future, as_completed, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
 
 from executor import Executor, ExecutorConfig, TrialLost, open_executor
+from sandbox.gc import collect_garbage
 from synthesis import ledger
 from synthesis.decontam import BenchmarkIndex, DecontamConfig, Overlap
 from synthesis.difficulty import distinct_tools, files_touched
 from synthesis.instruction import Stage, dependency_depth, stages_to_json
+from synthesis.llm import LLMClient
 from synthesis.operators import Operator, Parent, RewriteContext, RewriteError, build_child
 from synthesis.operators import registry as operator_registry
 from synthesis.operators.extension import Extension, Feedback, child_stage
@@ -42,9 +60,10 @@ from tasks.corpus import import_dir, load_seeds
 from tasks.model import Task
 from tasks.pools import Pool
 from tasks.results import TrialResult
+from warehouse.journal import DEFAULT_EVERY, DEFAULT_INTERVAL_S, BatchedWriter
 from warehouse.locks import single_writer
 from warehouse.pools import record_pool, rst_members
-from warehouse.recording import record_synthesis
+from warehouse.recording import record_synthesis, synthesis_records, tables_of
 from warehouse.records import (
     Record,
     SynthCandidateRecord,
@@ -57,6 +76,19 @@ from warehouse.store import Store
 
 # Origin pools of recorded tasks (a discarded candidate's origin is not a pool).
 SEED_POOL, ACCEPTED_POOL, DISCARDED_POOL = Pool.SEED.value, Pool.RST.value, "rst-discarded"
+log = logging.getLogger(__name__)
+
+# What validates a candidate: `validate`, or a stand-in (benchmarks/scale.py's calibrated one).
+Validator = Callable[[Task, Parent, ValidationConfig, Stage], Validation]
+
+
+def _portable_llm_client(client: LLMClient) -> tuple[type[LLMClient], tuple[Any, ...]]:
+    """How an LLM operator's client crosses to a cluster node: rebuilt there from its
+    settings (its OpenAI client holds locks and connections, which do not pickle)."""
+    return LLMClient, (client.settings,)
+
+
+copyreg.pickle(LLMClient, _portable_llm_client)
 
 
 @dataclass(frozen=True)
@@ -76,14 +108,29 @@ class SynthConfig:
     seed_ids: tuple[str, ...] = ()  # restrict the seed corpus (tests, small runs)
     # Accepted tasks per round a reference agent attempts, when one is given (0: none).
     reference_sample: int = 4
-    # Where validations run: `local` threads (default) or a Ray cluster (docs/scale.md).
+    # Where candidates are built and validated: `local` threads (default; `workers` of them)
+    # or a Ray cluster (docs/scale.md).
     executor: ExecutorConfig = field(default_factory=ExecutorConfig)
+    # Candidates per warehouse commit, or seconds the oldest waits: whichever comes first.
+    commit_every: int = DEFAULT_EVERY
+    commit_interval_s: float = DEFAULT_INTERVAL_S
 
     def __post_init__(self) -> None:
         if self.rounds < 1 or self.per_round < 1 or self.workers < 1:
             raise ValueError(f"rounds, per_round and workers must be >= 1, got {self!r}")
         if self.reference_sample < 0:
             raise ValueError(f"reference_sample must be >= 0, got {self.reference_sample!r}")
+        if self.commit_every < 1 or self.commit_interval_s < 0:
+            raise ValueError(
+                "commit_every must be >= 1 and commit_interval_s >= 0, got "
+                f"{self.commit_every!r}, {self.commit_interval_s!r}"
+            )
+
+    @property
+    def journal(self) -> str:
+        """The campaign's journal stream (`warehouse.journal`): its name, made a key."""
+        digest = hashlib.sha256(self.campaign.encode()).hexdigest()[:8]
+        return f"synthesis-{re.sub(r'[^A-Za-z0-9._-]+', '-', self.campaign)[:60]}-{digest}"
 
     def to_json(self) -> str:
         doc = asdict(self)
@@ -117,10 +164,21 @@ def load_seed_tasks(cfg: SynthConfig) -> list[Task]:
     return sorted(tasks, key=lambda t: t.id)
 
 
+def open_campaign_executor(cfg: SynthConfig) -> Executor:
+    """The executor of a campaign (one per campaign: one Ray connection on a cluster); a
+    worker that dies there has its sandboxes' remains reclaimed on its node."""
+    return open_executor(cfg.executor, workers=cfg.workers, reclaim=collect_garbage)
+
+
 def seed_parents(
-    store: Store, cfg: SynthConfig, progress: Progress | None = None, log: Log | None = None
+    store: Store,
+    cfg: SynthConfig,
+    progress: Progress | None = None,
+    log: Log | None = None,
+    executor: Executor | None = None,
 ) -> list[Parent]:
-    """Round-0 parents: seed tasks with a passing profile (profiling and recording them once).
+    """Round-0 parents: seed tasks with a passing profile (profiling and recording them once,
+    each profile a task of `executor`, the campaign's, else one opened for the call).
     With `log`, the seeds' base images are had first in this process (workers' builds cannot
     reach the caller's log), so a base being built or waited for is said, not minutes of
     silence."""
@@ -133,7 +191,8 @@ def seed_parents(
 
             prepare_bases(todo, log=log)
         record_synthesis(store, tasks=[task_record(t, pool=SEED_POOL) for t in todo])
-        with open_executor(cfg.executor, workers=cfg.workers) as pool:
+        pool = executor or open_campaign_executor(cfg)
+        try:
             futures = {
                 pool.submit(f"profile:{t.content_hash}", profile_task, t, cfg.validation.backend,
                             affinity=t.environment_hash): t
@@ -145,6 +204,9 @@ def seed_parents(
                 known[prof.task_hash] = prof
                 if progress:
                     progress("profile seeds", i, len(todo))
+        finally:
+            if executor is None:
+                pool.shutdown(wait=False, cancel_futures=True)
     return [Parent(t, known[t.content_hash]) for t in tasks if known[t.content_hash].ok]
 
 
@@ -258,6 +320,7 @@ def candidate_rows(
         flow_independent=list(flow.independent) if flow else None,
         flow_inconclusive=list(flow.inconclusive) if flow else None,
         flow_perturbed=list(flow.perturbed) if flow else None,
+        flow_hacked=list(flow.hacked) if flow else None,  # issue 33: hacks after the parent
         ext_only_free_share=m.ext_only_free_share if m else None,
         parent_solution_share=m.parent_share if m else None,
         chain_depth=len(parent.chain) + 1,
@@ -330,9 +393,10 @@ def round_parents(
     round_: int,
     progress: Progress | None = None,
     log: Log | None = None,
+    executor: Executor | None = None,
 ) -> list[Parent]:
     """The pool round `round_` samples from: profiled seeds and everything accepted before it."""
-    seeds = seed_parents(store, cfg, progress, log)
+    seeds = seed_parents(store, cfg, progress, log, executor)
     return seeds + ledger.pool_parents(store, cfg.campaign, round_)
 
 
@@ -343,15 +407,16 @@ def validate_on(
     parent: Parent,
     vcfg: ValidationConfig,
     stage: Stage,
+    validator: Validator = validate,
 ) -> Validation:
-    """`validate` here (`remote` None: the local default), or as one trial on a cluster node
-    that prefers nodes holding the environment's image. A trial the cluster lost for good is
-    an infrastructure verdict, never a defect of the candidate."""
+    """`validator` here (`remote` None: where the candidate's task runs), or as one trial of
+    `remote` preferring nodes holding the environment's image. A trial the cluster lost for
+    good is an infrastructure verdict, never a defect of the candidate."""
     if remote is None:
-        return validate(task, parent, vcfg, stage)
+        return validator(task, parent, vcfg, stage)
     trial_id = f"validate:{a.key}:{task.content_hash}"
     fut = remote.submit(
-        trial_id, validate, task, parent, vcfg, stage, affinity=task.environment_hash
+        trial_id, validator, task, parent, vcfg, stage, affinity=task.environment_hash
     )
     try:
         return fut.result()
@@ -367,14 +432,16 @@ def build_and_validate(
     index: BenchmarkIndex | None,
     reference: Callable[[], AgentFactory | None] | None = None,
     remote: Executor | None = None,
+    validator: Validator = validate,
 ) -> tuple[Built, Validation | None]:
     """One candidate: build it, screen it, validate it; an operator that can revise (the LLM
     operator) gets the validation's findings back, at most `max_repairs` times. Once accepted,
-    `reference()` (a sampling slot: an agent factory, or None) may run the reference agent."""
+    `reference()` (a sampling slot: an agent factory, or None) may run the reference agent.
+    The round engine runs this whole function as one executor task per candidate."""
     built = synthesize(a, parent, op, cfg.seed, index, cfg.validation.backend)
     if built.task is None or built.verdict is not None or built.stage is None:
         return built, None
-    v = validate_on(remote, a, built.task, parent, cfg.validation, built.stage)
+    v = validate_on(remote, a, built.task, parent, cfg.validation, built.stage, validator)
     ext = built.extension
     for _ in range(cfg.validation.max_repairs):
         if v.accepted or not v.verdict.about_candidate or ext is None:
@@ -394,18 +461,76 @@ def build_and_validate(
         ext, built.extension = revised, revised
         built.task, built.stage = task, child_stage(parent, op.name, op.family, a.round, revised)
         before = v
-        v = validate_on(remote, a, task, parent, cfg.validation, built.stage)
+        v = validate_on(remote, a, task, parent, cfg.validation, built.stage, validator)
         v.trials = [*before.trials, *v.trials]
         v.repairs = [*before.repairs, f"{before.verdict}: revised by {op.name}", *v.repairs]
         v.sandbox_s += before.sandbox_s
     make_agent = reference() if reference is not None and v.accepted else None
     if make_agent is not None:
-        t0 = time.monotonic()
-        trial = reference_trial(v.task, make_agent, cfg.validation.backend)
-        if trial is not None:
-            v.trials.append(trial)
-            built.reference_reward = reward_share(trial)
-        v.sandbox_s += time.monotonic() - t0
+        return run_reference(built, v, make_agent, cfg.validation.backend)
+    return built, v
+
+
+@dataclass
+class Candidate:
+    """A candidate as its executor task hands it back: its row and every row recording it,
+    made where it ran (the driver only journals and commits them), and, when the driver may
+    still run the reference agent on it, what that needs (`built`, `validation`)."""
+
+    row: SynthCandidateRecord
+    tables: dict[str, pa.Table]
+    built: Built | None = None
+    validation: Validation | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.row.status == ledger.ACCEPTED
+
+
+def recorded(cfg: SynthConfig, built: Built, v: Validation | None, keep: bool) -> Candidate:
+    """The rows recording one candidate (`candidate_rows`), as the Arrow tables of a commit;
+    with `keep`, the candidate itself too."""
+    task_rows, trials, synth_rows = candidate_rows(cfg, built, v)
+    row = synth_rows[0]
+    if not isinstance(row, SynthCandidateRecord):
+        raise TypeError(f"first synthesis row must be a candidate row, got {type(row)}")
+    tables = tables_of(synthesis_records(tasks=task_rows, trials=trials, rows=synth_rows))
+    return Candidate(row, tables, built if keep else None, v if keep else None)
+
+
+def candidate_task(
+    cfg: SynthConfig,
+    a: Assignment,
+    parent: Parent,
+    op: Operator,
+    index: BenchmarkIndex | None,
+    validator: Validator,
+    keep: bool,
+) -> Candidate:
+    """One candidate's executor task: `build_and_validate` and the rows recording it."""
+    built, v = build_and_validate(cfg, a, parent, op, index, None, None, validator)
+    return recorded(cfg, built, v, keep and v is not None and v.accepted)
+
+
+def reference_task(cfg: SynthConfig, c: Candidate, make_agent: AgentFactory) -> Candidate:
+    """An accepted candidate's reference-agent trial, as an executor task: its rows again."""
+    if c.built is None or c.validation is None:
+        raise ValueError(f"candidate {c.row.assignment} came back without its task")
+    built, v = run_reference(c.built, c.validation, make_agent, cfg.validation.backend)
+    return recorded(cfg, built, v, keep=False)
+
+
+def run_reference(
+    built: Built, v: Validation, make_agent: AgentFactory, backend: str
+) -> tuple[Built, Validation]:
+    """The reference agent's trial on an accepted candidate, recorded with it (a trial that
+    failed for infrastructure is not counted). One executor task in the round engine."""
+    t0 = time.monotonic()
+    trial = reference_trial(v.task, make_agent, backend)
+    if trial is not None:
+        v.trials.append(trial)
+        built.reference_reward = reward_share(trial)
+    v.sandbox_s += time.monotonic() - t0
     return built, v
 
 
@@ -431,8 +556,17 @@ def run_round(
     progress: Progress | None = None,
     on_recorded: Hook | None = None,
     reference: AgentFactory | None = None,
+    executor: Executor | None = None,
+    writer: BatchedWriter | None = None,
+    validator: Validator = validate,
 ) -> SynthRoundRecord:
-    """Run (or finish) one round and record its stats row."""
+    """Run (or finish) one round and record its stats row.
+
+    The driver's part only: each candidate still to do is one task of `executor` (the
+    campaign's; else one opened for the round) running `build_and_validate` where it lands,
+    an accepted one may get a second task for the reference agent, and each result is
+    journaled and committed through `writer` (the campaign's; else one for the round),
+    flushed before the round's stats are read back."""
     t_round = time.monotonic()
     timing = Timing()
     plan = sample_round(
@@ -452,58 +586,94 @@ def run_round(
     if progress:
         progress(f"round {round_}", len(plan) - len(todo), len(plan))
 
-    def commit(built: Built, v: Validation | None) -> None:
-        t0 = time.monotonic()
-        tasks, trials, rows = candidate_rows(cfg, built, v)
-        record_synthesis(store, tasks=tasks, trials=trials, rows=rows)
-        timing.store_s += time.monotonic() - t0
-        row = rows[0]
-        if not isinstance(row, SynthCandidateRecord):
-            raise TypeError(f"first synthesis row must be a candidate row, got {type(row)}")
-        done[built.assignment.key] = row
+    def committed(tags: list[object]) -> None:
+        for row in tags:
+            if not isinstance(row, SynthCandidateRecord):
+                raise TypeError(f"a candidate's tag must be its candidate row, got {type(row)}")
+            done[row.assignment] = row
         if progress:
             progress(f"round {round_}", len([a for a in plan if a.key in done]), len(plan))
         if on_recorded:
-            on_recorded(row)
+            for row in tags:
+                on_recorded(row)  # type: ignore[arg-type]
 
-    lock = threading.Lock()
-    slots = [cfg.reference_sample - sum(r.reference_reward is not None for r in done.values())]
-
-    def reference_slot() -> AgentFactory | None:
-        with lock:
-            if reference is None or slots[0] <= 0:
-                return None
-            slots[0] -= 1
-            return reference
-
-    # The round's threads build candidates here; their validations leave through `remote`.
-    remote = None if cfg.executor.local or not todo else open_executor(cfg.executor)
-    pool = ThreadPoolExecutor(max_workers=cfg.workers)
+    ex = executor or open_campaign_executor(cfg)
+    w = writer or BatchedWriter(
+        store, cfg.journal, every=cfg.commit_every, interval_s=cfg.commit_interval_s
+    )
+    previous_hook, w.on_commit = w.on_commit, committed
+    flushed = len(w.stats.seconds)
+    slots = cfg.reference_sample - sum(r.reference_reward is not None for r in done.values())
+    # What many candidates of the round receive goes to the cluster once (a parent's bundle
+    # shipped with each of its children was most of what the driver spent submitting).
+    shared_index = ex.share(index) if index is not None and todo else None
+    shared: dict[str, Any] = {}
+    if todo:
+        shared = {"cfg": ex.share(cfg), "validator": ex.share(validator)}
+        shared |= {f"op:{a.operator}": ex.share(ops[a.operator]) for a in todo}
+        shared |= {f"parent:{a.parent_hash}": ex.share(by_hash[a.parent_hash]) for a in todo}
+    # Each future: its assignment, trial id, and whether it is the reference agent's task.
+    tasks: dict[Future[Candidate], tuple[Assignment, str, bool]] = {}
     try:
-        futures = [
-            pool.submit(
-                build_and_validate,
-                cfg,
-                a,
-                by_hash[a.parent_hash],
-                ops[a.operator],
-                index,
-                reference_slot,
-                remote,
-            )
-            for a in todo
-        ]
-        for fut in as_completed(futures):
-            commit(*fut.result())
+        keep = reference is not None and slots > 0
+        for a in todo:
+            parent = by_hash[a.parent_hash]
+            trial_id = f"candidate:{cfg.campaign}:{a.key}"
+            fut = ex.submit(
+                trial_id, candidate_task, shared["cfg"], a, shared[f"parent:{a.parent_hash}"],
+                shared[f"op:{a.operator}"], shared_index, shared["validator"], keep,
+                affinity=parent.task.environment_hash,
+            )  # fmt: skip
+            tasks[fut] = (a, trial_id, False)
+        pending = set(tasks)
+        while pending:
+            finished, pending = wait(pending, timeout=w.wait_s(), return_when=FIRST_COMPLETED)
+            for fut in finished:
+                a, trial_id, was_reference = tasks[fut]
+                c = candidate_result(cfg, fut, a, by_hash[a.parent_hash])
+                ex.forget(trial_id)  # a long campaign's executor keeps no settled record
+                if not was_reference and reference is not None and slots > 0 and c.accepted:
+                    slots -= 1
+                    ref_id = f"reference:{cfg.campaign}:{a.key}"
+                    ref = ex.submit(ref_id, reference_task, cfg, c, reference)
+                    tasks[ref] = (a, ref_id, True)
+                    pending.add(ref)
+                    continue
+                w.add_tables(c.tables, tag=c.row)
+            w.maybe_flush()
+        w.flush()
+    except BaseException:
+        try:
+            w.flush()  # journaled anyway; committed now what an interrupted round had
+        except Exception as e:  # noqa: BLE001 - the original failure is what to report
+            log.warning("synthesis round %d: could not commit on the way out: %s", round_, e)
+        raise
     finally:
-        pool.shutdown(wait=False, cancel_futures=True)
-        if remote is not None:
-            remote.shutdown(wait=False, cancel_futures=True)
+        w.on_commit = previous_hook
+        timing.store_s = sum(w.stats.seconds[flushed:])
+        if executor is None:
+            ex.shutdown(wait=False, cancel_futures=True)
+        else:
+            for fut, (_, trial_id, _) in tasks.items():
+                if not fut.done():
+                    ex.cancel(trial_id)
     rows = [done[a.key] for a in plan]
     seeds = len(ledger.accepted_descendants(store, cfg.campaign))
     stats = round_stats(cfg, round_, len(parents), rows, timing, time.monotonic() - t_round, seeds)
     record_synthesis(store, rows=[stats])
     return stats
+
+
+def candidate_result(
+    cfg: SynthConfig, fut: Future[Candidate], a: Assignment, parent: Parent
+) -> Candidate:
+    """A candidate task's result; a task the cluster lost for good is the candidate's
+    `infrastructure_error` (not evidence about it), never a crash of the round."""
+    try:
+        return fut.result()
+    except TrialLost as e:
+        lost = Built(a, parent, None, 0.0, verdict=Verdict.INFRASTRUCTURE_ERROR, detail=str(e))
+        return recorded(cfg, lost, None, keep=False)
 
 
 @single_writer("synthesis campaign {cfg.campaign!r}")
@@ -516,8 +686,10 @@ def run_synthesis(
     on_recorded: Hook | None = None,
     reference: AgentFactory | None = None,
     log: Log | None = None,
+    validator: Validator = validate,
 ) -> list[SynthRoundRecord]:
-    """Run rounds 1..cfg.rounds, resuming from whatever the warehouse already holds.
+    """Run rounds 1..cfg.rounds, resuming from whatever the warehouse already holds (and
+    first committing what a killed run of this campaign had journaled).
 
     Returns the stats rows of every round (recorded earlier or now). Each round samples from
     the whole pool accepted so far; it stops early only when that pool is empty. At the end
@@ -527,27 +699,40 @@ def run_synthesis(
     store = store if isinstance(store, Store) else Store.open(store, create=True)
     ops = operator_registry(extra_operators)
     index = BenchmarkIndex.from_dir(cfg.benchmark, cfg.decontam) if cfg.benchmark else None
+    writer = BatchedWriter(
+        store, cfg.journal, every=cfg.commit_every, interval_s=cfg.commit_interval_s
+    )
+    replayed = writer.replay()  # what a killed driver of this campaign journaled
+    if replayed is not None and log is not None:
+        log(f"committed {sum(replayed.written.values())} rows a killed run had journaled")
     recorded = ledger.round_rows(store, cfg.campaign)
     out: list[SynthRoundRecord] = []
-    for r in range(1, cfg.rounds + 1):
-        if r in recorded:
-            out.append(recorded[r])
-            continue
-        parents = round_parents(store, cfg, r, progress, log)
-        if not parents:
-            break
-        stats = run_round(
-            store,
-            cfg,
-            r,
-            parents,
-            ops,
-            index,
-            progress=progress,
-            on_recorded=on_recorded,
-            reference=reference,
-        )
-        out.append(stats)
+    executor = open_campaign_executor(cfg)
+    try:
+        for r in range(1, cfg.rounds + 1):
+            if r in recorded:
+                out.append(recorded[r])
+                continue
+            parents = round_parents(store, cfg, r, progress, log, executor)
+            if not parents:
+                break
+            stats = run_round(
+                store,
+                cfg,
+                r,
+                parents,
+                ops,
+                index,
+                progress=progress,
+                on_recorded=on_recorded,
+                reference=reference,
+                executor=executor,
+                writer=writer,
+                validator=validator,
+            )
+            out.append(stats)
+    finally:
+        executor.shutdown(wait=False, cancel_futures=True)
     record_rst_pool(store)
     return out
 

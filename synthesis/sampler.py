@@ -130,34 +130,45 @@ def sample_round(
     caps = caps or Caps()
     descendants, children = descendants or {}, children or {}
     rng = random.Random(f"{seed}:round:{round_}")
+    # A parent's hash renders its whole bundle: computed once here, not per visit below
+    # (the passes visit every parent once per child allowed: minutes at campaign scale).
+    hash_of = {id(p): p.hash for p in parents}
+    root_of = {id(p): p.root_seed for p in parents}
     pool = [
         p
-        for p in sorted(parents, key=lambda p: p.hash)
+        for p in sorted(parents, key=lambda p: hash_of[id(p)])
         if not free_reward_blocked(p, free_reward_cap)
     ]
-    draws = {p.hash: rng.random() for p in pool}
-    keys = {p.hash: draws[p.hash] ** (1.0 / weight(p, descendants, children)) for p in pool}
-    order = sorted(pool, key=lambda p: (-keys[p.hash], p.hash))
+    draws = {hash_of[id(p)]: rng.random() for p in pool}
+    keys = {
+        hash_of[id(p)]: draws[hash_of[id(p)]] ** (1.0 / weight(p, descendants, children))
+        for p in pool
+    }
+    order = sorted(pool, key=lambda p: (-keys[hash_of[id(p)]], hash_of[id(p)]))
     deep_keys = {
-        p.hash: draws[p.hash] ** (1.0 / (weight(p, descendants, children) * (len(p.chain) + 1)))
+        hash_of[id(p)]: draws[hash_of[id(p)]]
+        ** (1.0 / (weight(p, descendants, children) * (len(p.chain) + 1)))
         for p in pool
         if p.chain
     }
-    deep = sorted((p for p in pool if p.chain), key=lambda p: (-deep_keys[p.hash], p.hash))
+    deep = sorted(
+        (p for p in pool if p.chain), key=lambda p: (-deep_keys[hash_of[id(p)]], hash_of[id(p)])
+    )
     prefs: dict[str, list[str]] = {}
     for p in order:
         names = feasible_operators(p, ops)
         rng.shuffle(names)
         used_ops = Counter(p.chain)
         used_fams = Counter(ops[n].family for n in p.chain if n in ops)
-        prefs[p.hash] = sorted(names, key=lambda n: (used_ops[n], used_fams[ops[n].family]))
+        prefs[hash_of[id(p)]] = sorted(names, key=lambda n: (used_ops[n], used_fams[ops[n].family]))
     root_cap = caps.limit(caps.root_share, budget)
     cat_cap = caps.limit(caps.category_share, budget)
     fam_cap = caps.limit(caps.family_share, budget)
     roots: Counter[str] = Counter()
     cats: Counter[str] = Counter()
     fams: Counter[str] = Counter()
-    taken: dict[str, set[str]] = {p.hash: set() for p in order}
+    taken: dict[str, set[str]] = {hash_of[id(p)]: set() for p in order}
+    given: Counter[str] = Counter()  # children assigned so far, per parent hash
     out: list[Assignment] = []
 
     def fill(parents: list[Parent], limit: int) -> None:
@@ -165,17 +176,19 @@ def sample_round(
             for p in parents:
                 if len(out) >= limit:
                     return
-                if sum(p.hash == a.parent_hash for a in out) > n:
+                h = hash_of[id(p)]
+                if given[h] > n:
                     continue  # one child per parent per pass
-                root, cat = p.root_seed, p.task.category.value
+                root, cat = root_of[id(p)], p.task.category.value
                 if roots[root] >= root_cap or cats[cat] >= cat_cap:
                     continue
-                for name in prefs[p.hash]:
+                for name in prefs[h]:
                     fam = ops[name].family
-                    if name in taken[p.hash] or fams[fam] >= fam_cap:
+                    if name in taken[h] or fams[fam] >= fam_cap:
                         continue
-                    out.append(Assignment(round_, len(out), p.hash, name, fam, root, cat))
-                    taken[p.hash].add(name)
+                    out.append(Assignment(round_, len(out), h, name, fam, root, cat))
+                    given[h] += 1
+                    taken[h].add(name)
                     roots[root] += 1
                     cats[cat] += 1
                     fams[fam] += 1

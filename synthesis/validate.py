@@ -31,7 +31,15 @@ in fresh sandboxes (`sandbox.run_trial`):
    the child's reward is recorded: `parent_share`);
 5. every scripted hack of `tasks.hacks` (stub the named paths, echo the instruction's
    literals into the outputs, copy inputs to outputs, ...: what an agent can do without the
-   work): every new assertion fails → else `hackable`, naming the hack and the assertions.
+   work): every new assertion fails → else `hackable`, naming the hack and the assertions;
+6. the scripted hacks again, each AFTER the parent's solution (`AFTER_PARENT_HACKS`, with
+   `sentence_literals`: the constant a sentence states beside its file): a new assertion
+   one of them earns there needs nothing of the parent's output (a guard passed by the
+   parent's work, then a constant or a copy), so it is independent whatever the data-flow
+   probe saw. The dependent share (`Measures.dependent_share`: new assertions dependent by
+   data flow and earned by no hack after the parent's solution, over all new assertions)
+   must reach `min_dependent_share` → else `dependency_missing`. (Checked on the data-flow
+   evidence alone right after the oracle, so a candidate short of it costs no hack trials.)
 
 A trial that fails for infrastructure (`result.rewardable` false: sandbox, an environment that
 built for the parent, cancelled) is no evidence about the candidate: it is retried, and if it
@@ -50,7 +58,7 @@ import re
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 
 from sandbox import Agent, CommandAgent, run_trial
@@ -65,9 +73,15 @@ from synthesis.operators.extension import (
     new_assertions,
     rerender,
 )
-from synthesis.probes import DataFlowAgent, ExtensionOnlyAgent, ParentSolutionAgent, WipeAgent
+from synthesis.probes import (
+    DataFlowAgent,
+    ExtensionOnlyAgent,
+    ParentSolutionAgent,
+    ParentThenCommandAgent,
+    WipeAgent,
+)
 from synthesis.profile import ProfilingOracle, TaskProfile
-from tasks.hacks import hack_outcome, hack_scripts
+from tasks.hacks import AFTER_WORK, HACKS, hack_outcome, hack_scripts
 from tasks.model import Task
 from tasks.results import FailureMode, TrialResult
 
@@ -128,6 +142,10 @@ class ValidationConfig:
     hacks: bool = True
     hack_workers: int = 2
     hack_timeout_s: float = 60.0
+    min_dependent_share: float = 0.5
+    """Share of the new assertions that must need the parent's output (step 6)."""
+    hacks_only: tuple[str, ...] = ()
+    """Run only these scripted hacks in steps 5 and 6 (quick runs, tests); () runs all."""
 
     def __post_init__(self) -> None:
         if self.reruns < 1:
@@ -142,6 +160,13 @@ class ValidationConfig:
             raise ValueError(f"hack_workers must be >= 1, got {self.hack_workers!r}")
         if self.hack_timeout_s <= 0:
             raise ValueError(f"hack_timeout_s must be > 0, got {self.hack_timeout_s!r}")
+        unknown = sorted(set(self.hacks_only) - set(HACKS) - set(AFTER_WORK))
+        if unknown:
+            raise ValueError(f"hacks_only: unknown hacks {unknown}")
+        if not 0 <= self.min_dependent_share <= 1:
+            raise ValueError(
+                f"min_dependent_share must be in [0, 1], got {self.min_dependent_share!r}"
+            )
 
 
 @dataclass
@@ -172,6 +197,11 @@ class Measures:
     parent_share: float | None = None  # the parent's solution alone: share of the reward
     hacks: int | None = None  # scripted hacks run
     hack_new_share: float | None = None  # the largest share of the new assertions a hack passed
+    # New assertions a scripted hack earned after the parent's solution (step 6): independent
+    hacked_after_parent: list[str] | None = None
+    # Share of the new assertions that need the parent's output: dependent by data flow and
+    # earned by no hack after the parent's solution
+    dependent_share: float | None = None
 
     @property
     def free_reward_share(self) -> float | None:
@@ -187,16 +217,36 @@ class DataFlow:
     restored after them (what they check was derived from, or done to, the parent's output);
     `independent`: passed all the same; `inconclusive`: failed while a parent check guarding
     them failed too (the restoration did not bring the parent's state back, so the failure
-    may be the guard's); `perturbed`: the files perturbed (absolute paths)."""
+    may be the guard's); `perturbed`: the files perturbed (absolute paths); `hacked`: new
+    assertions a scripted hack earned after the parent's solution (step 6), moved from
+    `dependent` to `independent`: they need the parent's work done (a guard), not its
+    output."""
 
     dependent: tuple[str, ...] = ()
     independent: tuple[str, ...] = ()
     inconclusive: tuple[str, ...] = ()
     perturbed: tuple[str, ...] = ()
+    hacked: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
         return bool(self.dependent)
+
+    def share(self, new: int) -> float:
+        """The dependent share of `new` assertions (0 when there are none)."""
+        return len(self.dependent) / new if new else 0.0
+
+    def after_hacks(self, hacked: set[str]) -> DataFlow:
+        """This evidence with the assertions a hack earned after the parent's solution
+        counted independent."""
+        moved = tuple(n for n in self.dependent if n in hacked)
+        return replace(
+            self,
+            dependent=tuple(n for n in self.dependent if n not in hacked),
+            independent=(*self.independent, *moved),
+            inconclusive=tuple(n for n in self.inconclusive if n not in hacked),
+            hacked=tuple(sorted(hacked)),
+        )
 
 
 def data_flow(
@@ -451,11 +501,14 @@ def _check_trials(
             return Check(
                 Verdict.FLAKY_CHECK, f"oracle run {i + 1} disagrees on {names[:6]}", names
             ), profile
-    # The data-flow evidence, read against the oracle: at least one dependent assertion.
+    # The data-flow evidence, read against the oracle: enough dependent assertions.
     m.flow = data_flow(run.result, first, run.guards, run.perturbed)
-    m.dependency_ok = m.flow.ok
+    m.dependent_share = m.flow.share(len(new))
+    m.dependency_ok = m.flow.ok and m.dependent_share >= cfg.min_dependent_share
     no_flow: Check | None = None  # decided after nop: reward for nothing is the finding to name
-    if not m.flow.ok:
+    if m.flow.ok and not m.dependency_ok:
+        no_flow = _short_share(m.flow, len(new), cfg)
+    elif not m.flow.ok:
         said = (
             f"no consumed file of the parent's was perturbed (consumes {consumes})"
             if not m.flow.perturbed
@@ -544,14 +597,85 @@ def _check_trials(
         hacked = _hack_check(task, trials, new, cfg, cand_env, m)
         if hacked:
             return hacked, profile
-    return Check(Verdict.ACCEPTED, f"{len(new)} new assertions, all load-bearing"), profile
+        # 6. the scripted hacks after the parent's solution: what they earn is independent.
+        problem, earned = _after_parent_hacks(task, parent, trials, new, cfg, cand_env)
+        if problem:
+            return problem, profile
+        m.flow = m.flow.after_hacks(earned)
+        m.hacked_after_parent = sorted(earned)
+        m.dependent_share = m.flow.share(len(new))
+        m.dependency_ok = m.flow.ok and m.dependent_share >= cfg.min_dependent_share
+        if not m.dependency_ok:
+            return _short_share(m.flow, len(new), cfg), profile
+    share = f"{len(m.flow.dependent)}/{len(new)} need the parent's output"
+    return Check(Verdict.ACCEPTED, f"{len(new)} new assertions, all load-bearing; {share}"), (
+        profile
+    )
+
+
+def _short_share(flow: DataFlow, new: int, cfg: ValidationConfig) -> Check:
+    """`dependency_missing`: too few new assertions need the parent's output."""
+    hacked = f"; earned by a scripted hack after the parent's solution: {list(flow.hacked)}"
+    return Check(
+        Verdict.DEPENDENCY_MISSING,
+        f"only {len(flow.dependent)} of {new} new assertions need the parent's output "
+        f"({flow.share(new):.0%} < {cfg.min_dependent_share:.0%}; dependent: "
+        f"{list(flow.dependent)}, independent: {list(flow.independent)}"
+        + (hacked if flow.hacked else "")
+        + ")",
+        sorted([*flow.independent, *flow.inconclusive]),
+    )
+
+
+def _only(cfg: ValidationConfig, names: list[str]) -> list[str]:
+    return [n for n in names if n in cfg.hacks_only] if cfg.hacks_only else names
+
+
+AFTER_PARENT_HACKS = (
+    "stub_paths", "echo_literals", "sentence_literals", "shaped_outputs", "copy_inputs",
+    "exit_zero", "git_commit", "everything",
+)  # fmt: skip
+"""The hacks step 6 runs after the parent's solution: those that put content where the new
+outputs go (the rest only touch what exists: modes, times, the verifier's reports)."""
+
+
+def _after_parent_hacks(
+    task: Task,
+    parent: Parent,
+    trials: _Trials,
+    new: set[str],
+    cfg: ValidationConfig,
+    cand_env: bool,
+) -> tuple[Check | None, set[str]]:
+    """Step 6: each of AFTER_PARENT_HACKS run after the parent's reference solution; the
+    new assertions any of them passes (an infrastructure failure after the retries stops
+    the check)."""
+    solution = parent.task.solution or {}
+    names = _only(cfg, list(AFTER_PARENT_HACKS))
+    scripts = hack_scripts(task.instruction, task.environment.workdir, names) if names else []
+
+    def one(h):
+        command = f"timeout -k 5 {cfg.hack_timeout_s:g} {h.command}"
+        r, _ = trials.run(lambda: ParentThenCommandAgent(solution, command, f"parent+{h.name}"))
+        return h, r
+
+    with ThreadPoolExecutor(max_workers=cfg.hack_workers) as pool:
+        runs = list(pool.map(one, scripts))
+    earned: set[str] = set()
+    for h, r in runs:
+        problem = None if r.rewardable else _trial_problem(r, f"parent+{h.name}", cand_env)
+        if problem:
+            return problem, earned
+        earned |= set(hack_outcome(h.name, r).passed) & new
+    return None, earned
 
 
 def _hack_check(
     task: Task, trials: _Trials, new: set[str], cfg: ValidationConfig, cand_env: bool, m: Measures
 ) -> Check | None:
     """Step 5: each scripted hack as the agent; a new assertion one passes is hackable."""
-    scripts = hack_scripts(task.instruction, task.environment.workdir)
+    names = _only(cfg, list(HACKS))
+    scripts = hack_scripts(task.instruction, task.environment.workdir, names) if names else []
 
     def one(h):
         command = f"timeout -k 5 {cfg.hack_timeout_s:g} {h.command}"

@@ -51,11 +51,13 @@ EOF = "T1_HACK_EOF"
 @dataclass(frozen=True)
 class Named:
     """What an instruction names: paths (a trailing `/` for a directory), literals, and
-    functions as (module or "", name)."""
+    functions as (module or "", name); `beside`: each named path with the literals of the
+    sentence that names it (what "write `ready` to `status.txt`" asks for, as a constant)."""
 
     paths: tuple[str, ...] = ()
     literals: tuple[str, ...] = ()
     functions: tuple[tuple[str, str], ...] = ()
+    beside: tuple[tuple[str, tuple[str, ...]], ...] = ()
 
     @property
     def files(self) -> list[str]:
@@ -88,8 +90,32 @@ def _norm(path: str, workdir: str) -> str | None:
     return path if _writable(path) else None
 
 
+# A sentence ends at `.`/`!`/`?`/`:` before a capital, a backtick or a list item, or at a
+# blank line or a new list item.
+_SENTENCE_END = re.compile(r"(?<=[.!?:])\s+(?=[A-Z`(*-])|\n\s*\n|\n(?=\s*(?:[-*]|\d+[.)])\s)")
+
+
+def sentence_pairs(
+    instruction: str, workdir: str = "/app"
+) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """Each path the instruction names with the literals the sentence(s) naming it set off
+    (backticked or quoted: a bare number in prose is a count or a reference)."""
+    out: dict[str, dict[str, None]] = {}
+    for sentence in _SENTENCE_END.split(instruction):
+        named = _names(sentence, workdir, prose_numbers=False)
+        for p in named.paths:
+            out.setdefault(p, {}).update(dict.fromkeys(named.literals))
+    return tuple((p, tuple(lits)) for p, lits in out.items() if lits)[:MAX_NAMES]
+
+
 def instruction_names(instruction: str, workdir: str = "/app") -> Named:
     """The paths, literals and functions an instruction names (see the module docstring)."""
+    named = _names(instruction, workdir)
+    return Named(named.paths, named.literals, named.functions,
+                 sentence_pairs(instruction, workdir))  # fmt: skip
+
+
+def _names(instruction: str, workdir: str, prose_numbers: bool = True) -> Named:
     paths: dict[str, None] = {}
     literals: dict[str, None] = {}
     functions: dict[tuple[str, str], None] = {}
@@ -120,7 +146,7 @@ def instruction_names(instruction: str, workdir: str = "/app") -> Named:
         if s and not SHELL_PATH_RE.fullmatch(s):
             literals[s] = None
     prose = _BACKTICK.sub(" ", instruction)
-    for m in NUM_TOKEN.finditer(prose):
+    for m in NUM_TOKEN.finditer(prose if prose_numbers else ""):
         literals[m.group(0)] = None
     return Named(
         paths=tuple(list(paths)[:MAX_NAMES]),
@@ -247,6 +273,21 @@ def echo_literals(named: Named, workdir: str) -> list[str]:
             out.append(_if_absent(p, _heredoc(p, _program(p, _functions(named), text), True)))
         else:
             out.append(_if_absent(p, _heredoc(p, text)))
+    return out
+
+
+def sentence_literals(named: Named, workdir: str) -> list[str]:
+    """Every named file that does not exist gets the literals of the sentence naming it, one
+    a line (a named program prints them): a constant the instruction states beside its file
+    ("write `ready` to `status.txt`") earns no reward for work. Run by synthesis after the
+    parent's solution (an extension's constant needs nothing of the parent's output)."""
+    out = []
+    for p, lits in named.beside:
+        if p.endswith("/"):
+            continue
+        text = "".join(f"{v}\n" for v in lits)
+        body = _program(p, _functions(named), text) if _is_script(p) else text
+        out.append(_if_absent(p, _heredoc(p, body, _is_script(p))))
     return out
 
 
@@ -612,6 +653,11 @@ HACKS: dict[str, Builder] = {
 }
 
 
+# Hacks for a state where earlier work is done (synthesis runs them after the parent's
+# solution): not in HACKS, the audit's set for a task from its start.
+AFTER_WORK: dict[str, Builder] = {"sentence_literals": sentence_literals}
+
+
 @dataclass(frozen=True)
 class HackScript:
     """One hack for one task: its name and the bash script an agent would run."""
@@ -628,9 +674,10 @@ class HackScript:
 
 
 def hack_script(name: str, named: Named, workdir: str) -> HackScript:
-    if name not in HACKS:
-        raise ValueError(f"unknown hack {name!r} (choose from {', '.join(HACKS)})")
-    body = HACKS[name](named, workdir)
+    known = HACKS | AFTER_WORK
+    if name not in known:
+        raise ValueError(f"unknown hack {name!r} (choose from {', '.join(known)})")
+    body = known[name](named, workdir)
     script = "\n".join(["set +e", f"cd {_q(workdir)} 2>/dev/null || true", *body, "exit 0", ""])
     return HackScript(name, script, len(body))
 

@@ -9,6 +9,8 @@ unchanged, and rendered canonically once anything in it changes.
 
 from __future__ import annotations
 
+import os
+import stat
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -33,6 +35,7 @@ from tasks.model import (
 # Task directories from other harnesses start where their Dockerfile (or base image) puts
 # them; Terminal-Bench's and Harbor's base images use /app.
 DEFAULT_WORKDIR = "/app"
+HARBOR_STORAGE_MB = 10240  # Harbor's EnvironmentConfig default when task.toml gives no storage_mb
 
 CATEGORY_ALIASES: dict[str, Category] = {
     "software-engineering": Category.SOFTWARE_DEVELOPMENT,
@@ -81,15 +84,54 @@ def parse_difficulty(raw: object, *, path: Path | str, field: str) -> Difficulty
         raise TaskFormatError(path, field, f"unknown difficulty {raw!r} ({allowed})") from e
 
 
+LINK_REFUSED = (
+    "is a symbolic link: a task's files are read where they are, never through a link "
+    "(it could name any file of this host)"
+)
+
+
+def read_file(path: Path) -> bytes:
+    """The bytes of the task file `path`, which must be a regular file and not a link (a
+    task whose `instruction.md` or `task.toml` links to `/etc/shadow` would hand this host's
+    file to the agent). Raises TaskFormatError naming it."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        if os.path.islink(path):
+            raise TaskFormatError(path, None, LINK_REFUSED) from e
+        raise TaskFormatError(path, None, f"cannot be read: {e.strerror}") from e
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise TaskFormatError(path, None, "is not a regular file")
+        return f.read()
+
+
 def read_tree(root: Path) -> dict[str, bytes]:
-    """All regular files below `root` as {posix relative path: bytes}; {} when absent."""
-    if not root.is_dir():
+    """All regular files below `root` as {posix relative path: bytes}; {} when absent.
+
+    `root` itself must not be a link (a task directory whose `environment` links to `/etc`
+    read this host's files into the task, and a `COPY . /app` gave them to the agent:
+    TaskFormatError). Below it no link is followed or read: the bundle stores bytes."""
+    try:
+        st = os.lstat(root)
+    except FileNotFoundError:
         return {}
-    return {
-        p.relative_to(root).as_posix(): p.read_bytes()
-        for p in sorted(root.rglob("*"))
-        if p.is_file() and not p.is_symlink()
-    }
+    if stat.S_ISLNK(st.st_mode):
+        raise TaskFormatError(root, None, LINK_REFUSED)
+    if not stat.S_ISDIR(st.st_mode):
+        return {}
+    out: dict[str, bytes] = {}
+    for dirpath, _dirs, names in os.walk(root, followlinks=False):
+        for name in names:
+            path = os.path.join(dirpath, name)
+            try:
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            except OSError:  # a link (ELOOP), or gone
+                continue
+            with os.fdopen(fd, "rb") as f:
+                if stat.S_ISREG(os.fstat(fd).st_mode):
+                    out[Path(path).relative_to(root).as_posix()] = f.read()
+    return dict(sorted(out.items()))
 
 
 def _table(doc: dict[str, Any], key: str, path: Path) -> dict[str, Any]:
@@ -105,15 +147,15 @@ def load_harbor(task_dir: Path | str) -> Task:
     toml_path = task_dir / "task.toml"
     if not task_dir.is_dir():
         raise TaskFormatError(task_dir, None, "not a directory")
-    if not toml_path.is_file():
+    if not os.path.lexists(toml_path):
         raise TaskFormatError(toml_path, None, "missing (every Harbor task has a task.toml)")
-    toml_text = toml_path.read_bytes().decode("utf-8")
+    toml_text = read_file(toml_path).decode("utf-8")
     try:
         doc = tomllib.loads(toml_text)
     except tomllib.TOMLDecodeError as e:
         raise TaskFormatError(toml_path, None, f"invalid TOML: {e}") from e
     instruction_path = task_dir / "instruction.md"
-    if not instruction_path.is_file():
+    if not os.path.lexists(instruction_path):
         raise TaskFormatError(instruction_path, None, "missing (the agent's instruction)")
     tests = read_tree(task_dir / "tests")
     if "test.sh" not in tests:
@@ -125,7 +167,7 @@ def load_harbor(task_dir: Path | str) -> Task:
         doc,
         path=toml_path,
         task_id=task_dir.name.lower(),
-        instruction=instruction_path.read_bytes().decode("utf-8"),
+        instruction=read_file(instruction_path).decode("utf-8"),
         environment_files=read_tree(task_dir / "environment"),
         solution=solution,
         verifier=tests,
@@ -163,7 +205,7 @@ def task_from_toml(
             build_timeout_s=env.get("build_timeout_sec", 600.0),
             cpus=env.get("cpus", 1),
             memory_mb=env.get("memory_mb", 2048),
-            disk_mb=env.get("storage_mb", 1024),
+            disk_mb=env.get("storage_mb", HARBOR_STORAGE_MB),
             pids=t1.get("pids", 256),
             output_bytes=t1.get("output_bytes", 1_000_000),
         )

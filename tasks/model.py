@@ -8,6 +8,7 @@ refers to parents by that hash.
 from __future__ import annotations
 
 import hashlib
+import posixpath
 import re
 from enum import StrEnum
 
@@ -166,6 +167,28 @@ class Lineage(BaseModel):
 _ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
 
 
+def trusted_path_problem(path: object) -> str | None:
+    """Why `path` cannot be one of a task's `trusted_paths`, or None when it can.
+
+    A trusted path names a directory of the sandbox that the backends bind into the
+    verifier's view; a path that is not absolute and normalized (`/../../../tmp/victim`,
+    `usr/local`, `/usr/./local/`) could name something else once joined to a host path, so
+    it is refused here. That no component is a link is checked when it is bound
+    (sandbox.trusted), where the agent's tree is.
+    """
+    if not isinstance(path, str):
+        return f"must be a string, got {type(path).__name__}"
+    if not path.startswith("/"):
+        return "must be an absolute path (e.g. /usr/local)"
+    if any(ord(c) < 32 for c in path):
+        return "must not contain control characters"
+    if path == "/":
+        return "cannot be the whole root"
+    if path.startswith("//") or posixpath.normpath(path) != path:
+        return "must be normalized: no '.', '..', '//' or trailing '/' component"
+    return None
+
+
 class Task(BaseModel):
     """A self-contained terminal task.
 
@@ -221,6 +244,15 @@ class Task(BaseModel):
             parts = path.split("/")
             if not path.startswith("/") or path == "/" or {"..", ".", ""} & set(parts[1:]):
                 raise ValueError(f"outputs are normalized absolute paths below /, got {path!r}")
+        return v
+
+    @field_validator("trusted_paths")
+    @classmethod
+    def _check_trusted_paths(cls, v: list[str]) -> list[str]:
+        for path in v:
+            problem = trusted_path_problem(path)
+            if problem is not None:
+                raise ValueError(f"{path!r} {problem}")
         return v
 
     @property

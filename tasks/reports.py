@@ -121,6 +121,31 @@ def parse_pytest_summary(text: str) -> list[AssertionResult]:
     return out
 
 
+def assertion_key(name: str) -> str:
+    """One assertion's identity whatever report source named it (pure): pytest's node id as
+    its own records, CTRF and the `-rA` summary write it (`test_outputs.py::test_x`,
+    `../tests/test_outputs.py::TestA::test_x[1]`) and JUnit's `classname::name`
+    (`test_outputs::test_x`, `tests.test_outputs.TestA::test_x[1]`) all become
+    `module::[Class::]test[param]` (`test_outputs::TestA::test_x[1]`). A name without `::`
+    (a shell verifier's own) is its own key. Bug pinned: a rerun read from junit.xml and a
+    base run read from the channel named every assertion differently, so every rerun of a
+    stock pytest task looked changed."""
+    name = name.strip()
+    cut = name.find("[")
+    head, param = (name, "") if cut < 0 else (name[:cut], name[cut:])
+    parts = head.split("::")
+    if len(parts) == 1:
+        return name
+    first, rest = parts[0], parts[1:]
+    if first.endswith(".py") or "/" in first:
+        prefix = [first.rsplit("/", 1)[-1].removesuffix(".py")]
+    else:  # a dotted JUnit classname: packages, the module, then classes (capitalized)
+        segs = first.split(".")
+        j = next((i for i, seg in enumerate(segs) if seg[:1].isupper()), len(segs))
+        prefix = ([segs[j - 1]] if j > 0 else []) + segs[j:]
+    return "::".join([*prefix, *rest]) + param
+
+
 def parse_reward(text: str) -> float:
     try:
         return float(text.strip().splitlines()[0])

@@ -16,6 +16,7 @@ as such (verifier network_mode = public) instead of failing later, with the reas
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from enum import StrEnum
@@ -26,7 +27,13 @@ import yaml
 
 from tasks.dockerfile import final_workdir
 from tasks.errors import TaskFormatError
-from tasks.harbor import DEFAULT_WORKDIR, parse_category, parse_difficulty, read_tree
+from tasks.harbor import (
+    DEFAULT_WORKDIR,
+    parse_category,
+    parse_difficulty,
+    read_file,
+    read_tree,
+)
 from tasks.model import VERIFIER_VENV, EnvironmentSpec, Limits, NetworkAccess, PhaseConfig, Task
 
 TB_OWN = {"task.yaml", "run-tests.sh", "solution.sh", "solution.yaml"}
@@ -34,7 +41,7 @@ TB_OWN = {"task.yaml", "run-tests.sh", "solution.sh", "solution.yaml"}
 
 def _solution_from_yaml(path: Path) -> bytes:
     try:
-        doc = yaml.safe_load(path.read_text())
+        doc = yaml.safe_load(read_file(path).decode("utf-8", "replace"))
     except yaml.YAMLError as e:
         raise TaskFormatError(path, None, f"invalid YAML: {e}") from e
     if not isinstance(doc, list):
@@ -210,10 +217,10 @@ def offline_run_tests(body: str) -> tuple[str, list[str]] | None:
 def load_terminal_bench(task_dir: Path | str) -> Task:
     task_dir = Path(task_dir)
     yaml_path = task_dir / "task.yaml"
-    if not yaml_path.is_file():
+    if not os.path.lexists(yaml_path):
         raise TaskFormatError(yaml_path, None, "missing (every Terminal-Bench task has one)")
     try:
-        doc: Any = yaml.safe_load(yaml_path.read_text())
+        doc: Any = yaml.safe_load(read_file(yaml_path).decode("utf-8", "replace"))
     except yaml.YAMLError as e:
         raise TaskFormatError(yaml_path, None, f"invalid YAML: {e}") from e
     if not isinstance(doc, dict):
@@ -221,16 +228,16 @@ def load_terminal_bench(task_dir: Path | str) -> Task:
     instruction = doc.get("instruction")
     if not isinstance(instruction, str) or not instruction.strip():
         raise TaskFormatError(yaml_path, "instruction", "missing or empty")
-    if not (task_dir / "Dockerfile").is_file():
+    if not os.path.lexists(task_dir / "Dockerfile"):
         raise TaskFormatError(task_dir / "Dockerfile", None, "missing")
-    dockerfile = (task_dir / "Dockerfile").read_bytes().decode("utf-8", "replace")
+    dockerfile = read_file(task_dir / "Dockerfile").decode("utf-8", "replace")
     run_tests = task_dir / "run-tests.sh"
-    if not run_tests.is_file():
+    if not os.path.lexists(run_tests):
         raise TaskFormatError(run_tests, None, "missing (the verifier entry)")
     solution: dict[str, bytes] | None = None
-    if (task_dir / "solution.sh").is_file():
-        solution = {"solve.sh": (task_dir / "solution.sh").read_bytes()}
-    elif (task_dir / "solution.yaml").is_file():
+    if os.path.lexists(task_dir / "solution.sh"):
+        solution = {"solve.sh": read_file(task_dir / "solution.sh")}
+    elif os.path.lexists(task_dir / "solution.yaml"):
         solution = {"solve.sh": _solution_from_yaml(task_dir / "solution.yaml")}
     env_files = {
         rel: data
@@ -238,7 +245,7 @@ def load_terminal_bench(task_dir: Path | str) -> Task:
         if rel not in TB_OWN and not rel.startswith("tests/")
     }
     verifier = {f"{rel}": data for rel, data in read_tree(task_dir / "tests").items()}
-    body = run_tests.read_bytes().decode("utf-8")
+    body = read_file(run_tests).decode("utf-8")
     if body.startswith("#!"):
         body = body.split("\n", 1)[1] if "\n" in body else ""
     converted = convert_run_tests(body, {**env_files, **verifier})

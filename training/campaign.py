@@ -8,7 +8,8 @@ Per step k (paper, sections 2, 4 and 5):
   version with R3; values from the pre-update critic; GAE) -> critic update, then actor update
   (critic-only during warm-up) -> publish (pause generation, abort in flight, load version
   k+1, continue: in-flight turns are re-sent and run on the new weights) -> metrics, rows
-  -> evaluation every `eval_every` steps -> checkpoint every `checkpoint_every` steps.
+  -> evaluation every `eval_every` steps -> checkpoint every `checkpoint_every` steps (or
+  `checkpoint_minutes`, and after the last).
 
 An orchestrator (the Prefect flow, the CLI) passes `CampaignHooks`; hooks observe a run (step
 metrics, evaluations, checkpoints) and never re-implement or reorder it. Metric names are a
@@ -17,13 +18,15 @@ stable namespace, documented in docs/ppo.md.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 import math
 import secrets
 import shutil
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,6 +40,7 @@ from training.chat_format import IM_END
 from training.checkpoint import (
     CheckpointState,
     checkpoint_dir,
+    checkpoint_due,
     latest_checkpoint,
     load_training_state,
     prune_checkpoints,
@@ -52,8 +56,9 @@ from training.evaluation import (
     summarize_evaluation,
 )
 from training.harness import TRUNCATED_STOPS, Rollout, version_number
-from training.logprobs import batch_logprobs, mean_abs_gap
-from training.policy import load_policy, save_policy
+from training.logprobs import batch_logprobs, mean_abs_gap, padded_record, routing_replay
+from training.numerics import Numerics, optimizer_for, resolve_numerics
+from training.policy import load_policy, routing_shape, save_policy
 from training.ppo_math import (
     approx_kl,
     final_token_rewards,
@@ -107,7 +112,7 @@ def run_campaign(
     try:
         if cfg.eval_at_start and c.step == 0:
             _evaluated(c, result, hooks, evaluate(c, step=-1))
-        started = time.monotonic()
+        started = saved = time.monotonic()
         pending = start_rollouts(c, c.step)
         while c.step < cfg.steps:
             step, t0 = c.step, time.monotonic()
@@ -133,8 +138,12 @@ def run_campaign(
                 hooks.on_step(step, metrics)
             if c.step % cfg.eval_every == 0 or last:
                 _evaluated(c, result, hooks, evaluate(c, step))
-            if (cfg.checkpoint_every and c.step % cfg.checkpoint_every == 0) or last:
+            if checkpoint_due(
+                c.step, last=last, every=cfg.checkpoint_every, minutes=cfg.checkpoint_minutes,
+                since_s=time.monotonic() - saved,
+            ):  # fmt: skip
                 path = checkpoint(c)
+                saved = time.monotonic()
                 if hooks.on_checkpoint is not None:
                     hooks.on_checkpoint(step, path)
             if last:
@@ -180,6 +189,29 @@ class Campaign:
     weight_version: int = 0
     step: int = 0
     reward_scale: float | None = None
+    numerics: Numerics | None = None
+    """Device and precision of the trainer (None: resolved from cfg.device / cfg.precision)."""
+
+    @property
+    def trainer(self) -> Numerics:
+        """The trainer's device and precision (resolved once from the config)."""
+        if self.numerics is None:
+            self.numerics = resolve_numerics(self.cfg.device, self.cfg.precision)
+        return self.numerics
+
+    def autocast(self) -> Any:
+        """The trainer's autocast for a forward pass: the HF backend's bf16 autocast over float32
+        masters; none for megatron, whose bf16 route is bf16 weights (Float16Module) with
+        float32 masters in the optimizer (its custom autograd functions break under autocast:
+        the router's backward multiplies a bf16 gradient by a float32 weight)."""
+        if self.cfg.trainer_backend == "megatron":
+            return contextlib.nullcontext()
+        return self.trainer.autocast()
+
+    @property
+    def r3(self) -> bool:
+        """Routing replay is on: asked for, and the policy is a MoE (a dense one has no router)."""
+        return self.cfg.r3 and routing_shape(self.actor.config)[0] > 0
 
     @property
     def draws_per_step(self) -> int:
@@ -313,6 +345,8 @@ def setup(
             from training.warm_start import warm_started_policy
 
             policy_path = warm_started_policy(reuse_stale=True)
+    if state is not None:
+        keep_metrics_before(run_dir / "metrics.jsonl", state.step)
     torch.manual_seed(cfg.seed)
     if cfg.trainer_threads is not None:
         torch.set_num_threads(cfg.trainer_threads)
@@ -329,26 +363,21 @@ def setup(
         )
     )
     tokenizer = load_chat_tokenizer(Path(policy_path))
+    numerics = resolve_numerics(cfg.device, cfg.precision)
     actor_path = resume / "actor" if resume is not None else Path(policy_path)
-    actor = load_policy(actor_path)
-    actor.train()
-    critic = load_critic(Path(policy_path))
-    actor_opt = torch.optim.AdamW(actor.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    critic_opt = torch.optim.AdamW(
-        critic.parameters(), lr=cfg.critic_lr, weight_decay=cfg.weight_decay
-    )
+    actor = load_trainer_policy(cfg, actor_path, numerics)
+    critic = load_trainer_critic(cfg, Path(policy_path), numerics)
+    actor_opt = optimizer_for(actor.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    critic_opt = optimizer_for(critic.parameters(), lr=cfg.critic_lr, weight_decay=cfg.weight_decay)
     version = state.weight_version if state is not None else 0
     behavior = None
     if resume is not None and state is not None:
         load_training_state(resume, critic=critic, actor_opt=actor_opt, critic_opt=critic_opt)
-        if state.has_behavior:
-            behavior = load_policy(resume / "behavior")
+        if state.has_behavior and cfg.behavior_copy:
+            behavior = load_frozen_policy(cfg, resume / "behavior", numerics)
     engine, url = _start_engine(cfg, actor_path, version)
-    mc = actor.config
-    client = EngineClient(
-        url, num_layers=mc.num_hidden_layers, top_k=mc.num_experts_per_tok,
-        servers=cfg.engine_servers,
-    )  # fmt: skip
+    layers, top_k = routing_shape(actor.config)
+    client = EngineClient(url, num_layers=layers, top_k=top_k, servers=cfg.engine_servers)
     try:
         served = client.weight_version()  # every server's (they must agree)
         if served != str(version):
@@ -363,7 +392,9 @@ def setup(
         if engine is not None:
             engine.stop()
         raise
-    reference = load_policy(Path(policy_path)) if cfg.kl_coef > 0 else None
+    reference = None
+    if cfg.kl_coef > 0:
+        reference = load_frozen_policy(cfg, Path(policy_path), numerics)
     return Campaign(
         cfg=cfg,
         run_id=run_id,
@@ -385,7 +416,85 @@ def setup(
         weight_version=version,
         step=state.step if state is not None else 0,
         reward_scale=state.reward_scale if state is not None else cfg.reward_scale,
+        numerics=numerics,
     )
+
+
+def load_trainer_policy(cfg: CampaignConfig, path: Path, numerics: Numerics) -> Any:
+    """The actor of `cfg.trainer_backend` from a local checkpoint on the trainer's device, train
+    mode, gradient checkpointing when asked: float32 weights (HF: run under bf16 autocast when
+    the precision is bf16), or for megatron under bf16 its Float16Module in bf16 (the float32
+    masters live in the optimizer, `optimizer_for`)."""
+    if cfg.trainer_backend == "megatron":
+        from training.megatron_policy import load_megatron_policy
+
+        bf16 = numerics.precision == "bf16"
+        actor: Any = load_megatron_policy(path, device=numerics.device, bf16=bf16)
+    else:
+        actor = load_policy(path, device=numerics.device)
+    if cfg.gradient_checkpointing:
+        actor.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    actor.train()
+    return actor
+
+
+def load_trainer_critic(cfg: CampaignConfig, policy_path: Path, numerics: Numerics) -> Critic:
+    """The critic of `cfg.trainer_backend`, warm-started from the initial policy (float32 on
+    the trainer's device, train mode)."""
+    if cfg.trainer_backend == "megatron":
+        from training.megatron_policy import load_megatron_policy
+
+        bf16 = numerics.precision == "bf16"
+        policy = load_megatron_policy(policy_path, device=numerics.device, bf16=bf16)
+        if cfg.gradient_checkpointing:
+            policy.gradient_checkpointing_enable()
+        critic = Critic(policy.get_decoder(), policy.config.hidden_size).to(numerics.device)
+        critic.train()
+        return critic
+    critic = load_critic(policy_path, device=numerics.device)
+    if cfg.gradient_checkpointing:
+        backbone: Any = critic.backbone
+        backbone.gradient_checkpointing_enable(
+            gradient_checkpointing_kwargs={"use_reentrant": False}
+        )
+    return critic
+
+
+def load_frozen_policy(cfg: CampaignConfig, path: Path, numerics: Numerics) -> Any:
+    """A checkpoint loaded for scoring only (reference, held behaviour version): eval mode, no
+    gradients, weights in the precision's frozen dtype, on the trainer's device."""
+    if cfg.trainer_backend == "megatron":
+        from training.megatron_policy import load_megatron_policy
+
+        model: Any = load_megatron_policy(
+            path, device=numerics.device, bf16=numerics.precision == "bf16"
+        )
+    else:
+        model = load_policy(path, dtype=numerics.frozen_dtype, device=numerics.device)
+    model.eval()
+    for p in model.parameters():
+        p.requires_grad_(False)
+    return model
+
+
+def frozen_copy(model: Any, numerics: Numerics) -> Any:
+    """A frozen copy of a policy for scoring only (reference, behaviour version): eval mode, no
+    gradients, weights in the precision's frozen dtype (bf16 under `bf16`)."""
+    if hasattr(model, "frozen_copy"):  # megatron: bf16 through its Float16Module
+        return model.frozen_copy(bf16=numerics.precision == "bf16")
+    twin = copy.deepcopy(model).to(dtype=numerics.frozen_dtype)
+    twin.eval()
+    for p in twin.parameters():
+        p.requires_grad_(False)
+    return twin
+
+
+def copy_weights(dst: Any, src: Any) -> None:
+    """Load `src`'s current weights into `dst` (a frozen copy of it, any dtype)."""
+    if hasattr(dst, "copy_weights_from"):
+        dst.copy_weights_from(src)
+    else:
+        dst.load_state_dict(src.state_dict())
 
 
 def _start_engine(cfg: CampaignConfig, weights: Path, version: int) -> tuple[Any, str | None]:
@@ -397,14 +506,15 @@ def _start_engine(cfg: CampaignConfig, weights: Path, version: int) -> tuple[Any
         from training.engine_local import spawn_local_engine
 
         proc = spawn_local_engine(
-            weights, weight_version=str(version), seed=cfg.seed, host=cfg.engine_host
-        )
+            weights, weight_version=str(version), seed=cfg.seed, host=cfg.engine_host,
+            device=cfg.device,
+        )  # fmt: skip
         return proc, proc.url
     from training.engine_local import LocalEngine
 
     engine = LocalEngine(
         weights, seed=cfg.seed, weight_version=str(version), skip_tokenizer_init=True,
-        host=cfg.engine_host,
+        host=cfg.engine_host, device=cfg.device,
     )  # fmt: skip
     return engine, engine.start()
 
@@ -459,7 +569,15 @@ def start_rollouts(c: Campaign, step: int) -> RolloutBatch:
         step=step,
         seed=cfg.harness.seed,
     )
-    return c.pool.start(step, jobs, cfg.harness, want=cfg.batch_size, admission=cfg.admission)
+    return c.pool.start(step, jobs, _harness(c), want=cfg.batch_size, admission=cfg.admission)
+
+
+def _harness(c: Campaign, **update: Any) -> Any:
+    """The harness config of the run's trials: no routing records asked of the engine for a
+    dense policy (R3 is for MoE only)."""
+    if routing_shape(c.actor.config)[0] == 0:
+        update["return_routed_experts"] = False
+    return c.cfg.harness.model_copy(update=update) if update else c.cfg.harness
 
 
 def trial_reward(c: Campaign, passed: int, total: int, resolved: bool) -> float:
@@ -500,7 +618,7 @@ def assemble(c: Campaign, batch: RolloutBatch) -> list[TrainSample]:
         if most > 0:
             c.reward_scale = 1.0 / most
     im_end = int(c.tokenizer.convert_tokens_to_ids(IM_END))
-    mc = c.actor.config
+    layers, top_k = routing_shape(c.actor.config)
     out = []
     for r in batch.admitted:
         turns = r.trajectory.turns
@@ -509,9 +627,7 @@ def assemble(c: Campaign, batch: RolloutBatch) -> list[TrainSample]:
         reward = trained_reward(c, r)
         if reward is None:
             continue
-        sample = assemble_trial(
-            turns, im_end_id=im_end, num_layers=mc.num_hidden_layers, top_k=mc.num_experts_per_tok
-        )
+        sample = assemble_trial(turns, im_end_id=im_end, num_layers=layers, top_k=top_k)
         mask = torch.as_tensor(sample.loss_mask, dtype=torch.bool)  # (n,)
         if not bool(mask.any()):
             continue
@@ -562,31 +678,46 @@ def _padded(rows: Sequence[torch.Tensor], width: int, fill: float | bool) -> tor
     return out
 
 
+@contextmanager
+def scored(
+    c: Campaign, model: Any, group: Sequence[TrainSample], *, grad: bool
+) -> Iterator[torch.Tensor]:
+    """(B, n_max) trainer logprobs of the group's streams under `model` on the trainer's device,
+    replaying each one's recorded routing (R3), in one right-padded forward under the trainer's
+    autocast. The replay stays on until the block ends: run the backward pass inside it (a
+    recomputed layer, under gradient checkpointing, must replay the same routing)."""
+    streams = [s.sample.token_ids for s in group]
+    record = None
+    if c.r3:
+        record = padded_record([s.sample.routed_experts for s in group], [len(x) for x in streams])
+    with routing_replay(model, record, policy=c.cfg.routing_failure):
+        with c.autocast():
+            logp = batch_logprobs(
+                model, streams, temperature=c.cfg.harness.temperature, grad=grad,
+                chunk_tokens=c.cfg.logprob_chunk_tokens,
+            )  # fmt: skip
+        yield logp
+
+
 def _logprobs(c: Campaign, model: Any, group: Sequence[TrainSample], *, grad: bool) -> torch.Tensor:
-    """(B, n_max) trainer logprobs of the group's streams under `model`, replaying each one's
-    recorded routing (R3): one right-padded forward."""
-    return batch_logprobs(
-        model,
-        [s.sample.token_ids for s in group],
-        routings=[s.sample.routed_experts for s in group] if c.cfg.r3 else None,
-        policy=c.cfg.routing_failure,
-        temperature=c.cfg.harness.temperature,
-        grad=grad,
-    )
+    """`scored` without a backward pass to keep the replay for."""
+    with scored(c, model, group, grad=grad) as logp:
+        return logp
 
 
 def behavior_logprobs(c: Campaign, group: Sequence[TrainSample]) -> list[torch.Tensor]:
-    """Each stream's (n,) logprobs at every token's behaviour version, recomputed by the trainer
-    with R3: the current actor for tokens of `weight_version`, the held previous version for
-    tokens sampled one version back (more than one back was dropped by `assemble`)."""
-    current = _logprobs(c, c.actor, group, grad=False)  # (B, n_max)
+    """Each stream's (n,) logprobs (CPU) at every token's behaviour version, recomputed by the
+    trainer with R3: the current actor for tokens of `weight_version`, the held previous version
+    for tokens sampled one version back (more than one back was dropped by `assemble`). Without
+    `behavior_copy` every token is scored by the current, pre-update actor."""
+    current = _logprobs(c, c.actor, group, grad=False).cpu()  # (B, n_max)
     old = [(s.versions >= 0) & (s.versions < c.weight_version) for s in group]
     previous = None
-    if any(o.any() for o in old):
+    if c.cfg.behavior_copy and any(o.any() for o in old):
         oldest = min(int(s.versions[o].min()) for s, o in zip(group, old, strict=True) if o.any())
         if c.behavior is None or oldest < c.weight_version - 1:
             raise ValueError("no weights held for a token sampled more than one version back")
-        previous = _logprobs(c, c.behavior, group, grad=False)  # (B, n_max)
+        previous = _logprobs(c, c.behavior, group, grad=False).cpu()  # (B, n_max)
     out = []
     for i, s in enumerate(group):
         n = len(s.sample)
@@ -601,8 +732,11 @@ def compute_advantages(c: Campaign, batch: Sequence[TrainSample]) -> None:
     """Old logprobs (behaviour version, R3), pre-update critic values, GAE advantages/returns."""
     for group in micro_batches(batch, c.cfg.train_batch_tokens):
         olds = behavior_logprobs(c, group)
-        values = c.critic.batch_values([s.sample.token_ids for s in group])  # (B, n_max)
-        refs = _logprobs(c, c.reference, group, grad=False) if c.reference is not None else None
+        with c.autocast():
+            values = c.critic.batch_values([s.sample.token_ids for s in group]).cpu()  # (B, n)
+        refs = None
+        if c.reference is not None:
+            refs = _logprobs(c, c.reference, group, grad=False).cpu()  # (B, n_max)
         for i, s in enumerate(group):
             n = len(s.sample)
             s.old_logprobs, s.values = olds[i], values[i, :n]  # (n,), (n,)
@@ -651,9 +785,12 @@ def _filled(t: torch.Tensor | None) -> torch.Tensor:
     return t
 
 
-def _stack(group: Sequence[TrainSample], field: str, fill: float | bool) -> torch.Tensor:
+def _stack(
+    group: Sequence[TrainSample], field: str, fill: float | bool, device: torch.device | None = None
+) -> torch.Tensor:
     width = max(len(s.sample) for s in group)
-    return _padded([getattr(s, field) for s in group], width, fill)  # (B, n_max)
+    out = _padded([getattr(s, field) for s in group], width, fill)  # (B, n_max)
+    return out if device is None else out.to(device)
 
 
 def update_critic(c: Campaign, batch: Sequence[TrainSample], *, warmup: bool = False) -> Metrics:
@@ -668,12 +805,15 @@ def update_critic(c: Campaign, batch: Sequence[TrainSample], *, warmup: bool = F
     for _ in range(epochs):
         c.critic_opt.zero_grad(set_to_none=True)
         total = 0.0
+        dev = c.trainer.device
         for group in groups:
-            mask = _stack(group, "loss_mask", False)  # (B, n_max)
-            v = c.critic.batch_values([s.sample.token_ids for s in group], grad=True)
+            mask = _stack(group, "loss_mask", False, dev)  # (B, n_max)
+            with c.autocast():
+                v = c.critic.batch_values([s.sample.token_ids for s in group], grad=True)
             loss = value_loss(
-                v, _stack(group, "values", 0.0), _stack(group, "returns", 0.0), mask, clip=clip
-            ) * (int(mask.sum()) / tokens)
+                v, _stack(group, "values", 0.0, dev), _stack(group, "returns", 0.0, dev), mask,
+                clip=clip,
+            ) * (int(mask.sum()) / tokens)  # fmt: skip
             loss.backward()
             total += float(loss.detach())
         torch.nn.utils.clip_grad_norm_(c.critic.parameters(), c.cfg.max_grad_norm)
@@ -698,41 +838,43 @@ def update_actor(c: Campaign, batch: Sequence[TrainSample]) -> Metrics:
     of the tokens the engine samples before this update is published (async)."""
     groups = micro_batches(batch, c.cfg.train_batch_tokens)
     tokens = sum(int(s.loss_mask.sum()) for s in batch)
-    if c.cfg.async_rollouts:
+    if c.cfg.async_rollouts and c.cfg.behavior_copy:
         if c.behavior is None:
-            c.behavior = copy.deepcopy(c.actor)
-        c.behavior.load_state_dict(c.actor.state_dict())
+            c.behavior = frozen_copy(c.actor, c.trainer)
+        copy_weights(c.behavior, c.actor)
+    dev = c.trainer.device
     total = clip_frac = kl_ref = 0.0
     for _ in range(c.cfg.ppo_epochs):
         c.actor_opt.zero_grad(set_to_none=True)
         total = clip_frac = kl_ref = 0.0
         for group in groups:
-            mask = _stack(group, "loss_mask", False)  # (B, n_max)
+            mask = _stack(group, "loss_mask", False, dev)  # (B, n_max)
             share = int(mask.sum()) / tokens
-            logp = _logprobs(c, c.actor, group, grad=True)  # (B, n_max)
-            old = _stack(group, "old_logprobs", 0.0)
-            out = policy_loss(
-                logp, old, _stack(group, "advantages", 0.0), mask, clip_eps=c.cfg.clip_eps
-            )
-            loss = out.loss
-            if c.reference is not None:
-                # k3 estimate of KL(actor || reference): (r - 1) - log r, r = pi_ref / pi_actor
-                k3 = approx_kl(_stack(group, "ref_logprobs", 0.0), logp, mask)
-                loss = loss + c.cfg.kl_coef * k3
-                kl_ref += share * float(k3.detach())
-            (share * loss).backward()
+            with scored(c, c.actor, group, grad=True) as logp:  # (B, n_max)
+                old = _stack(group, "old_logprobs", 0.0, dev)
+                out = policy_loss(
+                    logp, old, _stack(group, "advantages", 0.0, dev), mask,
+                    clip_eps=c.cfg.clip_eps,
+                )  # fmt: skip
+                loss = out.loss
+                if c.reference is not None:
+                    # k3 estimate of KL(actor || reference): (r - 1) - log r, r = pi_ref / pi_actor
+                    k3 = approx_kl(_stack(group, "ref_logprobs", 0.0, dev), logp, mask)
+                    loss = loss + c.cfg.kl_coef * k3
+                    kl_ref += share * float(k3.detach())
+                (share * loss).backward()
             total += share * float(out.loss.detach())
             clip_frac += share * out.clip_fraction
         torch.nn.utils.clip_grad_norm_(c.actor.parameters(), c.cfg.max_grad_norm)
         c.actor_opt.step()
     kl = 0.0
     for group in groups:
-        mask = _stack(group, "loss_mask", False)
+        mask = _stack(group, "loss_mask", False, dev)
         new = _logprobs(c, c.actor, group, grad=False)  # (B, n_max)
         kl += (
             int(mask.sum())
             / tokens
-            * float(approx_kl(new, _stack(group, "old_logprobs", 0.0), mask))
+            * float(approx_kl(new, _stack(group, "old_logprobs", 0.0, dev), mask))
         )
     stale = sum(int(((s.versions < c.weight_version) & s.loss_mask.numpy()).sum()) for s in batch)
     metrics: dict[str, float] = {
@@ -844,6 +986,30 @@ def _engine_stats(c: Campaign) -> Metrics:
     }
 
 
+def keep_metrics_before(path: Path, step: int) -> int:
+    """Drop the lines of steps >= `step` from a run's metrics.jsonl (what a killed run logged
+    after its last checkpoint: resuming replays those steps and logs them again; a resumed
+    run used to hold them twice). Returns how many lines were dropped."""
+    if not path.is_file():
+        return 0
+    lines = path.read_text().splitlines(keepends=True)
+    kept = [line for line in lines if _before(line, step)]
+    if len(kept) != len(lines):
+        tmp = path.with_suffix(".jsonl.tmp")
+        tmp.write_text("".join(kept))
+        tmp.replace(path)
+    return len(lines) - len(kept)
+
+
+def _before(line: str, step: int) -> bool:
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return False  # a line the kill cut short
+    logged = row.get("step") if isinstance(row, dict) else None
+    return not isinstance(logged, int | float) or logged < step
+
+
 def log_metrics(c: Campaign, step: int, metrics: Metrics) -> None:
     """Append one JSON line per step to run_dir/metrics.jsonl."""
     with (c.run_dir / "metrics.jsonl").open("a") as f:
@@ -910,7 +1076,7 @@ def evaluate(c: Campaign, step: int) -> EvaluationSummary:
     from warehouse import record_evaluations
 
     cfg = c.cfg
-    harness = cfg.harness.model_copy(update={"temperature": cfg.eval_temperature})
+    harness = _harness(c, temperature=cfg.eval_temperature)
     jobs = evaluation_jobs(c.eval_tasks, cfg.eval_samples, seed=cfg.seed)
     rollouts = c.pool.run_all(jobs, harness) if jobs else []
     checkpoint_name = f"v{c.weight_version}"

@@ -10,10 +10,11 @@ import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from executor import ExecutorConfig
 from training.harness import HarnessConfig
+from training.numerics import DeviceSetting, PrecisionSetting
 from training.r3 import FailurePolicy
 
 PRESETS = Path(__file__).resolve().parent / "presets"
@@ -182,9 +183,52 @@ class CampaignConfig(BaseModel):
         "live", description="R3 rows the sampler did not record: live routing or an error"
     )
 
+    # ---- device, precision, trainer backend -------------------------------------------------
+    device: DeviceSetting = Field(
+        "auto",
+        description="where the trainer and a local engine run: auto (CUDA when torch sees "
+        "one, else the CPU), cpu, or cuda",
+    )
+    precision: PrecisionSetting = Field(
+        "auto",
+        description="auto (bf16 on CUDA, fp32 on the CPU), fp32, or bf16: actor and critic "
+        "keep float32 master weights and run under bf16 autocast, frozen copies (reference, "
+        "behaviour version) are stored in bf16; logprobs, values and losses stay float32",
+    )
+    trainer_backend: Literal["hf", "megatron"] = Field(
+        "hf",
+        description="the trainer's model implementation: transformers (hf) or a megatron-core "
+        "GPTModel (Qwen3-MoE only; weights published to the engine in HF layout)",
+    )
+    gradient_checkpointing: bool = Field(
+        False, description="recompute each decoder layer's activations in the backward pass"
+    )
+    behavior_copy: bool = Field(
+        True,
+        description="hold the previous weight version to score tokens sampled one version "
+        "back (async); False: no copy, every token's old logprob is the pre-update actor's "
+        "(recomputed before the update; a stale token's ratio then starts at 1)",
+    )
+    logprob_chunk_tokens: int = Field(
+        1024,
+        ge=1,
+        description="positions per vocabulary chunk of the trainer's log-softmax (the full "
+        "(B, n, V) logits never exist)",
+    )
+
     # ---- outputs ----------------------------------------------------------------------------
     checkpoint_every: int = Field(
-        0, ge=0, description="save a resumable checkpoint every K steps (0: only the last step)"
+        10,
+        ge=0,
+        description="save a resumable checkpoint every K steps and after the last (0: by "
+        "time and after the last only)",
+    )
+    checkpoint_minutes: float | None = Field(
+        10.0,
+        gt=0,
+        description="also save one after the first step that ends this many minutes after "
+        "the run's start or its last checkpoint (None: by step count only), so a killed run "
+        "loses at most about this much",
     )
     keep_checkpoints: int = Field(2, ge=1, description="checkpoints and weight versions kept")
 
@@ -242,5 +286,19 @@ def load_campaign_config(path: Path | str, **overrides: object) -> CampaignConfi
     data.update({k: v for k, v in overrides.items() if v is not None})
     try:
         return CampaignConfig.model_validate(data)
-    except ValueError as e:
-        raise ValueError(f"{p}: {e}") from e
+    except ValidationError as e:
+        raise ValueError(f"{p}: {first_error(e)}") from e
+
+
+def first_error(e: ValidationError) -> str:
+    """A validation error in one line naming the field: `steps: Input should be greater than
+    or equal to 1 (got 0)`, `harness.max_turns: ...` (a preset's error named only the file)."""
+    errors = e.errors(include_url=False)
+    if not errors:
+        return str(e).strip().splitlines()[0]
+    first = errors[0]
+    field = ".".join(str(part) for part in first.get("loc", ())) or "config"
+    got = first.get("input")
+    shown = f" (got {got!r})" if "input" in first and not isinstance(got, dict) else ""
+    more = f"; and {len(errors) - 1} more" if len(errors) > 1 else ""
+    return f"{field}: {first['msg']}{shown}{more}"

@@ -46,6 +46,18 @@ class CheckpointState(BaseModel):
     has_behavior: bool = False
 
 
+def checkpoint_due(
+    step: int, *, last: bool, every: int, minutes: float | None, since_s: float
+) -> bool:
+    """Whether to save after step `step` (1-based: steps done): the last step, every
+    `every`-th step (0: never by count), or `minutes` after the previous save (or the run's
+    start) has passed (`since_s` seconds). Before this, campaigns saved only their last step
+    by default, and a killed run had nothing to resume from."""
+    if last or (every and step % every == 0):
+        return True
+    return minutes is not None and since_s >= minutes * 60
+
+
 def checkpoint_dir(run_dir: Path, step: int) -> Path:
     return run_dir / CHECKPOINTS / f"step-{step:06d}"
 

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from training.numerics import module_device
 from training.policy import load_policy
 
 
@@ -31,14 +32,20 @@ class Critic(torch.nn.Module):
         torch.nn.init.zeros_(self.value_head.weight)
         torch.nn.init.zeros_(self.value_head.bias)
 
+    def _head(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Values from hidden states (..., H): the head runs in float32 even under autocast."""
+        with torch.autocast(hidden.device.type, enabled=False):
+            return self.value_head(hidden.float()).squeeze(-1)
+
     def forward(self, token_ids: torch.Tensor) -> torch.Tensor:
         """token_ids: (n,) int64 -> values (n,) float32, aligned with `token_logprobs`."""
         if token_ids.dim() != 1 or token_ids.shape[0] < 1:
             raise ValueError(f"token_ids must be a non-empty (n,), got {tuple(token_ids.shape)}")
-        out = self.backbone(input_ids=token_ids[None, :], use_cache=False)
+        ids = token_ids.to(module_device(self))
+        out = self.backbone(input_ids=ids[None, :], use_cache=False)
         hidden = out.last_hidden_state[0]  # (n, H)
-        v = self.value_head(hidden[:-1].float()).squeeze(-1)  # (n-1,)
-        return torch.cat([torch.zeros(1, dtype=v.dtype), v])  # (n,)
+        v = self._head(hidden[:-1])  # (n-1,)
+        return torch.cat([torch.zeros(1, dtype=v.dtype, device=v.device), v])  # (n,)
 
     def values(self, token_ids: np.ndarray, *, grad: bool = False) -> torch.Tensor:
         """`forward` on a numpy stream, without autograd unless `grad`."""
@@ -47,26 +54,32 @@ class Critic(torch.nn.Module):
             return self(ids)
 
     def batch_values(self, streams: list[np.ndarray], *, grad: bool = False) -> torch.Tensor:
-        """Values of several streams in one forward, right-padded: (B, n_max), 0 at padding
-        and at position 0 (padding needs no mask in a causal model, see batch_logprobs)."""
-        lengths = [len(s) for s in streams]
-        batch, width = len(streams), max(lengths)
-        ids = torch.zeros((batch, width), dtype=torch.long)  # (B, n_max)
-        for i, s in enumerate(streams):
-            ids[i, : lengths[i]] = torch.as_tensor(s, dtype=torch.long)
+        """Values of several streams in one forward, right-padded: (B, n_max) on the critic's
+        device, 0 at padding and at position 0 (padding needs no mask in a causal model, see
+        batch_logprobs)."""
+        from training.logprobs import padded_ids
+
+        device = module_device(self)
+        ids, lengths = padded_ids(streams, device)  # (B, n_max)
+        batch, width = ids.shape
         with torch.enable_grad() if grad else torch.no_grad():
             hidden = self.backbone(input_ids=ids, use_cache=False).last_hidden_state  # (B, n, H)
-            v = self.value_head(hidden[:, :-1].float()).squeeze(-1)  # (B, n_max-1)
-            v = torch.cat([torch.zeros(batch, 1, dtype=v.dtype), v], dim=1)  # (B, n_max)
-            real = torch.arange(width)[None, :] < torch.tensor(lengths)[:, None]
+            v = self._head(hidden[:, :-1])  # (B, n_max-1)
+            v = torch.cat([torch.zeros(batch, 1, dtype=v.dtype, device=device), v], dim=1)
+            real = (
+                torch.arange(width, device=device)[None, :]
+                < torch.tensor(lengths, device=device)[:, None]
+            )
             return torch.where(real, v, torch.zeros_like(v))
 
 
-def load_critic(policy_dir: Path) -> Critic:
-    """A critic warm-started from the policy checkpoint at `policy_dir` (float32, train mode).
+def load_critic(policy_dir: Path, *, device: torch.device | str = "cpu") -> Critic:
+    """A critic warm-started from the policy checkpoint at `policy_dir` (float32, train mode),
+    on `device`.
 
     The language-model head is dropped (the embedding it ties to stays in the backbone)."""
     policy = load_policy(Path(policy_dir))
     critic = Critic(policy.model, policy.config.hidden_size)
+    critic.to(device)
     critic.train()
     return critic

@@ -29,6 +29,9 @@ How it serves many trials at once (continuous batching, as SGLang does):
 - logprobs are log_softmax(logits / temperature) in float32 of the sampled token.
 - `skip_tokenizer_init=True` answers without `text`, exactly like SGLang launched with
   `--skip-tokenizer-init`.
+- `device`: `auto` serves on CUDA when torch sees one (sampling itself runs on the host with the
+  request's seeded generator, so the sampled ids do not depend on the device). A dense Qwen3
+  checkpoint has no router: a request for routed experts gets an empty record (rows, 0, 0).
 
 `python -m training.engine_local --model-path DIR [--port N]` serves it as its own process
 (`spawn_local_engine`), so the trainer and the engine run in parallel on two cores.
@@ -38,6 +41,8 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
+import inspect
 import json
 import os
 import subprocess
@@ -56,7 +61,8 @@ import torch.nn.functional as F
 from pydantic import ValidationError
 
 from training.engine_protocol import GenerateRequest, encode_routed_experts
-from training.policy import AttentionImpl, load_policy
+from training.numerics import DeviceSetting, resolve_numerics
+from training.policy import AttentionImpl, load_policy, routing_shape
 from training.r3 import capture_routing
 
 KV = list[tuple[torch.Tensor, torch.Tensor]]
@@ -118,12 +124,14 @@ class LocalEngine:
         max_running_requests: int = 64,
         prefix_cache_tokens: int = 1_000_000,
         skip_tokenizer_init: bool = False,
+        device: DeviceSetting = "cpu",
     ):
         self.model_path = Path(model_path)
         self.dtype = dtype
         self.attn = attn
+        self.device = resolve_numerics(device).device
         self.weight_version = weight_version
-        self.model = load_policy(self.model_path, dtype=dtype, attn=attn)
+        self.model = load_policy(self.model_path, dtype=dtype, attn=attn, device=self.device)
         self.skip_tokenizer_init = skip_tokenizer_init
         self.tokenizer = None if skip_tokenizer_init else _maybe_tokenizer(self.model_path)
         self.max_running_requests = max_running_requests
@@ -250,7 +258,7 @@ class LocalEngine:
         if body.get("abort_all_requests"):
             self.abort(abort_all=True)
         try:
-            model = load_policy(Path(path), dtype=self.dtype, attn=self.attn)
+            model = load_policy(Path(path), dtype=self.dtype, attn=self.attn, device=self.device)
         except (FileNotFoundError, ValueError, OSError) as e:
             return {"success": False, "message": str(e), "num_paused_requests": 0}
         if _shapes(model) != _shapes(self.model):  # SGLang loads into the served architecture
@@ -395,13 +403,13 @@ class LocalEngine:
             s.routing = [entry.routing[:m]]
             s.cached_tokens = max(s.cached_tokens, m)
         s.pending = list(ids[m:])
-        feed = torch.tensor([s.pending], dtype=torch.long)  # (1, t)
+        feed = torch.tensor([s.pending], dtype=torch.long, device=self.device)  # (1, t)
         cache = _dynamic_cache(model, s.kv)
-        with torch.no_grad(), capture_routing(model) as cap:
-            out = model(input_ids=feed, cache=cache, use_cache=True)
+        with torch.no_grad(), _routing_capture(model, feed.shape[1]) as cap:
+            out = model(input_ids=feed, use_cache=True, **{_cache_kwarg(model): cache})
         rows = cap.rows()  # (t, L, k)
-        s.kv = [(layer.keys, layer.values) for layer in out.cache.layers]
-        self._after_forward(s, out.logits[0, -1].float(), rows, version)
+        s.kv = [(layer.keys, layer.values) for layer in _output_cache(out).layers]
+        self._after_forward(s, out.logits[0, -1].float().cpu(), rows, version)
         with self._cv:
             self.decode_steps += 1
             self.cached_tokens_total += m
@@ -426,22 +434,23 @@ class LocalEngine:
             mask[i, width - n :] = 1
         ids = torch.tensor([[s.pending[0]] for s in seqs], dtype=torch.long)  # (B, 1)
         positions = torch.tensor([[n] for n in lengths], dtype=torch.long)  # (B, 1)
-        with torch.no_grad(), capture_routing(model) as cap:
+        dev = self.device
+        with torch.no_grad(), _routing_capture(model, batch) as cap:
             out = model(
-                input_ids=ids,
-                attention_mask=mask,
-                position_ids=positions,
-                cache=_dynamic_cache(model, cache_kv),
+                input_ids=ids.to(dev),
+                attention_mask=mask.to(dev),
+                position_ids=positions.to(dev),
                 use_cache=True,
+                **{_cache_kwarg(model): _dynamic_cache(model, cache_kv)},
             )
         rows = cap.rows()  # (B, L, k)
-        new_layers = out.cache.layers
+        new_layers = _output_cache(out).layers
         for i, (s, n) in enumerate(zip(seqs, lengths, strict=True)):
             s.kv = [
                 (layer.keys[i : i + 1, :, width - n :], layer.values[i : i + 1, :, width - n :])
                 for layer in new_layers
             ]
-            self._after_forward(s, out.logits[i, -1].float(), rows[i : i + 1], version)
+            self._after_forward(s, out.logits[i, -1].float().cpu(), rows[i : i + 1], version)
         with self._cv:
             self.decode_steps += 1
             self.decode_forwards += 1
@@ -559,6 +568,34 @@ def _rss_mb() -> float:
     except OSError:
         pass
     return float("nan")
+
+
+@dataclass
+class _NoRouting:
+    """The routing capture of a dense model: `positions` rows of shape (0, 0)."""
+
+    positions: int
+
+    def rows(self) -> torch.Tensor:
+        return torch.zeros((self.positions, 0, 0), dtype=torch.int32)
+
+
+def _routing_capture(model: Any, positions: int) -> Any:
+    """`capture_routing` for a MoE model; an empty capture for a dense one."""
+    if routing_shape(model.config)[0] == 0:
+        return contextlib.nullcontext(_NoRouting(positions))
+    return capture_routing(model)
+
+
+def _cache_kwarg(model: Any) -> str:
+    """The name the model's forward gives its KV cache: `cache` in transformers >= 5.2x,
+    `past_key_values` before (the GPU machine's 5.17 knows only the latter)."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def _output_cache(out: Any) -> Any:
+    cache = getattr(out, "cache", None)
+    return cache if cache is not None else out.past_key_values
 
 
 def _dynamic_cache(model: Any, kv: KV | None) -> Any:
@@ -745,6 +782,7 @@ def spawn_local_engine(
     threads: int = 1,
     skip_tokenizer_init: bool = True,
     ready_timeout_s: float = 180.0,
+    device: DeviceSetting = "cpu",
 ) -> LocalEngineProcess:
     """Start the local engine in a child process and wait until it serves.
 
@@ -766,6 +804,8 @@ def spawn_local_engine(
         host,
         "--threads",
         str(threads),
+        "--device",
+        device,
     ]
     if skip_tokenizer_init:
         cmd.append("--skip-tokenizer-init")
@@ -807,6 +847,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--weight-version", default="0")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"], default="cpu")
     p.add_argument("--skip-tokenizer-init", action="store_true")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -817,6 +858,7 @@ def main(argv: list[str] | None = None) -> None:
         port=args.port,
         host=args.host,
         skip_tokenizer_init=args.skip_tokenizer_init,
+        device=args.device,
     )
     url = engine.start()
     print(f"{READY} {url}", flush=True)

@@ -189,24 +189,28 @@ def evaluate_policy(
     benchmark: str = "heldout",
     executor: ExecutorConfig | None = None,
     engine_host: str = "127.0.0.1",
+    device: str = "cpu",
 ) -> tuple[EvaluationSummary, list[Rollout]]:
     """Evaluate a checkpoint outside a campaign: its own local engine, `workers` trials at
     once, every task `samples` times at `harness.temperature`; on a cluster `executor` the
-    trials run on its nodes and reach the engine at `engine_host` (docs/scale.md)."""
+    trials run on its nodes and reach the engine at `engine_host` (docs/scale.md). `device`:
+    where the engine runs (cpu, cuda, auto)."""
     from training.chat_tokenizer import load_chat_tokenizer
     from training.engine_local import LocalEngine
     from training.engine_protocol import EngineClient
+    from training.policy import routing_shape
     from training.rollouts import RolloutPool
 
     tokenizer = load_chat_tokenizer(Path(policy_path))
     jobs = evaluation_jobs(tasks, samples, seed=seed)
     with LocalEngine(
-        Path(policy_path), seed=seed, skip_tokenizer_init=True, host=engine_host
-    ) as engine:
-        mc = engine.model.config
-        client = EngineClient(
-            engine.base_url, num_layers=mc.num_hidden_layers, top_k=mc.num_experts_per_tok
-        )
+        Path(policy_path), seed=seed, skip_tokenizer_init=True, host=engine_host,
+        device=device,  # type: ignore[arg-type]
+    ) as engine:  # fmt: skip
+        layers, top_k = routing_shape(engine.model.config)
+        client = EngineClient(engine.base_url, num_layers=layers, top_k=top_k)
+        if layers == 0:
+            harness = harness.model_copy(update={"return_routed_experts": False})
         pool = RolloutPool(
             client, tokenizer, workers=workers, backend=backend, executor=executor,
             name=f"evaluation-{Path(policy_path).name}",

@@ -1,8 +1,11 @@
 """The policy: a Qwen3-MoE causal LM built from a typed config, saved to and loaded from disk.
 
-Real checkpoints (e.g. a Qwen3-30B-A3B directory) load through `load_policy` from a local path;
-the tiny CPU config below is for tests and the measurement. Nothing here reaches the network:
-every `from_pretrained` call passes `local_files_only=True`.
+Real checkpoints load through `load_policy` from a local path: any Qwen3-MoE (e.g. a
+Qwen3-30B-A3B directory) or dense Qwen3 checkpoint, with its own tokenizer and chat template
+(training/chat_tokenizer.py). R3 applies to MoE checkpoints only: a dense model has no router,
+its routing shape is (0, 0) and nothing is recorded or replayed. The tiny CPU config below is
+for tests and the measurement. Nothing here reaches the network: every `from_pretrained` call
+passes `local_files_only=True`.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -19,6 +22,8 @@ if TYPE_CHECKING:
     from transformers import PreTrainedModel, Qwen3MoeConfig
 
 AttentionImpl = Literal["eager", "sdpa"]
+POLICY_MODEL_TYPES = ("qwen3_moe", "qwen3")
+"""Checkpoint families the harness, TITO and the trainer support (`config.json`'s model_type)."""
 
 
 class PolicyConfig(BaseModel):
@@ -91,12 +96,13 @@ def load_policy(
     *,
     dtype: torch.dtype | None = None,
     attn: AttentionImpl = "sdpa",
+    device: torch.device | str | None = None,
 ) -> PreTrainedModel:
-    """Load a Qwen3-MoE checkpoint from a local directory (never the Hub), in eval mode.
+    """Load a Qwen3-MoE or Qwen3 checkpoint from a local directory (never the Hub), in eval mode.
 
-    `dtype` defaults to float32 (the trainer's numerics); the local engine asks for bfloat16.
-    Raises FileNotFoundError when `directory` holds no config.json, ValueError when the
-    checkpoint is not a Qwen3-MoE model (R3 hooks rely on its router module).
+    `dtype` defaults to float32 (the trainer's master weights); the local engine asks for
+    bfloat16. `device` defaults to the CPU. Raises FileNotFoundError when `directory` holds no
+    config.json, ValueError when the checkpoint is not of a supported family.
     """
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
@@ -106,16 +112,34 @@ def load_policy(
     if not (directory / "config.json").is_file():
         raise FileNotFoundError(f"no config.json under {directory}")
     hf = AutoConfig.from_pretrained(str(directory), local_files_only=True)
-    if getattr(hf, "model_type", None) != "qwen3_moe":
-        raise ValueError(f"expected a qwen3_moe checkpoint, got {hf.model_type!r}")
+    if getattr(hf, "model_type", None) not in POLICY_MODEL_TYPES:
+        raise ValueError(
+            f"{directory}/config.json: model_type {hf.model_type!r} is not one of "
+            f"{', '.join(POLICY_MODEL_TYPES)}"
+        )
     model = AutoModelForCausalLM.from_pretrained(
         str(directory),
         local_files_only=True,
         dtype=dtype or torch.float32,
         attn_implementation=attn,
     )
+    if device is not None:
+        model = model.to(device)  # type: ignore[arg-type]
     model.eval()
     return model
+
+
+def routing_shape(config: Any) -> tuple[int, int]:
+    """(L, k) of a routing record for a model config: MoE layers and top-k; (0, 0) for a dense
+    model (nothing to record or replay)."""
+    experts = getattr(config, "num_experts", None) or 0
+    if experts <= 0:
+        return 0, 0
+    layers = int(config.num_hidden_layers)
+    sparse_step = int(getattr(config, "decoder_sparse_step", 1) or 1)
+    dense_only = set(getattr(config, "mlp_only_layers", None) or [])
+    moe = sum(1 for i in range(layers) if i not in dense_only and (i + 1) % sparse_step == 0)
+    return moe, int(config.num_experts_per_tok)
 
 
 def moe_layer_count(model: PreTrainedModel) -> int:

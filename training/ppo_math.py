@@ -31,8 +31,8 @@ def final_token_rewards(loss_mask: torch.Tensor, reward: float) -> torch.Tensor:
     positions = torch.nonzero(loss_mask).flatten()  # (m,)
     if positions.numel() == 0:
         raise ValueError("loss_mask has no loss position to put the reward on")
-    rewards = torch.zeros(loss_mask.shape[0], dtype=torch.float32)  # (n,)
-    rewards[positions[-1]] = float(reward)
+    rewards = torch.zeros(loss_mask.shape[0], dtype=torch.float32, device=loss_mask.device)
+    rewards[positions[-1]] = float(reward)  # (n,)
     return rewards
 
 
@@ -48,8 +48,9 @@ def gae(
 
     rewards, values: (n,) per stream position; loss_mask: (n,) bool. With p_0 < ... < p_{m-1} the
     loss positions, delta_i = r[p_i] + gamma * V[p_{i+1}] - V[p_i] (V[p_m] = 0) and
-    A_i = delta_i + gamma * lam * A_{i+1}. Returns (advantages, returns), each (n,) float32,
-    0 off the mask; returns = advantages + values on the mask (the critic's target).
+    A_i = delta_i + gamma * lam * A_{i+1}. Returns (advantages, returns), each (n,) float32 on
+    the device of `values`, 0 off the mask; returns = advantages + values on the mask (the
+    critic's target). The recursion runs in float64 on the host (one pass over m loss positions).
     """
     if not (rewards.shape == values.shape == loss_mask.shape) or rewards.dim() != 1:
         raise ValueError(
@@ -58,8 +59,10 @@ def gae(
         )
     if not (0.0 <= gamma <= 1.0 and 0.0 <= lam <= 1.0):
         raise ValueError(f"gamma and lam must be in [0, 1], got {gamma!r}, {lam!r}")
+    device = values.device
+    loss_mask = loss_mask.to(device)
     positions = torch.nonzero(loss_mask).flatten()  # (m,)
-    r = rewards[positions].double().tolist()  # m floats
+    r = rewards.to(device)[positions].double().tolist()  # m floats
     v = values.detach()[positions].double().tolist()  # m floats
     adv = [0.0] * len(r)
     running, next_value = 0.0, 0.0
@@ -68,8 +71,8 @@ def gae(
         running = delta + gamma * lam * running
         adv[i] = running
         next_value = v[i]
-    advantages = torch.zeros(rewards.shape[0], dtype=torch.float32)  # (n,)
-    advantages[positions] = torch.tensor(adv, dtype=torch.float32)
+    advantages = torch.zeros(rewards.shape[0], dtype=torch.float32, device=device)  # (n,)
+    advantages[positions] = torch.tensor(adv, dtype=torch.float32, device=device)
     returns = torch.where(loss_mask, advantages + values.detach().float(), 0.0)  # (n,)
     return advantages, returns
 

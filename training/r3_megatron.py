@@ -107,38 +107,46 @@ def install_failure_policy(instances: Sequence[Any], policy: FailurePolicy) -> N
         inst.get_replay_topk = MethodType(method, inst)
 
 
-def begin_replay_step(*, policy: FailurePolicy = "live") -> None:
+def begin_replay_step(
+    *, policy: FailurePolicy = "live", instances: Sequence[Any] | None = None
+) -> None:
     """Start a training step's replay: every instance's records are cleared, once.
 
     megatron's `set_target_indices` *appends* to the per-layer list that activation recompute
     (REPLAY_BACKWARD) pops from the front, so the records must be cleared once per step (without
     it the k-th step's recompute replays step 1's routing) and never between the micro-batches
     of one step (a clear there drops the earlier micro-batches' records before their recompute).
+    `instances`: one model's RouterReplay instances (default: megatron's global list, which
+    holds those of every model built in the process).
     """
     from megatron.core.transformer.moe.router_replay import RouterReplay
 
-    install_failure_policy(RouterReplay.global_router_replay_instances, policy)
-    RouterReplay.clear_global_indices()
+    targets = RouterReplay.global_router_replay_instances if instances is None else instances
+    install_failure_policy(targets, policy)
+    for inst in targets:
+        inst.clear_indices()
 
 
-def append_replay(record: torch.Tensor) -> None:
+def append_replay(record: torch.Tensor, *, instances: Sequence[Any] | None = None) -> None:
     """Hand one micro-batch's record to megatron's RouterReplay instances and switch them to
     replay its forward; the record also joins the recompute queue behind the step's earlier
     micro-batches (replayed in the same order by REPLAY_BACKWARD).
 
     Raises RoutingRecordError when the number of MoE layers in the record differs from the
-    number of RouterReplay instances megatron created (one per router with replay enabled).
+    number of RouterReplay instances (one per router with replay enabled; `instances` as in
+    `begin_replay_step`).
     """
     from megatron.core.transformer.moe.router_replay import RouterReplay, RouterReplayAction
 
     per_layer = records_to_megatron(record)
-    instances = RouterReplay.global_router_replay_instances
-    if len(per_layer) != len(instances):
+    targets = RouterReplay.global_router_replay_instances if instances is None else instances
+    if len(per_layer) != len(targets):
         raise RoutingRecordError(
-            f"record has {len(per_layer)} layers, megatron has {len(instances)} RouterReplay"
+            f"record has {len(per_layer)} layers, megatron has {len(targets)} RouterReplay"
         )
-    RouterReplay.set_replay_data(per_layer)
-    RouterReplay.set_global_router_replay_action(RouterReplayAction.REPLAY_FORWARD)
+    for inst, layer in zip(targets, per_layer, strict=True):
+        inst.set_target_indices(layer)
+        inst.set_router_replay_action(RouterReplayAction.REPLAY_FORWARD)
 
 
 def load_replay(record: torch.Tensor, *, policy: FailurePolicy = "live") -> None:
@@ -148,12 +156,14 @@ def load_replay(record: torch.Tensor, *, policy: FailurePolicy = "live") -> None
     append_replay(record)
 
 
-def clear_replay() -> None:
+def clear_replay(*, instances: Sequence[Any] | None = None) -> None:
     """End a step's replay: drop every instance's records and its action (back to live)."""
     from megatron.core.transformer.moe.router_replay import RouterReplay
 
-    RouterReplay.clear_global_indices()
-    RouterReplay.clear_global_router_replay_action()
+    targets = RouterReplay.global_router_replay_instances if instances is None else instances
+    for inst in targets:
+        inst.clear_indices()
+        inst.clear_router_replay_action()
 
 
 __all__ = [

@@ -97,13 +97,15 @@ def warm_started_policy(
     seed_dir: Path = SEED_DIR,
     reuse_stale: bool = False,
     log: bool = False,
+    device: str | None = None,
 ) -> Path:
     """Directory of the warm-started checkpoint (model + tokenizer), building it if needed.
 
     The key covers the seed trajectories, so new or edited seed solutions rebuild it. With
     `reuse_stale`, a checkpoint of the same policy and warm-start configs built from older seeds
     is returned instead of rebuilding (the newest one): for tests that need *a* tool-calling
-    policy, not the one matching today's seeds.
+    policy, not the one matching today's seeds. `device` (default: the CPU) is where a build
+    trains, bf16 autocast on CUDA; it is not part of the key.
     """
     from training.trajectories import tokenizer_corpus, training_trajectories
 
@@ -122,7 +124,7 @@ def warm_started_policy(
     tmp = target.with_name(f"{key}.tmp-{os.getpid()}")
     if tmp.exists():
         shutil.rmtree(tmp)
-    _build(policy, warm, trajectories, texts, tmp, log=log)
+    _build(policy, warm, trajectories, texts, tmp, log=log, device=device)
     try:
         tmp.rename(target)
     except OSError:
@@ -153,7 +155,7 @@ def _same_recipe_checkpoints(policy: PolicyConfig, warm: WarmStartConfig) -> lis
     return [p for _, p in sorted(found, reverse=True)]
 
 
-def _build(policy, warm, trajectories, texts, out: Path, *, log: bool) -> None:
+def _build(policy, warm, trajectories, texts, out: Path, *, log: bool, device=None) -> None:
     from training.chat_tokenizer import save_chat_tokenizer, train_chat_tokenizer
     from training.policy import build_policy, save_policy
 
@@ -166,9 +168,9 @@ def _build(policy, warm, trajectories, texts, out: Path, *, log: bool) -> None:
     model.config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = model.config.eos_token_id
     model.generation_config.pad_token_id = model.config.pad_token_id
-    losses = supervised_steps(model, tokenizer, trajectories, warm, log=log, t0=t0)
+    losses = supervised_steps(model, tokenizer, trajectories, warm, log=log, t0=t0, device=device)
     model.eval()
-    save_policy(model, out)
+    save_policy(model.cpu(), out)
     save_chat_tokenizer(tokenizer, out)
     meta = {
         "policy": policy.model_dump(),
@@ -191,15 +193,26 @@ def supervised_steps(
     log: bool = False,
     t0: float = 0.0,
     render: dict | None = None,
+    device: str | None = None,
 ) -> list[float]:
     """`warm.steps` AdamW steps of next-token loss on the assistant text of rendered
     trajectories (warm-up then cosine decay); returns the loss of every step. `render` holds
-    keyword arguments of `render_example` (tool-call styles, final reasoning)."""
+    keyword arguments of `render_example` (tool-call styles, final reasoning). `device`: where
+    the steps run (the model is moved there; bf16 autocast on CUDA)."""
+    import contextlib
     import math
 
     import torch
 
     from training.trajectories import render_example
+
+    dev = torch.device(device or "cpu")
+    model.to(dev)
+    autocast = (
+        torch.autocast("cuda", dtype=torch.bfloat16)
+        if dev.type == "cuda"
+        else contextlib.nullcontext()
+    )
 
     rng = random.Random(warm.seed)
     torch.manual_seed(warm.seed)
@@ -228,7 +241,11 @@ def supervised_steps(
             lab = torch.tensor(ex.token_ids[:n])
             lab[~torch.tensor(ex.loss_mask[:n])] = -100
             labels[i, :n] = lab
-        result = model(input_ids=ids, attention_mask=attn, labels=labels, use_cache=False)
+        with autocast:
+            result = model(
+                input_ids=ids.to(dev), attention_mask=attn.to(dev), labels=labels.to(dev),
+                use_cache=False,
+            )  # fmt: skip
         opt.zero_grad(set_to_none=True)
         result.loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -251,6 +268,7 @@ def fine_tuned_policy(
     name: str = "sft",
     log: bool = False,
     render: dict | None = None,
+    device: str | None = None,
 ) -> Path:
     """A checkpoint fine-tuned from `base` (model + tokenizer) on `trajectories`, cached under
     `.cache/t1-forge/sft/<key>` where the key covers the base's weights (not its path), the
@@ -275,9 +293,11 @@ def fine_tuned_policy(
     t0 = time.monotonic()
     tokenizer = load_chat_tokenizer(Path(base))
     model = load_policy(Path(base))
-    losses = supervised_steps(model, tokenizer, trajectories, warm, log=log, t0=t0, render=render)
+    losses = supervised_steps(
+        model, tokenizer, trajectories, warm, log=log, t0=t0, render=render, device=device
+    )
     model.eval()
-    save_policy(model, tmp)
+    save_policy(model.cpu(), tmp)
     save_chat_tokenizer(tokenizer, tmp)
     meta = {
         "base": str(base),

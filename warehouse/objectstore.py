@@ -39,10 +39,13 @@ opened.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +54,7 @@ import pyarrow as pa
 import warehouse.schema as schema
 from warehouse.schema import TableSpec
 from warehouse.store import (
+    JOURNAL_DIR,
     OBJECT_STORES,
     CommitConflict,
     Manifest,
@@ -58,6 +62,7 @@ from warehouse.store import (
     Store,
     StoreNotFoundError,
     WarehouseError,
+    journal_stream,
 )
 
 ENDPOINT_ENV = "T1_S3_ENDPOINT"
@@ -66,6 +71,14 @@ CACHE_ENV = "T1_WAREHOUSE_CACHE"
 MANIFEST_DIR = "_manifest"
 VERSION_DIGITS = 20
 DEFAULT_ORPHAN_AGE_S = 3600.0
+# Manifest versions kept (the newest N); older ones are deleted by `collect_manifests`, which
+# runs after every compaction and every N/2 commits. `T1_WAREHOUSE_MANIFEST_HISTORY` sets it
+# (0: keep every version, as before).
+DEFAULT_MANIFEST_HISTORY = 200
+HISTORY_ENV = "T1_WAREHOUSE_MANIFEST_HISTORY"
+# The lowest generation `collect_manifests` keeps, raised before it deletes anything below.
+FLOOR_KEY = f"{MANIFEST_DIR}/floor.json"
+LEASE_DIR = "_locks"  # job leases (`warehouse.locks`): one object per job
 # S3 answers 409 ConditionalRequestConflict when another conditional put of the same key is
 # in flight; like a 412 it means "someone else is committing this generation": retry.
 CONFLICT_CODES = frozenset({"PreconditionFailed", "ConditionalRequestConflict"})
@@ -73,6 +86,21 @@ CONFLICT_CODES = frozenset({"PreconditionFailed", "ConditionalRequestConflict"})
 
 class ObjectStoreError(WarehouseError):
     """The object store refused or failed a request (bucket missing, no access, no client)."""
+
+
+class LeaseConflict(WarehouseError):
+    """A conditional lease write found the lease changed (someone else wrote it first)."""
+
+
+@dataclass(frozen=True)
+class LeaseObject:
+    """A lease as stored: its bytes, the ETag a conditional write must match, and its age by
+    the object store's own clock (its `Date` minus the object's `Last-Modified`), so that
+    machines whose clocks disagree agree on whether it expired."""
+
+    data: bytes
+    etag: str
+    age_s: float
 
 
 def default_cache_dir() -> Path:
@@ -102,6 +130,20 @@ def parse_manifest_key(name: str) -> int | None:
     if dot and ext == "json" and len(stem) == VERSION_DIGITS and stem.isdigit():
         return int(stem)
     return None
+
+
+def default_manifest_history() -> int:
+    """$T1_WAREHOUSE_MANIFEST_HISTORY, else DEFAULT_MANIFEST_HISTORY (0: keep all)."""
+    text = os.environ.get(HISTORY_ENV, "").strip()
+    if not text:
+        return DEFAULT_MANIFEST_HISTORY
+    try:
+        value = int(text)
+    except ValueError:
+        raise WarehouseError(f"${HISTORY_ENV} must be an integer, got {text!r}") from None
+    if value < 0:
+        raise WarehouseError(f"${HISTORY_ENV} must be >= 0, got {value}")
+    return value
 
 
 def _client_error_code(e: BaseException) -> str | None:
@@ -157,6 +199,7 @@ class S3Store(Store):
         *,
         cache_dir: Path | None = None,
         orphan_age_s: float = DEFAULT_ORPHAN_AGE_S,
+        manifest_history: int | None = None,
     ) -> None:
         if not url.startswith("s3://"):
             raise WarehouseError(f"not an S3 store URL: {url!r} (want s3://bucket/prefix)")
@@ -167,6 +210,11 @@ class S3Store(Store):
         self.bucket = bucket
         self.prefix = prefix.strip("/")
         self.orphan_age_s = orphan_age_s
+        self.manifest_history = (
+            default_manifest_history() if manifest_history is None else manifest_history
+        )
+        if self.manifest_history < 0:
+            raise WarehouseError(f"manifest_history must be >= 0, got {self.manifest_history}")
         cache = cache_dir if cache_dir is not None else default_cache_dir()
         super().__init__(cache / "s3" / bucket / (self.prefix or "_root"))
         self._fs: Any = None
@@ -266,6 +314,15 @@ class S3Store(Store):
                 raise ObjectStoreError(f"warehouse {self.url!r}: writing {key} failed: {e}") from e
             if self._stored(key) != data:
                 raise CommitConflict(f"{self.url}: generation {manifest.generation} taken") from e
+        if manifest.generation < self.manifest_floor():
+            # The generation had existed and `collect_manifests` deleted it: our manifest was
+            # stale (newer versions exist, the newest of them is kept), so this put created
+            # a version no reader takes for the newest. Take it back and lose the race.
+            with self._requests(f"deleting stale {key}"):
+                self.fs.rm(self._path(key))
+            raise CommitConflict(
+                f"{self.url}: generation {manifest.generation} is below the kept history"
+            )
         self._latest_seen = max(self._latest_seen, manifest.generation)
 
     def _stored(self, key: str) -> bytes | None:
@@ -276,6 +333,136 @@ class S3Store(Store):
             return None
         except OSError as e:
             raise ObjectStoreError(f"warehouse {self.url!r}: reading {key} failed: {e}") from e
+
+    # ---- manifest history ---------------------------------------------------------------
+
+    def manifest_floor(self) -> int:
+        """The lowest generation `collect_manifests` keeps (0 when it never ran).
+
+        Why a commit reads it: a generation number must never be created twice. A writer
+        holding a stale manifest N puts N + 1 only if absent; once old versions are deleted,
+        N + 1 may be absent because it was deleted. The collector writes the floor before
+        deleting anything below it, so a put that succeeded for a generation under the floor
+        it reads afterwards may have re-created a deleted number, and is withdrawn."""
+        raw = self._stored(FLOOR_KEY)
+        if raw is None:
+            return 0
+        try:
+            return int(json.loads(raw)["floor"])
+        except (ValueError, KeyError, TypeError) as e:
+            raise WarehouseError(f"{self.url}/{FLOOR_KEY} is not a manifest floor: {e}") from e
+
+    def manifest_versions(self) -> list[int]:
+        """Every manifest generation stored, ascending."""
+        found = [parse_manifest_key(o["Key"]) for o in self._list(f"{MANIFEST_DIR}/")]
+        return sorted(v for v in found if v is not None)
+
+    def collect_manifests(self, keep: int | None = None) -> list[int]:
+        """Delete all but the newest `keep` (default `manifest_history`; 0: none deleted)
+        manifest versions; returns the generations deleted. The floor is raised first (see
+        `manifest_floor`), so a stale writer cannot re-create a deleted generation."""
+        keep = self.manifest_history if keep is None else keep
+        if keep <= 0:
+            return []
+        versions = self.manifest_versions()
+        if len(versions) <= keep:
+            return []
+        floor = versions[-keep]
+        if floor > self.manifest_floor():
+            with self._requests(f"writing {FLOOR_KEY}"):
+                self.fs.pipe_file(self._path(FLOOR_KEY), json.dumps({"floor": floor}).encode())
+        doomed = [v for v in versions if v < floor]
+        with self._requests(f"deleting {len(doomed)} old manifest versions"):
+            self.fs.rm([self._path(manifest_key(v)) for v in doomed])
+        return doomed
+
+    def _after_commit(self, manifest: Manifest) -> None:
+        every = max(1, self.manifest_history // 2)
+        if self.manifest_history and manifest.generation % every == 0:
+            self.collect_manifests()
+
+    def _after_compaction(self, manifest: Manifest) -> None:
+        if self.manifest_history:
+            self.collect_manifests()
+
+    # ---- the journal (see Store.journal_put) ---------------------------------------------
+
+    def _journal_key(self, stream: str, name: str = "") -> str:
+        return f"{JOURNAL_DIR}/{journal_stream(stream)}/{name}"
+
+    def journal_put(self, stream: str, name: str, data: bytes) -> None:
+        """One object per entry: a PUT is all-or-nothing, so an entry is whole or absent."""
+        key = self._journal_key(stream, name)
+        with self._requests(f"writing {key}"):
+            self.fs.pipe_file(self._path(key), data)
+
+    def journal_names(self, stream: str) -> list[str]:
+        prefix = self._journal_key(stream)
+        return sorted(o["Key"].rpartition("/")[2] for o in self._list(prefix))
+
+    def journal_get(self, stream: str, name: str) -> bytes:
+        key = self._journal_key(stream, name)
+        with self._requests(f"reading {key}"):
+            return bytes(self.fs.cat_file(self._path(key)))
+
+    def journal_drop(self, stream: str, names: list[str]) -> None:
+        if names:
+            with self._requests(f"deleting {len(names)} journal entries"):
+                self.fs.rm([self._path(self._journal_key(stream, n)) for n in names])
+
+    # ---- job leases (`warehouse.locks`): conditional writes on one object per job ------
+
+    shared_leases = True
+
+    def _lease_key(self, name: str) -> str:
+        return f"{LEASE_DIR}/{journal_stream(name)}.json"
+
+    def lease_url(self, name: str) -> str:
+        return f"{self.url}/{self._lease_key(name)}"
+
+    def lease_get(self, name: str) -> LeaseObject | None:
+        """The lease object `name` (None when there is none)."""
+        from fsspec.asyn import sync
+
+        key = self._key(self._lease_key(name))
+
+        async def get() -> tuple[dict[str, Any], bytes]:
+            resp = await self.fs._call_s3("get_object", Bucket=self.bucket, Key=key)
+            try:
+                return resp, await resp["Body"].read()
+            finally:
+                resp["Body"].close()
+
+        try:
+            with self._requests(f"reading lease {name!r}"):
+                resp, data = sync(self.fs.loop, get)
+        except ObjectStoreError as e:
+            if isinstance(e.__cause__, FileNotFoundError):
+                return None
+            raise
+        modified = resp.get("LastModified")
+        date = resp.get("ResponseMetadata", {}).get("HTTPHeaders", {}).get("date")
+        now = parsedate_to_datetime(date) if date else datetime.now(UTC)
+        age = (now - modified).total_seconds() if isinstance(modified, datetime) else 0.0
+        return LeaseObject(data=data, etag=str(resp.get("ETag", "")), age_s=max(0.0, age))
+
+    def lease_put(self, name: str, data: bytes, *, etag: str | None) -> str:
+        """Write lease `name` only if it is absent (`etag` None: `If-None-Match: *`) or still
+        the version `etag` names (`If-Match`); returns the new ETag. LeaseConflict when the
+        condition fails: another process wrote the lease first."""
+        key = self._key(self._lease_key(name))
+        condition = {"IfNoneMatch": "*"} if etag is None else {"IfMatch": etag}
+        try:
+            resp = self.fs.call_s3(
+                "put_object", Bucket=self.bucket, Key=key, Body=data, **condition
+            )
+        except (OSError, ValueError) as e:
+            code = _client_error_code(e)
+            lost = isinstance(e, (FileExistsError, FileNotFoundError))
+            if lost or code in CONFLICT_CODES or code in ("NoSuchKey", "404"):
+                raise LeaseConflict(f"{self.lease_url(name)} changed meanwhile") from e
+            raise ObjectStoreError(f"warehouse {self.url!r}: writing lease {name!r}: {e}") from e
+        return str(resp.get("ETag", ""))
 
     def _initialize(self) -> None:
         self.root.mkdir(parents=True, exist_ok=True)

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
+import pyarrow as pa
+
 from tasks.model import Task
 from tasks.results import TrialResult
 from warehouse.records import (
@@ -35,15 +37,19 @@ def writable_store(store: StoreRef) -> Store:
     return store if isinstance(store, Store) else Store.open(store, create=True)
 
 
-def record_rows(store: StoreRef, records: Iterable[Record]) -> WriteResult:
-    """Write records of any tables in one commit, grouped by table in first-seen order."""
+def tables_of(records: Iterable[Record]) -> dict[str, pa.Table]:
+    """Records of any tables as Arrow tables, grouped by table in first-seen order."""
     by_table: dict[str, list[Record]] = {}
     for rec in records:
         if not isinstance(rec, Record):
             raise ValueError(f"expected warehouse records, got {type(rec).__name__}: {rec!r}")
         by_table.setdefault(rec.table.name, []).append(rec)
-    tables = {name: records_table(recs, table_spec(name)) for name, recs in by_table.items()}
-    return writable_store(store).append(tables)
+    return {name: records_table(recs, table_spec(name)) for name, recs in by_table.items()}
+
+
+def record_rows(store: StoreRef, records: Iterable[Record]) -> WriteResult:
+    """Write records of any tables in one commit, grouped by table in first-seen order."""
+    return writable_store(store).append(tables_of(records))
 
 
 def record_tasks(
@@ -105,6 +111,16 @@ def record_synthesis(
     """Record one synthesis step in ONE commit: task rows, trials (with per-assertion rows)
     and `synth_*` rows. A writer killed mid-call leaves all of them or none, which is what
     lets an interrupted synthesis run resume without duplicates or lost candidates."""
+    return record_rows(store, synthesis_records(tasks=tasks, trials=trials, rows=rows))
+
+
+def synthesis_records(
+    *,
+    tasks: Iterable[TaskRecord] = (),
+    trials: Iterable[TrialResult] = (),
+    rows: Iterable[Record] = (),
+) -> list[Record]:
+    """The records `record_synthesis` commits (for a `warehouse.journal.BatchedWriter`)."""
     out: list[Record] = list(tasks)
     for result in trials:
         if not isinstance(result, TrialResult):
@@ -113,7 +129,7 @@ def record_synthesis(
         out.append(trial)
         out.extend(assertions)
     out.extend(rows)
-    return record_rows(store, out)
+    return out
 
 
 def record_audits(store: StoreRef, audits: Iterable[AuditRecord]) -> WriteResult:

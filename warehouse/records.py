@@ -435,6 +435,8 @@ class SynthCandidateRecord(Record):
     ext_only_free_share: float | None = None
     parent_solution_share: float | None = None
     chain_depth: int | None = Field(None, ge=0)
+    # added within schema 2 (issue 33): what scripted hacks earned after the parent's solution
+    flow_hacked: list[str] | None = None
 
     @field_validator("candidate_hash", "parent_hash", "root_seed")
     @classmethod

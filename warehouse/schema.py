@@ -312,6 +312,9 @@ SYNTH_CANDIDATES = TableSpec(
         ("ext_only_free_share", pa.float64(), True),
         ("parent_solution_share", pa.float64(), True),
         ("chain_depth", pa.int32(), True),
+        # Added within schema 2 (issue 33): new assertions a scripted hack earned after the
+        # parent's solution (counted independent: `flow_dependent` excludes them).
+        ("flow_hacked", pa.list_(pa.string()), True),
     ),
 )
 

@@ -34,8 +34,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
+import math
 import os
 import random
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -44,10 +46,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 from pydantic import BaseModel, Field
 
+import warehouse.keyhashes as keyhashes
 import warehouse.schema as schema
 from warehouse.schema import TableSpec, table_spec
 from warehouse.views import CATALOG_FILE, parquet_list_sql, write_catalog
@@ -59,8 +63,22 @@ LOCK_FILE = "_write.lock"
 FORMAT = "t1-forge-warehouse"
 ROW_GROUP_ROWS = 122_880
 DEFAULT_RETIRE_GRACE_S = 3600.0
+# Parts an automatic compaction retires stay this long: a campaign compacts every few minutes,
+# and each retired part is an entry of the manifest every commit reads and rewrites until it
+# expires (an hour's worth of them made the manifest of a 38k-candidate campaign ~1 MB).
+AUTO_RETIRE_GRACE_S = 900.0
 DEFAULT_SMALL_PART_BYTES = 64 * 1024 * 1024
 DEFAULT_TARGET_PART_BYTES = 512 * 1024 * 1024
+# Automatic compaction: a commit that leaves a table with more than `max_parts` parts merges
+# that table's small parts by size tier (parts within a factor of COMPACT_FANOUT of each other
+# merge together), so part counts stay near the number of tiers and each row is rewritten
+# about log(rows) times over a campaign; every commit's duplicate check reads every part
+# (~4 ms per part), which is what made commits grow with the campaign.
+DEFAULT_MAX_PARTS = 24
+COMPACT_FANOUT = 8
+TIER_BASE_BYTES = 64 * 1024
+MAX_PARTS_ENV = "T1_WAREHOUSE_MAX_PARTS"
+JOURNAL_DIR = "_journal"  # durable staging of batched commits (`warehouse.journal`)
 COMMIT_ATTEMPTS = 100  # optimistic commits (object storage) retried this often on conflict
 COMMIT_BACKOFF_S = (0.005, 0.25)  # first and largest backoff between attempts (jittered)
 OBJECT_URL_SCHEMES = ("s3",)
@@ -140,6 +158,10 @@ def resolve_store_path(path: Path | str | None = None) -> Path:
     return Path(env) if env else DEFAULT_STORE
 
 
+# Checks run before any manifest write to a store location, by location then owner id: a job
+# lease registers one that raises when the lease was lost (`warehouse.locks`).
+COMMIT_GUARDS: dict[str, dict[int, Callable[[], None]]] = {}
+
 # Stores on object storage, by URL scheme. warehouse.objectstore registers `s3` when the
 # package is imported (warehouse/__init__.py), so this module never imports it.
 OBJECT_STORES: dict[str, Callable[[str], Store]] = {}
@@ -161,6 +183,29 @@ def object_store_url(path: Path | str | None) -> str | None:
                 raise WarehouseError(f"store URL {text!r} names no bucket (want {scheme}://bucket)")
             return f"{scheme}://{rest}"
     return None
+
+
+def journal_stream(stream: str) -> str:
+    """A journal stream's name as a file or key name; ValueError for anything else."""
+    if not stream or not all(c.isalnum() or c in "._-" for c in stream) or stream[0] == ".":
+        raise ValueError(
+            f"journal stream must be [A-Za-z0-9._-]+ (not starting with '.'), got {stream!r}"
+        )
+    return stream
+
+
+def default_max_parts() -> int | None:
+    """$T1_WAREHOUSE_MAX_PARTS (0: no automatic compaction), else DEFAULT_MAX_PARTS."""
+    text = os.environ.get(MAX_PARTS_ENV, "").strip()
+    if not text:
+        return DEFAULT_MAX_PARTS
+    try:
+        value = int(text)
+    except ValueError:
+        raise WarehouseError(f"${MAX_PARTS_ENV} must be an integer, got {text!r}") from None
+    if value < 0:
+        raise WarehouseError(f"${MAX_PARTS_ENV} must be >= 0, got {value}")
+    return value or None
 
 
 def _fsync_dir(path: Path) -> None:
@@ -190,6 +235,21 @@ class Store:
 
     def __init__(self, root: Path) -> None:
         self.root = root
+        # Compact a table automatically once a commit leaves it with more parts than this
+        # (None: never; `T1_WAREHOUSE_MAX_PARTS`, 0 meaning never, sets the default).
+        self.max_parts: int | None = default_max_parts()
+        # Run automatic compaction in a thread of its own (merging without the write lock;
+        # see `auto_compact`), so that no commit waits for it; False: inside `commit`.
+        self.compact_in_background = True
+        self.auto_compactions = 0  # automatic compactions run (for tests and benchmarks)
+        self.compaction_errors: list[str] = []  # background compactions that failed
+        self._compact_lock = threading.Lock()
+        self._compact_due: set[str] = set()
+        self._compactor: threading.Thread | None = None
+
+    # False: job locks are flock files under `root` (one machine); True (object stores):
+    # leases written conditionally into the store itself (`warehouse.locks`).
+    shared_leases = False
 
     @property
     def location(self) -> str:
@@ -293,9 +353,14 @@ class Store:
         """Commit `manifest` (its generation already advanced by the caller).
 
         On local disk the caller holds the write lock, so this cannot conflict; an object
-        store raises CommitConflict when another writer committed that generation first."""
+        store raises CommitConflict when another writer committed that generation first.
+        First, every guard registered for this store's location (a job lease this process
+        holds on it, `warehouse.locks`) may refuse: a process whose lease was taken over
+        commits nothing more."""
+        for guard in list(COMMIT_GUARDS.get(self.location, {}).values()):
+            guard()
         manifest.updated_at = datetime.now(UTC)
-        self._put_manifest(manifest, manifest.model_dump_json(indent=1))
+        self._put_manifest(manifest, manifest.model_dump_json())
         if self.catalog_path.exists():  # kept current once created (`t1 warehouse catalog`)
             self._write_catalog(manifest)
 
@@ -350,7 +415,163 @@ class Store:
         On object storage there is no lock: a commit that loses the race to another writer
         runs `build` again on the newer manifest (so `build` must depend on nothing but the
         manifest and the store), dropping the parts it wrote, up to `COMMIT_ATTEMPTS` times.
+
+        Then, outside the lock, a table the commit left with more than `max_parts` parts is
+        compacted (`auto_compact`), so a long campaign's commits do not slow down with it.
         """
+        result, manifest = self._commit(build)
+        if result.written and any(result.written.values()):
+            self._after_commit(manifest)
+            self._compact_if_due([t for t, n in result.written.items() if n], manifest)
+        return result
+
+    def _compact_if_due(self, tables: list[str], manifest: Manifest) -> None:
+        """Start automatic compaction of the `tables` past `max_parts` in `manifest`."""
+        if self.max_parts is None:
+            return
+        due = [t for t in tables if len(manifest.parts(t)) > self.max_parts]
+        if not due:
+            return
+        if not self.compact_in_background:
+            self.auto_compact(due, manifest)
+            return
+        with self._compact_lock:
+            self._compact_due.update(due)
+            if self._compactor is None:
+                self._compactor = threading.Thread(
+                    target=self._compact_loop, name="warehouse-compaction", daemon=True
+                )
+                self._compactor.start()
+
+    def _compact_loop(self) -> None:
+        while True:
+            with self._compact_lock:
+                due = sorted(self._compact_due)
+                self._compact_due.clear()
+                if not due:
+                    self._compactor = None
+                    return
+            try:
+                self.auto_compact(due)
+            except Exception as e:  # noqa: BLE001 - the next commit asks again; data is safe
+                self.compaction_errors.append(f"{type(e).__name__}: {e}"[:500])
+
+    def wait_for_compaction(self, timeout_s: float | None = None) -> None:
+        """Wait until no background compaction is running (tests, benchmarks, shutdown)."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            with self._compact_lock:
+                thread = self._compactor
+            if thread is None:
+                return
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            thread.join(left)
+            if deadline is not None and time.monotonic() >= deadline:
+                return
+
+    def _after_commit(self, manifest: Manifest) -> None:
+        """Called after each commit that added rows (object stores collect old manifests)."""
+
+    def auto_compact(
+        self, tables: list[str] | None = None, manifest: Manifest | None = None
+    ) -> CompactionResult | None:
+        """Compact the tables (of `tables`) that have more than `max_parts` parts in
+        `manifest` (default: the committed one), merging their small parts by size tier
+        (`tiered_groups`); None when none needs it.
+
+        Unlike `compact`, it merges without holding the write lock (commits go on meanwhile)
+        and takes it only to swap the merged parts into the newest manifest, planning again
+        if another compaction got there first; and it deletes no unnamed file (one may be
+        another compaction's merge in flight): only retired parts past their grace, which is
+        `AUTO_RETIRE_GRACE_S` (15 minutes) here: a snapshot held longer than that while a
+        campaign writes should be reopened."""
+        if self.max_parts is None:
+            return None
+        limit = self.max_parts
+        manifest = manifest if manifest is not None else self.read_manifest()
+        due = [t for t in tables or list(manifest.tables) if len(manifest.parts(t)) > limit]
+        if not due:
+            return None
+        self.auto_compactions += 1
+        return self._merge_unlocked(
+            due,
+            lambda parts: tiered_groups(parts, max_parts=limit),
+            retire_grace_s=AUTO_RETIRE_GRACE_S,
+        )
+
+    def _merge_unlocked(
+        self,
+        names: list[str],
+        groups_of: Callable[[list[PartInfo]], list[list[PartInfo]]],
+        *,
+        retire_grace_s: float,
+    ) -> CompactionResult:
+        """See `auto_compact`."""
+        for attempt in range(COMMIT_ATTEMPTS):
+            base = self.read_manifest()
+            merges: list[tuple[str, list[PartInfo], PartInfo]] = []
+            for name in names:
+                spec = table_spec(name)
+                for group in groups_of(base.parts(name)):
+                    merged = pa.concat_tables(
+                        [conform(pq.read_table(self.part_path(name, p.file)), spec) for p in group]
+                    )
+                    part = self._write_part(spec, merged, base.generation + 1)
+                    merges.append((name, group, part))
+            with self._locked():
+                manifest = self.read_manifest()
+                named = {t: {p.file for p in parts} for t, parts in manifest.tables.items()}
+                if any(
+                    p.file not in named.get(name, set()) for name, group, _ in merges for p in group
+                ):  # another compaction merged some of these parts first: plan again
+                    self._discard_parts([(name, part) for name, _, part in merges])
+                    continue
+                result = CompactionResult(generation=manifest.generation)
+                now = datetime.now(UTC)
+                for name, group, part in merges:
+                    files = {p.file for p in group}
+                    manifest.tables[name] = [
+                        p for p in manifest.parts(name) if p.file not in files
+                    ] + [part]
+                    manifest.retired.extend(
+                        RetiredPart(table=name, file=f, retired_at=now) for f in sorted(files)
+                    )
+                    result.merged[name] = result.merged.get(name, 0) + len(group)
+                expired = [
+                    r
+                    for r in manifest.retired
+                    if (now - r.retired_at).total_seconds() >= retire_grace_s
+                ]
+                manifest.retired = [r for r in manifest.retired if r not in expired]
+                if not merges and not expired:
+                    return result
+                manifest.generation += 1
+                try:
+                    self._write_manifest(manifest)
+                except CommitConflict:
+                    self._discard_parts([(name, part) for name, _, part in merges])
+                    _backoff(attempt)
+                    continue
+            for name, group, part in merges:  # the merged part's key hashes, when known
+                known = [keyhashes.known(self.location, name, p.file) for p in group]
+                if all(h is not None for h in known):
+                    hashes = np.sort(np.concatenate([h for h in known if h is not None]))
+                    keyhashes.remember(self.location, name, part.file, hashes)
+            self._discard_parts(
+                [(r.table, PartInfo(file=r.file, rows=0, bytes=0)) for r in expired]
+            )
+            result.generation = manifest.generation
+            result.deleted_files = sorted(f"{r.table}/{r.file}" for r in expired)
+            self._after_compaction(manifest)
+            return result
+        raise CommitConflictError(
+            f"warehouse {self.location!r}: compaction lost to other writers {COMMIT_ATTEMPTS} "
+            "times in a row; nothing of it was committed, run it again"
+        )
+
+    def _commit(
+        self, build: Callable[[Manifest], Mapping[str, pa.Table]]
+    ) -> tuple[WriteResult, Manifest]:
         for attempt in range(COMMIT_ATTEMPTS):
             with self._locked():
                 manifest = self.read_manifest()
@@ -359,8 +580,9 @@ class Store:
                     table_spec(name)
                 result = WriteResult(generation=manifest.generation, attempts=attempt + 1)
                 new_parts: dict[str, PartInfo] = {}
+                hashes: dict[str, np.ndarray] = {}
                 try:
-                    with duckdb.connect() as con:
+                    with contextlib.nullcontext(_writer_connection()) as con:
                         for name, table in tables.items():
                             spec = table_spec(name)
                             table = conform(table, spec)
@@ -371,8 +593,11 @@ class Store:
                                 new_parts[name] = self._write_part(
                                     spec, fresh, manifest.generation + 1
                                 )
+                                con.register("_fresh", fresh)
+                                hashes[name] = keyhashes.sorted_hashes(con, spec, "_fresh")
+                                con.unregister("_fresh")
                     if not new_parts:
-                        return result
+                        return result, manifest
                     manifest.generation += 1
                     for name, part in new_parts.items():
                         manifest.tables.setdefault(name, []).append(part)
@@ -382,7 +607,9 @@ class Store:
                     _backoff(attempt)
                     continue
                 result.generation = manifest.generation
-                return result
+                for name, part in new_parts.items():
+                    keyhashes.remember(self.location, name, part.file, hashes[name])
+                return result, manifest
         raise CommitConflictError(
             f"warehouse {self.location!r}: commit lost to other writers {COMMIT_ATTEMPTS} times "
             "in a row; nothing of it was committed, run it again"
@@ -396,7 +623,10 @@ class Store:
     def _new_rows(
         self, con: duckdb.DuckDBPyConnection, spec: TableSpec, table: pa.Table, manifest: Manifest
     ) -> pa.Table:
-        """Rows of `table` whose key is neither stored nor repeated earlier in the batch."""
+        """Rows of `table` whose key is neither stored nor repeated earlier in the batch.
+
+        Only the parts that hold one of the batch's key hashes are read (`warehouse.
+        keyhashes`): usually none, so the check costs the batch, not the store."""
         if table.num_rows == 0:
             return table
         keys = ", ".join(f'"{k}"' for k in spec.key)
@@ -404,7 +634,18 @@ class Store:
             "_i", pa.array(range(table.num_rows), pa.int64())
         )
         con.register("_batch", batch)
-        files = self.table_files(manifest, spec.name)
+        probe = keyhashes.sorted_hashes(con, spec, "_batch")
+        files = []
+        for part in manifest.parts(spec.name):
+            stored = keyhashes.part_hashes(
+                con,
+                spec,
+                self.location,
+                part.file,
+                lambda part=part: self.part_path(spec.name, part.file),  # type: ignore[misc]
+            )
+            if keyhashes.contains(stored, probe).any():
+                files.append(self.part_path(spec.name, part.file))
         if files:
             query = f"""
                 WITH seen AS (
@@ -458,6 +699,42 @@ class Store:
         manifest.retired.extend(RetiredPart(table=table, file=f, retired_at=now) for f in old_files)
         return manifest
 
+    # ---- the journal: durable staging of batched commits (`warehouse.journal`) ----------
+
+    def _journal_dir(self, stream: str) -> Path:
+        return self.root / JOURNAL_DIR / journal_stream(stream)
+
+    def journal_put(self, stream: str, name: str, data: bytes) -> None:
+        """Store `data` as entry `name` of journal `stream`, durably and whole (temp file,
+        fsync, rename, fsync dir): a writer killed mid-put leaves no entry."""
+        directory = self._journal_dir(stream)
+        directory.mkdir(parents=True, exist_ok=True)
+        tmp = directory / f".tmp-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, directory / name)
+        _fsync_dir(directory)
+
+    def journal_names(self, stream: str) -> list[str]:
+        """The entries of journal `stream`, oldest first (names sort by time)."""
+        directory = self._journal_dir(stream)
+        if not directory.is_dir():
+            return []
+        return sorted(p.name for p in directory.iterdir() if not p.name.startswith("."))
+
+    def journal_get(self, stream: str, name: str) -> bytes:
+        return (self._journal_dir(stream) / name).read_bytes()
+
+    def journal_drop(self, stream: str, names: list[str]) -> None:
+        """Delete committed entries (a missing one is fine: a replay may have dropped it)."""
+        directory = self._journal_dir(stream)
+        for name in names:
+            (directory / name).unlink(missing_ok=True)
+        if names and directory.is_dir():
+            _fsync_dir(directory)
+
     # ---- maintenance --------------------------------------------------------------------
 
     def compact(
@@ -484,6 +761,21 @@ class Store:
                 f"{small_part_bytes!r}, {target_part_bytes!r}"
             )
         names = tables if tables is not None else list(schema.TABLES)
+        return self._compact(
+            names,
+            lambda parts: _merge_groups(parts, small_part_bytes, target_part_bytes),
+            retire_grace_s=retire_grace_s,
+        )
+
+    def _compact(
+        self,
+        names: list[str],
+        groups_of: Callable[[list[PartInfo]], list[list[PartInfo]]],
+        *,
+        retire_grace_s: float,
+    ) -> CompactionResult:
+        """Merge each group `groups_of(parts)` of each table into one part, in one commit;
+        then delete expired retired parts and orphans (see `compact`)."""
         for name in names:
             table_spec(name)
         for attempt in range(COMMIT_ATTEMPTS):
@@ -494,9 +786,7 @@ class Store:
                 changed = False
                 for name in names:
                     spec = table_spec(name)
-                    for group in _merge_groups(
-                        manifest.parts(name), small_part_bytes, target_part_bytes
-                    ):
+                    for group in groups_of(manifest.parts(name)):
                         merged = pa.concat_tables(
                             [
                                 conform(pq.read_table(self.part_path(name, p.file)), spec)
@@ -504,6 +794,18 @@ class Store:
                             ]
                         )
                         manifest = self.replace_parts(manifest, name, group, merged)
+                        merged_hashes = [
+                            keyhashes.known(self.location, name, p.file) for p in group
+                        ]
+                        if all(h is not None for h in merged_hashes):  # the merged part's own
+                            keyhashes.remember(
+                                self.location,
+                                name,
+                                manifest.parts(name)[-1].file,
+                                np.sort(
+                                    np.concatenate([h for h in merged_hashes if h is not None])
+                                ),
+                            )
                         result.merged[name] = result.merged.get(name, 0) + len(group)
                         changed = True
                 now = datetime.now(UTC)
@@ -532,11 +834,15 @@ class Store:
                         continue
                 result.generation = manifest.generation
                 result.deleted_files = self._delete_unreferenced(manifest)
+                self._after_compaction(manifest)
                 return result
         raise CommitConflictError(
             f"warehouse {self.location!r}: compaction lost to other writers {COMMIT_ATTEMPTS} "
             "times in a row; nothing of it was committed, run it again"
         )
+
+    def _after_compaction(self, manifest: Manifest) -> None:
+        """Called after each compaction (object stores collect old manifest versions)."""
 
     def _delete_unreferenced(self, manifest: Manifest) -> list[str]:
         """Delete files under table directories that the manifest neither uses nor retires."""
@@ -557,11 +863,63 @@ class Store:
         return sorted(deleted)
 
 
+_writer = threading.local()
+
+
+def _writer_connection() -> duckdb.DuckDBPyConnection:
+    """This thread's DuckDB connection for commits' duplicate checks: made once, one DuckDB
+    thread (a commit's queries are small; a fresh connection per commit, with a pool of
+    threads to start and wake, cost more than the queries on a loaded machine)."""
+    con = getattr(_writer, "con", None)
+    if con is None:
+        con = _writer.con = duckdb.connect(config={"threads": 1})
+    return con
+
+
 def _backoff(attempt: int) -> None:
     """Sleep before retry `attempt + 1` of a lost commit: exponential, capped, full jitter (so
     two writers that collided do not collide again in lockstep)."""
     first, cap = COMMIT_BACKOFF_S
     time.sleep(random.uniform(0, min(cap, first * 2**attempt)))
+
+
+def tiered_groups(
+    parts: list[PartInfo],
+    *,
+    max_parts: int,
+    fanout: int = COMPACT_FANOUT,
+    small: int = DEFAULT_SMALL_PART_BYTES,
+    target: int = DEFAULT_TARGET_PART_BYTES,
+    base: int = TIER_BASE_BYTES,
+) -> list[list[PartInfo]]:
+    """What automatic compaction merges (pure): nothing while there are at most `max_parts`
+    parts; else the parts under `small` bytes by size tier (tier k holds parts of
+    base * fanout**k up to base * fanout**(k+1) bytes), every tier of two or more parts one
+    group (split so that no group exceeds `target` bytes), in commit order.
+
+    A merged part lands in a higher tier, so a row is rewritten about log_fanout(rows) times
+    over a store's life while the part count falls back to about the number of tiers after
+    each compaction."""
+    if len(parts) <= max_parts:
+        return []
+    tiers: dict[int, list[PartInfo]] = {}
+    for part in parts:
+        if part.bytes >= small:
+            continue
+        tier = 0 if part.bytes <= base else int(math.log(part.bytes / base, fanout))
+        tiers.setdefault(tier, []).append(part)
+    groups: list[list[PartInfo]] = []
+    for _, members in sorted(tiers.items()):
+        run: list[PartInfo] = []
+        total = 0
+        for part in members:
+            if run and total + part.bytes > target:
+                groups.append(run)
+                run, total = [], 0
+            run.append(part)
+            total += part.bytes
+        groups.append(run)
+    return [g for g in groups if len(g) > 1]
 
 
 def _merge_groups(parts: list[PartInfo], small: int, target: int) -> list[list[PartInfo]]:

@@ -262,6 +262,9 @@ def audit_dir(
     _print_funnel(result, stage, before)
     for r in intake.rejects[:20]:
         console.print(f"[yellow]malformed[/yellow] {r.path}: {r.reason}")
+    if not intake.tasks:  # nothing could be audited: a failure, not a clean run (it exited 0)
+        _error(f"no task of {directory} loads: {len(intake.rejects)} malformed (see above)")
+        raise typer.Exit(1)
     binary = sum(t.binary_verifier for t in intake.tasks)
     console.print(
         f"{len(intake.tasks) - binary} per-assertion verifiers, {binary} reward-only; "

@@ -17,6 +17,7 @@ from rich.table import Table
 from pipelines.cli.root import app
 from pipelines.defs.jobs import BUILD_POOLS
 from pipelines.defs.resources import ForgeConfig, forge_config_from_env
+from pipelines.host import BackendChoice
 from pipelines.services import PREFECT_PORT
 from sandbox.check import TaskCheck, check_tasks
 from tasks.corpus import SEED_DIR, load_seeds
@@ -52,15 +53,26 @@ def category_table(checks: list[TaskCheck]) -> Table:
     return table
 
 
-def check_seeds(workers: int) -> bool:
+def check_seeds(workers: int, backend: str = "local") -> bool:
     tasks = load_seeds()
-    console.print(f"[b]1. checking {len(tasks)} seed tasks[/b] from {SEED_DIR} (local sandbox)")
-    checks = check_tasks(tasks, "local", workers)
+    console.print(f"[b]1. checking {len(tasks)} seed tasks[/b] from {SEED_DIR} ({backend} sandbox)")
+    checks = check_tasks(tasks, backend, workers)
     console.print(category_table(checks))
     for c in checks:
         for p in c.problems:
             console.print(f"[red]{c.task.id}:[/red] {p}")
     return all(c.ok for c in checks)
+
+
+def demo_backend() -> BackendChoice:
+    """The sandbox backend the demo uses: $T1_SANDBOX_BACKEND when set, else local when this
+    host can run it, else docker (an engine, or a private Podman); checked before any work."""
+    from pipelines.host import BACKEND_ENV, choose_backend, engine_problem, local_problem
+
+    requested = os.environ.get(BACKEND_ENV) or None
+    local = local_problem() if requested in (None, "local") else None
+    docker = engine_problem() if requested == "docker" or (not requested and local) else None
+    return choose_backend(requested, local, docker)
 
 
 def demo_forge(rounds: int | None, per_round: int | None) -> ForgeConfig:
@@ -89,8 +101,11 @@ def run_pipeline(forge: ForgeConfig) -> bool:
             f"  {mark} {s.step} ({s.seconds:.0f}s){'  checks: ' + checks if checks else ''}"
         )
 
+    def line(text: str) -> None:  # the assets' progress, as it comes (no silent stretch)
+        console.print(f"    [dim]{text}[/dim]", highlight=False, soft_wrap=True)
+
     with dg.DagsterInstance.get() as instance:
-        steps = run_main_job(forge, instance, on_step=show)
+        steps = run_main_job(forge, instance, on_step=show, on_log=line)
     summary(steps)
     return all(s.success for s in steps)
 
@@ -145,7 +160,7 @@ def warm_start() -> bool:
     return True
 
 
-def measure_gap(tasks: int, max_turns: int) -> bool:
+def measure_gap(tasks: int, max_turns: int, backend: str = "local") -> bool:
     """The TITO/R3 train-inference gap on real multi-turn rollouts of a few seed tasks."""
     console.print(
         f"[b]4. training stability[/b]: tiny Qwen3-MoE policy, "
@@ -154,7 +169,10 @@ def measure_gap(tasks: int, max_turns: int) -> bool:
     if not GAP_BENCHMARK.is_file():
         console.print(f"  skipped: {GAP_BENCHMARK} not found (run from a checkout)")
         return True
-    cmd = [sys.executable, str(GAP_BENCHMARK), "--tasks", str(tasks), "--max-turns", str(max_turns)]
+    cmd = [
+        sys.executable, str(GAP_BENCHMARK), "--tasks", str(tasks), "--max-turns",
+        str(max_turns), "--backend", backend,
+    ]  # fmt: skip
     return subprocess.run(cmd, check=False).returncode == 0
 
 
@@ -175,8 +193,11 @@ def run_loop(forge: ForgeConfig, prefect_port: int) -> bool:
     t0 = time.monotonic()
     with dg.DagsterInstance.get() as instance:
         out = run_campaign_loop(
-            forge, instance, prefect_home=prefect_home, log_path=log, prefect_port=prefect_port
-        )
+            forge, instance, prefect_home=prefect_home, log_path=log, prefect_port=prefect_port,
+            on_log=lambda text: console.print(
+                f"    [dim]{text}[/dim]", highlight=False, soft_wrap=True
+            ),
+        )  # fmt: skip
     if not out.success:
         console.print(f"  [red]FAILED[/red] (Dagster run {out.dagster_run_id}): {out.error}")
         return False
@@ -210,21 +231,49 @@ def demo(
         PREFECT_PORT, help="the loop's Prefect server port, if free (else any free port)"
     ),
 ) -> None:
-    """Run the main job end to end on embedded defaults, then the loop; print where to look."""
+    """Run the main job end to end on embedded defaults, then the loop; print where to look.
+    The host is checked first: without a local sandbox the docker backend (Podman) runs
+    every trial; with neither, one line says why (exit 2)."""
+    from pipelines.cli.output import fail
+    from pipelines.host import backend_env, engine_for
+
     t0 = time.monotonic()
+    choice = demo_backend()
+    if choice.backend is None:
+        raise fail(choice.note)
+    console.print(choice.note, highlight=False, soft_wrap=True)
+    with engine_for(choice.backend), backend_env(choice.backend):
+        ok = _demo_steps(
+            choice.backend, workers, seed_check, rounds, per_round, train, train_tasks, loop,
+            prefect_port,
+        )  # fmt: skip
+    console.print(f"demo {'finished' if ok else 'FAILED'} in {time.monotonic() - t0:.0f}s")
+    if not ok:
+        raise typer.Exit(1)
+
+
+def _demo_steps(
+    backend: str,
+    workers: int,
+    seed_check: bool,
+    rounds: int | None,
+    per_round: int | None,
+    train: bool,
+    train_tasks: int,
+    loop: bool,
+    prefect_port: int,
+) -> bool:
     forge = demo_forge(rounds, per_round)
-    ok = check_seeds(workers) if seed_check else True
+    ok = check_seeds(workers, backend) if seed_check else True
     built = run_pipeline(forge)
     ok = built and ok
     policy = warm_start() if train or loop else True
     ok = policy and ok
     if train and policy:
-        ok = measure_gap(train_tasks, 4) and ok
+        ok = measure_gap(train_tasks, 4, backend) and ok
     if loop:
         if built and policy:
             ok = run_loop(forge, prefect_port) and ok
         else:
             console.print("[b]5. the loop[/b]: skipped, the pools or the policy are missing")
-    console.print(f"demo {'finished' if ok else 'FAILED'} in {time.monotonic() - t0:.0f}s")
-    if not ok:
-        raise typer.Exit(1)
+    return ok

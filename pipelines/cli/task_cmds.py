@@ -14,6 +14,7 @@ from rich.table import Table
 
 from pipelines.cli.output import dumps, fail, progress
 from pipelines.cli.root import app
+from pipelines.host import engine_for
 from sandbox.base import SandboxUnavailable
 from sandbox.build import BuildRow
 from sandbox.check import TaskCheck, check_task
@@ -82,6 +83,7 @@ def check(
     for p in paths:  # a path that is not there is a typo (2), not an invalid task (1)
         if not p.exists():
             raise fail(f"{p}: no such task directory")
+    _check_host(backend)  # a host that cannot run the backend (2), not invalid tasks (1)
     loaded: list = []
     unloadable: list[tuple[Path, str]] = []
     for p in paths:
@@ -91,6 +93,7 @@ def check(
             unloadable.append((p, str(e)))
     checks: list[TaskCheck] = []
     with (
+        engine_for(backend),
         progress(f"checking {len(loaded)} tasks", len(loaded)) as advance,
         ThreadPoolExecutor(max_workers=max(1, workers)) as pool,
     ):
@@ -108,6 +111,7 @@ def check(
             {
                 "task": c.task.id,
                 "ok": c.ok,
+                "checked": c.environment_failure is None,
                 "problems": c.problems,
                 "oracle": _trial_dict(c.oracle),
                 "nop": _trial_dict(c.nop),
@@ -122,10 +126,34 @@ def check(
             console.print(_check_table(c))
             for prob in c.problems:
                 console.print(f"  [red]problem:[/red] {prob}")
-        bad = sum(not c.ok for c in checks) + len(unloadable)
-        console.print(f"{len(checks) + len(unloadable) - bad} valid, {bad} invalid")
-    if unloadable or any(not c.ok for c in checks):
+        bad = sum(not c.ok and not c.environment_failure for c in checks) + len(unloadable)
+        unchecked = sum(bool(c.environment_failure) for c in checks)
+        console.print(
+            f"{len(checks) + len(unloadable) - bad - unchecked} valid, {bad} invalid"
+            + (f", {unchecked} not checked (the host failed their trials)" if unchecked else "")
+        )
+    invalid = unloadable or any(not c.ok and not c.environment_failure for c in checks)
+    if invalid:
         raise typer.Exit(1)
+    host = [c for c in checks if c.environment_failure]
+    if host:  # no task was found invalid, but the host kept some from being checked
+        raise fail(
+            f"{len(host)} task(s) not checked: the host failed their trials "
+            f"({host[0].task.id}: {host[0].environment_failure})"
+        )
+
+
+def _check_host(backend: str) -> None:
+    """Refuse, in one line (exit 2), a backend this host cannot run."""
+    from pipelines.host import backend_problem
+
+    problem = backend_problem(backend)
+    if problem:
+        hint = "; `--backend docker` uses a container engine (Podman) instead"
+        raise fail(
+            f"the {backend} sandbox cannot run here: {problem}"
+            + (hint if backend == "local" else "")
+        )
 
 
 @task_app.command("run")
@@ -141,7 +169,9 @@ def run(
     except ValueError as e:
         raise fail(f"--agent: {e}") from None
     task = _load_or_exit(path)
-    r = run_trial(task, agent, backend)
+    _check_host(backend)
+    with engine_for(backend):
+        r = run_trial(task, agent, backend)
     if as_json:
         typer.echo(dumps(_trial_dict(r), indent=2))
         return

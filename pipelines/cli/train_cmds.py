@@ -74,14 +74,16 @@ def train(
         raise _fail(validation_message(e)) from None
     if policy_path is not None and not policy_path.is_dir():
         raise _fail(f"--policy-path {policy_path}: no checkpoint directory there")
-    if resume is not None:
-        _check_resume(resume)
+    first = _check_resume(resume) if resume is not None else 0
     _check(request, store)
     dagster_home()
     if flow:
+        _check_slot(request, store)  # the flow itself would wait; a terminal is told at once
         with _prefect_server_for_flow():
+            # the flow returns the steps it ran: a resumed run's first is the checkpoint's
+            # (it printed `"step": 0` before)
             for step, metrics in enumerate(
-                _run_flow(request, runs_dir, store, policy_path, dagster_url, resume)
+                _run_flow(request, runs_dir, store, policy_path, dagster_url, resume), first
             ):
                 _print_step(step, metrics)
     else:
@@ -90,22 +92,35 @@ def train(
 
 @contextmanager
 def _prefect_server_for_flow() -> Iterator[None]:
-    """With no PREFECT_API_URL, Prefect starts a temporary server on PREFECT_HOME's database:
-    hold that database for the run, and refuse in one line (exit 2) when a server already runs
-    on it (`t1 ui`: the second server failed with "database is locked")."""
-    from prefect.settings import PREFECT_API_URL, PREFECT_HOME
+    """With no PREFECT_API_URL, start a Prefect server of our own on PREFECT_HOME's database
+    for the run (`pipelines.services.temporary_prefect_server`: its readiness wait fits the
+    machine's load) and refuse in one line (exit 2) when a server already runs on it (`t1
+    ui`: the second server failed with "database is locked") or it does not come up."""
+    from prefect.settings import PREFECT_API_URL, PREFECT_HOME, PREFECT_UI_URL, temporary_settings
 
-    from pipelines.services import PrefectDatabaseInUseError, prefect_database
+    from pipelines.services import (
+        PrefectDatabaseInUseError,
+        ServiceError,
+        temporary_prefect_server,
+    )
 
     if PREFECT_API_URL.value():
         yield
         return
     home = Path(PREFECT_HOME.value()).expanduser().resolve()
+    log = home / "t1-train-server.log"
+    typer.echo(f"starting a Prefect server for this run (log: {log}) ...", err=True)
     with ExitStack() as stack:
         try:
-            stack.enter_context(prefect_database(home, None))
+            api = stack.enter_context(temporary_prefect_server(home, log))
         except PrefectDatabaseInUseError as e:
             raise _fail(f"{e}; or pass --no-flow") from None
+        except ServiceError as e:
+            raise _fail(
+                f"{e} (its log: {log}); or set PREFECT_API_URL, or pass --no-flow"
+            ) from None
+        # No UI outlives this command: no flow-run links to it are recorded.
+        stack.enter_context(temporary_settings(updates={PREFECT_API_URL: api, PREFECT_UI_URL: ""}))
         yield
 
 
@@ -116,12 +131,13 @@ def _print_step(step: int, metrics: dict[str, float]) -> None:
     typer.echo(dumps({"step": step, **{k: round(v, 5) for k, v in metrics.items()}}))
 
 
-def _check_resume(resume: Path) -> None:
-    """Refuse, in one line, a --resume directory with no checkpoint to continue from."""
+def _check_resume(resume: Path) -> int:
+    """The step a --resume directory continues at (its latest checkpoint's); refused in one
+    line when it has no checkpoint to continue from."""
     from training.checkpoint import latest_checkpoint, read_state
 
     try:
-        read_state(latest_checkpoint(resume))
+        return read_state(latest_checkpoint(resume)).step
     except ValueError as e:
         raise _fail(f"--resume {resume}: {str(e).splitlines()[0]}") from None
 
@@ -133,10 +149,32 @@ def _check(request: CampaignRequest, store: Path | None) -> None:
 
     try:
         load_campaign_config(request.preset)
-        if request.pool != Pool.SEED:  # the seed pool falls back to the bundled corpus
-            pool_version(store, request.pool, request.pool_version)
-    except (ValueError, WarehouseError) as e:
+    except ValueError as e:
         raise _fail(str(e).splitlines()[0]) from None
+    if request.pool == Pool.SEED:  # the seed pool falls back to the bundled corpus
+        return
+    try:
+        pool_version(store, request.pool, request.pool_version)
+    except (ValueError, WarehouseError) as e:  # a fresh store has no pool to train on yet
+        raise _fail(
+            f"{str(e).splitlines()[0]}; build the pool first (`t1 demo`, `t1 audit run-all`) "
+            "or train on the bundled seed tasks: --pool seed"
+        ) from None
+
+
+def _check_slot(request: CampaignRequest, store: Path | None) -> None:
+    """Refuse, in one line (exit 2, `LockHeldError`), a campaign while another one runs on
+    this store and engine (`pipelines.campaign_slot`)."""
+    from pipelines.campaign_plan import campaign_config
+    from pipelines.campaign_slot import campaign_slot
+
+    cfg = campaign_config(
+        request.preset, steps=request.steps, eval_every=request.eval_every, pool=request.pool,
+        store=str(store) if store else None, policy_path=None, runs_dir=None,
+        cluster_address=request.cluster_address,
+    )  # fmt: skip
+    with campaign_slot(cfg):
+        pass
 
 
 def _run_flow(request, runs_dir, store, policy_path, dagster_url, resume) -> list[dict[str, float]]:
@@ -155,8 +193,9 @@ def _run_flow(request, runs_dir, store, policy_path, dagster_url, resume) -> lis
 def _run_plain(request, runs_dir, store, policy_path, dagster_url, report, resume) -> None:
     """`run_campaign` with a progress bar and a JSON line per step; evaluations reported to
     Dagster best-effort."""
-    from pipelines.campaign_plan import campaign_config, split_campaign_tasks
+    from pipelines.campaign_plan import campaign_config, ensure_policy, split_campaign_tasks
     from pipelines.campaign_provenance import recorded_campaign, start_record
+    from pipelines.campaign_slot import campaign_slot
     from pipelines.cli.output import progress
     from pipelines.reporting import report_evaluation
     from training.campaign import CampaignHooks, run_campaign
@@ -194,5 +233,9 @@ def _run_plain(request, runs_dir, store, policy_path, dagster_url, report, resum
             advance()
 
         hooks = CampaignHooks(on_step=on_step, on_evaluation=on_evaluation if report else None)
-        with recorded_campaign(cfg, start_record(cfg, split, preset=request.preset)):
+        with (
+            campaign_slot(cfg),  # refused in one line while another campaign holds it
+            recorded_campaign(cfg, start_record(cfg, split, preset=request.preset)),
+        ):
+            ensure_policy(cfg, lambda line: typer.echo(line, err=True))
             run_campaign(cfg, hooks=hooks, tasks=split.train, eval_tasks=split.held_out)

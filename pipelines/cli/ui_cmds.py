@@ -14,19 +14,25 @@ import os
 import signal
 import time
 from contextlib import ExitStack
+from datetime import UTC, datetime
 from pathlib import Path
+from uuid import UUID
 
 import typer
 
 from pipelines.campaign_deployment import DAGSTER_URL_ENV, DEPLOYMENT
 from pipelines.cli.root import app
+from pipelines.defs.resources import REPORTS_DIR_ENV
+from pipelines.host import RUNS_DIR_ENV
 from pipelines.main_job import dagster_home
 from pipelines.services import (
     DAGSTER_PORT,
     PREFECT_PORT,
+    DagsterHomeInUseError,
     PrefectDatabaseInUseError,
     ServiceError,
     Services,
+    dagster_home_lock,
     dagster_services,
     port_in_use,
     prefect_database,
@@ -72,16 +78,26 @@ def ui(
     wanted = {"--port": port, **({"--prefect-port": prefect_port} if prefect else {})}
     if prefect and port == prefect_port:
         raise _fail(f"--port and --prefect-port are both {port}; choose two ports", 2)
+    dagster_url = f"http://{host}:{port}"
+    # Before the ports (a second `t1 ui` on this home is named, whatever its ports), and
+    # without creating anything: a home a `t1 ui` ever ran on has its lock file already.
+    _refuse_a_home_in_use(Path(os.environ.get("DAGSTER_HOME", ".dagster")), dagster_url)
     for flag, p in wanted.items():
         if port_in_use(host, p):
             raise _fail(f"port {p} on {host} is in use; pass {flag} with a free port", 2)
     home = dagster_home()
+    database = ExitStack()  # the homes this command holds while its servers run
+    try:
+        database.enter_context(dagster_home_lock(home, dagster_url))
+    except DagsterHomeInUseError as e:
+        raise _fail(str(e), 2) from None
     phome = (prefect_home or Path(os.environ.get("PREFECT_HOME", ".prefect"))).resolve()
     warehouse = resolve_store_path(store).resolve()
     logs = (log_file or home / "t1-ui.log").resolve()
     logs.parent.mkdir(parents=True, exist_ok=True)
-    dagster_url = f"http://{host}:{port}"
     env = {"DAGSTER_HOME": str(home), DAGSTER_URL_ENV: dagster_url, ENV_VAR: str(warehouse)}
+    if store is not None:  # a named store keeps its campaign runs and reports beside it
+        env |= beside_store(warehouse)
     if prefect:
         env |= prefect_env(host, prefect_port, phome)
     # Ctrl-C and a plain `kill` both shut everything down (SIGINT may arrive ignored when
@@ -89,11 +105,11 @@ def ui(
     signal.signal(signal.SIGINT, _stop)
     signal.signal(signal.SIGTERM, _stop)
     note = "; Prefect" if prefect else ""
-    database = ExitStack()
     if prefect:
         try:
             database.enter_context(prefect_database(phome, env["PREFECT_API_URL"]))
         except PrefectDatabaseInUseError as e:
+            database.close()
             raise _fail(str(e), 2) from None
     typer.echo(f"starting Dagster{note} (server logs: {logs}) ...", err=True)
     with database, open(logs, "ab") as log, Services(env, log=log) as servers:
@@ -106,6 +122,7 @@ def ui(
                 servers.start(s, wait=False)
             if prefect:
                 servers.wait_healthy(pserver.name)
+                _recover(env)  # before the deployment's runner starts: none of its runs runs
                 servers.start(deployment)
             servers.wait_healthy(dagster[0].name)
         except ServiceError as e:
@@ -116,12 +133,76 @@ def ui(
         typer.echo(banner(dagster_url, prefect_port if prefect else None, host, warehouse, logs))
         try:
             while True:
-                servers.check()
+                servers.supervise(RESTARTED, MAX_RESTARTS, lambda s: typer.echo(s, err=True))
                 time.sleep(0.5)
         except ServiceError as e:
             raise _fail(f"{e} (server logs: {logs}); stopping the other servers", 1) from None
         except KeyboardInterrupt:
             typer.echo("stopped.", err=True)
+
+
+def _refuse_a_home_in_use(home: Path, url: str) -> None:
+    """Exit 2 naming the `t1 ui` that serves `home`, if one does (nothing is created)."""
+    from warehouse.locks import LOCK_DIR
+
+    if not (home.resolve() / LOCK_DIR).is_dir():
+        return
+    try:
+        with dagster_home_lock(home.resolve(), url):
+            pass
+    except DagsterHomeInUseError as e:
+        raise _fail(str(e), 2) from None
+
+
+# Servers `t1 ui` starts again when they stop, instead of stopping everything: the Prefect
+# server (a flow run in flight survives a restart: its API calls are retried, see
+# `pipelines.services.prefect_env`) and the deployment's runner.
+RESTARTED = ("prefect server", "campaign deployment")
+MAX_RESTARTS = 5
+
+
+def _recover(env: dict[str, str]) -> None:
+    """Make the three records of every campaign run agree after a kill
+    (`pipelines.campaign_recovery`): crash the flow runs left running by a runner that is
+    gone (freeing the deployment's slot), end their `campaigns` rows, fail the Dagster runs
+    that followed them. Best effort: a failure is said and `t1 ui` goes on."""
+    from prefect.client.orchestration import get_client
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+
+    from pipelines.campaign_recovery import fail_orphaned_followers, reconcile_campaign_runs
+
+    def say(line: str) -> None:
+        typer.echo(line, err=True)
+
+    try:
+        with (
+            temporary_settings(updates={PREFECT_API_URL: env["PREFECT_API_URL"]}),
+            get_client(sync_client=True) as client,
+        ):
+            reconcile_campaign_runs(  # the deployment's runner is not started yet
+                client, runner_started=datetime.now(UTC), default_store=env[ENV_VAR], say=say
+            )
+
+            def final_state(flow_run_id: str) -> str | None:
+                run = client.read_flow_run(UUID(flow_run_id))
+                return run.state.name if run.state is not None and run.state.is_final() else None
+
+            import dagster as dg
+
+            with dg.DagsterInstance.get() as instance:
+                fail_orphaned_followers(instance, final_state, say=say)
+    except Exception as e:  # noqa: BLE001 - recovery is a courtesy; the UIs still start
+        say(f"warning: could not check for campaign runs a kill left behind: {e}")
+
+
+def beside_store(warehouse: Path) -> dict[str, str]:
+    """Where runs and reports of a named store go: `runs/` and `artifacts/reports/` next to
+    it (they followed the directory `t1 ui` was started in, so two teams' UIs on two stores
+    from one checkout mixed their runs)."""
+    return {
+        RUNS_DIR_ENV: str(warehouse.parent / "runs"),
+        REPORTS_DIR_ENV: str(warehouse.parent / "artifacts" / "reports"),
+    }
 
 
 def banner(

@@ -13,6 +13,7 @@ from audit.reports import funnel_counts
 from audit.selection import SelectionResult, run_selection, stage_rows
 from pipelines.defs.jobs import AUDIT_POOL
 from pipelines.defs.resources import ForgeConfig
+from pipelines.progress import Heartbeat
 from tasks.pools import Pool
 from warehouse import load_pool, open_snapshot, pool_tasks
 from warehouse.lineage import relatives
@@ -34,7 +35,11 @@ def audit_results(context: dg.AssetExecutionContext, forge: ForgeConfig) -> dg.M
     """The five-stage audit of the synthesis output (the seeds when there is none)."""
     store = forge.open_store()
     tasks, source = audit_candidates(store, forge.audit_pool or None)
-    result = run_selection(store, tasks, forge.selection_config(), log=context.log.info)
+    context.log.info(f"auditing {len(tasks)} tasks ({source})")
+    with Heartbeat(context.log.info, "audit") as beat:  # stages and trials, never silent
+        result = run_selection(
+            store, tasks, forge.selection_config(), progress=beat.update, log=beat.note
+        )
     funnel = funnel_counts(stage_rows(store, result.version, result.hashes()))
     lines = ["| stage | entered | outcomes |", "| --- | --- | --- |"]
     lines += [

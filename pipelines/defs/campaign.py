@@ -19,11 +19,15 @@ from pipelines.campaign_deployment import (
     NoDeploymentError,
     flow_run_url,
     follow_flow_run,
+    latest_log_line,
     start_campaign_run,
+    state_line,
     state_name,
 )
+from pipelines.campaign_recovery import FLOW_RUN_TAG
 from pipelines.defs.evaluation import EVALUATION_RESULTS
 from pipelines.defs.resources import ForgeConfig
+from pipelines.progress import Heartbeat
 from pipelines.reporting import recorded_evaluations, typed_metadata
 from tasks.pools import Pool
 from warehouse import pool_version
@@ -87,6 +91,8 @@ def campaign_flow_run(
         )
     except NoDeploymentError as e:
         raise dg.Failure(description=str(e)) from e
+    # the flow run this run follows: `t1 ui` fails this run if it is found orphaned
+    context.instance.add_run_tags(context.run_id, {FLOW_RUN_TAG: str(run.id)})
     url = flow_run_url(run.id)
     link = {"prefect_flow_run": dg.MetadataValue.url(url)} if url else {}
     context.log.info(f"started Prefect flow run {run.name}: {url or run.id}")
@@ -105,11 +111,18 @@ def campaign_flow_run(
     if config.wait:
         reported: set[str] = set()
         final = None
-        for final in follow_flow_run(run.id, config.timeout_minutes * 60):
-            if state_name(final) != state:
-                state = state_name(final)
-                context.log.info(f"flow run: {state}")
-            yield from evaluation_events(forge, str(run.id), url, reported)
+        relayed: str | None = None
+        beat = Heartbeat(context.log.info, f"flow run {run.name}")
+        with beat:  # the flow's progress, relayed here: this run is never silent for long
+            for final in follow_flow_run(run.id, config.timeout_minutes * 60):
+                if state_name(final) != state:
+                    state = state_name(final)
+                    beat.note(state_line(state))
+                line = latest_log_line(run.id) if state == "Running" else None
+                if line is not None and line != relayed:
+                    relayed = line
+                    beat.note(line)
+                yield from evaluation_events(forge, str(run.id), url, reported)
         if final is None or final.state is None or not final.state.is_completed():
             raise dg.Failure(
                 description=f"the campaign's flow run ended {state}: {url or run.id}",

@@ -130,9 +130,12 @@ class ForgeConfig(dg.ConfigurableResource):
         return replace(cfg, workers=self.trial_workers) if self.trial_workers else cfg
 
 
+REPORTS_DIR_ENV = "T1_REPORTS_DIR"  # `t1 ui --store` puts reports beside the store
 # Environment variable -> field. Local: any of these that is set overrides the field's default.
 LOCAL_ENV = {
     "T1_WAREHOUSE": "store",
+    "T1_SANDBOX_BACKEND": "sandbox_backend",
+    REPORTS_DIR_ENV: "reports_dir",
     "T1_TMAX_DIR": "tmax_dir",
     "T1_BENCHMARK_DIR": "benchmark_dir",
     "T1_DEMO_ROUNDS": "rounds",

@@ -13,6 +13,7 @@ from pydantic import Field
 
 from pipelines.defs.jobs import SYNTHESIS_POOL
 from pipelines.defs.resources import ForgeConfig
+from pipelines.progress import Heartbeat
 from synthesis import ledger
 from synthesis.rounds import run_synthesis
 from warehouse.records import SynthRoundRecord
@@ -69,17 +70,21 @@ def synthesis_rounds(
     context.log.info(f"campaign {cfg.campaign!r}: rounds up to {target}, {cfg.per_round} per round")
 
     logged: dict[str, int] = {}
+    beat = Heartbeat(context.log.info, "synthesis")
 
     def progress(phase: str, done: int, total: int) -> None:
         """A line per seed profiled and per candidate validated (the step used to log only
-        each phase's end, and nothing for minutes while seeds were profiled)."""
+        each phase's end, and nothing for minutes while seeds were profiled); a slow
+        candidate gets a `still ...` line every half minute (pipelines.progress)."""
         if logged.get(phase) != done:
             logged[phase] = done
             context.log.info(f"{phase}: {done}/{total}")
+            beat.heard(f"{phase} {done}/{total}")
 
-    rows = run_synthesis(
-        replace(cfg, rounds=target), store, progress=progress, log=context.log.info
-    )
+    with beat:
+        rows = run_synthesis(
+            replace(cfg, rounds=target), store, progress=progress, log=context.log.info
+        )
     stopped = len(rows) < target
     return dg.MaterializeResult(
         metadata={

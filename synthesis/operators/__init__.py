@@ -2,14 +2,21 @@
 
 Each operator declares its `family`, a `feasible(parent)` check, and `extend(parent, ctx)`
 returning an `Extension` that `build_child` applies in the contract's order (solution,
-environment, verifier, instruction last). The LLM operator (`synthesis.llm`) joins the registry
-only when an endpoint is configured.
+environment, verifier, instruction last). The default operators (`PROGRAMMATIC`) derive the
+new work from what the parent actually produced (`synthesis.operators.derived`: typed steps
+over its outputs' columns, keys and values). The clerical chores of the first versions
+(`CHORES`: archive, checksum, commit, schedule, chmod the results, ...) stay available
+(`registry(CHORES)`) but are not sampled by default: their instructions spell out commands,
+and most of their new assertions need the parent's work done, not its output (several fail
+the dependent-share gate, `synthesis.validate`). The LLM operator (`synthesis.llm`) joins the
+registry only when an endpoint is configured.
 """
 
 from __future__ import annotations
 
 from synthesis.operators import (
     conversion,
+    derived,
     fault_injection,
     integrity,
     packaging,
@@ -32,7 +39,8 @@ from synthesis.operators.extension import (
     test_names,
 )
 
-PROGRAMMATIC: tuple[Operator, ...] = tuple(
+PROGRAMMATIC: tuple[Operator, ...] = tuple(derived.OPERATORS)
+CHORES: tuple[Operator, ...] = tuple(
     op
     for module in (
         packaging,
@@ -69,6 +77,7 @@ def families(ops: dict[str, Operator] | None = None) -> dict[str, list[str]]:
 
 
 __all__ = [
+    "CHORES",
     "PROGRAMMATIC",
     "Extension",
     "Operator",

@@ -68,6 +68,17 @@ def test_one_task_directory_and_a_sample(corpus, tmp_path):
     assert some.exit_code == 0 and "sampled 2" in some.output, some.output
 
 
+def test_a_directory_where_no_task_loads_exits_1(tmp_path):
+    """Regression (issue 36): `t1 audit DIR` exited 0 when every task was malformed."""
+    root = tmp_path / "corpus"
+    for name in ("bad-toml", "no-tests", "missing-instruction"):
+        shutil.copytree(FIXTURES / "malformed" / name, root / name)
+    r = t1("audit", str(root), "--static", "--store", str(tmp_path / "s"),
+           "--out", str(tmp_path / "o"))  # fmt: skip
+    assert r.exit_code == 1, r.output
+    assert f"error: no task of {root} loads: 3 malformed" in " ".join(r.output.split())
+
+
 def test_bad_directory_is_a_one_line_error(tmp_path):
     r = t1("audit", str(tmp_path / "nowhere"), "--static", "--store", str(tmp_path / "s"))
     assert r.exit_code == 2

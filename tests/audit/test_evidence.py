@@ -4,6 +4,8 @@ No sandbox here; the trials that feed these are in test_planted_defects.py."""
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 
 from audit.intake import Reporting, verifier_reporting, with_reporting
@@ -12,10 +14,18 @@ from audit.perturbation import answer_leaks, computed_tokens, shortcut_findings
 from audit.rubric import blend
 from audit.static_checks import labelled_line
 from audit.trials import moved_dirs, order_applied, traced_reads, undeclared_reads
-from audit.variants import ORIGINAL_ENTRY, flaky_findings, wrapped_verifier
+from audit.variants import (
+    CONDITION_SCRIPT,
+    CONDITIONS,
+    TZ_FAR,
+    changed_assertions,
+    condition_task,
+    flaky_findings,
+)
 from audit.verdict import Code, Finding, Source
 from tasks.results import AssertionResult, AssertionStatus, FailureMode, TrialResult
 from tests.audit.planted import base_task
+from tests.factories import make_task
 
 
 def test_output_mutants_change_every_value_and_keep_structure():
@@ -132,18 +142,48 @@ def test_flaky_findings_compare_every_rerun_with_the_base_run():
     assert out["order"].code == Code.RERUN_SKIPPED and out["order"].source == Source.INFRA
 
 
-def test_rerun_conditions_wrap_the_verifier_entry():
-    verifier = {"test.sh": b"#!/bin/bash\npytest -rA\n", "test_x.py": b"def test_a(): pass\n"}
-    wrapped = wrapped_verifier(verifier, "timezone")
-    assert (
-        wrapped[ORIGINAL_ENTRY] == verifier["test.sh"]
-        and wrapped["test_x.py"] == verifier["test_x.py"]
-    )
-    assert (
-        b"export TZ=T1-14" in wrapped["test.sh"] and ORIGINAL_ENTRY.encode() in wrapped["test.sh"]
-    )
-    with pytest.raises(ValueError, match="no test.sh"):
-        wrapped_verifier({"run.sh": b""}, "clock")
+def test_a_rerun_named_by_another_report_source_is_the_same_verdict():
+    """Bug pinned: the reruns of a stock pytest task were read from junit.xml
+    (`test_outputs::test_x`) while the base run came from pytest's records
+    (`test_outputs.py::test_x`): every rerun was `flaky_verifier`."""
+    base = _trial([True, False])
+    for a, n in zip(base.report.assertions, ["test_x", "test_y"], strict=True):
+        a.name = f"test_outputs.py::{n}"
+    junit = _trial([True, False])
+    for a, n in zip(junit.report.assertions, ["test_x", "test_y"], strict=True):
+        a.name = f"tests.test_outputs::{n}"
+    bare = _trial([False, True])  # names without their module; one outcome swapped
+    for a, n in zip(bare.report.assertions, ["test_y", "test_x"], strict=True):
+        a.name = n
+    out = {f.item: f for f in flaky_findings(base, [("clock", junit, True, ""),
+                                                     ("locale", bare, True, "")])}  # fmt: skip
+    assert out["clock"].code == Code.RERUN_STABLE, out["clock"].evidence
+    assert out["locale"].code == Code.RERUN_STABLE, out["locale"].evidence
+    assert changed_assertions({"m::test_x": True}, {"test_x": False}) == ["m::test_x"]
+
+
+@pytest.mark.parametrize("name", list(CONDITIONS))
+def test_a_rerun_condition_leaves_the_entry_and_its_report_channel_as_they_are(name):
+    """The condition is sourced through BASH_ENV; the entry script is the task's own, so the
+    harness opens the same report channel and reads the same sources as for the base run
+    (before: the entry became a wrapper that exec'ed `.t1-test.sh`, which the channel's
+    detector did not follow; the judge now opens the channel for every entry)."""
+    test_sh = b"#!/bin/bash\npytest /tests/test_outputs.py -rA\n"
+    task = make_task("cond", extra_tests={"test.sh": test_sh, "test_outputs.py": b""})
+    variant = condition_task(task, name)
+    assert variant.verifier["test.sh"] == task.verifier["test.sh"]
+    script = variant.verifier[CONDITION_SCRIPT].decode()
+    assert variant.verifier_config.env["BASH_ENV"] == f"/tests/{CONDITION_SCRIPT}"
+    assert all(f"export {k}=" in script for k in CONDITIONS[name])
+    with pytest.raises(ValueError, match="unknown rerun condition"):
+        condition_task(task, "moon")
+
+
+def test_the_timezone_condition_is_a_timezone_libc_reads():
+    """Bug pinned: TZ=T1-14 is no valid POSIX TZ (a name needs 3 letters or <quotes>); libc
+    fell back to UTC and the timezone rerun changed nothing."""
+    r = subprocess.run(["date", "+%z"], env={"TZ": TZ_FAR}, capture_output=True, text=True)
+    assert r.stdout.strip() == "+1400"
 
 
 @pytest.mark.parametrize(

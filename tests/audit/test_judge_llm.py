@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from audit.judge_llm import (
+    PROMPT_VERSION,
     DirCache,
     LlmConfig,
     LlmResponseError,
@@ -124,7 +125,7 @@ def test_selection_blends_llm_scores_and_versions_by_model(llm, tmp_path):
     record_audits(store, [ExecEvidence(task_hash=task.content_hash, measures=measures).to_record()])
     sel = SelectionConfig(rubric=load_rubric("t1"), llm=cfg, until=Stage.SEMANTIC)
     result = run_selection(store, [task], sel)
-    assert result.measured == [] and result.version.endswith("+llm-v3@judge-test")
+    assert result.measured == [] and result.version.endswith(f"+llm-{PROMPT_VERSION}@judge-test")
     row = result.by_stage(Stage.SEMANTIC)[0]
     assert row.scores["llm/alignment"] == 0.2 and row.scores["exec/alignment"] == 1.0
     # 0.2 is under alignment's 0.5 minimum: the blend (0.6) may not lift it over
@@ -179,24 +180,38 @@ def test_llm_zero_on_a_critical_dimension_rejects_whatever_the_blend(llm, tmp_pa
 
 
 def test_llm_hard_reject_with_a_quoted_span(llm, tmp_path):
+    """A hard reject counts when a check of its class confirms the quote: here solve.sh
+    writes the ERROR count as a literal to the checked file (the static shortcut check's
+    evidence). Regression (issue 33): any span of solve.sh "proved" a shortcut, the honest
+    `grep -c` line included."""
+    from tests.audit.planted import error_count, shortcut_task
+
     fake, cfg = llm
-    quote = "grep -c '^ERROR ' /app/app.log"  # a span of solve.sh
-    fake.script = [
+    honest = "grep -c '^ERROR ' /app/app.log"  # a span of the clean task's solve.sh
+    hardcoded = f"echo {error_count()} > /app/report/errors.txt"
+    script = [
         '{"score": 0.9, "rationale": "x", "hard_reject": {"code": "test_leakage", '
         '"quote": "never appears anywhere"}}',
         '{"score": 0.9, "rationale": "the answer is given", "hard_reject": {"code": '
-        f'"solution_shortcut", "quote": "{quote}"}}}}',
+        '"solution_shortcut", "quote": "%s"}}',
         '{"score": 1.0, "rationale": "fine"}',
     ]
     store = tmp_path / "store"
-    task = base_task()
-    _stored_evidence(store, task)
-    row = _semantic(store, task, cfg)
-    hard = [f for f in row.findings if f.source == "llm" and f.code == "solution_shortcut"]
-    assert row.verdict == "rejected" and hard and quote in hard[0].evidence
-    assert "hard reject: solution_shortcut" in row.reasons
-    assert "hard reject: test_leakage" not in row.reasons  # found nowhere: not evidence
+    clean, cheat = base_task(), shortcut_task()
+    _stored_evidence(store, clean)
+    _stored_evidence(store, cheat)
+    fake.script = [script[0], script[1] % honest, script[2]]
+    row = _semantic(store, clean, cfg)
+    assert row.verdict == "accepted", row.reasons  # neither quote is evidence
+    refused = [f for f in row.findings if f.code == "llm_quote_refused"]
+    assert [f.evidence.split(" ", 1)[0] for f in refused] == ["test_leakage", "solution_shortcut"]
+    assert "not confirmed" in refused[1].evidence
     assert len(fake.requests) == 6  # a refused quote keeps its score; nothing is asked again
+    fake.script = [script[2], script[1] % hardcoded, script[2]]
+    row = _semantic(store, cheat, cfg)
+    hard = [f for f in row.findings if f.source == "llm" and f.code == "solution_shortcut"]
+    assert row.verdict == "rejected" and hard and hardcoded in hard[0].evidence
+    assert "hard reject: solution_shortcut" in row.reasons
 
 
 def test_the_schema_rejects_an_unknown_hard_reject_code():
@@ -220,7 +235,7 @@ def test_the_judge_sees_bounded_environment_contents(llm):
     )
     text = task_prompt(task, Dimension.ALIGNMENT)[1]["content"]
     assert "ERROR disk" in text or "INFO disk" in text  # the log's contents, not only its name
-    assert "### environment/app/b.bin (binary, 2 bytes)" in text
+    assert " environment/app/b.bin>>>\n(binary, 2 bytes)\n<<<END TASK-DATA " in text
     assert text.count("x" * 100) <= MAX_ENV_CHARS // 100
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from executor import ExecutorConfig
+from executor import ExecutorConfig, TrialLost
 
 pytestmark = [pytest.mark.ray, pytest.mark.slow]
 ray = pytest.importorskip("ray")
@@ -89,4 +89,30 @@ def test_a_node_lost_mid_batch_reruns_its_trials_elsewhere_recorded_once(
     for t in on_b:  # started on the dead node, then again, and recorded from, the survivor
         assert len(final[t]) >= 2 and a.node_id in final[t], final[t]
     assert all(ex.placements[t] == a.node_id for t in ids)
+    ex.shutdown()
+
+
+def test_no_slot_left_is_a_lost_trial_after_a_bounded_wait(two_node_cluster, tmp_path):
+    """Every slot node dies under a running trial: the trial is `TrialLost`, naming the
+    missing resource, once `no_slot_timeout_s` passed (it waited for ever, silently, for a
+    resource no node offered any more: the slot check ran only at connect time)."""
+    cluster, nodes = two_node_cluster
+    alive = {n["NodeID"] for n in ray.nodes() if n["Alive"]}
+    left = [n for n in nodes if n.node_id in alive]
+    assert left, "no worker node left to lose"
+    ex = RayExecutor(ExecutorConfig(address="auto", retries=3, no_slot_timeout_s=3.0))
+    running = ex.submit("last", sleepy_trial, str(tmp_path), "last", 60.0)
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.iterdir()):
+        assert time.monotonic() < deadline, "the trial never started"
+        time.sleep(0.1)
+    for node in left:
+        cluster.remove_node(node, allow_graceful=False)
+    queued = ex.submit("queued", sleepy_trial, str(tmp_path), "queued", 0.0)
+    t0 = time.monotonic()
+    for fut in (running, queued):
+        with pytest.raises(TrialLost, match="no live node of the cluster offered t1_sandbox_slot"):
+            fut.result(timeout=45)
+    assert time.monotonic() - t0 < 45
+    assert ex.no_slot_since is not None
     ex.shutdown()

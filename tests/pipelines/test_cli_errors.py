@@ -51,6 +51,14 @@ def test_user_errors_are_one_line(args, needles):
     assert_one_line_error(t1(*args), *needles)
 
 
+def test_a_host_without_a_local_sandbox_is_exit_2_not_invalid_tasks():
+    """Regression (issue 36): without cgroups every trial was `sandbox_error` and
+    `t1 task check` called the seed invalid (exit 1), an environment problem reported as
+    the task's."""
+    result = t1("task", "check", SEED, T1_CGROUP_ROOT="/nonexistent")
+    assert_one_line_error(result, "the local sandbox cannot run here", "no cgroup hierarchy")
+
+
 @pytest.mark.torch
 @pytest.mark.parametrize(
     ("args", "needles"),

@@ -378,6 +378,47 @@ def test_ui_refuses_a_prefect_home_another_server_runs_on(tmp_path, prefect_home
     assert f"pid {server.pid}" in line and "already runs on the database" in line, line
 
 
+HOLD_UI = """
+import sys, time
+from pathlib import Path
+from pipelines.services import dagster_home_lock
+with dagster_home_lock(Path(sys.argv[1]), "http://127.0.0.1:3099"):
+    print("held", flush=True)
+    time.sleep(300)
+"""
+
+
+def test_a_second_ui_on_one_dagster_home_is_refused_naming_the_first(tmp_path):
+    """Regression (issue 36): a second `t1 ui` on the same DAGSTER_HOME started a second
+    daemon (its sensors could start a campaign twice; only its log file complained). It is
+    refused before anything starts, whatever its ports, as a second Prefect home is."""
+    from pipelines.services import free_port
+
+    home = tmp_path / "dagster-home"
+    first = subprocess.Popen(
+        [sys.executable, "-c", HOLD_UI, str(home)], stdout=subprocess.PIPE, text=True,
+        env=environ(),
+    )  # fmt: skip
+    try:
+        assert first.stdout is not None and first.stdout.readline().strip() == "held"
+        try:
+            second = subprocess.run(
+                [T1, "ui", "--port", str(free_port()), "--prefect-port", str(free_port()),
+                 "--prefect-home", str(tmp_path / "prefect")],
+                capture_output=True, text=True, timeout=120, check=False,
+                env=environ(DAGSTER_HOME=str(home)),
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            pytest.fail("the second t1 ui started its servers instead of being refused")
+    finally:
+        first.kill()
+        first.wait()
+    line = one_line_error(second)
+    assert f"a t1 ui already serves DAGSTER_HOME {home}: pid {first.pid}" in line, line
+    assert "http://127.0.0.1:3099" in line and "sensors twice" in line, line
+    assert not (tmp_path / "prefect").exists()  # refused before any server started
+
+
 @pytest.mark.torch
 def test_train_resume_without_a_checkpoint_is_one_line(tmp_path):
     (tmp_path / "run").mkdir()

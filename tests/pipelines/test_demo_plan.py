@@ -69,3 +69,48 @@ def test_the_warm_start_step_caches_the_checkpoint_the_campaign_reads(
     assert made.parent == tmp_path / "policy" and (made / "warm_start.json").is_file()
     assert ws.warm_started_policy(reuse_stale=True) == made
     assert len(builds) == 1
+
+
+@pytest.fixture
+def no_cgroups(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A host with neither cgroup v1 nor v2 (the local backend cannot run), no engine started."""
+    from contextlib import nullcontext
+
+    from pipelines import host
+    from sandbox import cgroups
+
+    monkeypatch.setattr(cgroups, "CGROUP_ROOT", tmp_path / "no-cgroups")
+    monkeypatch.delenv(host.BACKEND_ENV, raising=False)
+    monkeypatch.setattr(host, "engine_for", lambda backend: nullcontext())
+
+
+def test_without_a_local_sandbox_the_demo_says_why_and_uses_docker(
+    monkeypatch: pytest.MonkeyPatch, no_cgroups: None
+) -> None:
+    """Regression (issue 36): on a host without cgroup v1 every seed was reported invalid.
+    The host is checked first; the docker backend (Podman) runs every trial instead."""
+    from pipelines import host
+
+    backends: list[str] = []
+    monkeypatch.setattr(host, "engine_problem", lambda: None)
+    monkeypatch.setattr(demo_cmds, "check_seeds", lambda w, b: backends.append(b) or True)
+    for name in STEPS[1:]:
+        monkeypatch.setattr(demo_cmds, name, lambda *a, **k: True)
+    r = CliRunner().invoke(app, ["demo"])
+    assert r.exit_code == 0, r.output
+    line = r.output.splitlines()[0]
+    assert line.startswith("the local sandbox cannot run here (no cgroup hierarchy under ")
+    assert line.endswith("; using the docker backend (Podman)")
+    assert backends == ["docker"]
+
+
+def test_with_no_backend_at_all_the_demo_exits_2_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, no_cgroups: None, called: list[str]
+) -> None:
+    from pipelines import host
+
+    monkeypatch.setattr(host, "engine_problem", lambda: "no engine answers; podman not found")
+    r = CliRunner().invoke(app, ["demo"])
+    assert r.exit_code == 2 and called == []
+    assert "no sandbox backend can run here: local: no cgroup hierarchy" in r.output
+    assert "docker: no engine answers; podman not found" in r.output

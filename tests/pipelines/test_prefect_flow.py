@@ -48,10 +48,11 @@ def test_tasks_related_to_held_out_ones_never_train(t1_store):
 
 @pytest.mark.slow
 @pytest.mark.sandbox
-def test_flow_trains_on_t1_and_reports_with_the_pool_version(t1_store, tmp_path, monkeypatch):
+def test_flow_trains_on_t1_and_reports_with_the_pool_version(
+    t1_store, tmp_path, monkeypatch, prefect_harness
+):
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
-    from prefect.testing.utilities import prefect_test_harness
 
     import pipelines.flows as flows
     from training.warm_start import warm_started_policy
@@ -61,30 +62,29 @@ def test_flow_trains_on_t1_and_reports_with_the_pool_version(t1_store, tmp_path,
     (tmp_path / "dagster_home").mkdir()
     policy = str(warm_started_policy(reuse_stale=True))
     common = {"pool": Pool.T1, "steps": 1, "store": str(store), "policy_path": policy}
-    with prefect_test_harness(server_startup_timeout=120):
-        state = flows.ppo_campaign(**common, runs_dir=str(tmp_path / "runs"), return_state=True)
-        assert state.is_completed(), state.message
-        flow_run_id = state.state_details.flow_run_id
-        # Dagster down: the report is retried, then logged; the campaign still completes.
-        monkeypatch.setattr(
-            flows, "evaluation_report", flows.evaluation_report.with_options(retry_delay_seconds=0)
+    state = flows.ppo_campaign(**common, runs_dir=str(tmp_path / "runs"), return_state=True)
+    assert state.is_completed(), state.message
+    flow_run_id = state.state_details.flow_run_id
+    # Dagster down: the report is retried, then logged; the campaign still completes.
+    monkeypatch.setattr(
+        flows, "evaluation_report", flows.evaluation_report.with_options(retry_delay_seconds=0)
+    )
+    dead = f"http://127.0.0.1:{free_port()}"
+    state2 = flows.ppo_campaign(
+        **common, runs_dir=str(tmp_path / "runs"), dagster_url=dead, return_state=True
+    )
+    assert state2.is_completed(), state2.message
+    with get_client(sync_client=True) as client:
+        run = client.read_flow_run(flow_run_id)
+        artifacts = client.read_artifacts()
+        only_run2 = LogFilter(
+            flow_run_id=LogFilterFlowRunId(any_=[state2.state_details.flow_run_id])
         )
-        dead = f"http://127.0.0.1:{free_port()}"
-        state2 = flows.ppo_campaign(
-            **common, runs_dir=str(tmp_path / "runs"), dagster_url=dead, return_state=True
-        )
-        assert state2.is_completed(), state2.message
-        with get_client(sync_client=True) as client:
-            run = client.read_flow_run(flow_run_id)
-            artifacts = client.read_artifacts()
-            only_run2 = LogFilter(
-                flow_run_id=LogFilterFlowRunId(any_=[state2.state_details.flow_run_id])
-            )
-            for _ in range(20):  # logs reach the server in batches
-                logs = [log.message for log in client.read_logs(only_run2)]
-                if any("not reported to Dagster" in m for m in logs):
-                    break
-                time.sleep(0.5)
+        for _ in range(20):  # logs reach the server in batches
+            logs = [log.message for log in client.read_logs(only_run2)]
+            if any("not reported to Dagster" in m for m in logs):
+                break
+            time.sleep(0.5)
     # Started for "the latest": renamed after the version it resolved (was `...-vlatest`).
     assert run.name == "tiny-cpu-t1-v1-1steps"
     campaign_tag = [t for t in run.tags if t.startswith("campaign:")]

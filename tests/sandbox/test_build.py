@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import stat
 import tarfile
 from collections.abc import Mapping, Sequence
@@ -89,9 +90,11 @@ class RecordingRunner:
         user: str,
         network: NetworkPolicy,
         timeout_s: float,
+        disk_mb: int,
     ) -> ExecResult:
         self.calls.append(dict(layers=list(layers), argv=list(argv), env=dict(env), cwd=cwd,
-                               user=user, network=network, timeout_s=timeout_s))  # fmt: skip
+                               user=user, network=network, timeout_s=timeout_s,
+                               disk_mb=disk_mb))  # fmt: skip
         for rel, data in self.writes.items():
             (upper / rel).parent.mkdir(parents=True, exist_ok=True)
             (upper / rel).write_bytes(data)
@@ -116,7 +119,7 @@ def test_state_dir_is_narrowed_again_on_every_lookup(state: Path) -> None:
 
     build_image(task("FROM tiny:1\nCOPY a /a\n", {"a": b"x"}), RecordingRunner())
     (state / "l").chmod(0o755)
-    (state / "disks").rmdir()
+    shutil.rmtree(state / "disks")  # (a build made its disk template there)
     assert private_state_dir() == state
     for name in PRIVATE_DIRS:
         assert stat.S_IMODE((state / name).stat().st_mode) == 0o700, name

@@ -15,6 +15,7 @@ from sandbox.docker_build import (
     with_build_ca,
 )
 from sandbox.egress import route_commands
+from sandbox.network import REFUSED_NETWORKS
 
 MOUNT = "--mount=type=secret,id=t1-ca,target=/run/secrets/t1-ca.crt,mode=0444"
 
@@ -62,21 +63,28 @@ def test_routes_per_policy():
     host = ["192.0.2.2", "172.17.0.1"]
     assert route_commands(NetworkPolicy(), host, []) == []
     internet = route_commands(NetworkPolicy(NetworkMode.INTERNET), host, [])
+    refusals = [["ip", "route", "add", "prohibit", n] for n in REFUSED_NETWORKS]
     assert internet == [
         ["ip", "route", "add", "prohibit", "192.0.2.2/32"],
         ["ip", "route", "add", "prohibit", "172.17.0.1/32"],
+        *refusals,
     ]
     allow = route_commands(
-        NetworkPolicy(NetworkMode.ALLOWLIST, ("a.example",)), host, ["203.0.113.5", "192.0.2.2"]
+        NetworkPolicy(NetworkMode.ALLOWLIST, ("a.example",)),
+        host,
+        ["203.0.113.5", "192.0.2.2", "169.254.169.254"],  # a name resolving to the metadata
     )
-    assert allow[:2] == internet
-    assert allow[2:4] == [
+    n = len(internet)
+    assert allow[:n] == internet
+    assert allow[n : n + 2] == [
         ["ip", "route", "del", "default"],
         ["ip", "route", "add", "prohibit", "default"],
     ]
     # the NAT's DNS forwarder too (names are resolved on the host under an allowlist)
-    assert allow[4] == ["ip", "route", "add", "prohibit", "10.0.2.3/32"]
-    assert allow[5:] == [["ip", "route", "add", "203.0.113.5/32", "via", "10.0.2.2", "dev", "tap0"]]
+    assert allow[n + 2] == ["ip", "route", "add", "prohibit", "10.0.2.3/32"]
+    assert allow[n + 3 :] == [
+        ["ip", "route", "add", "203.0.113.5/32", "via", "10.0.2.2", "dev", "tap0"]
+    ]
 
 
 def test_no_engine_is_a_sandbox_error_not_a_crash(monkeypatch, tmp_path):

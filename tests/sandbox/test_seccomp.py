@@ -103,3 +103,53 @@ def test_engine_profile_without_a_default_denies_explicitly():
     prof = json.loads(seccomp.docker_profile({"defaultAction": "SCMP_ACT_ALLOW", "syscalls": []}))
     denied = {n for r in prof["syscalls"] if r["action"] == "SCMP_ACT_ERRNO" for n in r["names"]}
     assert set(seccomp.REFUSED_X86_64) <= denied
+
+
+# -- Docker's default, by its argument rules and beyond its table (issue 32) --------------------
+def test_vsock_sockets_are_refused_whatever_the_high_bits():
+    """vsock is not network-namespaced (on a VM guest it reaches the hypervisor): refused in
+    every sandbox; the kernel reads the family as an int, so 0x1_0000_0028 is AF_VSOCK too."""
+    assert run_filter(PROGRAM, seccomp.SOCKET, arg0=seccomp.AF_VSOCK) == DENY
+    assert run_filter(PROGRAM, seccomp.SOCKET, arg0=(1 << 32) | seccomp.AF_VSOCK) == DENY
+    for family in (1, 2, 10, 16, 17):  # unix inet inet6 netlink packet
+        assert run_filter(PROGRAM, seccomp.SOCKET, arg0=family) == seccomp.SECCOMP_RET_ALLOW
+
+
+def test_personality_takes_only_the_personas_docker_allows():
+    for persona in seccomp.PERSONAS:
+        assert run_filter(PROGRAM, seccomp.PERSONALITY, arg0=persona) == seccomp.SECCOMP_RET_ALLOW
+    for persona in (0x0400000, 0x0040000, 0x0200000):  # READ_IMPLIES_EXEC ADDR_NO_RANDOMIZE ..
+        assert run_filter(PROGRAM, seccomp.PERSONALITY, arg0=persona) == DENY
+
+
+def test_calls_newer_than_the_table_say_enosys():
+    enosys = seccomp.SECCOMP_RET_ERRNO | errno.ENOSYS
+    for nr in (seccomp.LAST_KNOWN + 1, 452, 467, 1000):  # cachestat fchmodat2 open_tree_attr
+        assert run_filter(PROGRAM, nr) == enosys
+    assert run_filter(PROGRAM, seccomp.LAST_KNOWN - 1) == seccomp.SECCOMP_RET_ALLOW  # futex_waitv
+
+
+def _masked(rule: dict, value: int) -> bool:
+    return all(value & a["value"] == a["valueTwo"] for a in rule["args"])
+
+
+def test_engine_profile_allows_socket_for_every_family_but_vsock():
+    prof = json.loads(seccomp.docker_profile(PODMAN_LIKE | {"syscalls": [
+        {"names": ["socket", "read"], "action": "SCMP_ACT_ALLOW"}]}))  # fmt: skip
+    rules = [r for r in prof["syscalls"] if "socket" in r["names"]]
+    assert all(r["action"] == "SCMP_ACT_ALLOW" and r.get("args") for r in rules), rules
+    assert all(a["op"] == "SCMP_CMP_MASKED_EQ" for r in rules for a in r["args"])
+    for family in range(0, seccomp.MAX_FAMILY):
+        allowed = any(_masked(r, family) for r in rules)
+        assert allowed == (family != seccomp.AF_VSOCK), family
+    for sneaky in ((1 << 32) | seccomp.AF_VSOCK, (1 << 63) | 2, seccomp.MAX_FAMILY):
+        assert not any(_masked(r, sneaky) for r in rules), hex(sneaky)
+
+
+def test_every_call_dockers_default_refuses_is_refused():
+    """The module's claim, checked against Docker's list: before, kcmp, move_pages and 15
+    more of them were allowed."""
+    from tests.sandbox.test_host_bounds import DOCKER_REFUSED
+
+    assert seccomp.DOCKER_DEFAULT_REFUSED == set(DOCKER_REFUSED)
+    assert {n: seccomp.REFUSED_X86_64.get(n) for n in DOCKER_REFUSED} == DOCKER_REFUSED

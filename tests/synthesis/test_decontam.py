@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from synthesis.decontam import BenchmarkIndex, DecontamConfig, MinHasher, jaccard, shingles
-from synthesis.operators import Parent, RewriteContext, build_child, registry
+from synthesis.operators import CHORES, Parent, RewriteContext, build_child, registry
 from synthesis.profile import OutputFile, TaskProfile
 from synthesis.rounds import synthesize
 from synthesis.sampler import Assignment
@@ -78,7 +78,7 @@ def test_planted_near_duplicates_are_caught(benchmark) -> None:
     assert max(o.score for o in clean) < 0.5, max(clean, key=lambda o: o.score)
     # A rewritten child still embeds the benchmark task: containment keeps it flagged.
     parent = _parent(seeds["sa-access-log-csv-report"])
-    op = registry()["sha256_manifest"]
+    op = registry(CHORES)["sha256_manifest"]
     child = build_child(
         parent, op.name, op.family, 1, op.extend(parent, RewriteContext(1, random.Random(0)))
     )
@@ -88,7 +88,7 @@ def test_planted_near_duplicates_are_caught(benchmark) -> None:
 def test_round_engine_drops_contaminated_candidates_before_the_sandbox(benchmark) -> None:
     index = BenchmarkIndex.from_dir(benchmark)
     seeds = {t.id: t for t in load_seeds()}
-    op = registry()["wc_report"]
+    op = registry(CHORES)["wc_report"]
     results = {}
     for sid in ("sa-access-log-csv-report", "ds-sensor-summary-stats"):
         parent = _parent(seeds[sid])

@@ -9,7 +9,12 @@ Each candidate copies the parent's output (a dependent assertion: the data-flow 
 the parent's bytes in the copy, so it keeps its prerequisite guard). The planted exists-only
 assertions read nothing of the parent's output, so the probe finds them independent and they
 lose the guard (`synthesis.guards.unguard`): the parent's failure no longer zeroes them, and
-nothing but the hack step stands between them and a stub."""
+nothing but the hack step stands between them and a stub.
+
+The accepted candidate derives its file from the parent's output (upper case): a plain copy
+is earned by the `copy_inputs` hack run after the parent's solution (step 6), so it needs the
+parent's work but not its output, and is not dependent (tests/synthesis/test_dependent_share.py).
+The hacks run are those these candidates can meet (`HACKS`), to keep the test cheap."""
 
 from __future__ import annotations
 
@@ -20,7 +25,8 @@ import pytest
 
 from synthesis.operators import Extension, Operator, Parent, RewriteContext, build_child
 from synthesis.operators.extension import child_stage
-from synthesis.validate import Validation, ValidationConfig, Verdict, validate
+from synthesis.validate import AFTER_PARENT_HACKS, Validation, ValidationConfig, Verdict, validate
+from tasks.hacks import AFTER_WORK, hack_scripts
 from tests.synthesis.tiny import tiny_parent
 
 COPY = "cp /app/out.txt /app/copy_r1.txt"
@@ -61,14 +67,23 @@ CASES = {
         COPY_TEXT + " Also create the directory `/app/backup_r1/`.",
         ["/app/out.txt"],
     ),
-    "content": Scripted("content", [COPY], COPY_TEST, COPY_TEXT, ["/app/out.txt"]),
+    "content": Scripted(
+        "content",
+        ["tr a-z A-Z < /app/out.txt > /app/upper_r1.txt"],
+        "def test_r1_upper():\n    want = open('/app/out.txt').read().upper()\n"
+        "    assert open('/app/upper_r1.txt').read() == want\n",
+        "Write it in upper case to `/app/upper_r1.txt`.",
+        ["/app/out.txt"],
+    ),
 }
+HACKS = ("stub_paths", "make_dirs", "echo_literals", "sentence_literals", "copy_inputs",
+         "shaped_outputs", "everything")  # fmt: skip
 
 
 @pytest.fixture(scope="module")
 def outcomes() -> dict[str, Validation]:
     parent = tiny_parent("tiny-hacks", verifier_timeout_s=5)
-    cfg = ValidationConfig(reruns=1, max_repairs=0)
+    cfg = ValidationConfig(reruns=1, max_repairs=0, hacks_only=HACKS)
 
     def one(op: Scripted) -> Validation:
         ext = op.extend(parent, RewriteContext(1, random.Random(0)))
@@ -99,8 +114,13 @@ def test_a_new_assertion_a_stub_passes_is_rejected_as_hackable(outcomes, case, a
 def test_a_new_assertion_on_the_content_is_accepted(outcomes) -> None:
     v = outcomes["content"]
     assert v.verdict == Verdict.ACCEPTED, v.detail
-    assert v.measures.hacks is not None and v.measures.hacks >= 8
+    # every hack of HACKS with something to do ran, from the start and after the parent
+    doing = {h.name for h in hack_scripts(v.task.instruction, "/app", list(HACKS))}
+    assert v.measures.hacks == len(doing - set(AFTER_WORK)) >= 4
     assert v.measures.hack_new_share == 0.0
+    assert v.measures.hacked_after_parent == [] and v.measures.dependent_share == 1.0
+    after = {t.agent for t in v.trials if t.agent.startswith("parent+")}
+    assert after == {f"parent+{h}" for h in doing & set(AFTER_PARENT_HACKS)}
 
 
 def test_hacks_can_be_turned_off_and_their_config_is_guarded() -> None:

@@ -1,5 +1,7 @@
-"""Rewrite operators: registry shape, the build contract, and every operator's child validated
-in the local sandbox (oracle passes, nop fails, the parent's solution fails a new assertion)."""
+"""Rewrite operators: registry shape, the build contract, and every default operator's child
+validated in the local sandbox (oracle passes, nop fails, the parent's solution fails a new
+assertion, every new assertion needs the parent's output). The chores (`CHORES`, not sampled
+by default) keep the build-contract test."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ import pytest
 from synthesis import coverage as cov
 from synthesis.assertion_checks import top_level_tests
 from synthesis.operators import (
+    CHORES,
     PROGRAMMATIC,
     Parent,
     RewriteContext,
@@ -21,7 +24,7 @@ from synthesis.operators import (
     registry,
 )
 from synthesis.operators.extension import child_stage
-from synthesis.profile import OutputFile, TaskProfile, profile_task
+from synthesis.profile import OutputFile, TaskProfile
 from synthesis.validate import (
     ParentSolutionAgent,
     ValidationConfig,
@@ -33,6 +36,7 @@ from synthesis.validate import (
 from tasks.corpus import load_seeds
 from tasks.environment import render_dockerfile
 from tasks.harbor import task_files
+from tests.synthesis.tiny import table_parent
 
 SEED = "ds-multiple-regression"  # writes model.json and predictions.csv: every operator fits
 
@@ -56,18 +60,21 @@ def fake_parent(task_id: str = SEED) -> Parent:
                                     outputs=outputs))  # fmt: skip
 
 
-def test_registry_has_15_operators_in_5_families() -> None:
+def test_registry_has_derived_operators_by_default_and_the_chores_on_request() -> None:
     ops = registry()
-    fams = families(ops)
-    assert len(ops) >= 15, sorted(ops)
-    assert len(fams) >= 5, fams
-    assert all(op.family for op in PROGRAMMATIC)
-    assert len({op.name for op in PROGRAMMATIC}) == len(PROGRAMMATIC)
+    assert set(ops) == {op.name for op in PROGRAMMATIC} and len(families(ops)) >= 4
+    with_chores = registry(CHORES)
+    assert len(with_chores) >= 15 + len(PROGRAMMATIC), sorted(with_chores)
+    assert len(families(with_chores)) >= 5 + len(families(ops))
+    assert all(op.family for op in (*PROGRAMMATIC, *CHORES))
+    assert len({op.name for op in (*PROGRAMMATIC, *CHORES)}) == len(PROGRAMMATIC) + len(CHORES)
 
 
-@pytest.mark.parametrize("op", PROGRAMMATIC, ids=lambda op: op.name)
+@pytest.mark.parametrize(
+    "op", [*PROGRAMMATIC, *CHORES], ids=lambda op: op.name
+)  # fmt: skip
 def test_child_follows_the_build_contract(op) -> None:
-    parent = fake_parent()
+    parent = table_parent() if op in PROGRAMMATIC else fake_parent()
     assert op.feasible(parent) is None
     ext = op.extend(parent, RewriteContext(3, random.Random(1)))
     child = build_child(parent, op.name, op.family, 3, ext)
@@ -86,11 +93,12 @@ def test_child_follows_the_build_contract(op) -> None:
         assert first.func.id == "_r3_prerequisites", fn.name
     # (4) instruction: rewritten whole; the core task verbatim as stage 1, this stage as
     # stage 2, no appended "Additional requirement"; every path a new test reads is stated.
+    wd = parent.workdir
     assert "Additional requirement" not in child.instruction
     assert parent.task.instruction.strip() in child.instruction
     assert "### Stage 2: " + ext.title[:1].upper() + ext.title[1:] in child.instruction
     assert child.instruction.startswith("This job has 2 stages")
-    spec_paths = set(re.findall(r"'(/app/[^']+)'", source))
+    spec_paths = set(re.findall(rf"'({wd}/[^']+)'", source))
     assert spec_paths, "spec names no paths"
     for path in spec_paths:
         assert path in child.instruction, f"{path} is checked but not stated in the instruction"
@@ -98,7 +106,8 @@ def test_child_follows_the_build_contract(op) -> None:
     assert not cov.pending(child, source).uncovered, "a literal is stated nowhere"
     # (2) environment: a changed spec is rendered again into the Dockerfile the docker
     # backend builds.
-    assert child.environment.files["Dockerfile"].decode() == render_dockerfile(child)
+    if "Dockerfile" in parent.task.environment.files:  # the seeds' (the table parent has none)
+        assert child.environment.files["Dockerfile"].decode() == render_dockerfile(child)
     # Every tool an operator declares is in the base image: no child gains an apt step (a
     # tool mapped to a package that does not exist fails the build with "RUN exited 100").
     assert "apt-get" not in render_dockerfile(child), ext.requires
@@ -109,21 +118,21 @@ def test_child_follows_the_build_contract(op) -> None:
 
 
 def test_operators_are_deterministic_and_compose() -> None:
-    parent = fake_parent()
+    parent = table_parent()
     ops = registry()
-    a = ops["tar_outputs"].extend(parent, RewriteContext(1, random.Random(5)))
-    b = ops["tar_outputs"].extend(parent, RewriteContext(1, random.Random(5)))
+    a = ops["record_query"].extend(parent, RewriteContext(1, random.Random(5)))
+    b = ops["record_query"].extend(parent, RewriteContext(1, random.Random(5)))
     assert (
-        build_child(parent, "tar_outputs", "packaging", 1, a).content_hash
-        == build_child(parent, "tar_outputs", "packaging", 1, b).content_hash
+        build_child(parent, "record_query", "record_query", 1, a).content_hash
+        == build_child(parent, "record_query", "record_query", 1, b).content_hash
     )
     # Round 2 on the round-1 child: three stages in one text, both test blocks, no clashes.
-    child1 = build_child(parent, "tar_outputs", "packaging", 1, a)
-    stage1 = child_stage(parent, "tar_outputs", "packaging", 1, a)
-    p2 = Parent(child1, parent.profile, ("tar_outputs",), parent.task.instruction,
+    child1 = build_child(parent, "record_query", "record_query", 1, a)
+    stage1 = child_stage(parent, "record_query", "record_query", 1, a)
+    p2 = Parent(child1, parent.profile, ("record_query",), parent.task.instruction,
                 parent.task.name, (stage1,))  # fmt: skip
-    ext2 = ops["sha256_manifest"].extend(p2, RewriteContext(2, random.Random(5)))
-    child2 = build_child(p2, "sha256_manifest", "integrity", 2, ext2)
+    ext2 = ops["text_query"].extend(p2, RewriteContext(2, random.Random(5)))
+    child2 = build_child(p2, "text_query", "text_query", 2, ext2)
     assert child2.instruction.startswith("This job has 3 stages")
     assert child2.instruction.count("### Stage ") == 3
     assert child2.instruction.count(parent.task.instruction.strip()) == 1
@@ -134,12 +143,9 @@ def test_operators_are_deterministic_and_compose() -> None:
 
 @pytest.fixture(scope="module")
 def validated():
-    """Every operator's child of the seed, validated concurrently (2 workers) in the sandbox."""
-    seed = _seed()
-    profile, trials = profile_task(seed)
-    assert profile.ok, trials[0].failure_detail
-    assert profile.nop_passed == 0 and profile.assertions == 4, profile
-    parent = Parent(seed, profile)
+    """Every default operator's child of the table parent, validated concurrently (2 workers)
+    in the sandbox with every check (the scripted hacks included)."""
+    parent = table_parent()
     cfg = ValidationConfig(reruns=1, max_repairs=0)
 
     def one(op):
@@ -172,5 +178,7 @@ def test_operator_child_is_valid_in_the_sandbox(validated, name) -> None:
     for trial, must_fail in ((nop, new), (ext, dependent), (probe, new)):
         assert not [a.name for a in trial.assertions if a.name in must_fail and a.ok], trial.agent
     assert m.dependency_ok and m.coverage == 1.0 and m.free_reward_share == 0.0, m
+    # Every new assertion needs the parent's output; no hack earns one after its solution.
+    assert m.dependent_share == 1.0 and m.hacked_after_parent == [], m
     # The parent's own assertions still pass under the parent's solution (alignment kept).
     assert all(a.ok for a in probe.assertions if a.name not in v.new_assertions)

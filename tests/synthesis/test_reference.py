@@ -16,26 +16,29 @@ from tests.synthesis.fake_llm import FakeEndpoint, ok
 from tests.synthesis.tiny import tiny_parent
 from warehouse.records import SynthCandidateRecord
 
+UPPER = "tr a-z A-Z < /app/out.txt > /app/upper_r1.txt"
 
-class CopyOut(Operator):
-    name, family = "copy_out", "test"
+
+class UpperOut(Operator):
+    name, family = "upper_out", "test"
 
     def extend(self, parent: Parent, ctx: RewriteContext) -> Extension:
         return Extension(
-            "copy the greeting",
-            ["cp /app/out.txt /app/copy_r1.txt"],
-            "def test_r1_copy():\n"
-            "    assert open('/app/copy_r1.txt').read() == open('/app/out.txt').read()\n",
-            "Copy `/app/out.txt` to `/app/copy_r1.txt`.",
+            "shout the greeting",
+            [UPPER],
+            "def test_r1_upper():\n"
+            "    assert open('/app/upper_r1.txt').read() == open('/app/out.txt').read().upper()\n",
+            "Write `/app/out.txt` in upper case to `/app/upper_r1.txt`.",
             ["/app/out.txt"],
-            creates=["/app/copy_r1.txt"],
+            creates=["/app/upper_r1.txt"],
         )
 
 
 def attempt(replies: list) -> tuple:
     parent = tiny_parent("tiny-reference")
-    cfg = SynthConfig(validation=ValidationConfig(reruns=1, max_repairs=0))
-    a = Assignment(1, 0, parent.hash, "copy_out", "test", parent.root_seed, "x")
+    # the reference agent is the subject here, not the scripted hacks (tests of their own)
+    cfg = SynthConfig(validation=ValidationConfig(reruns=1, max_repairs=0, hacks=False))
+    a = Assignment(1, 0, parent.hash, "upper_out", "test", parent.root_seed, "x")
     with FakeEndpoint(replies) as server:
         settings = LLMSettings(base_url=server.url, model="ref", timeout_s=10)
         agents: list[EndpointAgent] = []
@@ -44,7 +47,7 @@ def attempt(replies: list) -> tuple:
             agents.append(EndpointAgent(settings, max_turns=5))
             return agents[-1]
 
-        built, v = build_and_validate(cfg, a, parent, CopyOut(), None, lambda: make)
+        built, v = build_and_validate(cfg, a, parent, UpperOut(), None, lambda: make)
     return built, v, server, agents
 
 
@@ -53,7 +56,7 @@ def test_a_solving_agent_scores_full_reward() -> None:
     built, v, server, agents = attempt(
         [
             ok({"command": "echo hello > /app/out.txt"}),
-            ok({"command": "cp /app/out.txt /app/copy_r1.txt && cat /app/copy_r1.txt"}),
+            ok({"command": UPPER + " && cat /app/upper_r1.txt"}),
             ok({"done": True}),
         ]
     )
@@ -63,7 +66,7 @@ def test_a_solving_agent_scores_full_reward() -> None:
     assert agents[0].commands[0] == "echo hello > /app/out.txt"
     # The command's output came back to the model as the next message.
     assert "hello" in server.requests[2]["body"]["messages"][-1]["content"]
-    assert "Copy `/app/out.txt`" in server.requests[0]["body"]["messages"][1]["content"]
+    assert "in upper case" in server.requests[0]["body"]["messages"][1]["content"]
 
 
 @pytest.mark.sandbox

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from synthesis.operators import Parent, registry
+from synthesis.operators import CHORES, Parent, registry
 from synthesis.profile import OutputFile, TaskProfile
 from synthesis.sampler import Caps, sample_round
 from tasks.model import Category, Lineage, Task
@@ -56,7 +56,7 @@ def parents() -> list[Parent]:
 
 
 def test_caps_respected(parents) -> None:
-    ops = registry()
+    ops = registry(CHORES)
     caps = Caps(children_per_parent=2, root_share=0.25, category_share=0.4, family_share=0.2)
     plan = sample_round(parents, ops, budget=12, round_=2, seed=3, caps=caps)
     assert len(plan) == 12
@@ -71,7 +71,7 @@ def test_caps_respected(parents) -> None:
 
 
 def test_caps_bind_when_parents_are_few() -> None:
-    ops = registry()
+    ops = registry(CHORES)
     few = [make_parent(i, 0, Category.DEBUGGING) for i in range(5)]  # one root, one category
     plan = sample_round(few, ops, budget=8, round_=1, seed=0, caps=Caps())
     assert len(plan) == 2  # ceil(0.25 * 8) per root
@@ -81,7 +81,7 @@ def test_caps_bind_when_parents_are_few() -> None:
 
 
 def test_deterministic_by_seed(parents) -> None:
-    ops = registry()
+    ops = registry(CHORES)
     a = sample_round(parents, ops, budget=10, round_=4, seed=11)
     b = sample_round(list(reversed(parents)), ops, budget=10, round_=4, seed=11)
     c = sample_round(parents, ops, budget=10, round_=4, seed=12)
@@ -91,7 +91,7 @@ def test_deterministic_by_seed(parents) -> None:
 
 
 def test_prefers_operators_the_lineage_has_not_used() -> None:
-    ops = registry()
+    ops = registry(CHORES)
     used = tuple(n for n in ops if n != "wc_report")
     p = make_parent(0, 0, Category.DEBUGGING, chain=used)
     plan = sample_round([p], ops, budget=1, round_=9, seed=0, caps=Caps(root_share=1.0))
@@ -99,7 +99,7 @@ def test_prefers_operators_the_lineage_has_not_used() -> None:
 
 
 def test_spreads_over_parents_before_second_children(parents) -> None:
-    plan = sample_round(parents, registry(), budget=10, round_=1, seed=0,
+    plan = sample_round(parents, registry(CHORES), budget=10, round_=1, seed=0,
                         caps=Caps(root_share=1.0, category_share=1.0))  # fmt: skip
     assert len({a.parent_hash for a in plan}) == 10
 
@@ -112,14 +112,14 @@ def test_under_extended_lineages_come_first(parents) -> None:
     descendants = {r: 10 for r in busy}
     fresh_share = []
     for seed in range(20):
-        plan = sample_round(parents, registry(), budget=6, round_=3, seed=seed,
+        plan = sample_round(parents, registry(CHORES), budget=6, round_=3, seed=seed,
                             caps=Caps(root_share=1.0, category_share=1.0),
                             descendants=descendants)  # fmt: skip
         fresh_share.append(sum(a.root_seed not in busy for a in plan) / len(plan))
     assert sum(fresh_share) / len(fresh_share) > 0.8, fresh_share
     # Without the counts the same sampler spreads evenly (the weights, not the order, decide).
     even = [
-        sum(a.root_seed not in busy for a in sample_round(parents, registry(), budget=6,
+        sum(a.root_seed not in busy for a in sample_round(parents, registry(CHORES), budget=6,
             round_=3, seed=seed, caps=Caps(root_share=1.0, category_share=1.0))) / 6
         for seed in range(20)
     ]  # fmt: skip
@@ -127,7 +127,7 @@ def test_under_extended_lineages_come_first(parents) -> None:
 
 
 def test_parents_with_free_reward_over_the_cap_are_left_out() -> None:
-    ops = registry()
+    ops = registry(CHORES)
     # 4 assertions, nop passes 2: even with 2 more assertions nop earns 2/6 > 0.2.
     blocked = make_parent(0, 0, Category.DEBUGGING, nop_passed=2)
     ok = make_parent(1, 1, Category.DEBUGGING, nop_passed=1)  # 1/6 <= 0.2
@@ -144,13 +144,13 @@ def test_guards() -> None:
     with pytest.raises(ValueError, match="family_share"):
         Caps(family_share=0)
     with pytest.raises(ValueError, match="budget"):
-        sample_round([], registry(), budget=-1, round_=1, seed=0)
+        sample_round([], registry(CHORES), budget=-1, round_=1, seed=0)
 
 
 def simulate(caps: Caps, rounds: int, seeds: int = 27, budget: int = 8) -> list[Counter[int]]:
     """Rounds of the sampler over `seeds` one-seed lineages, every assignment accepted (a
     new parent with the chain grown by one): the chain depths each round accepts."""
-    ops = registry()
+    ops = registry(CHORES)
     pool = [make_parent(i, i, CATEGORIES[i % 3]) for i in range(seeds)]
     descendants: Counter[str] = Counter()
     children: Counter[str] = Counter()

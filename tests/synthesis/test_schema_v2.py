@@ -62,7 +62,7 @@ def test_a_v1_store_migrates_and_reads_new_columns_as_null(tmp_path) -> None:
 
 FLOW_CANDIDATE_COLUMNS = [
     "flow_dependent", "flow_independent", "flow_inconclusive", "flow_perturbed",
-    "ext_only_free_share", "parent_solution_share", "chain_depth",
+    "ext_only_free_share", "parent_solution_share", "chain_depth", "flow_hacked",
 ]  # fmt: skip
 FLOW_ROUND_COLUMNS = [
     "mean_parent_solution_share", "max_parent_solution_share", "mean_chain_depth",
@@ -92,11 +92,12 @@ def test_the_data_flow_columns_are_additive_within_schema_2(tmp_path) -> None:
     new_row = row(candidate_hash="c" * 64, assignment="1:y:op", dependency_ok=True,
                   flow_dependent=["test_r1_copy"], flow_independent=[], flow_inconclusive=[],
                   flow_perturbed=["/app/out.txt"], parent_solution_share=0.5,
-                  chain_depth=3)  # fmt: skip
+                  chain_depth=3, flow_hacked=["test_r1_status"])  # fmt: skip
     record_synthesis(store, rows=[new_row])
     new = ledger.candidates(store, "c", 1)["1:y:op"]
     assert new.flow_dependent == ["test_r1_copy"] and new.flow_perturbed == ["/app/out.txt"]
     assert new.parent_solution_share == 0.5 and new.chain_depth == 3
+    assert new.flow_hacked == ["test_r1_status"] and got.flow_hacked is None
     with Snapshot.open(store, with_lineage=False) as snap:
         (r,) = snap.rows(
             "SELECT count(*) FILTER (WHERE flow_dependent IS NULL) AS old, "

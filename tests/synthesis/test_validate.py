@@ -30,25 +30,30 @@ class Scripted(Operator):
         return Extension("scripted", self.steps, self.tests, self.text, ["/app/out.txt"])
 
 
+# A derivation of the parent's output (a plain copy is earned by a scripted hack run after
+# the parent's solution, so it is not dependent: tests/synthesis/test_dependent_share.py).
+UPPER = "tr a-z A-Z < /app/out.txt > /app/upper_r1.txt"
+WANT = "    want = open('/app/out.txt').read().upper()\n"
 CASES = {
     "ok": Scripted(
         "ok",
-        ["cp /app/out.txt /app/copy_r1.txt"],
-        "def test_r1_copy():\n    assert open('/app/copy_r1.txt').read() == 'hello\\n'\n",
-        "Copy it to `/app/copy_r1.txt`.",
+        [UPPER],
+        "def test_r1_upper():\n" + WANT + "    assert open('/app/upper_r1.txt').read() == want\n",
+        "Write it in upper case to `/app/upper_r1.txt`.",
     ),
     "slow_verifier": Scripted(
         "slow_verifier",
-        ["cp /app/out.txt /app/copy_r1.txt"],
-        "def test_r1_copy_slowly():\n    import time\n    time.sleep(2.5)\n"
-        "    assert open('/app/copy_r1.txt').read() == 'hello\\n'\n",
-        "Copy it to `/app/copy_r1.txt`.",
+        [UPPER],
+        "def test_r1_upper_slowly():\n    import time\n    time.sleep(2.5)\n"
+        + WANT
+        + "    assert open('/app/upper_r1.txt').read() == want\n",
+        "Write it in upper case to `/app/upper_r1.txt`.",
     ),
     "misaligned": Scripted(
         "misaligned",
-        ["mkdir -p /app/results", "cp /app/out.txt /app/results/copy_r1.txt"],
-        "def test_r1_copy():\n    assert open('/app/copy_r1.txt').read() == 'hello\\n'\n",
-        "Copy it to `/app/copy_r1.txt`.",
+        ["mkdir -p /app/results", "tr a-z A-Z < /app/out.txt > /app/results/upper_r1.txt"],
+        "def test_r1_upper():\n" + WANT + "    assert open('/app/upper_r1.txt').read() == want\n",
+        "Write it in upper case to `/app/upper_r1.txt`.",
     ),
     "missing_tool": Scripted(
         "missing_tool",
@@ -91,14 +96,17 @@ def outcomes():
 def test_valid_candidate_accepted_with_all_trials(outcomes) -> None:
     v = outcomes["ok"]
     assert v.verdict == Verdict.ACCEPTED and not v.repairs, v.detail
-    agents = sorted(t.agent for t in v.trials if not t.agent.startswith("hack-"))
+    hacks = ("hack-", "parent+")
+    agents = sorted(t.agent for t in v.trials if not t.agent.startswith(hacks))
     assert agents == ["data-flow", "extension-only", "nop", "oracle", "oracle", "parent-solution"]
     m = v.measures
     assert m.hacks == len({t.agent for t in v.trials if t.agent.startswith("hack-")}) >= 8
+    after = {t.agent for t in v.trials if t.agent.startswith("parent+")}
+    assert len(after) >= 4 and m.hacked_after_parent == [] and m.dependent_share == 1.0
     assert m.hack_new_share == 0
     assert m.dependency_ok and m.nop_share == 0 and m.ext_only_share == 0 and m.coverage == 1
-    assert v.new_assertions == ["test_r1_copy"]
-    assert v.profile is not None and "/app/copy_r1.txt" in [f.path for f in v.profile.outputs]
+    assert v.new_assertions == ["test_r1_upper"]
+    assert v.profile is not None and "/app/upper_r1.txt" in [f.path for f in v.profile.outputs]
 
 
 @pytest.mark.sandbox
@@ -116,10 +124,10 @@ def test_misaligned_path_repaired_by_aligning_test_and_instruction(outcomes) -> 
     v = outcomes["misaligned"]
     assert v.verdict == Verdict.ACCEPTED, v.detail
     assert (
-        v.repairs and "aligned paths /app/copy_r1.txt -> /app/results/copy_r1.txt" in v.repairs[0]
+        v.repairs and "aligned paths /app/upper_r1.txt -> /app/results/upper_r1.txt" in v.repairs[0]
     )
-    assert "/app/results/copy_r1.txt" in v.task.instruction
-    assert "'/app/results/copy_r1.txt'" in v.task.verifier["test_outputs.py"].decode()
+    assert "/app/results/upper_r1.txt" in v.task.instruction
+    assert "'/app/results/upper_r1.txt'" in v.task.verifier["test_outputs.py"].decode()
 
 
 @pytest.mark.sandbox

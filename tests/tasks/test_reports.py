@@ -8,6 +8,7 @@ import pytest
 
 from tasks.reports import (
     ReportParseError,
+    assertion_key,
     collect_report,
     parse_ctrf,
     parse_junit,
@@ -171,3 +172,28 @@ SUMMARY_OUT = (
 def test_a_summary_the_entry_prints_is_its_report():
     report = collect_report({}, SUMMARY_OUT)
     assert report.source == ReportSource.PYTEST and report.passed == report.total == 1
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        # pytest's records / CTRF, the -rA summary run from another directory, JUnit
+        ("test_outputs.py::test_x", "../tests/test_outputs.py::test_x", "test_outputs::test_x"),
+        (
+            "/tests/test_outputs.py::TestA::test_x[1.5-a/b]",
+            "tests.test_outputs.TestA::test_x[1.5-a/b]",
+            "test_outputs::TestA::test_x[1.5-a/b]",
+        ),
+    ],
+)
+def test_assertion_key_names_one_test_the_same_in_every_report_source(names):
+    """Bug pinned: a stock pytest task's reruns were read from junit.xml
+    (`test_outputs::test_x`), its base run from pytest's records (`test_outputs.py::test_x`),
+    and every assertion looked changed."""
+    assert len({assertion_key(n) for n in names}) == 1
+
+
+def test_assertion_key_keeps_distinct_tests_apart():
+    names = ["a.py::test_x", "b.py::test_x", "a.py::test_x[1]", "a.py::TestC::test_x", "exists"]
+    assert len({assertion_key(n) for n in names}) == len(names)
+    assert assertion_key("report::exists") == "report::exists"  # a shell verifier's own names

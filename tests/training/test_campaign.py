@@ -19,6 +19,7 @@ import torch  # noqa: E402
 from tasks.results import FailureMode  # noqa: E402
 from training.campaign import (  # noqa: E402
     Campaign,
+    CampaignHooks,
     assemble,
     campaign_tasks,
     draw_tasks,
@@ -340,9 +341,11 @@ def test_async_campaign_over_concurrent_sandboxes(tmp_path, warm_policy):
 @pytest.mark.sandbox
 @pytest.mark.slow
 def test_resume_reproduces_a_straight_run(tmp_path, warm_policy):
-    """4 steps straight == 2 steps, stop, resume from the checkpoint, 2 more steps: every metric
-    except wall times is identical (actor, critic, both optimizers, RNG, data position, step,
-    engine version and reward scale all come back). Synchronous, one trial at a time."""
+    """4 steps straight == a run killed after its third step (its checkpoint: after step 2),
+    resumed from that checkpoint to 4: every metric except wall times is identical (actor,
+    critic, both optimizers, RNG, data position, step, engine version and reward scale all
+    come back), and metrics.jsonl holds each step once (regression, issue 36: the replayed
+    step was logged twice). Synchronous, one trial at a time."""
     train_dir, _ = _family_dirs(tmp_path)
     base = CampaignConfig(
         campaign="unit-resume", store=tmp_path / "wh", policy_path=warm_policy,
@@ -352,21 +355,37 @@ def test_resume_reproduces_a_straight_run(tmp_path, warm_policy):
         harness=HarnessConfig(max_turns=2, max_new_tokens=48, seed=5),
     )  # fmt: skip
     straight = run_campaign(base.model_copy(update={"runs_dir": tmp_path / "a"}))
-    half = run_campaign(base.model_copy(update={"runs_dir": tmp_path / "b", "steps": 2}))
+
+    class Killed(Exception):
+        """Stands for a kill after step 3: what it leaves is what a SIGKILL leaves."""
+
+    def kill_after_the_third_step(step: int, metrics: dict) -> None:
+        if step == 2:
+            raise Killed
+
+    with pytest.raises(Killed):
+        run_campaign(
+            base.model_copy(update={"runs_dir": tmp_path / "b"}),
+            hooks=CampaignHooks(on_step=kill_after_the_third_step),
+        )
+    (run_dir,) = (tmp_path / "b").iterdir()
+    assert [p.name for p in (run_dir / "checkpoints").iterdir()] == ["step-000002"]
     resumed = run_campaign(
-        base.model_copy(update={"runs_dir": tmp_path / "b", "resume_from": half.run_dir})
+        base.model_copy(update={"runs_dir": tmp_path / "b", "resume_from": run_dir})
     )
-    assert resumed.run_id == half.run_id and len(resumed.metrics) == 2
+    assert resumed.run_id == run_dir.name and len(resumed.metrics) == 2
 
     def comparable(m):  # JSON text: NaN (an undefined explained variance) equals itself
-        timing = ("perf/", "rollout/seconds")
+        timing = ("perf/", "rollout/seconds", "step")
         return json.dumps({k: v for k, v in m.items() if not k.startswith(timing)}, sort_keys=True)
 
-    joined = [comparable(m) for m in half.metrics + resumed.metrics]
+    logged = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    assert [m["step"] for m in logged] == [0, 1, 2, 3]
+    joined = [comparable(m) for m in logged]
     assert joined == [comparable(m) for m in straight.metrics]
     assert "weights/version" not in straight.metrics[0]  # step 0 is critic warm-up
     assert straight.metrics[-1]["weights/version"] == 3.0
     assert len({m["losses/policy"] for m in straight.metrics[1:]}) == 3  # the steps differ
     a = torch.load(straight.run_dir / "checkpoints" / "step-000004" / "critic.pt")
-    b = torch.load(half.run_dir / "checkpoints" / "step-000004" / "critic.pt")
+    b = torch.load(run_dir / "checkpoints" / "step-000004" / "critic.pt")
     assert all(torch.equal(a[k], b[k]) for k in a)

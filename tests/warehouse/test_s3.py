@@ -225,7 +225,9 @@ READER = textwrap.dedent(
 
 
 def _spawn(script: str, args: list[str], cache: Path) -> subprocess.Popen:
-    env = dict(os.environ, T1_WAREHOUSE_CACHE=str(cache))
+    # No automatic compaction: the test reads each manifest version as its parent's parts
+    # plus one commit's (a compaction version is another kind, tested in test_journal.py).
+    env = dict(os.environ, T1_WAREHOUSE_CACHE=str(cache), T1_WAREHOUSE_MAX_PARTS="0")
     return subprocess.Popen(
         [sys.executable, "-c", script, *args],
         env=env,

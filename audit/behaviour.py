@@ -1,0 +1,234 @@
+"""Evidence by behaviour: hard-reject findings decided by what a task does when run, not by
+the forms its files are written in (pure; the trials that feed them are in
+`audit.judge_exec`, the agents in `audit.trials`, the trace parser in `audit.traces`).
+
+- weak verifier (`answer_swaps`, `swap_findings`): the outputs the reference solution wrote
+  for perturbed inputs are other well-formed answers, computed from other inputs; a verifier
+  that passes every assertion on one of them does not check the answer;
+- hidden requirement (`runtime_hidden`): a file the verifier opened or found in the oracle's
+  sandbox, that the solution wrote, whose name neither the instruction nor the task's files
+  give (and that the verifier did not find by listing its directory);
+- free reward (`stale_outputs`, `free_reward_findings`): files the image ships where the
+  solution writes its outputs without reading them first; the assertions a nop run passes
+  only while they are there;
+- flaky verifier (`network_findings`): the verifier connected, or resolved a name, beyond
+  the sandbox's loopback (a package installer's connections aside).
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+from collections.abc import Mapping
+
+from audit.traces import Trace, checked_files
+from audit.verdict import Code, Finding, Source
+from tasks.model import Task
+from tasks.reports import assertion_key
+from tasks.results import TrialResult
+
+# ---- weak verifier: other well-formed answers --------------------------------------------
+
+
+def answer_swaps(
+    oracle_outputs: Mapping[str, str],
+    perturbed: Mapping[str, Mapping[str, str]],
+    outputs: list[str],
+) -> dict[str, dict[str, str]]:
+    """For each perturbation, the outputs whose text it changed (label -> path -> text):
+    what the reference solution answers for other inputs, in its own format."""
+    out: dict[str, dict[str, str]] = {}
+    for mode, texts in sorted(perturbed.items()):
+        swap = {
+            p: texts[p]
+            for p in outputs
+            if p in texts and p in oracle_outputs and texts[p].strip()
+            and texts[p] != oracle_outputs[p]
+        }  # fmt: skip
+        if swap:
+            out[mode] = swap
+    return out
+
+
+def swap_findings(results: list[tuple[str, dict[str, str], TrialResult]]) -> list[Finding]:
+    """`weak_verifier` when the verifier passes every assertion with the outputs replaced by
+    the solution's answer for other inputs; `mutant_killed` when it catches them."""
+    out = []
+    for mode, swap, r in results:
+        item = f"other-answer {mode}"
+        paths = sorted(swap)[:3]
+        if not r.rewardable:
+            why = f"{r.failure_mode.value}: {r.failure_detail[:200]}"
+            out.append(
+                Finding(code=Code.RERUN_SKIPPED, source=Source.INFRA, item=item, evidence=why)
+            )
+        elif r.resolved:
+            why = (
+                f"every assertion passes when {paths} hold what the reference solution writes for "
+                f"inputs perturbed by {mode}: the verifier accepts an answer computed from other "
+                "inputs"
+            )
+            out.append(
+                Finding(code=Code.WEAK_VERIFIER, source=Source.TRIAL, item=item, evidence=why)
+            )
+        else:
+            failing = [a.name for a in r.assertions if not a.ok][:3]
+            why = f"passes {r.passed}/{r.total} with {paths} from {mode} inputs; fails {failing}"
+            out.append(
+                Finding(code=Code.MUTANT_KILLED, source=Source.TRIAL, item=item, evidence=why)
+            )
+    return out
+
+
+# ---- free reward: outputs the image ships --------------------------------------------------
+
+
+def stale_outputs(created: list[str], given: set[str], first_open: Mapping[str, str]) -> list[str]:
+    """Files that existed before the solution ran and that it (over)wrote before reading
+    them (from its trace): outputs the image already ships, not files it edits. A
+    repository's internals are git's state, not outputs (bug pinned: a seed's commit
+    rewrote `.git/COMMIT_EDITMSG` unread, and deleting it broke the checkout a guard
+    asserts)."""
+    return [p for p in created if p in given and first_open.get(p) == "write" and "/.git/" not in p]
+
+
+def free_reward_findings(
+    nop: TrialResult, without: TrialResult, shipped: list[str]
+) -> list[Finding]:
+    """`free_reward` for the assertions a nop run passes that fail once the shipped outputs
+    are deleted: any share of the reward the starting state's outputs earn."""
+    if not nop.rewardable or not without.rewardable or not nop.total:
+        return []
+    after = {assertion_key(a.name): a.ok for a in without.assertions}
+    earned = [a.name for a in nop.assertions if a.ok and not after.get(assertion_key(a.name))]
+    if not earned:
+        return []
+    why = (
+        f"the image ships {shipped[:3]}, which the solution overwrites without reading: before "
+        f"any work they earn {len(earned)}/{nop.total} assertions ({earned[:3]}), which fail "
+        "once they are deleted"
+    )
+    return [
+        Finding(
+            code=Code.FREE_REWARD, source=Source.TRIAL, item=",".join(shipped[:3]), evidence=why
+        )
+    ]
+
+
+# ---- hidden requirement: files the verifier opens ------------------------------------------
+
+
+def _words(text: str, name: str) -> bool:
+    return re.search(rf"(?<![\w.-]){re.escape(name)}(?![\w-])", text) is not None
+
+
+_TEMPLATE = re.compile(r"[\w./-]*<[\w -]+>[\w./<> -]*")
+
+
+def templates(instruction: str) -> list[re.Pattern[str]]:
+    """The file names an instruction gives as templates (`/app/out/<name>.count`,
+    `reports/<user>-<day>.txt`), as patterns a placeholder matches any name part of."""
+    out = []
+    for m in _TEMPLATE.finditer(instruction):
+        parts = re.split(r"<[\w -]+>", m.group(0).strip())
+        if "".join(parts).strip("./-_ "):
+            out.append(re.compile("[^/]+".join(re.escape(p) for p in parts) + "$"))
+    return out
+
+
+def derivable(path: str, task: Task, texts: Mapping[str, str]) -> bool:
+    """Can an agent know this file's name? The instruction gives it (absolute, relative to
+    the working directory, or its file name), or as a template (`/app/out/<name>.count`), or
+    its stem is a word of the instruction or of the task's given files, or the stem of a
+    given file (`texts`, by name: names that come from the data, like `<user>.txt`)."""
+    wd = task.environment.workdir.rstrip("/")
+    base = posixpath.basename(path)
+
+    def stem(name: str) -> str:
+        name = posixpath.basename(name)
+        return name.rsplit(".", 1)[0] if "." in name[1:] else name
+
+    forms = [path, base]
+    if path.startswith(wd + "/"):
+        forms.append(path[len(wd) + 1 :])
+    if any(f in task.instruction for f in forms):
+        return True
+    if any(t.search(f) for t in templates(task.instruction) for f in forms):
+        return True
+    if stem(path) in {stem(n) for n in texts}:
+        return True
+    s = stem(path)
+    return len(s) >= 2 and any(_words(t, s) for t in (task.instruction, *texts.values()))
+
+
+def runtime_hidden(
+    trace: Trace,
+    task: Task,
+    created: list[str],
+    given: set[str],
+    given_texts: Mapping[str, str],
+    verifier_text: str,
+) -> list[Finding]:
+    """Files the verifier opened or found in the oracle's sandbox that the solution wrote,
+    whose names it did not spell (the static check reads those) and no agent could derive
+    (`derivable`): a requirement put together at run time."""
+    made = set(created)
+    out = []
+    for p in checked_files(trace, made):
+        if p not in made or p in given or "/.git/" in p:
+            continue
+        if posixpath.basename(p) in verifier_text or derivable(p, task, given_texts):
+            continue
+        why = (
+            "the verifier opened it (traced) in the oracle's sandbox; the reference solution "
+            "wrote it; neither the instruction nor the task's files give its name, and the "
+            "tests put it together at run time"
+        )
+        out.append(Finding(code=Code.HIDDEN_REQUIREMENT, source=Source.TRIAL, item=p, evidence=why))
+    return out
+
+
+# ---- network ----------------------------------------------------------------------------------
+
+# Programs that install a verifier's own tools (Harbor's stock test.sh fetches uv and
+# pytest): the verdict does not depend on their connections (a failed install is an
+# infrastructure failure), as for the static network rule.
+_INSTALLERS = re.compile(r"(^|/)(pip3?|uv|uvx|apt|apt-get|conda|mamba|npm|poetry)$")
+
+
+def installers(trace: Trace) -> set[int]:
+    """The processes installing packages, and everything they started."""
+    progs = {
+        a
+        for argv in trace.argv.values()
+        for a in argv[:2]
+        if _INSTALLERS.search(a) or "astral.sh" in a
+    }
+    pip = {a for argv in trace.argv.values() if "-m" in argv and "pip" in argv for a in argv[:1]}
+    return trace.running(progs | pip) if progs or pip else set()
+
+
+def network_use(trace: Trace) -> list[str]:
+    """Where the traced programs connected (or tried to) beyond the loopback, installers
+    aside."""
+    skip = installers(trace)
+    kept = Trace(connects=[(pid, d) for pid, d in trace.connects if pid not in skip])
+    return kept.network()
+
+
+def network_findings(verifier: list[str], solution: list[str]) -> list[Finding]:
+    """The verifier's network use is a flaky verifier (its verdict depends on a network the
+    sandbox need not have); the solution's is recorded (`network_use`, softer: the
+    reference needs a network an agent may not have)."""
+    out = []
+    if verifier:
+        why = f"the verifier connected or resolved names (traced): {verifier[:4]}"
+        out.append(
+            Finding(code=Code.FLAKY_VERIFIER, source=Source.TRIAL, item="network", evidence=why)
+        )
+    if solution:
+        why = f"the reference solution connected or resolved names (traced): {solution[:4]}"
+        out.append(
+            Finding(code=Code.NETWORK_USE, source=Source.TRIAL, item="solution", evidence=why)
+        )
+    return out
