@@ -578,7 +578,8 @@ class DockerSandbox:
         buf = io.BytesIO()
         try:
             with tarfile.open(fileobj=buf, mode="w") as tar:
-                _add_tree(tar, parent, posixpath.basename(rel), posixpath.basename(rel), budget)
+                name = posixpath.basename(rel)
+                _add_tree(tar, parent, name, name, budget, {})
         finally:
             os.close(parent)
         if budget[0] < 0:
@@ -637,12 +638,11 @@ def carried_tar(
             if mode is None and not m.islnk():
                 continue
             abs_path = posixpath.normpath(posixpath.join(top, m.name))
-            if not (abs_path == path or abs_path.startswith(path.rstrip("/") + "/")):
-                continue
-            if not carried_path(abs_path) or (
-                m.islnk() and not carried_path(posixpath.normpath(posixpath.join(top, m.linkname)))
-            ):
-                continue  # the verifier's toolchain stays the image's
+            if not _within(abs_path, path) or not carried_path(abs_path):
+                continue  # nothing else, and the verifier's toolchain stays the image's
+            target = posixpath.normpath(posixpath.join(top, m.linkname))
+            if m.islnk() and not (_within(target, path) and carried_path(target)):
+                continue  # a hard link only to what is carried with it
             info = tarfile.TarInfo(m.name)
             info.type, info.mtime, info.mode = m.type, m.mtime, mode or 0
             info.linkname = m.linkname
@@ -664,9 +664,18 @@ def carried_tar(
     return out.getvalue(), git
 
 
-def _add_tree(tar: tarfile.TarFile, dirfd: int, name: str, arcname: str, budget: list[int]) -> None:
+def _add_tree(
+    tar: tarfile.TarFile,
+    dirfd: int,
+    name: str,
+    arcname: str,
+    budget: list[int],
+    seen: dict[tuple[int, int], str],
+) -> None:
     """`name` below the directory `dirfd` into `tar` as `arcname`, recursively, no link
-    followed; ids back to the container's (the mount shows them shifted, sandbox.idmap)."""
+    followed; ids back to the container's (the mount shows them shifted, sandbox.idmap). A
+    regular file met again (`seen`: its device and inode, the name it was added as) is a
+    hard link to that name, as the engine's archive has it."""
     try:
         st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
     except OSError:
@@ -685,7 +694,7 @@ def _add_tree(tar: tarfile.TarFile, dirfd: int, name: str, arcname: str, budget:
             return
         try:
             for child in sorted(os.listdir(sub)):
-                _add_tree(tar, sub, child, f"{arcname}/{child}", budget)
+                _add_tree(tar, sub, child, f"{arcname}/{child}", budget, seen)
         finally:
             os.close(sub)
     elif stat.S_ISLNK(st.st_mode):
@@ -698,8 +707,15 @@ def _add_tree(tar: tarfile.TarFile, dirfd: int, name: str, arcname: str, budget:
         except OSError:
             return
         try:
-            if not stat.S_ISREG(os.fstat(f).st_mode):
+            fst = os.fstat(f)
+            if not stat.S_ISREG(fst.st_mode):
                 return
+            key = (fst.st_dev, fst.st_ino)
+            if fst.st_nlink > 1 and key in seen:
+                info.type, info.linkname = tarfile.LNKTYPE, seen[key]
+                tar.addfile(info)
+                return
+            seen[key] = arcname
             chunks, left = [], max(0, budget[0]) + 1
             while left > 0 and (chunk := os.read(f, min(left, 1 << 20))):
                 chunks.append(chunk)
@@ -711,6 +727,10 @@ def _add_tree(tar: tarfile.TarFile, dirfd: int, name: str, arcname: str, budget:
         info.size = len(data)
         tar.addfile(info, io.BytesIO(data))
     # anything else (FIFO, socket, device) is not carried: left out
+
+
+def _within(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip("/") + "/")
 
 
 def _tar_mode(m: tarfile.TarInfo) -> int:

@@ -19,9 +19,9 @@ from pydantic import ValidationError
 from sandbox import judge as judge_mod
 from sandbox.base import ExecResult, SandboxError, VerifierRun, VerifierSpec
 from sandbox.docker import carried_tar
-from sandbox.judge import carried_mode, judge, outputs_of, read_verdict
+from sandbox.judge import carried_mode, carried_path, judge, outputs_of, read_verdict
 from sandbox.verdict_channel import CHANNEL_DIR, PLUGIN_MODULE, Channel, open_channel
-from tasks.model import Task
+from tasks.model import VERIFIER_VENV, Task
 from tasks.results import FailureMode, ReportSource, TrialResult
 from tests.factories import make_task
 from tests.sandbox.test_verdict_channel import run_pytest
@@ -160,6 +160,47 @@ def test_the_judge_asks_for_the_outputs_and_the_verifiers_own_places():
     assert list(spec.report_files) == [".t1-verdict-key"]  # the key: never with the tests
     assert spec.env["T1_AGENT_IDS"] == "64999:64999"
     assert outputs_of(make_task("default")) == ("/app",)
+
+
+def test_outputs_never_leave_the_sandbox_nor_bring_the_verifiers_toolchain():
+    """A task made in code skips the model's validators (`model_copy`): a path that is not
+    absolute and normalized is dropped before any backend joins it to a host path (carried,
+    `/../../tmp/x` read and wrote the host's /tmp/x; main's sandbox.trusted refused it when
+    it bound trusted paths), and so is the verifier's own venv, which stays the image's."""
+    hostile = ["/" + "../" * 30 + "tmp/victim", "/srv/../../etc", "app", "/", "//etc"]
+    task = make_task("escape").model_copy(
+        update={
+            "outputs": ["/app", *hostile, VERIFIER_VENV, f"{VERIFIER_VENV}/bin"],
+            "trusted_paths": [*hostile, "/usr/lib", "/usr/local"],
+        }
+    )
+    assert outputs_of(task) == ("/app", "/usr/lib", "/usr/local")
+    assert not carried_path(f"{VERIFIER_VENV}/bin/pytest") and carried_path("/usr/lib/x")
+
+
+def test_a_carried_tar_keeps_the_image_toolchain_and_links_only_within():
+    """The engine's archive of /usr/lib (member names from `lib`): the agent's copy of the
+    verifier's venv is left out (the image's stays), and a hard link is kept only to a
+    file carried with it."""
+    venv = "lib/" + VERIFIER_VENV.removeprefix("/usr/lib/")
+    entries = [
+        _info("lib", tarfile.DIRTYPE, 0o755),
+        _info("lib/libx.so", tarfile.REGTYPE, 0o644),
+        _info(venv, tarfile.DIRTYPE, 0o755),
+        _info(f"{venv}/bin/pytest", tarfile.REGTYPE, 0o755),  # the agent's copy
+        _info("lib/to-pytest", tarfile.LNKTYPE, 0o755),
+        _info("lib/to-libx", tarfile.LNKTYPE, 0o644),
+        _info("lib/to-passwd", tarfile.LNKTYPE, 0o644),
+    ]
+    entries[4].linkname = f"{venv}/bin/pytest"
+    entries[5].linkname = "lib/libx.so"
+    entries[6].linkname = "../etc/passwd"
+    data = {"lib/libx.so": b"ELF", f"{venv}/bin/pytest": b"#!/bin/sh\necho forged\n"}
+    tar, _ = carried_tar(_tar(entries, data), "/usr/lib", set(), None)
+    with tarfile.open(fileobj=io.BytesIO(tar)) as out:
+        got = {m.name: m for m in out}
+    assert sorted(got) == ["lib", "lib/libx.so", "lib/to-libx"]
+    assert got["lib/to-libx"].islnk() and got["lib/to-libx"].linkname == "lib/libx.so"
 
 
 @pytest.mark.parametrize("bad", ["app", "/", "/app/../etc", "/app//x", "/app/./x"])
