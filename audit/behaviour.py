@@ -86,10 +86,20 @@ def swap_findings(results: list[tuple[str, dict[str, str], TrialResult]]) -> lis
 def stale_outputs(created: list[str], given: set[str], first_open: Mapping[str, str]) -> list[str]:
     """Files that existed before the solution ran and that it (over)wrote before reading
     them (from its trace): outputs the image already ships, not files it edits. A
-    repository's internals are git's state, not outputs (bug pinned: a seed's commit
+    repository is git's state, not outputs: its internals (bug pinned: a seed's commit
     rewrote `.git/COMMIT_EDITMSG` unread, and deleting it broke the checkout a guard
-    asserts)."""
-    return [p for p in created if p in given and first_open.get(p) == "write" and "/.git/" not in p]
+    asserts) and its work tree, which `git checkout`/`reset` rewrite unread whenever the
+    index's stat data is clean (and read first when it is racy: a seed was called
+    `free_reward` on some runs only)."""
+    repos = {p.split("/.git/", 1)[0] + "/" for p in (*given, *created) if "/.git/" in p}
+    return [
+        p
+        for p in created
+        if p in given
+        and first_open.get(p) == "write"
+        and "/.git/" not in p
+        and not any(p.startswith(r) for r in repos)
+    ]
 
 
 def free_reward_findings(

@@ -101,7 +101,7 @@ from tasks.model import Task
 from tasks.results import FailureMode, TrialResult
 from warehouse.records import AuditRecord
 
-EXEC_VERSION = "6"
+EXEC_VERSION = "7"
 EXEC_JUDGE = "exec"
 
 Runner = Callable[..., TrialResult]

@@ -2,8 +2,8 @@
 
 - RST: every task synthesis accepted (tasks recorded with origin pool `rst`), round order;
 - T1: the audit's final accepted tasks, best composite first, up to a target size (15,000
-  at full scale): materialized in quality-rank order, so training must read it through
-  `warehouse.permutation`;
+  at full scale), no category over its quota share (`T1_CATEGORY_QUOTA`): materialized in
+  quality-rank order, so training must read it through `warehouse.permutation`;
 - TMax: an imported public corpus (Harbor or Terminal-Bench layout), as read by
   `audit.intake`: a verifier that reports per assertion stays dense, one that reports reward
   only is marked `binary_verifier`; malformed tasks are reported as rejects.
@@ -11,6 +11,8 @@
 
 from __future__ import annotations
 
+import math
+from collections import Counter
 from pathlib import Path
 
 from audit.intake import read_corpus, source_label
@@ -28,6 +30,8 @@ RST, T1, TMAX = Pool.RST, Pool.T1, Pool.TMAX
 SYNTHESIS_ORIGIN = Pool.RST.value  # synthesis records accepted tasks with origin pool rst
 SEED_ORIGIN = Pool.SEED.value
 T1_FULL_SIZE = 15_000
+T1_CATEGORY_QUOTA = 0.5
+"""The largest share of T1 one task category may hold."""
 
 
 def recorded_tasks(store: StoreRef, origin_pools: tuple[str, ...]) -> list[Task]:
@@ -86,21 +90,42 @@ def record_rst(store: StoreRef, tasks: list[Task]) -> PoolVersion | None:
     return record_pool(st, RST, ordered)
 
 
-def t1_members(finals: list[FinalRow], size: int) -> list[FinalRow]:
-    """The T1 selection (pure): accepted tasks, best composite first (ties by hash), <= size."""
+def t1_members(
+    finals: list[FinalRow], size: int, quota: float = T1_CATEGORY_QUOTA
+) -> list[FinalRow]:
+    """The T1 selection (pure): accepted tasks, best composite first (ties by hash), the
+    largest n <= size for which no category holds more than floor(quota * n) of them."""
     if size < 0:
         raise ValueError(f"size must be >= 0, got {size!r}")
+    if not 0 < quota <= 1:
+        raise ValueError(f"quota must be in (0, 1], got {quota!r}")
     accepted = [f for f in finals if f.verdict == Verdict.ACCEPTED]
     accepted.sort(key=lambda f: (-(f.composite or 0.0), f.task_hash))
-    return accepted[:size]
+    counts = Counter(f.category for f in accepted)
+    n = min(size, len(accepted))
+    while n > 0 and sum(min(c, math.floor(quota * n + 1e-9)) for c in counts.values()) < n:
+        n -= 1
+    cap, taken = math.floor(quota * n + 1e-9), Counter[str]()
+    out: list[FinalRow] = []
+    for f in accepted:
+        if len(out) == n:
+            break
+        if taken[f.category] < cap:
+            taken[f.category] += 1
+            out.append(f)
+    return out
 
 
 def record_t1(
-    store: StoreRef, version: str, size: int = T1_FULL_SIZE, only: set[str] | None = None
+    store: StoreRef,
+    version: str,
+    size: int = T1_FULL_SIZE,
+    only: set[str] | None = None,
+    quota: float = T1_CATEGORY_QUOTA,
 ) -> tuple[PoolVersion | None, list[FinalRow]]:
     """Record T1 from the final decisions of one audit version (restricted to the task hashes
-    in `only`, when given); (None, []) when none pass."""
-    members = t1_members(final_decisions(store, version, only), size)
+    in `only`, when given; see `t1_members`); (None, []) when none pass."""
+    members = t1_members(final_decisions(store, version, only), size, quota)
     if not members:
         return None, []
     pv = record_pool(

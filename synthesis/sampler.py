@@ -23,6 +23,10 @@ seed plus one); the rest of the round follows the
 weighted order over the whole pool. Without it, a corpus with many seeds spends whole rounds
 on fresh seeds (each has weight 1), and chains stay shallow.
 
+A parent prefers the operators (then families) its lineage has used least, then the families
+fewer parents of the round can use (so a parent with one feasible family is not capped out by
+one that had others), ties broken by the seed.
+
 Caps (defaults in `Caps`, documented in docs/synthesis.md):
 - children per parent per round (`children_per_parent`);
 - share of the round's budget descending from one lineage root (`root_share`);
@@ -122,8 +126,8 @@ def sample_round(
     """Up to `budget` assignments for `round_` (see the module docstring for order and caps).
 
     Parents are visited in the weighted order, one child each per pass, so a round spreads
-    over as many parents as the caps allow before any parent gets a second child. Each parent
-    prefers operators (then families) its lineage has used least, ties broken by the seed.
+    over as many parents as the caps allow before any parent gets a second child. Operator
+    preference: see the module docstring.
     """
     if budget < 0:
         raise ValueError(f"budget must be >= 0, got {budget!r}")
@@ -154,13 +158,19 @@ def sample_round(
     deep = sorted(
         (p for p in pool if p.chain), key=lambda p: (-deep_keys[hash_of[id(p)]], hash_of[id(p)])
     )
+    feasible = {hash_of[id(p)]: feasible_operators(p, ops) for p in order}
+    # how many parents could use each family: a parent prefers families fewer others can use,
+    # so the family cap does not leave a parent with one family out of the round
+    demand = Counter(f for names in feasible.values() for f in {ops[n].family for n in names})
     prefs: dict[str, list[str]] = {}
     for p in order:
-        names = feasible_operators(p, ops)
+        names = list(feasible[hash_of[id(p)]])
         rng.shuffle(names)
         used_ops = Counter(p.chain)
         used_fams = Counter(ops[n].family for n in p.chain if n in ops)
-        prefs[hash_of[id(p)]] = sorted(names, key=lambda n: (used_ops[n], used_fams[ops[n].family]))
+        prefs[hash_of[id(p)]] = sorted(
+            names, key=lambda n: (used_ops[n], used_fams[ops[n].family], demand[ops[n].family])
+        )
     root_cap = caps.limit(caps.root_share, budget)
     cat_cap = caps.limit(caps.category_share, budget)
     fam_cap = caps.limit(caps.family_share, budget)

@@ -1090,11 +1090,16 @@ def evaluate(c: Campaign, step: int) -> EvaluationSummary:
         jobs, rollouts, campaign=cfg.campaign, run_id=c.run_id, step=step,
         checkpoint=checkpoint_name, benchmark=cfg.eval_benchmark,
     )  # fmt: skip
-    log_metrics(
-        c,
-        step,
-        {k: v for k, v in summary.metadata().items() if k.startswith(("validate/", "category/"))},
-    )
+    if jobs:  # an evaluation of no tasks measured nothing: no line of its own
+        log_metrics(
+            c,
+            step,
+            {
+                k: v
+                for k, v in summary.metadata().items()
+                if k.startswith(("validate/", "category/"))
+            },
+        )
     return summary
 
 

@@ -77,9 +77,12 @@ def rst_pool(forge: ForgeConfig) -> dg.MaterializeResult:
 # must pass before a T1 version is recorded.
 @dg.asset(group_name="pools", deps=[audit_results, rst_pool], kinds={"parquet"}, pool=AUDIT_POOL)
 def t1_pool(forge: ForgeConfig) -> dg.MaterializeResult:
-    """T1: the audit's accepted tasks in quality-rank order, up to the target size."""
+    """T1: the audit's accepted tasks in quality-rank order, up to the target size, no
+    category over its quota share."""
     result = _selection(forge)
-    pv, members = record_t1(forge.store_path, result.version, forge.t1_size, result.hashes())
+    pv, members = record_t1(
+        forge.store_path, result.version, forge.t1_size, result.hashes(), forge.category_quota
+    )
     out = Path(forge.reports_dir)
     path = write_t1_file(forge.store_path, out)
     return dg.MaterializeResult(

@@ -20,7 +20,7 @@ from pydantic import Field
 
 from audit.judge_exec import ExecConfig
 from audit.judge_llm import LlmConfig
-from audit.pools import T1_FULL_SIZE
+from audit.pools import T1_CATEGORY_QUOTA, T1_FULL_SIZE
 from audit.rubric import load_rubric
 from audit.selection import SelectionConfig
 from executor import ADDRESS_ENV, LOCAL, ExecutorConfig
@@ -49,7 +49,9 @@ class ForgeConfig(dg.ConfigurableResource):
     )
     seed_ids: str = Field("", description="comma-separated seed ids to synthesize from ('' = all)")
     t1_size: int = Field(T1_FULL_SIZE, ge=1, description="T1 target size")
-    category_quota: float = Field(0.5, gt=0, le=1, description="largest category share in T1")
+    category_quota: float = Field(
+        T1_CATEGORY_QUOTA, gt=0, le=1, description="largest category share in T1"
+    )
     preflight_n: int = Field(10, ge=1, description="T1 tasks sampled by the pre-flight check")
     preflight_threshold: float = Field(
         0.8, ge=0, le=1, description="share of usable per-assertion records T1 must reach"

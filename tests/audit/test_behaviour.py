@@ -98,6 +98,11 @@ def test_first_opens_tell_an_edit_from_an_overwrite():
     first[git] = "write"
     made = ["/app/a.ini", "/app/out.txt", "/app/new.txt", git]
     assert stale_outputs(made, {"/app/a.ini", "/app/out.txt", git}, first) == ["/app/out.txt"]
+    # a repository's work tree, rewritten unread by a checkout, is its state too
+    tracked = "/app/repo/README.md"
+    first[tracked] = "write"
+    given = {"/app/a.ini", "/app/out.txt", git, tracked}
+    assert stale_outputs([*made, tracked], given, first) == ["/app/out.txt"]
 
 
 def test_free_reward_is_what_the_shipped_outputs_alone_earn():

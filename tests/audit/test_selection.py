@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 import pytest
 
 from audit.judge_exec import ExecConfig
@@ -84,7 +86,7 @@ def test_reaudit_rescores_only_new_hash_version_pairs(funnel):
     again = run_selection(store, tasks, cfg)
     assert again.measured == [] and again.scored == []
     assert _verdicts(again, Stage.SEMANTIC) == _verdicts(first, Stage.SEMANTIC)
-    new_rubric = cfg.rubric.model_copy(update={"version": "2"})
+    new_rubric = cfg.rubric.model_copy(update={"version": cfg.rubric.version + ".1"})
     v2 = run_selection(store, tasks, cfg.model_copy(update={"rubric": new_rubric}))
     assert v2.version != first.version
     assert v2.measured == []  # executable evidence is reused across rubric versions
@@ -108,8 +110,8 @@ def test_t1_pool_is_quality_ranked_and_capped(funnel):
 
 def test_audit_version_names_rubric_and_judges():
     r = load_rubric("t1")
-    assert audit_version(r) == "t1-1+exec-5"
-    assert audit_version(r.model_copy(update={"version": "2"})) != audit_version(r)
+    assert audit_version(r) == "t1-2+exec-7"
+    assert audit_version(r.model_copy(update={"version": "3"})) != audit_version(r)
 
 
 def test_tmax_import_keeps_dense_verifiers_dense(tmp_path):
@@ -123,3 +125,24 @@ def test_tmax_import_keeps_dense_verifiers_dense(tmp_path):
     table = load_pool(tmp_path / "store", "TMax", bundles=False)
     assert not any(table.column("binary_verifier").to_pylist())
     assert set(table.column("source").to_pylist()) == {str(corpus.resolve())}
+
+
+def test_t1_keeps_every_category_within_its_quota():
+    """Regression: T1 took the best composites whatever their category (two of three tasks
+    from one category) and its own quota check failed."""
+    from audit.selection import FinalRow, Stage
+
+    def row(i: int, cat: str, composite: float, verdict: Verdict = Verdict.ACCEPTED) -> FinalRow:
+        return FinalRow(task_hash=f"{i:064x}", task_id=f"t{i}", category=cat, verdict=verdict,
+                        composite=composite, stage=Stage.SEMANTIC)  # fmt: skip
+
+    finals = [row(0, "vc", 0.99), row(1, "vc", 0.98), row(2, "ds", 0.97), row(3, "vc", 0.5),
+              row(4, "ds", 0.99, Verdict.REJECTED)]  # fmt: skip
+    assert [m.task_id for m in t1_members(finals, 10)] == ["t0", "t2"]  # vc <= 1 of 2
+    assert [m.task_id for m in t1_members(finals, 10, quota=1.0)] == ["t0", "t1", "t2", "t3"]
+    assert [m.task_id for m in t1_members(finals, 10, quota=0.75)] == ["t0", "t1", "t2", "t3"]
+    assert t1_members([row(0, "vc", 0.9), row(1, "vc", 0.8)], 10) == []  # one category only
+    many = [row(i, "abc"[i % 3], 1 - i / 100) for i in range(30)]
+    chosen = t1_members(many, 9, quota=0.4)
+    assert len(chosen) == 9 and max(Counter(m.category for m in chosen).values()) <= 3
+    assert [m.task_id for m in chosen] == [f"t{i}" for i in range(9)]  # best first, balanced

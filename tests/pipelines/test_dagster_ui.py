@@ -15,6 +15,7 @@ Screenshots are saved under artifacts/ as test artifacts. With T1_SCREENSHOTS=<f
 written there, palette-reduced, for the docs (docs/orchestration.md shows them).
 """
 
+import contextlib
 import os
 import shutil
 import signal
@@ -27,6 +28,7 @@ import httpx
 import pytest
 
 from pipelines.services import free_port
+from training.campaign_config import load_campaign_config
 
 pytestmark = [pytest.mark.browser, pytest.mark.orchestration, pytest.mark.slow]
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -248,7 +250,9 @@ def test_start_a_campaign_on_t1_from_dagster(ui: UI, page):
     assert md["prefect_flow_run_url"].endswith(f"/runs/flow-run/{flow_run_id}")
     flow_run = httpx.get(f"{ui.prefect}/api/flow_runs/{flow_run_id}", timeout=10).json()
     assert {"pool:t1", "pool_version:1"} <= set(flow_run["tags"])
-    assert flow_run["name"] == "tiny-cpu-t1-v1"
+    # the preset's steps are in the name of a run that chose none (as it waits in the queue)
+    steps = load_campaign_config("tiny-cpu").steps
+    assert flow_run["name"] == f"tiny-cpu-t1-v1-{steps}steps"
     assert flow_run["state"]["type"] == "COMPLETED"
     artifacts = httpx.post(
         f"{ui.prefect}/api/artifacts/filter",
@@ -324,12 +328,26 @@ def pid_of(*argv: str) -> int:
     return found[0]
 
 
-def test_ui_exits_1_when_a_server_stops(ui: UI):
-    """Regression: a server that failed took the others down and `t1 ui` exited 0. Runs
-    last: it stops this module's UI."""
+def test_ui_restarts_prefect_and_exits_1_when_dagster_stops(ui: UI):
+    """A Prefect server that dies is started again (a campaign in flight retries its calls);
+    a Dagster webserver that dies ends `t1 ui` with exit 1, the others stopped (regression:
+    a server that failed took the others down and `t1 ui` exited 0). Runs last: it stops
+    this module's UI."""
     port = ui.prefect.rsplit(":", 1)[1]
     os.kill(pid_of("server", "start", "--host", "127.0.0.1", "--port", port), signal.SIGKILL)
+    deadline = time.monotonic() + 180
+    while "prefect server stopped" not in ui.log.read_text(errors="replace"):
+        assert ui.proc.poll() is None and time.monotonic() < deadline, ui.log.read_text()
+        time.sleep(1)
+    while True:  # the new one answers on the same port
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{ui.prefect}/api/health", timeout=5).status_code == 200:
+                break
+        assert ui.proc.poll() is None and time.monotonic() < deadline, ui.log.read_text()
+        time.sleep(1)
+    dport = ui.dagster.rsplit(":", 1)[1]
+    os.kill(pid_of("-m", "pipelines.definitions", "-h", "127.0.0.1", "-p", dport), signal.SIGKILL)
     assert ui.proc.wait(timeout=60) == 1
-    assert "error: prefect server stopped" in ui.log.read_text(errors="replace")
+    assert "error: dagster webserver stopped" in ui.log.read_text(errors="replace")
     with pytest.raises(httpx.HTTPError):
-        httpx.get(f"{ui.dagster}/server_info", timeout=5)  # the others were stopped too
+        httpx.get(f"{ui.prefect}/api/health", timeout=5)  # the others were stopped too

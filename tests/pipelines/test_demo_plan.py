@@ -51,7 +51,7 @@ def test_the_warm_start_step_caches_the_checkpoint_the_campaign_reads(
     monkeypatch.setenv("T1_FORGE_CACHE", str(tmp_path))
     builds: list[Path] = []
 
-    def build(policy, warm, trajectories, texts, out: Path, *, log: bool) -> None:
+    def build(policy, warm, trajectories, texts, out: Path, *, log: bool, device=None) -> None:
         assert log  # the step shows its progress
         builds.append(out)
         out.mkdir(parents=True)

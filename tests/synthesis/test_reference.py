@@ -65,7 +65,7 @@ def test_a_solving_agent_scores_full_reward() -> None:
     assert [t.agent for t in v.trials][-1] == "reference"
     assert agents[0].commands[0] == "echo hello > /app/out.txt"
     # The command's output came back to the model as the next message.
-    assert "hello" in server.requests[2]["body"]["messages"][-1]["content"]
+    assert "HELLO" in server.requests[2]["body"]["messages"][-1]["content"]
     assert "in upper case" in server.requests[0]["body"]["messages"][1]["content"]
 
 

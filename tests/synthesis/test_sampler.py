@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from synthesis.operators import CHORES, Parent, registry
+from synthesis.operators import CHORES, Extension, Operator, Parent, RewriteContext, registry
 from synthesis.profile import OutputFile, TaskProfile
 from synthesis.sampler import Caps, sample_round
 from tasks.model import Category, Lineage, Task
@@ -195,3 +195,31 @@ def test_deep_share_zero_leaves_depth_to_chance() -> None:
     assert deep(simulate(Caps(deep_share=0.0), 4)) < deep(simulate(Caps(), 4))
     with pytest.raises(ValueError, match="deep_share"):
         Caps(deep_share=1.5)
+
+
+class _Only(Operator):
+    """An operator feasible for the parents named in `ids` only."""
+
+    ids: frozenset[str] = frozenset()
+
+    def feasible(self, parent: Parent) -> str | None:
+        return None if parent.task.id in self.ids else "not this parent"
+
+    def extend(self, parent: Parent, ctx: RewriteContext) -> Extension:
+        raise NotImplementedError
+
+
+def test_a_parent_with_one_family_is_not_capped_out_by_one_with_more() -> None:
+    """Regression: with a budget of 2 (one per family) the parent that could use either
+    family took the only family the other could use, and the round made one candidate."""
+
+    def op(name: str, family: str, ids: set[str]) -> type[_Only]:
+        return type(name, (_Only,), {"name": name, "family": family, "ids": frozenset(ids)})
+
+    ops = {n: op(n, "text", {"p0", "p1"})() for n in ("a_text", "c_text", "d_text", "e_text")}
+    ops["b_record"] = op("b_record", "record", {"p0"})()
+    two = [make_parent(0, 0, Category.DEBUGGING), make_parent(1, 1, Category.DATA_SCIENCE)]
+    for seed in range(8):  # whichever parent the weighted order visits first
+        plan = sample_round(two, ops, budget=2, round_=1, seed=seed, caps=Caps())
+        assert len(plan) == 2 and {a.family for a in plan} == {"text", "record"}
+        assert next(a.operator for a in plan if a.parent_hash == two[0].hash) == "b_record"
