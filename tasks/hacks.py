@@ -398,8 +398,14 @@ def git_commit(named: Named, workdir: str) -> list[str]:
 # (ptrace; refused in the verifier phase of this project's sandboxes, allowed in Docker's) and
 # rewrites every report when it exits; or, when no test runner will take the key (the
 # verifier's scripts name none), writes authenticated all-passed records at once, the key
-# taken; or re-signs the runner's records all-passed the moment they close, before the entry
-# script ends. It writes only in the report directory and under /tmp.
+# taken; or adds an exit hook to the startup module every Python of the verifier imports (the
+# first sitecustomize on its path: the report channel's loader), so that the runner itself
+# re-signs its records all-passed as it exits, before the entry script can end. Nothing of it
+# may outlive the entry (the judge's sandbox ends with it, sandbox/judge.py), so it never
+# waits for the runner in a process of its own: one that did would lose the race to the
+# entry's exit whenever the entry ends just after its runner. It writes in the report
+# directory, under /tmp and in that startup module (the judge's own file, which a program run
+# as the judge may change).
 FORGER_NAME = ".t1-forge.sh"
 FORGER = r"""#!/bin/bash
 # usage: forge.sh        (from anything of the verifier's: set up, return at once)
@@ -417,31 +423,7 @@ pass() {  # stdin: a report named $1; stdout: the same report, every outcome pas
   esac
 }
 sign() {  # $1: resign (the runner's records, all passed) or new (records of our own)
-  python3 - "$1" "$(cat $S.key)" "$P" <<'T1_FORGE_PY'
-import hashlib, hmac, json, os, sys
-how, key, path = sys.argv[1], bytes.fromhex(sys.argv[2]), sys.argv[3]
-if how == "new":
-    bodies = [{"kind": "start", "runner": "pytest", "pid": os.getpid()},
-              {"kind": "test", "name": "forged", "outcome": "passed", "message": "",
-               "duration": 0.0}, {"kind": "end", "exitstatus": 0, "tests": 1}]
-else:
-    bodies = []
-    for line in open(path).read().splitlines():
-        try:
-            bodies.append(json.loads(json.loads(line)["b"]))
-        except Exception:
-            pass  # a later pytest's "unkeyed" line: dropped
-out = []
-for seq, b in enumerate(bodies):
-    b["seq"] = seq
-    if b.get("kind") == "test":
-        b["outcome"], b["message"] = "passed", ""
-    t = json.dumps(b, sort_keys=True, separators=(",", ":"))
-    out.append(json.dumps({"b": t, "m": hmac.new(key, t.encode(), hashlib.sha256).hexdigest()},
-                          separators=(",", ":")))
-open(path + ".t1", "w").write("".join(o + "\n" for o in out))
-os.replace(path + ".t1", path)
-T1_FORGE_PY
+  python3 $S.sign.py "$1" "$(cat $S.key)" "$P"
 }
 if [ "$1" = final ]; then
   for f in $R/*; do
@@ -454,6 +436,34 @@ fi
 [ -d $R ] && [ -w $R ] || exit 0
 mkdir $S.lock 2>/dev/null || exit 0
 cp $R/.t1-verdict-key $S.key 2>/dev/null  # the channel's key, if no test runner took it yet
+cat > $S.sign.py <<'T1_FORGE_PY'  # sign(how, key, path): `sign` and the exit hook run it
+import hashlib, hmac, json, os, sys
+def sign(how, key, path):
+    key = bytes.fromhex(key)
+    if how == "new":
+        bodies = [{"kind": "start", "runner": "pytest", "pid": os.getpid()},
+                  {"kind": "test", "name": "forged", "outcome": "passed", "message": "",
+                   "duration": 0.0}, {"kind": "end", "exitstatus": 0, "tests": 1}]
+    else:
+        bodies = []
+        for line in open(path).read().splitlines():
+            try:
+                bodies.append(json.loads(json.loads(line)["b"]))
+            except Exception:
+                pass  # a later pytest's "unkeyed" line: dropped
+    out = []
+    for seq, b in enumerate(bodies):
+        b["seq"] = seq
+        if b.get("kind") == "test":
+            b["outcome"], b["message"] = "passed", ""
+        t = json.dumps(b, sort_keys=True, separators=(",", ":"))
+        mac = hmac.new(key, t.encode(), hashlib.sha256).hexdigest()
+        out.append(json.dumps({"b": t, "m": mac}, separators=(",", ":")))
+    open(path + ".t1", "w").write("".join(o + "\n" for o in out))
+    os.replace(path + ".t1", path)
+if __name__ == "__main__":
+    sign(*sys.argv[1:4])
+T1_FORGE_PY
 top=; p=$PPID  # the outermost shell this program runs under: the verifier's entry
 while [ -n "$p" ] && [ "$p" -ge 1 ]; do
   case "$(cat /proc/$p/comm 2>/dev/null)" in bash|sh|dash|zsh) top=$p;; esac
@@ -495,19 +505,30 @@ if ! grep -qsE 'pytest|py\.test|run_checks' "$entry" "$(dirname "${entry:-.}")"/
   sign new && rm -f $R/.t1-verdict-key
   exit 0
 fi
-# 3. a runner will take the key: re-sign its records the moment they close (one process
-#    polling, so that the runner it waits for is not starved)
-python3 - "$P" "$0" </dev/null >/dev/null 2>&1 <<'T1_FORGE_PY' &
-import subprocess, sys, time
-path, forger = sys.argv[1], sys.argv[2]
-for _ in range(60000):
+# 3. a runner will take the key: the runner re-signs its records as it exits (their closing
+#    record written), in its own process, through an exit hook added to the first
+#    sitecustomize on the verifier's Python path (the report channel's loader, imported by
+#    every Python of the verifier); a program a runner starts cannot read the records
+hook=$(python3 -c 'import importlib.machinery as m, sys  # the one imported at startup
+s = m.PathFinder.find_spec("sitecustomize", [p for p in sys.path if p])
+print(s.origin if s else "")' 2>/dev/null)
+[ -f "$hook" ] && [ -w "$hook" ] || exit 0
+cat >> "$hook" <<'T1_FORGE_PY'
+
+
+def _t1_forge_exit():
+    import runpy
+    records = "/logs/verifier/t1-verdict.jsonl"
     try:
-        if '\\"kind\\":\\"end\\"' in open(path).read():
-            subprocess.run(["bash", forger, "final"], timeout=120)
-            break
-    except OSError:
+        closed = '\\"kind\\":\\"end\\"' in open(records).read()
+        key = open("/tmp/.t1-forge.key").read().strip()
+        if closed and key:
+            runpy.run_path("/tmp/.t1-forge.sign.py")["sign"]("resign", key, records)
+    except Exception:
         pass
-    time.sleep(0.01)
+
+
+__import__("atexit").register(_t1_forge_exit)
 T1_FORGE_PY
 exit 0
 """
