@@ -91,7 +91,8 @@ from audit.variants import (
 )
 from audit.verdict import FAILURE_CODES, Code, Finding, Source, Verdict
 from sandbox.base import Sandbox
-from sandbox.trial import AgentOutcome, OracleAgent, run_trial, verifier_env
+from sandbox.judge import verifier_env
+from sandbox.trial import AgentOutcome, OracleAgent, run_trial
 from tasks.hacks import hack_outcome, hack_scripts
 from tasks.literals import LiteralKind
 from tasks.literals.coverage import image_paths

@@ -679,7 +679,8 @@ class VerifierTraceAgent:
         self.detail = ""
 
     def run(self, sandbox: Sandbox, task: Task, deadline: float) -> AgentOutcome:
-        from sandbox.trial import TESTS_DIR, VERIFIER_LOGS
+        from sandbox.judge import REPORT_DIR as VERIFIER_LOGS
+        from sandbox.judge import TESTS_DIR
 
         outcome = _solve(sandbox, task, deadline)
         st, self.detail = ship_strace(sandbox)

@@ -32,7 +32,7 @@ from audit.trials import (
     host_readdir_shim,
 )
 from audit.verdict import Code, Finding, Source
-from sandbox.trial import TESTS_DIR
+from sandbox.judge import TESTS_DIR
 from tasks.model import Task
 from tasks.reports import assertion_key
 from tasks.results import TrialResult

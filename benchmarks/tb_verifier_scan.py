@@ -3,10 +3,9 @@
     python benchmarks/tb_verifier_scan.py DIR
 
 DIR holds dataset directories of Terminal-Bench v1 tasks (DIR/<dataset>/<task>/task.yaml, as
-Terminal-Bench's adapted datasets are laid out). For every task: the report formats its
-verifier declares (`tasks.reports.declared_sources`), whether it needs the internet at verify
-time and why (`tasks.terminal_bench.verifier_network_need`, counted by kind), and whether the
-conversion installs a verifier venv. A task that does not load is counted with its error
+Terminal-Bench's adapted datasets are laid out). For every task: whether it needs the internet
+at verify time and why (`tasks.terminal_bench.verifier_network_need`, counted by kind), and
+whether the conversion installs a verifier venv. A task that does not load is counted with its error
 class. Prints one table; asserts nothing.
 """
 
@@ -16,7 +15,6 @@ import argparse
 from collections import Counter
 from pathlib import Path
 
-from tasks.reports import ALL_SOURCES, declared_sources
 from tasks.terminal_bench import load_terminal_bench, verifier_network_need
 
 
@@ -31,9 +29,6 @@ def scan(root: Path) -> dict[str, Counter[str]]:
                 counts[f"load error: {type(e).__name__}"] += 1
                 continue
             counts["tasks"] += 1
-            sources = declared_sources(task.verifier)
-            label = "all" if sources == ALL_SOURCES else "+".join(sorted(s.value for s in sources))
-            counts[f"sources {label}"] += 1
             body = (task_dir / "run-tests.sh").read_text(errors="replace")
             body = body.split("\n", 1)[1] if body.startswith("#!") else body
             need = verifier_network_need(body, {**task.environment.files, **task.verifier})

@@ -32,7 +32,6 @@ class LocalBackend:
             network_policy=network_policy(task, task.agent_config),
             env={**task.environment.env, **task.agent_config.env},
             user=task.agent_config.user,
-            trusted_paths=task.trusted_paths,
         )
         sb.start()
         return sb

@@ -3,6 +3,7 @@ uses free functions over it (`sandbox.trial`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
@@ -41,15 +42,43 @@ class NetworkPolicy:
     allowed_hosts: tuple[str, ...] = ()
 
 
+# The agent's uid and gid in the verifier's sandbox (sandbox.judge): what the agent produced
+# belongs to it (and every program a test runner starts, where the kernel has no Landlock).
+# No image account uses it (Debian reserves the range, allocates none of it); below 65536,
+# inside both backends' id maps.
+AGENT_UID = AGENT_GID = 64999
+
+
+@dataclass(frozen=True)
+class VerifierSpec:
+    """How to run a verifier as the judge (sandbox.judge): in a fresh sandbox of the image,
+    with `outputs` (absolute paths of the agent's sandbox; empty for the pristine image)
+    copied in as data owned by `agent_uid`; `tests` at /tests (the judge's, readable by all),
+    `report_files` in /logs/verifier (the judge's alone); `command` run by bash as `user`
+    (root when empty) in `cwd`, with the image's ENV updated by `env`, as the first process of
+    its own PID namespace, under the verifier phase's system-call filter."""
+
+    tests: Mapping[str, bytes]
+    report_files: Mapping[str, bytes]
+    command: str
+    timeout_s: float
+    cwd: str
+    env: Mapping[str, str]
+    user: str = ""
+    network: NetworkPolicy | None = None
+    keep_agent_processes: bool = False
+    outputs: tuple[str, ...] = ()
+    agent_uid: int = AGENT_UID
+    agent_gid: int = AGENT_GID
+
+
 @dataclass(frozen=True)
 class VerifierRun:
-    """One verifier run: the command's result, what the verifier process wrote to the report
-    directory (emptied right before it started, out of the agent's reach), and the paths the
-    agent wrote that the verifier's run depends on (non-empty means tampering)."""
+    """One verifier run: the command's result and what the verifier left in its report
+    directory, read once its whole process tree had ended."""
 
     result: ExecResult
     files: dict[str, bytes]
-    tampered: tuple[str, ...] = ()
     disk_full: bool = False  # the agent left the sandbox's disk full
 
 
@@ -98,25 +127,13 @@ class Sandbox(Protocol):
         """The agent's shell (started on first use; the same one afterwards)."""
         ...
 
-    def verify(
-        self,
-        tests: dict[str, bytes],
-        command: str,
-        *,
-        timeout_s: float,
-        cwd: str,
-        env: dict[str, str],
-        user: str = "",
-        network: NetworkPolicy | None = None,
-        keep_agent_processes: bool = False,
-    ) -> VerifierRun:
-        """End the agent phase and run the held-out verifier.
+    def verify(self, spec: VerifierSpec) -> VerifierRun:
+        """End the agent phase and run the held-out verifier as `spec` says (sandbox.judge).
 
-        The agent's processes are killed first unless `keep_agent_processes`. `tests` appear
-        at /tests for the verifier only; /logs/verifier starts empty; `command` runs with the
-        image's environment (its Dockerfile's ENV) updated by `env` — nothing the agent
-        exported — as `user` (root when empty), and with an interpreter and test runner the
-        agent could not modify. `network` (when given) is the verifier's own network policy.
+        The agent's processes are killed first unless `spec.keep_agent_processes` (they then
+        share only the network with the verifier). Raises DiskFull when the agent's outputs
+        cannot be carried over for want of room, SandboxError when the verifier's sandbox
+        cannot be made.
         """
         ...
 

@@ -378,3 +378,22 @@ def sandbox_groups() -> list[str]:
     if not base.is_dir():
         return []
     return sorted(p.name for p in base.iterdir() if p.is_dir())
+
+
+def cpu_time_ns(group: str) -> int | None:
+    """CPU time in ns used so far by every process that ran in `group`: a group of the cgroup
+    v1 cpuacct hierarchy (`cpuacct.usage`), else a cgroup v2 group (`cpu.stat`'s usage_usec);
+    None where neither can be read. CPU time, unlike wall time, compares across loads."""
+    try:
+        with open(f"{CGROUP_ROOT}/cpuacct/{group}/cpuacct.usage") as f:
+            return int(f.read())
+    except (OSError, ValueError):
+        pass
+    try:
+        with open(f"{CGROUP_ROOT}/{group}/cpu.stat") as f:
+            for line in f:
+                if line.startswith("usage_usec "):
+                    return int(line.split()[1]) * 1000
+    except (OSError, ValueError):
+        pass
+    return None

@@ -3,19 +3,19 @@
 The task's Dockerfile is built as written (`sandbox.docker_build`). Each trial runs in a fresh
 container from that image, with the image's WORKDIR, ENV and USER and the task's limits. The
 agent types into one long-lived shell (`sandbox.docker_session`); the verifier runs in a
-second container made from a snapshot of the agent's, so no agent process can touch its tests
-or its report directory. docs/sandbox.md ("The Docker backend") states what is and is not
+second container made from the image, the agent's outputs copied in as data (sandbox.judge).
+docs/sandbox.md ("The Docker backend") states what is and is not
 guaranteed. Imported lazily; raises SandboxUnavailable where no engine answers.
 """
 
 from __future__ import annotations
 
-import errno
 import functools
 import hashlib
 import io
 import math
 import os
+import posixpath
 import select
 import shutil
 import socket
@@ -27,9 +27,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from sandbox import idmap, safefs, seccomp, trusted
+from sandbox import idmap, safefs, seccomp
 from sandbox.base import (
-    AgentSabotage,
     DiskFull,
     ExecResult,
     NetworkMode,
@@ -37,6 +36,7 @@ from sandbox.base import (
     SandboxError,
     SandboxUnavailable,
     VerifierRun,
+    VerifierSpec,
     normalize_dest,
 )
 from sandbox.cgroups import oom_file_of, oom_kill_count
@@ -44,12 +44,10 @@ from sandbox.docker_api import docker_client, endpoint, exec_exit_code, is_podma
 from sandbox.docker_build import build_image, image_config, tar_bytes
 from sandbox.docker_hosts import answers, configured_pool
 from sandbox.docker_session import DockerSession
-from sandbox.git_guards import driver_sections, guard_env
-from sandbox.image import DEFAULT_PATH, ImageConfig
+from sandbox.git_guards import MAX_CONFIG_BYTES, driver_sections, guard_env, is_config_file
+from sandbox.image import ImageConfig
+from sandbox.judge import carried_mode, carried_path, holds_verifier_venv
 from sandbox.podman import CONTAINER_LABEL, ENDPOINT_LABEL
-from sandbox.tamper import ROOT_CONFIG, STARTUP_MODULES, Change, ChangeKind
-from sandbox.tamper import tampered_paths as find_tampering
-from sandbox.verifier_view import PROTECTED_ETC, PROTECTED_TOP
 from tasks.model import Limits, Task
 
 IDLE_INIT = "/run/t1-init"  # where the host's catatonit is mounted (local Podman)
@@ -70,10 +68,6 @@ PODMAN_USERNS = (
     f"auto:size={idmap.SIZE},"
     f"uidmapping=0:{idmap.BASE}:{idmap.SIZE},gidmapping=0:{idmap.BASE}:{idmap.SIZE}"
 )
-TOOLCHAIN_PROBE = (
-    "bash sh dash env timeout sleep python python3 pytest py.test pip pip3 uv uvx "
-    + " ".join(f"python3.{i} pip3.{i}" for i in range(6, 15))
-)
 
 
 # -- engine ------------------------------------------------------------------------------
@@ -88,9 +82,7 @@ def _dirs_tar(dirs: dict[str, int]) -> bytes:
     return buf.getvalue()
 
 
-_LOG_DIRS = _dirs_tar({"logs": 0o755, "logs/agent": 0o777, "logs/verifier": 0o777})
-# Image id -> the toolchain commands it has on PATH (for the shadowing rule of sandbox.tamper).
-_TOOLCHAIN: dict[str, frozenset[str]] = {}
+_LOG_DIRS = _dirs_tar({"logs": 0o755, "logs/agent": 0o777})
 # Engine -> whether its storage driver enforces a container size (overlay on xfs with pquota).
 _DISK_QUOTA: dict[str, bool] = {}
 
@@ -108,11 +100,9 @@ class DockerSandbox:
         *,
         env: dict[str, str] | None = None,
         user: str | None = None,
-        trusted_paths: tuple[str, ...] = (),
     ) -> None:
         """`env` is added to the image's ENV for the agent's shell and harness commands;
-        `user` runs the agent's shell (the image's USER when None, root when "");
-        `trusted_paths` are system paths whose agent-made content the verifier sees."""
+        `user` runs the agent's shell (the image's USER when None, root when "")."""
         self.id = "t1-" + uuid.uuid4().hex[:12]
         self.client = client
         self.image = image
@@ -122,12 +112,10 @@ class DockerSandbox:
         self.workdir = config.workdir
         self.env = dict(env or {})
         self.user = config.user if user is None else user
-        self.trusted_paths = trusted_paths
         self._podman = is_podman(client)
         self._container: Any = None
         self._session: DockerSession | None = None
-        self._baseline: set[tuple[str, int]] = set()
-        self._toolchain: frozenset[str] = frozenset()
+        self._baseline: set[str] = set()  # paths changed at start (the engine's, not the agent's)
         self._cleanup: list[Any] = []  # verifier containers and snapshot images
         self._oom_files: dict[str, str] = {}  # container id -> its memory.oom_control
         self.on_stop: Callable[[], None] | None = None  # called once by stop()
@@ -176,24 +164,33 @@ class DockerSandbox:
         name: str,
         policy: NetworkPolicy | str,
         volumes: dict[str, str] | None = None,
-        mounts: list[Any] | None = None,
+        entry: list[str] | None = None,
+        env: dict[str, str] | None = None,
     ) -> Any:
         """A started container that idles until removed.
 
         Its only process is an init that reaps orphans. On a local Podman that init is this
-        host's static catatonit in pause mode, mounted read-only: no program of the image (or
-        of the agent's snapshot, for the verifier) runs beside the commands. Elsewhere it is
-        the engine's init running the image's `sleep` (then a toolchain command, tamper.py).
-        `policy` is a network policy, or "container:<id>" to share that container's network.
+        host's static catatonit in pause mode, mounted read-only: no program of the image runs
+        beside the commands. Elsewhere it is the engine's init running the image's `sleep`.
+        With `entry` (the verifier, sandbox.judge) that command is the container's first
+        process instead, with stdin open (it waits for a line before it runs anything), under
+        the verifier phase's system-call filter: when it exits, the container and everything
+        in it end. `policy` is a network policy, or "container:<id>" to share that
+        container's network.
         """
         network_mode = policy if isinstance(policy, str) else self._network_mode(policy)
         binds: dict[str, dict[str, str]] = {
             v: {"bind": p, "mode": "rw,nocopy"} for v, p in (volumes or {}).items()
         }
         host_init = shutil.which("catatonit") if self._podman else None
-        if host_init:
+        if entry is not None:
+            idle: dict[str, Any] = dict(
+                entrypoint=entry, command=[], init=False, stdin_open=True, user="0",
+                environment=env or {},
+            )  # fmt: skip
+        elif host_init:
             binds[os.path.realpath(host_init)] = {"bind": IDLE_INIT, "mode": "ro"}
-            idle: dict[str, Any] = dict(entrypoint=[IDLE_INIT, "-P"], command=[], init=False)
+            idle = dict(entrypoint=[IDLE_INIT, "-P"], command=[], init=False)
         else:
             idle = dict(entrypoint=["sleep", "infinity"], command=[], init=True)
         options: dict[str, Any] = dict(
@@ -209,11 +206,10 @@ class DockerSandbox:
             network_mode=network_mode,
             cap_drop=CAP_DROP,
             # the local backend's refusals on top of the engine's default (sandbox.seccomp)
-            security_opt=[f"seccomp={_seccomp_option(self._podman)}"],
+            security_opt=[f"seccomp={_seccomp_option(self._podman, entry is not None)}"],
             extra_hosts=_allowlist_hosts(policy),
             # nocopy: a new volume starts empty, whatever the image has at its mountpoint.
             volumes=binds,
-            mounts=mounts or [],
         )
         engine = endpoint(self.client)
         if _DISK_QUOTA.get(engine, True):
@@ -258,26 +254,14 @@ class DockerSandbox:
             root = self._mount_path(self._container.id)
             if root is not None:
                 adopt_engine_dirs(root, self.config.workdir or "/")
-            image_id = str(self._container.image.id)
-            if image_id not in _TOOLCHAIN:  # which toolchain commands the image has, once
-                r = self.exec(
-                    f"for c in {TOOLCHAIN_PROBE}; do command -v $c >/dev/null && echo $c; done;"
-                    " true",
-                    timeout_s=30,
-                    cwd="/",
-                )
-                if r.exit_code != 0:
-                    raise SandboxError(f"sandbox {self.id} setup failed: {r.stdout}{r.stderr}")
-                _TOOLCHAIN[image_id] = frozenset(r.stdout.split())
-            self._toolchain = _TOOLCHAIN[image_id]
-            self._baseline = {(c.path, c.kind) for c in self._changes()}
+            self._baseline = self._changed_paths()
         except BaseException:
             self.stop()
             raise
 
-    def _changes(self, container: Any = None) -> list[Change]:
-        diff = (container or self._container).diff() or []
-        return [Change(d["Path"], ChangeKind(int(d["Kind"]))) for d in diff]
+    def _changed_paths(self) -> set[str]:
+        """Paths the engine's diff of the agent's container lists (added, changed, deleted)."""
+        return {str(d["Path"]) for d in self._container.diff() or []}
 
     def _create(self, make: Any) -> Any:
         """Make an engine object (container, volume, image) that `stop` removes."""
@@ -450,115 +434,116 @@ class DockerSandbox:
             res.close()
 
     # -- the verifier ------------------------------------------------------------------
-    def verify(
-        self,
-        tests: dict[str, bytes],
-        command: str,
-        *,
-        timeout_s: float,
-        cwd: str,
-        env: dict[str, str],
-        user: str = "",
-        network: NetworkPolicy | None = None,
-        keep_agent_processes: bool = False,
-    ) -> VerifierRun:
-        """Run the verifier in a container of its own (never the agent's).
-
-        The agent's processes are not in it (killed first, or left running in their own
-        container, reachable over the shared network when `keep_agent_processes`). On a local
-        Podman it starts from the image as built with the agent's root filesystem laid over
-        it by the project's rule (`_view_over_image`: system directories and the loader's
-        and Python's /etc entries stay the image's, top-level test-discovery files hidden,
-        `trusted_paths` the agent's); elsewhere from a snapshot of the agent's container.
-        /tests and /logs/verifier are fresh volumes. Changes that target the verifier's run
-        are reported as tampering either way.
-        """
+    def verify(self, spec: VerifierSpec) -> VerifierRun:
+        """The verifier as sandbox.judge says, in a container of its own made from the image
+        (never the agent's): its first process becomes the entry script (the container and
+        every process in it end with it); /tests, /logs/verifier (the judge's alone, mode
+        0700) and each output directory are fresh volumes, the agent's outputs copied from
+        its container as data (`carried_tar`) before the entry is let go."""
         agent = self._container
         if agent is None:
             raise SandboxError(f"sandbox {self.id} is not running")
         if self._session is not None:
             self._session.detach()
             self._session = None
-        changes = [c for c in self._changes() if (c.path, c.kind) not in self._baseline]
-        if not keep_agent_processes:
+        changed = self._changed_paths() - self._baseline if spec.outputs else set()
+        if not spec.keep_agent_processes:
             try:
                 agent.kill()
             except Exception:  # noqa: BLE001 - already stopped
                 pass
+        owner = (spec.agent_uid, spec.agent_gid)
+        carried: dict[str, bytes] = {}
+        git_files: dict[str, bytes] = {}
+        root = self._mount_path(agent.id)  # a local Podman: read here, no engine read
+        for path in spec.outputs:
+            data = self._download_tar(agent, path) if root is None else self._tree_tar(root, path)
+            if data:
+                project = path == spec.cwd or path.startswith(spec.cwd.rstrip("/") + "/")
+                carried[path], found = carried_tar(data, path, changed, owner if project else None)
+                git_files |= found
         run_id = f"{self.id}-v{uuid.uuid4().hex[:6]}"
-        agent_root = self._mount_path(agent.id)
-        # Fresh, empty volumes: made by the engine, no command of the snapshot runs to make them.
+        places = [(TESTS_DIR, "tests"), (REPORT_DIR, "report")]
+        # a directory above the verifier's toolchain is laid over the image's (which keeps its
+        # toolchain), not a fresh volume
+        places += [
+            (p, f"out{i}")
+            for i, p in enumerate(carried)
+            if _is_dir_tar(carried[p]) and not holds_verifier_venv(p)
+        ]
+        if spec.cwd not in carried:  # the working directory, whatever the agent left there
+            places.append((spec.cwd, "cwd"))
         volumes: dict[str, str] = {}
-        for path, suffix in ((TESTS_DIR, "tests"), (REPORT_DIR, "report")):
+        for path, suffix in places:
             volume = self._create(lambda n=f"{run_id}-{suffix}": self.client.volumes.create(n))
             volumes[volume.name] = path
         policy: NetworkPolicy | str = (
-            f"container:{agent.id}" if keep_agent_processes else (network or self.policy)
+            f"container:{agent.id}" if spec.keep_agent_processes else (spec.network or self.policy)
         )
-        if agent_root is not None:
-            check_engine_reads(agent_root)
-            fix_verifier_places(agent_root)
-            # The trusted paths' descriptors stay open until the engine has made its mounts.
-            root_fd = safefs.open_root(agent_root)
-            try:
-                with trusted.opened(root_fd, self.trusted_paths) as held:
-                    mounts = self._view_over_image(agent_root, run_id, held)
-                    verifier = self._create(
-                        lambda: self._run_container(self.image, run_id, policy, volumes, mounts)
-                    )
-                    if held:
-                        verifier.reload()
-                        pid = int(verifier.attrs.get("State", {}).get("Pid") or 0)
-                        trusted.check_bound(f"/proc/{pid}/root", held)
-            finally:
-                os.close(root_fd)
-        else:
-            snapshot = self._create(
-                lambda: agent.commit(repository="t1-forge-verify", tag=run_id, pause=False)
+        env = guard_env(
+            {**self.config.env, **spec.env}, driver_sections(list(git_files), git_files.get)
+        )
+        judge = self._create(
+            lambda: self._run_container(
+                self.image, run_id, policy, volumes, entry=["/bin/sh", "-c", JUDGE_ENTRY], env=env
             )
-            verifier = self._create(
-                lambda: self._run_container(snapshot.id, run_id, policy, volumes, [])
-            )
-        self._upload(verifier, tests, TESTS_DIR, 0o644)
-        if user not in ("", "0", "root"):  # whatever the verifier's user, it writes its report
-            self._open_report_dir(verifier)
-        entry_points = {  # read from the agent's (stopped) container: the view hides them
-            c.path: self._download(agent, c.path)
-            .get(c.path.rsplit("/", 1)[-1], b"")
-            .decode("utf-8", "replace")
-            for c in changes
-            if c.path.endswith(".dist-info/entry_points.txt") and c.kind != ChangeKind.DELETED
-        }
-        tampered = find_tampering(
-            changes,
-            path_dirs=self.config.env.get("PATH", DEFAULT_PATH).split(":"),
-            image_commands=self._toolchain,
-            entry_points=entry_points,
-            workdir=cwd,
         )
-        git_drivers = driver_sections(  # read from the agent's (stopped) container, like above
-            [c.path for c in changes if c.kind != ChangeKind.DELETED],
-            lambda p: self._download(agent, p).get(p.rsplit("/", 1)[-1]),
-        )
-        env = guard_env({**self.config.env, **env}, git_drivers)
-        result = self._exec(
-            verifier, command, timeout=timeout_s, cwd=cwd, env=env, user=user or "0"
-        )
-        files = self._download(verifier, REPORT_DIR)
-        return VerifierRun(result=result, files=files, tampered=tampered)
-
-    def _open_report_dir(self, container: Any) -> None:
-        """The report volume writable by any user (as the local backend's): only the
-        verifier's container mounts it."""
-        buf = io.BytesIO()
-        with tarfile.open(fileobj=buf, mode="w") as tar:
-            info = tarfile.TarInfo(REPORT_DIR.strip("/"))
-            info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o777, int(time.time())
-            tar.addfile(info)
         try:
-            container.put_archive("/", buf.getvalue())
+            io_ = self.client.api.attach_socket(
+                judge.id, params={"stdin": 1, "stdout": 1, "stderr": 1, "stream": 1}
+            )
+            ids = _user_ids(self._download(judge, "/etc/passwd").get("passwd", b""), spec.user)
+            for path, tar in carried.items():
+                judge.put_archive(posixpath.dirname(path) or "/", tar)
+            self._upload(judge, dict(spec.tests), TESTS_DIR, 0o644)
+            report: dict[str, bytes | None] = {REPORT_DIR.strip("/"): None}
+            report |= {f"{REPORT_DIR.strip('/')}/{n}": b for n, b in spec.report_files.items()}
+            judge.put_archive("/", _owned_tar(report, ids, 0o700, 0o600))
+        except SandboxError:
+            raise
+        except Exception as e:  # noqa: BLE001 - APIError: the judge's container
+            raise SandboxError(f"sandbox {self.id}: the verifier's container: {e}") from e
+        go = "\x1f".join([spec.cwd, "" if ids == (0, 0) else f"{ids[0]}:{ids[1]}", spec.command])
+        result = self._judge_run(judge, io_, go, spec.timeout_s)
+        files = self._download(judge, REPORT_DIR)
+        return VerifierRun(result=result, files=files)
+
+    def _judge_run(self, judge: Any, io_: Any, go: str, timeout: float) -> ExecResult:
+        """Let the judge's entry go (its working directory, user and command on one line of
+        stdin), read its output until it exits, the deadline or the output cap; the
+        container is killed before its report is read, whatever is left in it."""
+        sock = getattr(io_, "_sock", io_)
+        cap = self.limits.output_bytes
+        t0 = time.monotonic()
+        try:
+            sock.sendall(go.encode() + b"\n")
+        except OSError as e:
+            raise SandboxError(f"sandbox {self.id}: the verifier did not start: {e}") from e
+        out, err, _, timed_out, truncated = _read_frames(sock, t0 + timeout, cap, pid_line=False)
+        for stream in (sock, io_):
+            try:
+                stream.close()
+            except OSError:
+                pass
+        try:
+            judge.kill()
+        except Exception:  # noqa: BLE001 - it has exited
+            pass
+        try:
+            code = int(judge.wait(timeout=30).get("StatusCode", -1))
+            judge.reload()
+            oom = bool(judge.attrs.get("State", {}).get("OOMKilled"))
         except Exception as e:  # noqa: BLE001 - APIError
-            raise SandboxError(f"sandbox {self.id}: the report directory: {e}") from e
+            raise SandboxError(f"sandbox {self.id}: the verifier's end: {e}") from e
+        return ExecResult(
+            exit_code=code,
+            stdout=bytes(out[:cap]).decode("utf-8", "replace"),
+            stderr=bytes(err[: max(0, cap - len(out))]).decode("utf-8", "replace"),
+            duration_s=time.monotonic() - t0,
+            timed_out=timed_out,
+            oom_killed=oom and not timed_out,
+            output_truncated=truncated,
+        )
 
     def _mount_path(self, container_id: str) -> Path | None:
         """Where a local Podman has a container's root filesystem mounted (None elsewhere)."""
@@ -572,57 +557,229 @@ class DockerSandbox:
         path = Path(r.text.strip().strip('"')) if r.status_code == 200 else None
         return path if path is not None and path.is_dir() else None
 
-    def _view_over_image(
-        self, agent_root: Path, run_id: str, held: list[tuple[str, int]]
-    ) -> list[Any]:
-        """Mounts that lay the agent's root filesystem (mounted here at `agent_root`) over a
-        container of the image, by sandbox.verifier_view's rule: every top-level directory
-        and file of the agent's except the system directories, /proc, /sys, /dev, /run,
-        /tests and the test-discovery files; in the agent's /etc, the loader's and Python's
-        entries bound back read-only from the image; the task's `trusted_paths` the agent's,
-        through the descriptors in `held` (sandbox.trusted: no link in any component, never
-        above the agent's root). Writes land in the agent's own layer, so its hard links stay
-        links. Symbolic links at the top are left out (a bind would resolve them on this host).
-        """
-        import docker
+    def _tree_tar(self, root: Path, path: str) -> bytes:
+        """The tar `get_archive` gives of `path`, read here from the container's root mounted
+        at `root` without following any link (a path with a link in it is absent; regular
+        files opened O_NONBLOCK, so a FIFO is never read), at most the disk size. The engine
+        reads the container's /etc/passwd for an archive, which the agent may have made a
+        FIFO: it would hang there."""
+        budget = [self.limits.disk_mb * 1024 * 1024 + (1 << 20)]
+        rel = path.strip("/")
+        fd = safefs.open_root(root)
+        try:
+            if not rel or safefs.lstat(fd, rel) is None:
+                return b""
+            parent = safefs.openat2(
+                fd, posixpath.dirname(rel) or ".", os.O_PATH | os.O_DIRECTORY,
+                resolve=safefs.NO_LINKS,
+            )  # fmt: skip
+        finally:
+            os.close(fd)
+        buf = io.BytesIO()
+        try:
+            with tarfile.open(fileobj=buf, mode="w") as tar:
+                name = posixpath.basename(rel)
+                _add_tree(tar, parent, name, name, budget, {})
+        finally:
+            os.close(parent)
+        if budget[0] < 0:
+            raise DiskFull(f"sandbox {self.id}: the agent's {path} exceeds the disk limit")
+        return buf.getvalue()
 
-        def bind(source: Path | str, target: str, read_only: bool = False) -> Any:
-            return docker.types.Mount(target, str(source), type="bind", read_only=read_only)
+    def _download_tar(self, container: Any, path: str) -> bytes:
+        """The tar stream of `path` in `container` (empty when absent), at most the sandbox's
+        disk size: more is the agent's full disk."""
+        budget = self.limits.disk_mb * 1024 * 1024 + (1 << 20)
+        try:
+            stream, _ = container.get_archive(path)
+        except Exception:  # noqa: BLE001 - docker.errors.NotFound
+            return b""
+        buf = bytearray()
+        for chunk in stream:
+            buf += chunk
+            if len(buf) > budget:
+                raise DiskFull(f"sandbox {self.id}: the agent's {path} exceeds the disk limit")
+        return bytes(buf)
 
-        hidden = {*PROTECTED_TOP, *VIEW_SKIP, *ROOT_CONFIG, *(f"{m}.py" for m in STARTUP_MODULES)}
-        mounts = []
-        for entry in sorted(os.scandir(agent_root), key=lambda e: e.name):
-            if entry.name not in hidden and not entry.is_symlink():
-                mounts.append(bind(entry.path, "/" + entry.name))
-        if (agent_root / "etc").is_dir() and not (agent_root / "etc").is_symlink():
-            pristine = self._create(
-                lambda: self.client.containers.create(
-                    self.image,
-                    ["true"],
-                    name=f"{run_id}-image",
-                    labels={CONTAINER_LABEL: self.id, ENDPOINT_LABEL: endpoint(self.client)},
-                )
+
+# The verifier's first process (sandbox.docker): wait for the runner's line on stdin (working
+# directory, "uid:gid" or empty for root, command, separated by \x1f), then become the entry
+# script, as that user (the image's setpriv keeping the right to switch to the agent's uid).
+JUDGE_ENTRY = r"""IFS=$(printf '\037') read -r cwd ids command || exit 125
+exec </dev/null
+cd "$cwd" || exit 125
+[ -z "$ids" ] && exec /bin/bash -c "$command"
+for d in /usr/bin /bin /usr/sbin /sbin; do
+  [ -x "$d/setpriv" ] && exec "$d/setpriv" --reuid="${ids%:*}" --regid="${ids#*:}" \
+    --init-groups --inh-caps=+setuid,+setgid --ambient-caps=+setuid,+setgid \
+    -- /bin/bash -c "$command"
+done
+echo "the image has no setpriv to run as $ids" >&2
+exit 125
+"""
+
+
+def carried_tar(
+    data: bytes, path: str, changed: set[str], owner: tuple[int, int] | None
+) -> tuple[bytes, dict[str, bytes]]:
+    """The agent's tar of `path` (as `get_archive` gives it) rewritten as sandbox.judge's rule
+    1 says: directories, regular files, links and hard links within it only; modes by
+    `carried_mode`, no extended attribute (no file capability); root's directories and what
+    the agent changed (`changed`: paths the engine's diff lists) owned by `owner`, the rest as
+    the image had it (other owners stay); with `owner` None (system state a task declares,
+    outside the working directory) every owner stays. Returns the tar and the git
+    configuration files in it."""
+    git: dict[str, bytes] = {}
+    top = posixpath.dirname(path.rstrip("/"))
+    out = io.BytesIO()
+    with tarfile.open(fileobj=io.BytesIO(data)) as src, tarfile.open(fileobj=out, mode="w") as dst:
+        for m in src:
+            mode = carried_mode(_tar_mode(m))
+            if mode is None and not m.islnk():
+                continue
+            abs_path = posixpath.normpath(posixpath.join(top, m.name))
+            if not _within(abs_path, path) or not carried_path(abs_path):
+                continue  # nothing else, and the verifier's toolchain stays the image's
+            target = posixpath.normpath(posixpath.join(top, m.linkname))
+            if m.islnk() and not (_within(target, path) and carried_path(target)):
+                continue  # a hard link only to what is carried with it
+            info = tarfile.TarInfo(m.name)
+            info.type, info.mtime, info.mode = m.type, m.mtime, mode or 0
+            info.linkname = m.linkname
+            ours = owner is not None and (m.isdir() or abs_path in changed)
+            ids = (  # root's becomes the agent's in its project; other owners stay
+                owner[0] if owner and ours and m.uid == 0 else m.uid,
+                owner[1] if owner and ours and m.gid == 0 else m.gid,
             )
-            image_root = self._mount_path(pristine.id)
-            if image_root is None:
-                raise SandboxError(f"sandbox {self.id}: the image's root could not be mounted")
-            names = set(PROTECTED_ETC)
-            for base in (image_root / "etc", agent_root / "etc"):
-                if base.is_dir():
-                    names.update(n for n in os.listdir(base) if n.startswith("python3"))
-            for name in sorted(names):
-                src, mine = image_root / "etc" / name, agent_root / "etc" / name
-                if src.is_symlink() or mine.is_symlink():
-                    continue  # a link would resolve on this host; the tamper scan covers it
-                if src.exists():
-                    mounts.append(bind(src, "/etc/" + name, read_only=True))
-                elif mine.is_dir():
-                    mounts.append(docker.types.Mount("/etc/" + name, "", type="tmpfs"))
-                elif mine.exists():
-                    mounts.append(bind("/dev/null", "/etc/" + name, read_only=True))
-        for path, fd in held:
-            mounts.append(bind(trusted.engine_source(fd), path))
-        return mounts
+            info.uid, info.gid = ids
+            if m.isfile():
+                info.size = m.size
+                body = src.extractfile(m)
+                blob = body.read() if body else b""
+                if is_config_file(abs_path) and len(blob) <= MAX_CONFIG_BYTES:
+                    git[abs_path] = blob
+                dst.addfile(info, io.BytesIO(blob))
+            else:
+                dst.addfile(info)
+    return out.getvalue(), git
+
+
+def _add_tree(
+    tar: tarfile.TarFile,
+    dirfd: int,
+    name: str,
+    arcname: str,
+    budget: list[int],
+    seen: dict[tuple[int, int], str],
+) -> None:
+    """`name` below the directory `dirfd` into `tar` as `arcname`, recursively, no link
+    followed; ids back to the container's (the mount shows them shifted, sandbox.idmap). A
+    regular file met again (`seen`: its device and inode, the name it was added as) is a
+    hard link to that name, as the engine's archive has it."""
+    try:
+        st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
+    except OSError:
+        return
+    info = tarfile.TarInfo(arcname)
+    info.mode, info.mtime = stat.S_IMODE(st.st_mode), int(st.st_mtime)
+    info.uid = st.st_uid - idmap.BASE if st.st_uid >= idmap.BASE else st.st_uid
+    info.gid = st.st_gid - idmap.BASE if st.st_gid >= idmap.BASE else st.st_gid
+    if stat.S_ISDIR(st.st_mode):
+        info.type = tarfile.DIRTYPE
+        tar.addfile(info)
+        flags = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+        try:
+            sub = os.open(name, flags, dir_fd=dirfd)
+        except OSError:
+            return
+        try:
+            for child in sorted(os.listdir(sub)):
+                _add_tree(tar, sub, child, f"{arcname}/{child}", budget, seen)
+        finally:
+            os.close(sub)
+    elif stat.S_ISLNK(st.st_mode):
+        info.type, info.linkname = tarfile.SYMTYPE, os.readlink(name, dir_fd=dirfd)
+        tar.addfile(info)
+    elif stat.S_ISREG(st.st_mode):
+        flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+        try:
+            f = os.open(name, flags, dir_fd=dirfd)
+        except OSError:
+            return
+        try:
+            fst = os.fstat(f)
+            if not stat.S_ISREG(fst.st_mode):
+                return
+            key = (fst.st_dev, fst.st_ino)
+            if fst.st_nlink > 1 and key in seen:
+                info.type, info.linkname = tarfile.LNKTYPE, seen[key]
+                tar.addfile(info)
+                return
+            seen[key] = arcname
+            chunks, left = [], max(0, budget[0]) + 1
+            while left > 0 and (chunk := os.read(f, min(left, 1 << 20))):
+                chunks.append(chunk)
+                left -= len(chunk)
+        finally:
+            os.close(f)
+        data = b"".join(chunks)
+        budget[0] -= len(data)
+        info.size = len(data)
+        tar.addfile(info, io.BytesIO(data))
+    # anything else (FIFO, socket, device) is not carried: left out
+
+
+def _within(path: str, top: str) -> bool:
+    return path == top or path.startswith(top.rstrip("/") + "/")
+
+
+def _tar_mode(m: tarfile.TarInfo) -> int:
+    kind = {
+        tarfile.DIRTYPE: stat.S_IFDIR,
+        tarfile.SYMTYPE: stat.S_IFLNK,
+        tarfile.REGTYPE: stat.S_IFREG,
+        tarfile.AREGTYPE: stat.S_IFREG,
+        tarfile.CONTTYPE: stat.S_IFREG,
+    }.get(m.type, stat.S_IFIFO)
+    return kind | m.mode
+
+
+def _is_dir_tar(data: bytes) -> bool:
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        first = tar.next()
+    return first is not None and first.isdir()
+
+
+def _owned_tar(
+    entries: dict[str, bytes | None], ids: tuple[int, int], dir_mode: int, file_mode: int
+) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in entries.items():
+            info = tarfile.TarInfo(name)
+            info.uid, info.gid, info.mtime = *ids, int(time.time())
+            if data is None:
+                info.type, info.mode = tarfile.DIRTYPE, dir_mode
+                tar.addfile(info)
+            else:
+                info.mode, info.size = file_mode, len(data)
+                tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def _user_ids(passwd: bytes, user: str) -> tuple[int, int]:
+    """uid and gid of `user` (a name, `uid` or `uid:gid`; root when empty) in the image's
+    /etc/passwd."""
+    if user in ("", "root", "0"):
+        return 0, 0
+    name, _, group = user.partition(":")
+    for line in passwd.decode("utf-8", "replace").splitlines():
+        f = line.split(":")
+        if len(f) >= 4 and (f[0] == name or f[2] == name) and f[2].isdigit() and f[3].isdigit():
+            return int(f[2]), int(group) if group.isdigit() else int(f[3])
+    if name.isdigit():
+        return int(name), int(group) if group.isdigit() else int(name)
+    raise SandboxError(f"user {name!r} does not exist in the image's /etc/passwd")
 
 
 def read_archive(stream: Any, budget: int) -> dict[str, bytes]:
@@ -663,11 +820,6 @@ def _read_into(f: Any, n: int) -> bytes:
     return bytes(buf)
 
 
-# Files of the container's root the engine itself reads on this host when it starts one (the
-# user's identity); the agent must not be able to make that read hang or run away.
-ENGINE_READS = ("etc/passwd", "etc/group")
-
-
 def _allowlist_hosts(policy: NetworkPolicy | str) -> dict[str, str]:
     """/etc/hosts entries for an allowlist's names (its DNS is closed, sandbox.egress)."""
     if isinstance(policy, str) or policy.mode != NetworkMode.ALLOWLIST:
@@ -677,11 +829,13 @@ def _allowlist_hosts(policy: NetworkPolicy | str) -> dict[str, str]:
     return {name: addr for addr, name in resolved_names(policy.allowed_hosts)}
 
 
-@functools.lru_cache(maxsize=2)
-def _seccomp_option(podman: bool) -> str:
-    """The profile as the engine takes it: Docker's API wants the JSON itself, Podman's
-    compatible API a path on its host (a file in the private state directory)."""
-    profile = seccomp.docker_profile()
+@functools.lru_cache(maxsize=4)
+def _seccomp_option(podman: bool, verifier: bool = False) -> str:
+    """The profile (the verifier phase's with `verifier`) as the engine takes it: Docker's API
+    wants the JSON itself, Podman's compatible API a path on its host (a file in the private
+    state directory)."""
+    refused = seccomp.verifier_refused() if verifier else None
+    profile = seccomp.docker_profile(refused=refused)
     if not podman:
         return profile
     from sandbox.local import private_state_dir
@@ -693,23 +847,6 @@ def _seccomp_option(podman: bool) -> str:
         tmp.write_text(profile)
         os.replace(tmp, path)
     return str(path)
-
-
-def check_engine_reads(agent_root: Path) -> None:
-    """Raise AgentSabotage when the agent made a file the engine reads at container start
-    (ENGINE_READS) something other than a regular file (a FIFO hangs the engine, a link to
-    /dev/zero never ends); resolved inside the agent's root, never opened here."""
-    fd = safefs.open_root(agent_root)
-    try:
-        for rel in ENGINE_READS:
-            st = safefs.stat_in_root(fd, rel)
-            if st is not None and not stat.S_ISREG(st.st_mode):
-                raise AgentSabotage(
-                    f"the agent made /{rel} a {stat.filemode(st.st_mode)[0]!r}-type file: "
-                    "the verifier's container cannot start"
-                )
-    finally:
-        os.close(fd)
 
 
 def adopt_engine_dirs(root: Path, workdir: str) -> None:
@@ -737,31 +874,17 @@ def adopt_engine_dirs(root: Path, workdir: str) -> None:
         os.close(fd)
 
 
-def fix_verifier_places(agent_root: Path) -> None:
-    """/logs/verifier (and /logs) real directories again in the agent's root, whatever the
-    agent left there (removed, never followed), so the report volume can be mounted; what
-    is made is the container's root's (its user namespace, PODMAN_USERNS)."""
-    fd = safefs.open_root(agent_root)
-    try:
-        safefs.ensure_real_dir(fd, "logs/verifier", owner=idmap.ROOT)
-    except OSError as e:
-        if e.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise DiskFull(f"the agent filled the disk: {e}") from e
-        raise AgentSabotage(f"the verifier's places could not be restored: {e}") from e
-    finally:
-        os.close(fd)
-
-
 def _is_container(obj: Any) -> bool:
     return hasattr(obj, "diff")
 
 
 def _read_frames(
-    sock: socket.socket, deadline: float, cap: int
+    sock: socket.socket, deadline: float, cap: int, *, pid_line: bool = True
 ) -> tuple[bytearray, bytearray, int, bool, bool]:
     """Read a multiplexed exec stream until EOF, the deadline or `cap` bytes of output.
 
-    Returns stdout (without the leading pid line), stderr, that pid, timed_out, truncated.
+    Returns stdout (without the leading pid line, when `pid_line`), stderr, that pid,
+    timed_out, truncated.
     """
     sock.setblocking(False)
     buf, out, err = bytearray(), bytearray(), bytearray()
@@ -790,7 +913,7 @@ def _read_frames(
                 break
             (out if buf[0] == 1 else err).extend(buf[8 : 8 + size])
             del buf[: 8 + size]
-        if not pid and b"\n" in out:
+        if pid_line and not pid and b"\n" in out:
             line, _, rest = bytes(out).partition(b"\n")
             pid = int(line) if line.strip().isdigit() else -1
             out[:] = rest
@@ -868,7 +991,6 @@ class DockerBackend:
             config,
             env={**task.environment.env, **task.agent_config.env},
             user=task.agent_config.user,
-            trusted_paths=tuple(task.trusted_paths),
         )
         sb.start()
         return sb

@@ -20,7 +20,6 @@ from typing import Any
 
 from sandbox.base import EnvironmentBuildError, NetworkMode, NetworkPolicy, SandboxError
 from sandbox.image import DEFAULT_PATH, ImageConfig
-from sandbox.verdict_channel import KEY_FILE, KEY_FILE_MODE
 from tasks.environment import render_dockerfile
 from tasks.model import VERIFIER_VENV, Task
 
@@ -122,16 +121,13 @@ def build_ca_bundle() -> bytes | None:
 
 # -- images ------------------------------------------------------------------------------
 def tar_bytes(files: dict[str, bytes], mode: int = 0o644) -> bytes:
-    """A tar of `files`: scripts (.sh) executable, the report channel's key writable (its
-    owner may be another user than the verifier's), the rest `mode`."""
+    """A tar of `files`: scripts (.sh) executable, the rest `mode`."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for rel, data in files.items():
             info = tarfile.TarInfo(rel)
             info.size = len(data)
             info.mode = 0o755 if rel.endswith(".sh") else mode
-            if rel.endswith("/" + KEY_FILE):
-                info.mode = KEY_FILE_MODE
             info.mtime = int(time.time())
             tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()

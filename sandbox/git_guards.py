@@ -45,7 +45,7 @@ local clone, fetch or push). gpg, which git runs to check (or make) a signature,
 options of the agent's home (`dirmngr-program`, `agent-program`, `photo-viewer`): the gpg
 programs are pinned to the harness's own scripts (`GUARD_FILES`, staged beside the tests),
 which run the image's gpg and gpgsm with no home; /etc/gnupg, which gpg reads even so, is the
-image's in the verifier's view (sandbox.verifier_view.PROTECTED_ETC).
+image's in the verifier's sandbox (a fresh one from the image, sandbox.judge).
 """
 
 from __future__ import annotations

@@ -14,6 +14,13 @@
  *       stdin to close: the runner stopped it, or died. It then SIGKILLs every process of the
  *       given cgroups, prints "stopped" once they are gone, and exits; its namespaces, mounts
  *       and loop device go with it.
+ *       NS/etc, where the runtime's /etc files live, is a small tmpfs of its own: filling it
+ *       (appending to /etc/hosts) fills nothing else.
+ *   helper judge HOLDER_PID NS LAYERS NAME
+ *       In the holder's mount namespace, the verifier's fresh root (sandbox.judge):
+ *       NS/NAME/root, the overlay of LAYERS under NS/disk/NAME/upper (which the runner
+ *       prepared before: the agent's outputs as data, the tests, the report directory), and
+ *       NS/NAME/etc, a small tmpfs of its own for the runtime's /etc files.
  *   helper exec HOLDER_PID CPU_SECONDS TTY TASKS_FILE... -- PROGRAM ARGS...
  *       Join the cgroups (write "0", ourselves, to each group's TASKS_FILE: we are one
  *       thread, so that moves the whole process; see enter()), bound CPU time, enter the
@@ -46,6 +53,9 @@
 #include <unistd.h>
 
 static int die(const char *what) { perror(what); return 1; }
+
+/* The runtime's /etc files (hosts, resolv.conf, hostname) on a tmpfs of their own. */
+#define ETC_TMPFS "size=1m,nr_inodes=64,mode=0755"
 
 static int write_file(const char *path, const char *text) {
     int fd = open(path, O_WRONLY | O_CLOEXEC);
@@ -209,6 +219,9 @@ static int holder(char **a) {
     snprintf(root, sizeof root, "%s/root", ns);
     snprintf(image, sizeof image, "%s/image", ns);
     if (mkdir(root, 0755) || mkdir(image, 0755)) return die("mkdir");
+    snprintf(dsk, sizeof dsk, "%s/etc", ns);
+    if (mkdir(dsk, 0755) || mount("t1-etc", dsk, "tmpfs", MS_NOSUID | MS_NODEV, ETC_TMPFS))
+        return die("mount etc");
     if (strcmp(disk, "-")) {
         snprintf(dsk, sizeof dsk, "%s/disk", ns);
         if (mkdir(dsk, 0755) || mount_disk(disk, dsk)) return 1;
@@ -255,6 +268,27 @@ static int holder(char **a) {
     return 0;
 }
 
+/* The verifier's fresh root in the holder's mount namespace (see the top of this file). */
+static int judge_root(char **a) {
+    const char *ns = a[1], *layers = a[2], *name = a[3];
+    char path[64], dir[4096], root[4096], etc[4096], up[4096], wk[4096], opts[12288];
+    if (strchr(name, '/') || !strcmp(name, "..") || !strcmp(name, ".")) return 2;
+    snprintf(path, sizeof path, "/proc/%s/ns/mnt", a[0]);
+    int mnt = open(path, O_RDONLY | O_CLOEXEC);
+    if (mnt < 0 || setns(mnt, CLONE_NEWNS)) return die("enter the holder's mounts");
+    close(mnt);
+    snprintf(dir, sizeof dir, "%s/%s", ns, name);
+    snprintf(root, sizeof root, "%s/root", dir);
+    snprintf(etc, sizeof etc, "%s/etc", dir);
+    snprintf(up, sizeof up, "%s/disk/%s/upper", ns, name);
+    snprintf(wk, sizeof wk, "%s/disk/%s/work", ns, name);
+    if (mkdir(dir, 0711) || mkdir(root, 0755) || mkdir(etc, 0755)) return die("mkdir judge");
+    if (mount("t1-etc", etc, "tmpfs", MS_NOSUID | MS_NODEV, ETC_TMPFS)) return die("mount etc");
+    snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s,workdir=%s", layers, up, wk);
+    if (mount("t1-judge", root, "overlay", 0, opts)) return die("mount judge root");
+    return 0;
+}
+
 /* This process is single-threaded, so moving its one thread (v1 `tasks`, pid 0: the caller)
  * moves the process, before it runs or forks anything. Writing our pid to `cgroup.procs`
  * would do the same but takes the kernel's global threadgroup lock for writing, which waits
@@ -298,7 +332,8 @@ static int enter(int argc, char **a) {
 int main(int argc, char **argv) {
     if (argc == 10 && !strcmp(argv[1], "holder")) return holder(argv + 2);
     if (argc > 5 && !strcmp(argv[1], "exec")) return enter(argc - 2, argv + 2);
+    if (argc == 6 && !strcmp(argv[1], "judge")) return judge_root(argv + 2);
     fprintf(stderr, "usage: helper holder NS DISK LAYERS UPPER WORK CGROUP_DIR IDMAP OWNER_BASE | "
-                    "exec PID CPU TTY PROCS... -- CMD\n");
+                    "judge PID NS LAYERS NAME | exec PID CPU TTY PROCS... -- CMD\n");
     return 2;
 }

@@ -11,7 +11,7 @@ Nothing of the host's filesystem is visible: the root is the image. Every comman
 namespaces) then `bwrap --bind NS/root /` with fresh PID/IPC/UTS namespaces, a reduced
 capability set (no CAP_SYS_ADMIN, no CAP_NET_ADMIN) and the image's environment. The agent
 types into one long-lived shell (`session`), the harness runs one-off commands (`exec`), and
-the verifier runs in its own view (`verify`, rules in sandbox/verifier_view.py). The holder
+the verifier runs in a fresh root of its own (`verify`, sandbox.judge's rules). The holder
 dies when its runner does, killing the sandbox's processes; `t1 sandbox gc` removes what a
 killed holder leaves (cgroups, lease files). docs/sandbox.md has the whole picture.
 """
@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from sandbox import disk as sandbox_disk
-from sandbox import idmap, network, safefs, seccomp, trusted
+from sandbox import idmap, network, safefs, seccomp
 from sandbox.base import (
     DiskFull,
     ExecResult,
@@ -48,17 +48,16 @@ from sandbox.base import (
     SandboxError,
     SandboxUnavailable,
     VerifierRun,
+    VerifierSpec,
     normalize_dest,
 )
+from sandbox.carry import carry, make_dir
 from sandbox.cgroups import SandboxCgroup, cgroup_problem
-from sandbox.git_guards import guard_env
-from sandbox.image import DEFAULT_PATH, Image
+from sandbox.git_guards import MAX_CONFIG_BYTES, driver_sections, guard_env, is_config_file
+from sandbox.image import Image
 from sandbox.launcher import helper_path
 from sandbox.layerfs import is_opaque
 from sandbox.session import PtySession
-from sandbox.tamper import ROOT_CONFIG, STARTUP_MODULES
-from sandbox.verdict_channel import staged_file_mode
-from sandbox.verifier_view import agent_git_drivers, layer_changes, tamper_scan, verifier_binds
 from tasks.model import Limits
 
 STATE_DIR = Path(os.environ.get("T1_SANDBOX_STATE", "/var/cache/t1-forge"))
@@ -71,6 +70,9 @@ PRIVATE_DIRS = ("l", "bases", "pulled", "bin", "run", "disks")
 RUN_DIR = STATE_DIR / "run"  # per sandbox: a lease file (for gc) and, briefly, its disk image
 DISKS_DIR = STATE_DIR / "disks"  # formatted empty disk images, one per size (sandbox.disk)
 NS_DIR = "/run/t1-forge/ns"  # a mountpoint that only exists populated inside holders
+# Where the image may have setpriv (util-linux), which switches a command to a user other than
+# root: looked up in the image's own view, so a `setpriv` the agent put on PATH never runs.
+SETPRIV_DIRS = ("usr/bin", "bin", "usr/sbin", "sbin")
 # Docker's default capability set without MKNOD and NET_RAW; never SYS_ADMIN or NET_ADMIN.
 CAPABILITIES = (
     "CAP_CHOWN",
@@ -166,7 +168,6 @@ class LocalSandbox:
         env: Mapping[str, str] | None = None,
         user: str | None = None,
         layer_step: bool = False,
-        trusted_paths: Sequence[str] = (),
     ) -> None:
         self.id = "t1-" + uuid.uuid4().hex[:12]
         self.image = image
@@ -176,7 +177,6 @@ class LocalSandbox:
         self.env = {**BASE_ENV, **image.config.env, **(env or {})}
         self.user = image.config.user if user is None else user
         self.layer_step = layer_step
-        self.trusted_paths = tuple(trusted_paths)
         self._holder: subprocess.Popen[bytes] | None = None
         self._helper = ""
         self._bwrap = ""
@@ -187,6 +187,7 @@ class LocalSandbox:
         self._stop_lock = threading.Lock()
         self._reclaim_queued = False
         self._lease = RUN_DIR / f"{self.id}.json"
+        self._judges = 0  # verifier roots made so far (NS/j0, NS/j1, ...)
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
@@ -245,8 +246,7 @@ class LocalSandbox:
                 raise SandboxError(f"sandbox {self.id}: holder never entered its root")
             time.sleep(0.0005)
         self._net = network.attach(self._holder.pid, self.network_policy)
-        etc = self._ns() / "etc"
-        etc.mkdir()
+        etc = self._ns() / "etc"  # a small tmpfs of its own (sandbox/helper.c)
         (etc / "resolv.conf").write_text(_resolv_conf(self.network_policy))
         (etc / "hosts").write_text(HOSTS + _allowed_hosts_lines(self.network_policy))
         (etc / "hostname").write_text("sandbox\n")
@@ -336,9 +336,15 @@ class LocalSandbox:
         tty: bool = False,
         binds: Sequence[str] = (),
         seccomp_fd: int | None = None,
+        root: str = "",
+        judge_caps: bool = False,
     ) -> list[str]:
         """The command line of one process tree in the sandbox; `seccomp_fd` (from
-        `sandbox.seccomp.profile_fd`, passed to the child) carries the system-call filter."""
+        `sandbox.seccomp.profile_fd`, passed to the child) carries the system-call filter.
+        With `root` (NS/<name>, sandbox.judge) the tree runs in that fresh root instead of
+        the agent's, its command the first process of its PID namespace (the whole tree ends
+        with it), and a non-root `user` keeps the right to switch to the agent's uid
+        (`judge_caps`)."""
         assert self._holder is not None
         caps = [a for c in CAPABILITIES for a in ("--cap-add", c)]
         # Every process tree dies with the process that started it (bwrap's init would
@@ -347,35 +353,41 @@ class LocalSandbox:
         # one. (The parent is the calling thread: a session must be started by a thread
         # that outlives it.)
         detach = ["--die-with-parent"] if tty else ["--new-session", "--die-with-parent"]
+        if root:
+            detach.append("--as-pid-1")
         filt = ["--seccomp", str(seccomp_fd)] if seccomp_fd is not None else []
+        top = root or NS_DIR
         return [
             self._helper, "exec", str(self._holder.pid), str(cpu_s), "1" if tty else "0",
             *self._cgroup.child(group).tasks_files(), "--",
-            self._bwrap, "--bind", f"{NS_DIR}/root", "/", "--dev", "/dev", "--proc", "/proc",
+            self._bwrap, "--bind", f"{top}/root", "/", "--dev", "/dev", "--proc", "/proc",
             *PROC_READ_ONLY,
-            *[a for f in ETC_FILES for a in ("--bind", f"{NS_DIR}/etc/{f}", f"/etc/{f}")],
+            *[a for f in ETC_FILES for a in ("--bind", f"{top}/etc/{f}", f"/etc/{f}")],
             *binds,
             "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup-try",
             "--hostname", "sandbox", *detach, "--cap-drop", "ALL", *caps, *filt, "--chdir", cwd,
-            *self._as_user(user), *argv,
+            *self._as_user(user, judge_caps=judge_caps), *argv,
         ]  # fmt: skip
 
-    def _as_user(self, user: str) -> list[str]:
+    def _as_user(self, user: str, *, judge_caps: bool = False) -> list[str]:
+        """The image's setpriv (by its path in the image) switching to `user`, looked up in the
+        image's own /etc/passwd (the agent's /etc cannot change who runs, nor keep the
+        verifier from starting)."""
         if user in ("", "root", "0"):
             return []
-        # The image's own /etc/passwd first: the user a task names is the image's, and what
-        # the agent did to its /etc cannot keep the verifier from starting.
-        for where in (self._ns() / "image", Path(self._root())):
-            fd = safefs.open_root(where)
-            try:
-                uid, gid = _lookup_user(fd, user)
-                break
-            except SandboxError:
-                if where != self._ns() / "image":
-                    raise
-            finally:
-                os.close(fd)
-        return ["setpriv", f"--reuid={uid}", f"--regid={gid}", "--init-groups", "--"]
+        fd = safefs.open_root(self._ns() / "image")
+        try:
+            uid, gid = _lookup_user(fd, user)
+            setpriv = next((d for d in SETPRIV_DIRS if _is_file(fd, f"{d}/setpriv")), None)
+        finally:
+            os.close(fd)
+        if setpriv is None:
+            raise SandboxError(f"the image has no setpriv to run as user {user!r}")
+        caps = (
+            ["--inh-caps=+setuid,+setgid", "--ambient-caps=+setuid,+setgid"] if judge_caps else []
+        )
+        return [f"/{setpriv}/setpriv", f"--reuid={uid}", f"--regid={gid}", "--init-groups",
+                *caps, "--"]  # fmt: skip
 
     def _cpu_seconds(self, timeout: float) -> int:
         """A per-process CPU-time backstop. The wall clock and the cgroup's CPU quota are the
@@ -413,22 +425,21 @@ class LocalSandbox:
         env: Mapping[str, str],
         user: str,
         binds: Sequence[str] = (),
-        pass_fds: Sequence[int] = (),
+        root: str = "",
     ) -> ExecResult:
-        """One process tree in the sandbox's `group`; `pass_fds` are inherited by it (the
-        descriptors `binds` name)."""
+        """One process tree in the sandbox's `group` (in the judge's fresh `root` when given,
+        under the verifier phase's system-call filter)."""
         oom_before = self._cgroup.oom_kills()
         t0 = time.monotonic()
-        fd = seccomp.profile_fd()
+        fd = seccomp.verifier_profile_fd() if root else seccomp.profile_fd()
         try:
             full = self._argv(
                 group, argv, cwd=cwd, user=user, cpu_s=self._cpu_seconds(timeout), binds=binds,
-                seccomp_fd=fd,
+                seccomp_fd=fd, root=root, judge_caps=bool(root),
             )  # fmt: skip
             proc = subprocess.Popen(
                 full, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                env=dict(env), start_new_session=True,
-                pass_fds=(*pass_fds, *(() if fd is None else (fd,))),
+                env=dict(env), start_new_session=True, pass_fds=() if fd is None else (fd,),
             )  # fmt: skip
         finally:
             if fd is not None:
@@ -478,20 +489,13 @@ class LocalSandbox:
             )
         return self._session
 
-    def verify(
-        self,
-        tests: dict[str, bytes],
-        command: str,
-        *,
-        timeout_s: float,
-        cwd: str,
-        env: dict[str, str],
-        user: str = "",
-        network: NetworkPolicy | None = None,
-        keep_agent_processes: bool = False,
-    ) -> VerifierRun:
-        root, ns = Path(self._root()), self._ns()
-        if not keep_agent_processes:
+    def verify(self, spec: VerifierSpec) -> VerifierRun:
+        """The verifier as sandbox.judge says: in a fresh root made from the image's layers
+        (NS/jN, mounted by the holder's helper) whose writable layer the runner prepares
+        first, on the sandbox's disk: the agent's outputs carried in as data
+        (sandbox.carry), /tests, and /logs/verifier, the judge's alone."""
+        self._root()
+        if not spec.keep_agent_processes:
             # Killed, not waited for: a SIGKILLed process runs no more code of its own, and
             # its namespaces' teardown need not delay the verifier.
             self._cgroup.child("session").kill_all(wait=False)
@@ -499,71 +503,79 @@ class LocalSandbox:
             if self._session is not None:
                 self._session.close(kill=False)
                 self._session = None
-        if network is not None and network != self.network_policy:
-            self._set_network(network)
+        if spec.network is not None and spec.network != self.network_policy:
+            self._set_network(spec.network)
+        ns = self._ns()
         disk_full = _disk_full(ns / "disk")
-        upper, image = ns / "disk" / "upper", ns / "image"
-        path_dirs = self.image.config.env.get("PATH", DEFAULT_PATH).split(":")
-        changes = layer_changes(upper, image)
-        tampered = tamper_scan(upper, image, workdir=cwd, path_dirs=path_dirs, changes=changes)
-        git_drivers = agent_git_drivers(root, changes)
-        self._prepare_verifier_places(cwd)
-        vdir = ns / "v"
-        shutil.rmtree(vdir, ignore_errors=True)
-        try:
-            (vdir / "logs").mkdir(parents=True)
-            (vdir / "logs").chmod(0o777)  # whatever the verifier's user; only it sees the dir
-            _write_files(vdir / "tests", tests)
-            idmap.shift_tree(vdir)  # the sandbox's root owns them, as an upload would
-        except OSError as e:
-            raise SandboxError(f"could not stage the verifier's files: {e}") from e
-        hooks = (*ROOT_CONFIG, *(f"{m}.py" for m in STARTUP_MODULES))
-        top_files = [n for n in hooks if _is_non_dir(upper, n)]
-        # Trusted paths are bound through descriptors opened here (sandbox.trusted), never
-        # by a path bubblewrap would resolve after the agent's processes had a turn.
-        with self._root_fd() as rfd, trusted.opened(rfd, self.trusted_paths) as held:
-            ifd = safefs.open_root(image)
-            try:
-                trusted_args = trusted.bwrap_binds(held, ifd, NS_DIR)
-            finally:
-                os.close(ifd)
-            binds = [
-                *verifier_binds(root, image, NS_DIR, top_files=top_files),
-                *trusted_args,
-                "--bind", f"{NS_DIR}/v/tests", "/tests",
-                "--bind", f"{NS_DIR}/v/logs", "/logs/verifier",
-            ]  # fmt: skip
-            result = self._run(
-                "verify", ["/bin/bash", "-c", command], timeout=timeout_s, cwd=cwd,
-                env=guard_env({**BASE_ENV, **self.image.config.env, **env}, git_drivers),
-                user=user, binds=binds, pass_fds=[fd for _, fd in held],
-            )  # fmt: skip
-        vfd = safefs.open_root(vdir)
-        try:
-            files = safefs.read_tree(vfd, "logs", MAX_DOWNLOAD_BYTES, resolve=safefs.NO_LINKS)
-        finally:
-            os.close(vfd)
-        return VerifierRun(
-            result=result, files=files, tampered=tuple(tampered), disk_full=disk_full
+        name = f"j{self._judges}"
+        self._judges += 1
+        layer = ns / "disk" / name
+        git_files = self._prepare_judge(spec, layer)
+        git_drivers = driver_sections(
+            git_files, lambda p: _read_layer(layer / "upper", p, MAX_CONFIG_BYTES)
         )
+        done = subprocess.run(
+            [self._helper, "judge", str(self._holder.pid if self._holder else 0), NS_DIR,
+             ":".join(str(p) for p in reversed(self.image.layers)), name],
+            capture_output=True, timeout=30,
+        )  # fmt: skip
+        if done.returncode != 0:
+            raise SandboxError(f"sandbox {self.id}: the verifier's root: {done.stderr!r}")
+        etc = ns / name / "etc"
+        policy = spec.network or self.network_policy
+        (etc / "resolv.conf").write_text(_resolv_conf(policy))
+        (etc / "hosts").write_text(HOSTS + _allowed_hosts_lines(policy))
+        (etc / "hostname").write_text("sandbox\n")
+        for f in ETC_FILES:
+            os.chown(etc / f, *idmap.ROOT)
+        result = self._run(
+            "verify", ["/bin/bash", "-c", spec.command], timeout=spec.timeout_s, cwd=spec.cwd,
+            env=guard_env({**BASE_ENV, **self.image.config.env, **spec.env}, git_drivers),
+            user=spec.user, root=f"{NS_DIR}/{name}",
+        )  # fmt: skip
+        self._cgroup.child("verify").kill_all()  # nothing of the verifier runs on
+        files = _read_report(layer / "upper")
+        return VerifierRun(result=result, files=files, disk_full=disk_full)
 
-    def _prepare_verifier_places(self, cwd: str) -> None:
-        """After the agent phase: /tests and /logs/verifier are real directories again (what
-        the agent left there is removed, not followed) and the verifier's working directory
-        exists, so nothing the agent did keeps the verifier from starting. A disk the agent
-        filled is DiskFull: the agent's failure, reported as `disk_limit`."""
+    def _prepare_judge(self, spec: VerifierSpec, layer: Path) -> list[str]:
+        """The writable layer of the judge's root, before it is mounted: the agent's outputs
+        (none for the pristine image), the working directory a directory, /tests, and
+        /logs/verifier owned by the judge's user, mode 0700, with the report files. Returns
+        the git configuration files carried (for sandbox.git_guards)."""
+        ns = self._ns()
+        upper, image = layer / "upper", ns / "image"
+        agent = (idmap.host_id(spec.agent_uid), idmap.host_id(spec.agent_gid))
+        fd = safefs.open_root(image)
         try:
-            with self._root_fd() as root:
-                for place in ("tests", "logs/verifier"):
-                    safefs.ensure_real_dir(root, place, owner=idmap.ROOT)
-                if safefs.lstat(root, cwd) is None:
-                    os.close(safefs.makedirs(root, cwd, owner=idmap.ROOT))
+            judge_ids = (0, 0) if spec.user in ("", "root", "0") else _lookup_user(fd, spec.user)
+        finally:
+            os.close(fd)
+        judge = (idmap.host_id(judge_ids[0]), idmap.host_id(judge_ids[1]))
+        try:
+            (layer / "work").mkdir(parents=True)
+            upper.mkdir()
+            os.chown(upper, *idmap.ROOT)
+            carried: list[str] = []
+            if spec.outputs:
+                carried = carry(
+                    ns / "disk" / "upper", image, upper, spec.outputs, agent,
+                    copy=spec.keep_agent_processes, project=spec.cwd,
+                )  # fmt: skip
+            _ensure_workdir(upper, image, spec.cwd, agent if _under(spec.cwd, spec.outputs)
+                            else idmap.ROOT)  # fmt: skip
+            make_dir(upper / "tests", 0o755, idmap.ROOT, opaque=True)
+            _write_layer_files(upper / "tests", spec.tests, idmap.ROOT)
+            if not (upper / "logs").is_dir():
+                make_dir(upper / "logs", 0o755, idmap.ROOT)
+            make_dir(upper / "logs" / "verifier", 0o700, judge, opaque=True)
+            _write_layer_files(upper / "logs" / "verifier", spec.report_files, judge, mode=0o600)
         except OSError as e:
             if e.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise DiskFull(f"sandbox {self.id}: the agent filled the disk: {e}") from e
-            raise SandboxError(
-                f"sandbox {self.id}: could not prepare the verifier's places: {e}"
-            ) from e
+                raise DiskFull(
+                    f"sandbox {self.id}: no room to carry the agent's outputs: {e}"
+                ) from e
+            raise SandboxError(f"sandbox {self.id}: the verifier's root: {e}") from e
+        return [p for p in carried if is_config_file(p)]
 
     def _set_network(self, policy: NetworkPolicy) -> None:
         """Give the (shared) network namespace another policy: from none, the NAT is
@@ -770,6 +782,11 @@ def _disk_full(disk: Path) -> bool:
     return free < max(4 * 1024 * 1024, size // 200) or (st.f_files > 0 and st.f_favail < 16)
 
 
+def _is_file(fd: int, path: str) -> bool:
+    st = safefs.lstat(fd, path)
+    return st is not None and stat.S_ISREG(st.st_mode)
+
+
 def _clear_shadowed(src: Path, dest: Path) -> None:
     """Before a step's layer `src` is copied over `dest` (directories the builder made, the
     step's lower layer): remove from `dest` what the step deleted (a whiteout or another
@@ -800,22 +817,59 @@ def _clear_shadowed(src: Path, dest: Path) -> None:
                 dirnames.remove(name)
 
 
-def _is_non_dir(upper: Path, name: str) -> bool:
-    """Whether the agent's layer has a non-directory (a link included) at the top-level
-    `name`; never follows it."""
-    try:
-        return not stat.S_ISDIR(os.lstat(upper / name).st_mode)
-    except OSError:
-        return False
+def _under(path: str, tops: Sequence[str]) -> bool:
+    return any(path == t or path.startswith(t.rstrip("/") + "/") for t in tops)
 
 
-def _write_files(dest: Path, files: dict[str, bytes]) -> None:
-    dest.mkdir(parents=True, exist_ok=True)
+def _ensure_workdir(upper: Path, image: Path, cwd: str, owner: tuple[int, int]) -> None:
+    """The verifier's working directory a directory of the judge's root, whatever the agent
+    left at its place (an empty one then: its work there is gone)."""
+    rel = cwd.strip("/")
+    if not rel:
+        return
+    mine = upper / rel
+    if mine.is_dir() and not mine.is_symlink():
+        return
+    if not os.path.lexists(mine) and (image / rel).is_dir() and not (image / rel).is_symlink():
+        return
+    parts = rel.split("/")
+    for i in range(1, len(parts)):
+        sub = upper / "/".join(parts[:i])
+        if not (sub.is_dir() and not sub.is_symlink()):
+            make_dir(sub, 0o755, idmap.ROOT)
+    make_dir(mine, 0o755, owner, opaque=True)
+
+
+def _write_layer_files(
+    dest: Path, files: Mapping[str, bytes], owner: tuple[int, int], mode: int | None = None
+) -> None:
+    """Files staged by the runner into a layer directory it made (no link in it)."""
     for rel, data in files.items():
         target = Path(normalize_dest(str(dest), rel))
-        target.parent.mkdir(parents=True, exist_ok=True)
+        for parent in reversed(target.relative_to(dest).parents[:-1]):
+            if not (dest / parent).is_dir():
+                make_dir(dest / parent, 0o755, owner)
         target.write_bytes(data)
-        target.chmod(staged_file_mode(rel))
+        os.chown(target, *owner)
+        target.chmod(mode if mode is not None else (0o755 if rel.endswith(".sh") else 0o644))
+
+
+def _read_layer(upper: Path, path: str, cap: int) -> bytes | None:
+    fd = safefs.open_root(upper)
+    try:
+        return safefs.read_file(fd, path, cap, resolve=safefs.NO_LINKS)
+    finally:
+        os.close(fd)
+
+
+def _read_report(upper: Path) -> dict[str, bytes]:
+    """What the verifier left in /logs/verifier, from the judge's writable layer (its report
+    directory lives there whole), no link followed, capped."""
+    fd = safefs.open_root(upper)
+    try:
+        return safefs.read_tree(fd, "logs/verifier", MAX_DOWNLOAD_BYTES, resolve=safefs.NO_LINKS)
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True)

@@ -243,20 +243,21 @@ _PROGRAM = program()
 ENGINE_DEFAULT_PROFILES = ("/usr/share/containers/seccomp.json", "/etc/containers/seccomp.json")
 
 
-def docker_profile(base: dict | None = None) -> str:
+def docker_profile(base: dict | None = None, refused: dict[str, int] | None = None) -> str:
     """The same refusals as a Docker/OCI seccomp profile (JSON, for `--security-opt
     seccomp=`): the engine's own default profile (`base`, else Podman's file where present)
-    with every REFUSED_X86_64 call, the namespace forms of `clone` and `socket(AF_VSOCK)`
-    taken out of its allow rules, so it is at least as strict as both. Podman's default
-    allows unshare, setns, mount, keyctl, kcmp and vsock sockets to a container without
-    CAP_SYS_ADMIN; this one does not."""
+    with every REFUSED_X86_64 call (or each of `refused`: the verifier phase's), the namespace
+    forms of `clone` and `socket(AF_VSOCK)` taken out of its allow rules, so it is at least as
+    strict as both. Podman's default allows unshare, setns, mount, keyctl, kcmp and vsock
+    sockets to a container without CAP_SYS_ADMIN; this one does not."""
     if base is None:
         base = _engine_default()
-    refused = set(REFUSED_X86_64) | {"clone", "clone3", "socket"}
+    calls = REFUSED_X86_64 if refused is None else refused
+    refused_names = set(calls) | {"clone", "clone3", "socket"}
     syscalls = []
     for rule in base.get("syscalls", []):
         if rule.get("action") == "SCMP_ACT_ALLOW":
-            names = [n for n in rule.get("names", []) if n not in refused]
+            names = [n for n in rule.get("names", []) if n not in refused_names]
             if not names:
                 continue
             rule = {**rule, "names": names}
@@ -268,7 +269,7 @@ def docker_profile(base: dict | None = None) -> str:
         {"names": ["socket"], "action": "SCMP_ACT_ALLOW", "args": [arg]} for arg in _families()
     ]
     if base.get("defaultAction", "SCMP_ACT_ERRNO") == "SCMP_ACT_ALLOW":
-        names = sorted(REFUSED_X86_64)
+        names = sorted(calls)
         syscalls.append({"names": names, "action": "SCMP_ACT_ERRNO", "errnoRet": errno.EPERM})
     return json.dumps({**base, "syscalls": syscalls}, separators=(",", ":"))
 
@@ -308,3 +309,30 @@ def _engine_default() -> dict:
         except (OSError, ValueError):
             continue
     return {"defaultAction": "SCMP_ACT_ALLOW", "syscalls": []}
+
+
+# The verifier phase (sandbox.judge) refuses, besides, what lets a process reach into another
+# one of its own uid: tracing it, reading or writing its memory, taking its descriptors.
+VERIFIER_EXTRA_X86_64 = {
+    "ptrace": 101,
+    "process_vm_readv": 310,
+    "process_vm_writev": 311,
+    "pidfd_getfd": 438,
+}
+
+
+def verifier_refused() -> dict[str, int]:
+    return {**REFUSED_X86_64, **VERIFIER_EXTRA_X86_64}
+
+
+_VERIFIER_PROGRAM = program(verifier_refused())
+
+
+def verifier_profile_fd() -> int | None:
+    """`profile_fd` of the verifier phase's program."""
+    if profile() is None:
+        return None
+    fd = os.memfd_create("t1-seccomp-verifier", os.MFD_CLOEXEC)
+    os.write(fd, _VERIFIER_PROGRAM)
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd

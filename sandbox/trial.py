@@ -23,30 +23,11 @@ from sandbox.base import (
     Sandbox,
     SandboxError,
 )
-from sandbox.git_guards import GUARD_FILES, fixed_env
-from sandbox.policy import network_policy
-from sandbox.verdict_channel import Channel, RecordsStatus, open_channel
-from tasks.literals.model import RUNNER
+from sandbox.judge import judge
 from tasks.model import Healthcheck, Task
-from tasks.reports import (
-    CHECKRUNNER_SOURCE,
-    collect_report,
-    declared_sources,
-    report_runner,
-    report_verdict,
-)
-from tasks.results import (
-    AssertionResult,
-    AssertionStatus,
-    FailureMode,
-    ReportSource,
-    TrialResult,
-    VerifierReport,
-)
+from tasks.results import FailureMode, TrialResult
 
-TESTS_DIR = "/tests"
 SOLUTION_DIR = "/solution"
-VERIFIER_LOGS = "/logs/verifier"
 
 
 @dataclass(frozen=True)
@@ -134,115 +115,12 @@ def _agent_failure(outcome: AgentOutcome) -> FailureMode:
     return FailureMode.NONE
 
 
-# Fixed parts of every verifier's environment (the image's ENV and the task's verifier env
-# come first; these win): no user site directory, whose packages the agent could have planted.
-VERIFIER_ENV = {"PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-# git run by the verifier in the agent's repositories ignores the programs the agent could
-# have configured there (command-scope settings win over the repository's, the user's and the
-# system's): sandbox.git_guards.GIT_GUARDS here, the programs they name staged with the tests
-# (GIT_GUARD_DIR); the drivers the agent named are added by the backend from the configuration
-# files the agent wrote (sandbox.git_guards.guard_env).
-GIT_GUARD_DIR = ".t1-git"  # under /tests
-VERIFIER_ENV |= fixed_env(f"{TESTS_DIR}/{GIT_GUARD_DIR}")
-SIGNAL_EXIT_CODES = range(129, 129 + 64)  # 128 + N: the entry (or its last command) was killed
-
-
-def verifier_env(task: Task) -> dict[str, str]:
-    return {**task.verifier_config.env, "TEST_DIR": TESTS_DIR, **VERIFIER_ENV}
-
-
-def verify(sandbox: Sandbox, task: Task, result: TrialResult) -> None:
-    """Run the held-out verifier in its own view and collect per-assertion outcomes.
-
-    A verifier that runs pytest or the seeds' runner is judged by what that runner itself
-    reports through the report channel (sandbox.verdict_channel), never by files or output
-    its tests' programs could write. Otherwise only the report formats the task's verifier
-    declares are read (`declared_sources`), from the verifier's report directory.
-    """
-    t0 = time.monotonic()
-    runner = report_runner(task.verifier)
-    channel = open_channel(runner) if runner is not None else None
-    tests = {**task.verifier, **{f"{GIT_GUARD_DIR}/{n}": b for n, b in GUARD_FILES.items()}}
-    command, env = f"bash {TESTS_DIR}/test.sh", verifier_env(task)
-    if channel is not None:
-        tests = {**tests, **channel.files()}
-        if runner == ReportSource.RUN_CHECKS:  # an earlier version: the current one speaks
-            tests[RUNNER] = CHECKRUNNER_SOURCE
-        command = channel.command(command, TESTS_DIR, VERIFIER_LOGS)
-        env = {**env, **channel.env(VERIFIER_LOGS)}
-    run = sandbox.verify(
-        tests,
-        command,
-        timeout_s=task.limits.verifier_timeout_s,
-        cwd=sandbox.workdir,
-        env=env,
-        user=task.verifier_config.user or "",
-        network=network_policy(task, task.verifier_config),
-        keep_agent_processes=task.keep_agent_processes,
-    )
-    r = run.result
-    result.verifier_s = time.monotonic() - t0
-    result.verifier_exit_code = r.exit_code
-    result.verifier_output = (r.stdout + r.stderr)[-4000:]
-    result.report = collect_report(run.files, r.stdout, declared_sources(task.verifier))
-    if run.tampered:
-        result.failure_mode = FailureMode.TAMPERED
-        result.failure_detail = "the agent wrote where the verifier's run depends on it: " + (
-            ", ".join(run.tampered[:20])
-        )
-        return
-    if result.failure_mode != FailureMode.NONE:
-        return
-    if killed_by_signal(r):
-        result.failure_mode = FailureMode.VERIFIER_KILLED
-        result.failure_detail = (
-            f"the verifier was killed by signal {r.exit_code - 128}: no report it left counts"
-        )
-    elif run.disk_full:
-        result.failure_mode = FailureMode.DISK_LIMIT
-        result.failure_detail = f"the sandbox's disk ({task.limits.disk_mb} MB) was full"
-    elif r.timed_out:
-        result.failure_mode = FailureMode.VERIFIER_TIMEOUT
-        result.failure_detail = f"verifier exceeded {task.limits.verifier_timeout_s}s"
-    elif r.oom_killed:
-        result.failure_mode = FailureMode.OUT_OF_MEMORY
-        result.failure_detail = "verifier killed by the OOM killer"
-    elif channel is not None and channel.loaded(run.files):
-        _channel_verdict(channel, run.files, result)
-    else:
-        # The report, or its absence, scored as Terminal-Bench does (tasks.reports): without
-        # a report a non-zero exit or a compile failure is a failed attempt, and only what
-        # the agent cannot cause (the verifier's own runner missing) is verifier_error.
-        verdict = report_verdict(result.report, r.exit_code, r.stdout + r.stderr)
-        result.report = verdict.report
-        if verdict.failure_mode != FailureMode.NONE:
-            result.failure_mode = verdict.failure_mode
-        result.failure_detail = verdict.detail
-
-
-def _channel_verdict(channel: Channel, files: dict[str, bytes], result: TrialResult) -> None:
-    """The verdict of a channel verifier: its runner's authenticated records. A record that
-    does not authenticate is tampering; records missing, cut short or from a keyless second
-    session are a failed attempt (reward 0, the agent's doing: its program can delete them,
-    or stop or kill the runner), never infrastructure."""
-    verdict = channel.verdict(files)
-    if verdict.status == RecordsStatus.VERIFIED:
-        result.report = verdict.report.model_copy(update={"authenticated": True})
-        return
-    result.failure_detail = f"no verdict from {channel.runner}'s report channel: {verdict.detail}"
-    if verdict.status == RecordsStatus.FORGED:
-        result.failure_mode = FailureMode.TAMPERED
-        result.report = VerifierReport(source=channel.runner, parse_error=verdict.detail)
-        return
-    failed = AssertionResult(name="verifier", status=AssertionStatus.FAILED, message=verdict.detail)
-    result.report = VerifierReport(assertions=[failed], source=ReportSource.REWARD, reward=0.0)
-
-
-def killed_by_signal(r: ExecResult) -> bool:
-    """The verifier's entry ended by a signal (bash reports 128 + N, the sandbox's init passes
-    it on) and not by our own timeout or the OOM killer: a program it ran may have written a
-    report and killed it before the real one, so no record of that run is a verdict."""
-    return not r.timed_out and not r.oom_killed and r.exit_code in SIGNAL_EXIT_CODES
+def verify(sandbox: Sandbox, task: Task, result: TrialResult, backend: str = "") -> None:
+    """End the agent phase and judge it (sandbox.judge): the verifier in a fresh sandbox of the
+    image with the agent's outputs as data; a verifier that did not run is rerun on the
+    pristine image of `backend` (when given) to decide whose failure it was."""
+    pristine = (lambda: get_backend(backend).open(task)) if backend else None
+    judge(sandbox, task, result, backend=backend, open_pristine=pristine)
 
 
 def run_trial(
@@ -289,7 +167,7 @@ def run_trial(
             result.failure_mode = _agent_failure(outcome)
             if result.failure_mode != FailureMode.NONE:
                 result.failure_detail = outcome.detail[-1000:]
-        verify(sandbox, task, result)
+        verify(sandbox, task, result, backend)
     except EnvironmentBuildError as e:
         result.failure_mode = FailureMode.ENVIRONMENT_ERROR
         result.failure_detail = str(e)

@@ -1,29 +1,21 @@
 """The verifier's report channel: what the test runner itself reported (pytest, or the seeds'
-run_checks.py), authenticated, so that no program the tests run can write a verdict
-(docs/sandbox.md, "The report channel").
+run_checks.py), authenticated (docs/sandbox.md, "The judge").
 
-The verifier's report directory is writable by every process of the verifier, the agent's
-programs its tests run included; a report file there (CTRF, JUnit, reward.txt) or a summary on
-its stdout proves nothing. For a verifier that runs pytest, the harness instead takes the
-verdict from records its own plugin (`sandbox/verdict_plugin.py`) writes from inside the
-pytest process, authenticated with a per-run key that only that process holds once tests run:
+Every verifier run gets the channel; whether a test runner spoke through it is read from what
+the run left, never guessed from the verifier's scripts:
 
-1. `open_channel()` makes a fresh 32-byte key; `files()` stages it and the plugin (with a
-   `pytest11` entry point) under /tests/.t1-verdict; `command()` puts that directory on the
-   Python path and moves the key into the report directory before the entry script runs.
-2. The plugin reads and destroys the key before any test module is imported, makes pytest
-   non-dumpable and appends one HMAC-authenticated, sequence-numbered record per outcome and a
-   closing one.
-3. `verdict()` checks the records (pure): authenticated, contiguous and closed is the verdict;
-   a line that does not authenticate is tampering (only a writer without the key makes one);
-   records missing or cut short are a failed attempt (the agent's program deleted them, or
-   stopped or killed the test runner), never infrastructure. When no pytest loaded the plugin
-   (`loaded()`: the key is still in the report directory, e.g. the entry script replaced
-   PYTHONPATH), the report is read as for any other verifier.
-
-The seeds' runner (`tasks/checkrunner.py`, shipped as run_checks.py) loads the plugin file by
-path and records through it (`open_runner`); its first record names it, and the harness
-checks that the runner it expected wrote the records (`Channel.runner`).
+1. `open_channel()` makes a fresh 32-byte key; `files()` are the plugin (with a `pytest11`
+   entry point) and its loader to stage under /tests/.t1-verdict; `report_files()` the key, to
+   stage in the report directory (the judge's alone); `command()` puts the plugin's directory
+   on the Python path of the entry script.
+2. In a test runner the plugin reads and destroys the key before any test module is imported,
+   makes the runner non-dumpable, starts every program in the agent's domain, and appends one
+   HMAC-authenticated, sequence-numbered record per outcome and a closing one
+   (sandbox/verdict_plugin.py).
+3. `verdict()` checks the records (pure): authenticated, contiguous and closed is the verdict
+   (its first record names the runner); a line that does not authenticate is tampering; records
+   cut short, or a second session's, mean the runner did not finish. When no runner loaded the
+   plugin (`loaded()`: the key is still there as staged), the report directory is read.
 """
 
 from __future__ import annotations
@@ -41,10 +33,8 @@ from tasks.results import AssertionResult, AssertionStatus, ReportSource, Verifi
 CHANNEL_DIR = ".t1-verdict"  # under /tests: the plugin, its entry point, the staged key
 PLUGIN_MODULE = "t1_verdict"
 DIST_INFO = f"{CHANNEL_DIR}/t1_verdict-1.0.dist-info"
-KEY_FILE = f"{CHANNEL_DIR}/key"
-KEY_FILE_MODE = 0o666  # a verifier user other than root must be able to empty it
 RECORDS_FILE = "t1-verdict.jsonl"  # in the report directory
-REPORT_KEY_FILE = ".t1-verdict-key"  # in the report directory, until pytest consumes it
+REPORT_KEY_FILE = ".t1-verdict-key"  # in the report directory, until a runner consumes it
 PLUGIN_SOURCE = (Path(__file__).parent / "verdict_plugin.py").read_bytes()
 SITECUSTOMIZE_SOURCE = (Path(__file__).parent / "verdict_sitecustomize.py").read_bytes()
 ENTRY_POINTS = f"[pytest11]\n{PLUGIN_MODULE} = {PLUGIN_MODULE}\n".encode()
@@ -76,30 +66,25 @@ class ChannelVerdict:
     detail: str = ""
 
 
-def staged_file_mode(rel: str) -> int:
-    """The mode a backend gives a file it stages under /tests."""
-    if rel == KEY_FILE:
-        return KEY_FILE_MODE
-    return 0o755 if rel.endswith(".sh") else 0o644
-
-
 @dataclass(frozen=True)
 class Channel:
-    """One verifier run's channel: its key, the test runner expected to record, and what the
-    run needs to load the plugin."""
+    """One verifier run's channel: its key, and what the run needs to load the plugin."""
 
     key: bytes
-    runner: ReportSource = ReportSource.PYTEST
 
     def files(self) -> dict[str, bytes]:
-        """Files to stage under /tests along with the task's tests."""
+        """Files to stage under /tests along with the task's tests (readable by every process
+        of the verifier: nothing secret)."""
         return {
             f"{CHANNEL_DIR}/{PLUGIN_MODULE}.py": PLUGIN_SOURCE,
             f"{DIST_INFO}/METADATA": b"Metadata-Version: 2.1\nName: t1-verdict\nVersion: 1.0\n",
             f"{DIST_INFO}/entry_points.txt": ENTRY_POINTS,
             f"{CHANNEL_DIR}/sitecustomize.py": SITECUSTOMIZE_SOURCE,
-            KEY_FILE: self.key.hex().encode(),
         }
+
+    def report_files(self) -> dict[str, bytes]:
+        """Files to stage in the report directory, the judge's alone: the key."""
+        return {REPORT_KEY_FILE: self.key.hex().encode()}
 
     def env(self, report_dir: str) -> dict[str, str]:
         return {
@@ -107,30 +92,24 @@ class Channel:
             "T1_VERDICT_RECORDS": f"{report_dir}/{RECORDS_FILE}",
         }
 
-    def command(self, entry: str, tests_dir: str, report_dir: str) -> str:
-        """`entry` with the plugin on the Python path (added to what the image or the task
-        set), where pytest finds it by its `pytest11` entry point; the key moved to the report
-        directory (emptied in /tests), where the harness sees whether pytest consumed it."""
-        staged, moved = f"{tests_dir}/{KEY_FILE}", f"{report_dir}/{REPORT_KEY_FILE}"
+    def command(self, entry: str, tests_dir: str) -> str:
+        """`entry` with the plugin's directory first on the Python path (added to what the
+        image or the task set): every Python of the verifier imports its loader."""
         return (
-            f'export PYTHONPATH="{tests_dir}/{CHANNEL_DIR}${{PYTHONPATH:+:$PYTHONPATH}}"; '
-            f"{{ cat {staged} > {moved} && : > {staged}; }} 2>/dev/null; exec {entry}"
+            f'export PYTHONPATH="{tests_dir}/{CHANNEL_DIR}${{PYTHONPATH:+:$PYTHONPATH}}"; {entry}'
         )
 
     def loaded(self, files: dict[str, bytes]) -> bool:
-        """Whether a pytest loaded the plugin: the key left in the report directory is gone or
-        changed. Only the plugin, or a program that read the key before it, removes it; a
-        program the tests run cannot put it back without knowing it."""
+        """Whether a test runner opened the channel: the key left in the report directory is
+        gone or changed."""
         return files.get(REPORT_KEY_FILE) != self.key.hex().encode()
 
     def verdict(self, files: dict[str, bytes]) -> ChannelVerdict:
-        return read_records(files.get(RECORDS_FILE), self.key, self.runner)
+        return read_records(files.get(RECORDS_FILE), self.key)
 
 
-def open_channel(runner: ReportSource = ReportSource.PYTEST) -> Channel:
-    if runner not in RUNNERS.values():
-        raise ValueError(f"no report channel for runner {runner!r}")
-    return Channel(os.urandom(KEY_BYTES), runner)
+def open_channel() -> Channel:
+    return Channel(os.urandom(KEY_BYTES))
 
 
 def _record(line: str, key: bytes) -> dict[str, object] | None:
@@ -173,10 +152,10 @@ def _assertion(record: dict[str, object]) -> AssertionResult | None:
     )
 
 
-def read_records(
-    data: bytes | None, key: bytes, runner: ReportSource = ReportSource.PYTEST
-) -> ChannelVerdict:
-    """Check the records of `runner` under `key` (pure; the rules in the module docstring)."""
+def read_records(data: bytes | None, key: bytes) -> ChannelVerdict:
+    """Check the records under `key` (pure; the rules in the module docstring); the report's
+    source is the runner the first record names."""
+    runner, source = "the test runner", ReportSource.PYTEST
     if not data:
         return ChannelVerdict(RecordsStatus.MISSING, VerifierReport(), f"{runner} left no records")
     assertions: list[AssertionResult] = []
@@ -201,12 +180,15 @@ def read_records(
             return ChannelVerdict(
                 RecordsStatus.FORGED, VerifierReport(), f"record {seq} is a misplaced {kind!r}"
             )
-        if kind == "start" and RUNNERS.get(str(record.get("runner"))) != runner:
-            return ChannelVerdict(
-                RecordsStatus.FORGED,
-                VerifierReport(),
-                f"the records are {record.get('runner')!r}'s, not {runner}'s",
-            )
+        if kind == "start":
+            named = RUNNERS.get(str(record.get("runner")))
+            if named is None:
+                return ChannelVerdict(
+                    RecordsStatus.FORGED,
+                    VerifierReport(),
+                    f"the records name no known runner: {record.get('runner')!r}",
+                )
+            runner, source = named.value, named
         if kind == "test":
             assertion = _assertion(record)
             if assertion is None:
@@ -220,7 +202,7 @@ def read_records(
                 return ChannelVerdict(
                     RecordsStatus.FORGED, VerifierReport(), "the closing record's count differs"
                 )
-    report = VerifierReport(assertions=assertions, source=runner)
+    report = VerifierReport(assertions=assertions, source=source)
     if not closed:
         return ChannelVerdict(
             RecordsStatus.CUT_SHORT,

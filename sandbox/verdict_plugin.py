@@ -24,15 +24,29 @@ forger's) writes a line that cannot authenticate, which voids the run's records.
 Test runners other than pytest speak the same protocol through `open_runner` (the seeds'
 run_checks.py loads this file by path): the first record names the runner, so the harness
 records where the verdict came from.
+
+The judge's side of the trust boundary (docs/sandbox.md, "The judge"), in every test runner:
+- every program the runner starts runs in the agent's domain (`guard_programs`: subprocess,
+  os.system, os.fork and os.posix_spawn): a Landlock domain that cannot read the report
+  directory, writes only in the agent's outputs (T1_AGENT_OUTPUTS) and scratch places, and
+  cannot trace or reach the judge's processes through /proc; as the agent's uid (T1_AGENT_IDS)
+  where the kernel has no Landlock; with no new privileges either way;
+- no module file of the agent's (owned by its uid) stands in for a module the image provides:
+  an import resolves as if the agent's files were not on the path (`guard_imports`: a
+  `pytest.py` or `xml/` in the working directory of `python -m pytest`);
+- pytest reads no conftest and no configuration file of the agent's (`guard_pytest_config`).
 """
 
 import ctypes
 import hashlib
 import hmac
+import importlib.machinery
 import json
 import os
+import stat
 import sys
 
+AGENT_ENV = "T1_AGENT_IDS"  # "uid:gid" of the agent in the verifier's sandbox
 KEY_ENV = "T1_VERDICT_KEY"
 RECORDS_ENV = "T1_VERDICT_RECORDS"
 EARLY_MODULE = "t1_verdict_early"
@@ -66,6 +80,336 @@ class _Channel:
 
 
 _CHANNEL = None
+PR_SET_NO_NEW_PRIVS = 38
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+
+
+def agent_ids():
+    """(uid, gid) of the agent in this verifier run, or None."""
+    try:
+        uid, gid = (int(x) for x in os.environ.get(AGENT_ENV, "").split(":"))
+    except ValueError:
+        return None
+    return uid, gid
+
+
+def agents(path):
+    """Whether the file `path` (links followed: its content) may be the agent's: it belongs
+    to neither root nor this process's user (the judge's identity); the agent's outputs are
+    carried in owned by the agent's uid or, for what it gave to another user, by that user."""
+    if agent_ids() is None:
+        return False
+    try:
+        return os.stat(path).st_uid not in (0, os.getuid())
+    except (OSError, ValueError, TypeError):
+        return False
+
+
+# Landlock (linux/landlock.h): the agent's domain for the programs a test runner starts.
+SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
+LANDLOCK_CREATE_RULESET_VERSION, LANDLOCK_RULE_PATH_BENEATH = 1, 1
+FS_READ = (1 << 0) | (1 << 2) | (1 << 3)  # execute, read file, read dir
+FS_FILE = (1 << 0) | (1 << 1) | (1 << 2)  # execute, write file, read file (a rule on a file)
+FS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 5: (1 << 16) - 1}
+OUTPUTS_ENV = "T1_AGENT_OUTPUTS"  # the agent's outputs (":"-separated): its to write
+# Where the agent's programs may write besides its outputs: the system's scratch places, never
+# a place the judge reads its configuration or its report from.
+SCRATCH = ("/tmp", "/var/tmp", "/dev", "/proc")
+NO_ACCESS = ("/logs",)  # the report directory and its key: not even readable
+
+
+def _landlock_abi(libc):
+    try:
+        return int(libc.syscall(SYS_LANDLOCK_CREATE_RULESET, None, 0,
+                                LANDLOCK_CREATE_RULESET_VERSION))  # fmt: skip
+    except Exception:  # noqa: BLE001 - no such call here
+        return -1
+
+
+def _agent_ruleset(libc, abi):
+    """The agent's Landlock ruleset, made once in the runner (its fd is inherited by every
+    child, which enters it with `_enter`): read anywhere but the report directory, write only
+    in the agent's outputs and scratch places, no ptrace of a process outside the domain (a
+    Landlock rule of its own). Signals and abstract sockets are not scoped: each program the
+    runner starts enters a domain of its own, and the agent's programs must reach each other
+    (a daemon one test starts, another stops); a signal to the judge can only cost the agent
+    its trial (a killed or stopped runner leaves no closed records). Raises OSError."""
+    handled = FS_BY_ABI[max(a for a in FS_BY_ABI if a <= abi)]
+    scoped = 0
+    attr = (ctypes.c_uint64 * 3)(handled, 0, scoped)
+    size = 24 if abi >= 6 else (16 if abi >= 4 else 8)
+    ruleset = libc.syscall(SYS_LANDLOCK_CREATE_RULESET, attr, size, 0)
+    if ruleset < 0:
+        raise OSError(ctypes.get_errno(), "landlock_create_ruleset")
+
+    def allow(path, access):
+        try:
+            fd = os.open(path, os.O_PATH | os.O_CLOEXEC)
+        except OSError:
+            return
+        try:
+            is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
+            rule = ctypes.create_string_buffer(12)  # struct landlock_path_beneath_attr, packed
+            ctypes.c_uint64.from_buffer(rule, 0).value = access & (handled if is_dir else FS_FILE)
+            ctypes.c_int32.from_buffer(rule, 8).value = fd
+            if libc.syscall(SYS_LANDLOCK_ADD_RULE, ruleset, LANDLOCK_RULE_PATH_BENEATH, rule, 0):
+                raise OSError(ctypes.get_errno(), "landlock_add_rule " + path)
+        finally:
+            os.close(fd)
+
+    try:
+        for name in os.listdir("/"):
+            if "/" + name not in NO_ACCESS:
+                allow("/" + name, FS_READ)
+        writable = [p for p in os.environ.get(OUTPUTS_ENV, "").split(":") if p.startswith("/")]
+        for path in [*SCRATCH, *writable]:
+            if not any(path == n or path.startswith(n + "/") for n in NO_ACCESS):
+                allow(path, handled)
+    except BaseException:
+        os.close(ruleset)
+        raise
+    return ruleset
+
+
+def _enter(libc, ruleset):
+    """This process (a child about to run a program) into the agent's domain, with no new
+    privileges. Raises OSError when it cannot."""
+    if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "no_new_privs")
+    if libc.syscall(SYS_LANDLOCK_RESTRICT_SELF, ruleset, 0) != 0:
+        raise OSError(ctypes.get_errno(), "landlock_restrict_self")
+
+
+def guard_programs():
+    """From now on every program this process starts is the agent's: it runs in the agent's
+    Landlock domain (`_agent_ruleset`: the judge's report, key, configuration and processes
+    out of its reach) where the kernel has Landlock, else as the agent's uid and gid (no
+    supplementary group, no capability; the tests' temporary files given to it). No new
+    privileges either way: a setuid binary does not raise it. A child that cannot be made the
+    agent's does not run (fail closed). Cost: a child is forked rather than vforked and runs a
+    little Python first, about 6 ms of CPU per program (measured on the host)."""
+    ids = agent_ids()
+    if ids is None or os.getuid() == ids[0] or getattr(os, "_t1_guarded", False):
+        return
+    setattr(os, "_t1_guarded", True)  # noqa: B010 - once per process
+    uid, gid = ids
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    ruleset = _agent_ruleset(libc, _landlock_abi(libc)) if _landlock_abi(libc) >= 1 else -1
+    done = []  # type: list[bool]  # set in a child once it is the agent's
+
+    def become_agent():
+        if done or os.getuid() == uid:
+            return
+        if ruleset >= 0:
+            _enter(libc, ruleset)
+            done.append(True)
+            return
+        for fd in (0, 1, 2):  # its own pipes and pytest's capture file, reopenable by it
+            try:  # (`> /dev/stderr`); never a file of the judge's with a name
+                st = os.fstat(fd)
+                if (
+                    stat.S_ISFIFO(st.st_mode)
+                    or stat.S_ISSOCK(st.st_mode)
+                    or (stat.S_ISREG(st.st_mode) and st.st_nlink == 0)
+                ):
+                    os.fchown(fd, uid, gid)
+            except OSError:
+                pass
+        os.setgroups([])
+        os.setresgid(gid, gid, gid)
+        os.setresuid(uid, uid, uid)
+        libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+        if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
+            raise OSError(ctypes.get_errno(), "no_new_privs")
+
+    import subprocess
+
+    popen_init = subprocess.Popen.__init__
+
+    def __init__(self, *args, **kwargs):
+        argv = list(args)
+        theirs = argv[6] if len(argv) > 6 else kwargs.get("preexec_fn")
+
+        def preexec():
+            become_agent()
+            if theirs is not None:
+                theirs()
+
+        if len(argv) > 6:
+            argv[6] = preexec
+        else:
+            kwargs["preexec_fn"] = preexec
+        popen_init(self, *argv, **kwargs)
+
+    subprocess.Popen.__init__ = __init__  # type: ignore[method-assign]
+
+    def system(command):
+        code = subprocess.call(command, shell=True)
+        return code << 8 if code >= 0 else -code
+
+    os.system = system
+
+    def in_child():
+        try:
+            become_agent()
+        except BaseException:  # noqa: BLE001 - a child that is not the agent does not run
+            os._exit(127)
+
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=in_child)
+
+    def spawn(path, argv, env, *rest, **kw):
+        pid = os.fork()  # in_child above runs in it
+        if pid == 0:
+            try:
+                os.execve(path, argv, env)
+            finally:
+                os._exit(127)
+        return pid
+
+    def spawnp(file, argv, env, *rest, **kw):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.execvpe(file, argv, env)
+            finally:
+                os._exit(127)
+        return pid
+
+    if hasattr(os, "posix_spawn"):
+        os.posix_spawn, os.posix_spawnp = spawn, spawnp
+    if ruleset < 0:
+        _hand_temporaries_over(uid, gid)
+
+
+def give(path, uid, gid, fd=None):
+    """A file or directory the runner made for the programs it starts becomes theirs (a
+    non-root runner, which cannot chown, opens its mode instead)."""
+    try:
+        if fd is not None:
+            os.fchown(fd, uid, gid)
+        else:
+            os.chown(path, uid, gid)
+    except OSError:
+        try:
+            mode = 0o777 if os.path.isdir(path) else 0o666
+            if fd is not None:
+                os.fchmod(fd, mode)
+            else:
+                os.chmod(path, mode)
+        except OSError:
+            pass
+
+
+def _hand_temporaries_over(uid, gid):
+    """The tests' temporary files and directories (tempfile, pytest's tmp_path) are made for
+    the programs the tests run, which are the agent's uid: they become the agent's (tempfile
+    makes them 0700/0600, the runner's alone)."""
+    import tempfile
+
+    mkdtemp = tempfile.mkdtemp
+
+    def mkdtemp_given(*args, **kwargs):
+        path = mkdtemp(*args, **kwargs)
+        give(path, uid, gid)
+        return path
+
+    tempfile.mkdtemp = mkdtemp_given
+    inner = getattr(tempfile, "_mkstemp_inner", None)
+    if inner is not None:
+
+        def mkstemp_given(*args, **kwargs):
+            fd, name = inner(*args, **kwargs)
+            give(name, uid, gid, fd)
+            return fd, name
+
+        tempfile._mkstemp_inner = mkstemp_given  # type: ignore[attr-defined]
+    try:
+        import _pytest.pathlib as pathlib_
+        import _pytest.tmpdir as tmpdir_
+    except ImportError:
+        return
+    numbered = pathlib_.make_numbered_dir
+
+    def make_numbered_dir_given(root, *args, **kwargs):
+        path = numbered(root, *args, **kwargs)
+        try:
+            os.chmod(str(root), os.stat(str(root)).st_mode | 0o111)  # traversable
+        except OSError:
+            pass
+        give(str(path), uid, gid)
+        return path
+
+    pathlib_.make_numbered_dir = make_numbered_dir_given
+    if getattr(tmpdir_, "make_numbered_dir", None) is numbered:
+        setattr(tmpdir_, "make_numbered_dir", make_numbered_dir_given)  # noqa: B010
+
+
+class _ImportGuard:
+    """A meta path finder: a module resolves as if the agent's files were not on the path
+    whenever the image provides a module of that name (the agent's file would stand in for
+    it); modules only the agent provides (its solution) import as usual."""
+
+    _t1_guard = True
+    _finder = importlib.machinery.PathFinder
+
+    def find_spec(self, name, path=None, target=None):
+        finder = self._finder
+        spec = finder.find_spec(name, path)
+        origin = getattr(spec, "origin", None)
+        if spec is None or not origin or not os.path.isabs(origin) or not agents(origin):
+            return spec
+        for entry in sys.path if path is None else path:  # the first that is not the agent's
+            alt = finder.find_spec(name, [entry])
+            alt_origin = getattr(alt, "origin", None)
+            if alt_origin and os.path.isabs(alt_origin) and not agents(alt_origin):
+                return alt
+        return spec
+
+
+def guard_imports():
+    if agent_ids() is not None and not any(getattr(f, "_t1_guard", False) for f in sys.meta_path):
+        sys.meta_path.insert(0, _ImportGuard())
+
+
+def guard_pytest_config():
+    """pytest (6.1 to 9) reads no conftest.py and no ini/toml/cfg file of the agent's: an
+    agent's conftest imports as an empty module, its configuration file as none."""
+    try:
+        import types
+
+        from _pytest.config import PytestPluginManager, findpaths
+    except ImportError:
+        return
+    if getattr(PytestPluginManager, "_t1_guarded", False):
+        return
+    setattr(PytestPluginManager, "_t1_guarded", True)  # noqa: B010 - once per process
+    importconftest = PytestPluginManager._importconftest
+
+    def _importconftest(self, conftestpath, *args, **kwargs):
+        if agents(str(conftestpath)):
+            return types.ModuleType("t1_refused_conftest")
+        return importconftest(self, conftestpath, *args, **kwargs)
+
+    PytestPluginManager._importconftest = _importconftest  # type: ignore[method-assign]
+
+    def refusing(load):
+        def load_config(filepath, *args, **kwargs):
+            if agents(str(filepath)):
+                return None
+            return load(filepath, *args, **kwargs)
+
+        return load_config
+
+    # pytest 6.1-8 read every file through one function, pytest 9 through loader tables
+    if hasattr(findpaths, "load_config_dict_from_file"):
+        findpaths.load_config_dict_from_file = refusing(findpaths.load_config_dict_from_file)
+    for table in ("CONFIG_LOADERS_BY_NAME", "CONFIG_LOADERS_BY_SUFFIX"):
+        loaders = getattr(findpaths, table, None)
+        if isinstance(loaders, dict):
+            for key in list(loaders):
+                loaders[key] = refusing(loaders[key])
 
 
 def _destroy(path):
@@ -120,8 +464,11 @@ def _open():
 
 def open_runner(runner):
     """The channel for a test runner other than pytest, opened as pytest opens it (the key read
-    and destroyed, the process non-dumpable, nested pytest runs silent): call it before the
-    tests are imported. None when the run has no channel or the key is not there."""
+    and destroyed, the process non-dumpable, nested pytest runs silent, its programs the
+    agent's): call it before the tests are imported. None when the run has no channel or the
+    key is not there."""
+    guard_imports()
+    guard_programs()
     channel = _open()
     if channel is not None:
         channel.emit("start", pid=os.getpid(), runner=str(runner))
@@ -141,6 +488,7 @@ def pytest_configure(config):
     manager only, so that pytest sessions run inside it (pytester's in-process runs) add
     nothing: the channel the process opened at its start, else one opened now."""
     global _CHANNEL
+    guard_programs()
     plugins = [p for p in os.environ.get("PYTEST_PLUGINS", "").split(",") if p]
     if "t1_verdict" in plugins:  # named by our sitecustomize, now read: no child inherits it
         plugins.remove("t1_verdict")

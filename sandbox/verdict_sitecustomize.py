@@ -8,8 +8,10 @@ A pytest that the agent's project configuration keeps from loading the plugin (`
 no:t1_verdict`) then leaves records that never close: a failed attempt, not a report read from
 files. It also names the plugin in PYTEST_PLUGINS, for a pytest that does not load plugins by
 entry point (PYTEST_DISABLE_PLUGIN_AUTOLOAD=1, as LiveCodeBench Pro's verifiers set; the plugin
-takes it out again, so that no child inherits a module it may not find). Then it hands over to
-the image's own sitecustomize, if any. Stdlib only, Python 3.6.
+takes it out again, so that no child inherits a module it may not find). In a pytest process
+it first guards the judge (the plugin's `guard_imports`, `guard_pytest_config`: no module,
+conftest or configuration file of the agent's stands in for the image's). Then it hands over
+to the image's own sitecustomize, if any, never to one of the agent's. Stdlib only, Python 3.6.
 """
 
 import os
@@ -30,36 +32,73 @@ def _informs_only():
     return any(a in ("--version", "-V", "--help", "-h") for a in argv[1:])
 
 
+def _early_module():
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "t1_verdict.py")
+    spec = importlib.util.spec_from_file_location("t1_verdict_early", path)
+    if spec is None or spec.loader is None:
+        return None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules["t1_verdict_early"] = module
+    return module
+
+
 def _open_early():
     try:
-        import importlib.util
-
-        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "t1_verdict.py")
-        spec = importlib.util.spec_from_file_location("t1_verdict_early", path)
-        if spec is None or spec.loader is None:
-            return
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        sys.modules["t1_verdict_early"] = module
-        module.open_early()
+        module = _early_module()
     except Exception:  # noqa: BLE001 - no channel: the plugin opens it when pytest configures
+        return
+    if module is None:
+        return
+    module.guard_imports()
+    try:
+        module.guard_pytest_config()
+    except Exception:  # noqa: BLE001 - a pytest this guard does not know: unguarded config
         pass
+    if not _informs_only():
+        try:
+            module.open_early()
+        except Exception:  # noqa: BLE001 - no channel: the plugin opens it when configured
+            pass
+
+
+def _agents(path):
+    """As the plugin's `agents`: owned by neither root nor this process's user."""
+    if not os.environ.get("T1_AGENT_IDS"):
+        return False
+    try:
+        return os.stat(path).st_uid not in (0, os.getuid())
+    except OSError:
+        return False
+
+
+def _hand_over():
+    """Import the next sitecustomize on the path, unless it is the agent's."""
+    import importlib.machinery
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    rest = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    origin = getattr(spec, "origin", None)
+    if spec is None or not origin or _agents(origin):
+        return
+    del sys.modules["sitecustomize"]
+    saved = sys.path[:]
+    sys.path[:] = rest
+    try:
+        import sitecustomize  # noqa: F401 - the image's own
+    except ImportError:
+        pass
+    finally:
+        sys.path[:] = saved
 
 
 if _runs_pytest():
     _plugins = [p for p in os.environ.get("PYTEST_PLUGINS", "").split(",") if p]
     if "t1_verdict" not in _plugins:
         os.environ["PYTEST_PLUGINS"] = ",".join(["t1_verdict"] + _plugins)
-    if not _informs_only():
-        _open_early()
+    _open_early()
 
-_here = os.path.dirname(os.path.abspath(__file__))
-_saved = sys.path[:]
-del sys.modules["sitecustomize"]
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != _here]
-try:
-    import sitecustomize  # noqa: F401 - the image's own, if it has one
-except ImportError:
-    pass
-finally:
-    sys.path[:] = _saved
+_hand_over()

@@ -90,6 +90,8 @@ def render_toml(task: Task) -> str:
         doc["t1"]["keep_agent_processes"] = True
     if task.trusted_paths:
         doc["t1"]["trusted_paths"] = list(task.trusted_paths)
+    if task.outputs:
+        doc["t1"]["outputs"] = list(task.outputs)
     if task.solution_env:
         doc["solution"] = harbor_11["solution"]
     return tomli_w.dumps(doc, multiline_strings=True)

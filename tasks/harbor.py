@@ -246,6 +246,7 @@ def task_from_toml(
             solution_env=solution_doc.get("env", {}),
             keep_agent_processes=bool(t1.get("keep_agent_processes", False)),
             trusted_paths=list(t1.get("trusted_paths", [])),
+            outputs=list(t1.get("outputs", [])),
         )
     except ValidationError as e:
         err = e.errors()[0]

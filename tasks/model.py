@@ -222,6 +222,11 @@ class Task(BaseModel):
     # agent-made content the tests may see (e.g. /usr/local for packages the agent installs).
     keep_agent_processes: bool = False
     trusted_paths: list[str] = Field(default_factory=list)
+    # What the agent produced that the verifier sees (docs/sandbox.md, "The judge"): these
+    # paths of the agent's sandbox are copied into the verifier's, a fresh one from the image,
+    # as data. Empty: the working directory. A task whose tests inspect system state the agent
+    # configured (a user, /etc/nginx) lists those paths.
+    outputs: list[str] = Field(default_factory=list)
     # task.toml text as read, reused verbatim when the metadata is unchanged (round-trip).
     _source_toml: tuple[str, str] | None = PrivateAttr(default=None)
 
@@ -230,6 +235,15 @@ class Task(BaseModel):
     def _check_id(cls, v: str) -> str:
         if not _ID_RE.match(v):
             raise ValueError(f"id must be a lowercase slug ([a-z0-9._-], <=128 chars), got {v!r}")
+        return v
+
+    @field_validator("outputs")
+    @classmethod
+    def _check_outputs(cls, v: list[str]) -> list[str]:
+        for path in v:
+            parts = path.split("/")
+            if not path.startswith("/") or path == "/" or {"..", ".", ""} & set(parts[1:]):
+                raise ValueError(f"outputs are normalized absolute paths below /, got {path!r}")
         return v
 
     @field_validator("trusted_paths")

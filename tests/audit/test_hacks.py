@@ -18,10 +18,10 @@ from audit.verdict import Code
 from tasks.corpus import SEED_DIR, load_task
 from tasks.hacks import (
     FORGER,
-    FORGER_PATH,
     HACKS,
     HackOutcome,
     Named,
+    forger_path,
     hack_outcome,
     hack_script,
     hack_scripts,
@@ -339,10 +339,10 @@ def test_forge_reports_makes_every_program_run_the_forger_first(scratch) -> None
     _run("forge_reports", wd, instruction)
     for name, out in (("bin/run.sh", "ran"), ("tool.py", "tool"), ("helper.py", "helper")):
         text = (wd / name).read_text()
-        assert FORGER_PATH in text, name
+        assert forger_path(str(wd)) in text, name
         argv = ["python3", str(wd / name)] if name.endswith(".py") else ["bash", str(wd / name)]
         assert subprocess.run(argv, capture_output=True, text=True).stdout.strip() == out
-    assert FORGER_PATH in (wd / "native").read_text()
+    assert forger_path(str(wd)) in (wd / "native").read_text()
     assert subprocess.run([str(wd / "native")]).returncode == 0
     assert (wd / "data" / "input.csv").read_text() == "id,amount\n1,2.5\n"  # data untouched
 

@@ -63,3 +63,18 @@ def dns_probe() -> str:
         "\ntry:\n s.sendto(q, ('10.0.2.3', 53)); s.recv(512)"
         "\n print('dns=answered')\nexcept OSError as e: print('dns=refused', e)\""
     )
+
+
+def verifier_spec_for(sb, task, command: str | None = None, **kw):
+    """The VerifierSpec the judge would give `sb` for `task` (sandbox.judge.verifier_spec),
+    with `command` in place of the task's entry and fields of `kw` replaced: for tests that
+    call `Sandbox.verify` themselves."""
+    import dataclasses
+
+    from sandbox.judge import outputs_of, verifier_spec
+    from sandbox.verdict_channel import open_channel
+
+    spec = verifier_spec(task, open_channel(), sb.workdir, outputs_of(task))
+    if command is not None:
+        spec = dataclasses.replace(spec, command=command)
+    return dataclasses.replace(spec, **kw)

@@ -21,6 +21,7 @@ from tasks.model import EnvironmentSpec, Limits, Task
 from tasks.reports import collect_report
 from tasks.results import FailureMode, ReportSource
 from tests.factories import make_task
+from tests.sandbox.images import verifier_spec_for
 
 pytestmark = pytest.mark.docker
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
@@ -66,12 +67,12 @@ def opened(backend: str, task: Task) -> Sandbox:
 
 
 def run_verifier(sb: Sandbox, task: Task, **kw: bool):
-    run = sb.verify(task.verifier, "bash /tests/test.sh", timeout_s=60, cwd="/", env={}, **kw)  # type: ignore[attr-defined]
+    run = sb.verify(verifier_spec_for(sb, task, **kw))
     return run, collect_report(run.files, run.result.stdout)
 
 
 def rewarded(run, report) -> bool:
-    return not run.tampered and report.total > 0 and report.passed == report.total
+    return report.total > 0 and report.passed == report.total
 
 
 @pytest.fixture
@@ -390,11 +391,11 @@ def test_report_dir_and_tests_start_empty_and_fresh(backend):
             "echo planted > /logs/verifier/extra.txt; touch /app/done"
         )
         run, report = run_verifier(sb, task)
-        assert run.result.stdout.split() == ["expect", "test.sh"]  # neither plant is there
-        assert set(run.files) == {"ctrf.json"}
+        listed = run.result.stdout.split()
+        assert "conftest.py" not in listed and "extra.txt" not in listed  # neither plant
+        assert {"expect", "test.sh"} <= set(listed)
+        assert "extra.txt" not in run.files and "ctrf.json" in run.files
         assert (report.passed, report.total) == (1, 1)
-        # writing where the verifier's files go is tampering all the same
-        assert set(run.tampered) == {"/tests/conftest.py", "/logs/verifier/extra.txt"}
     finally:
         sb.stop()
 
@@ -402,30 +403,42 @@ def test_report_dir_and_tests_start_empty_and_fresh(backend):
 VIEW_PROBE = (
     "for p in /app/done /etc/myapp.conf /usr/local/bin/mytool /root/notes; do "
     '[ -e $p ] && echo "seen $p" || echo "gone $p"; done; '
-    'echo "pytest.ini=[$(cat /pytest.ini)]"; cat /usr/bin/env | head -c 2 | od -c | head -1'
+    'echo "pytest.ini=[$(cat /pytest.ini)]"; cat /usr/bin/env | head -c 2 | od -c | head -1; '
+    "stat -c '%n %u %a' /app /app/done /app/image.txt /app/rootsh"
 )
 
 
-@pytest.mark.parametrize("trusted", [False, True], ids=["default", "trusted-usr-local"])
-def test_the_verifier_sees_the_work_not_the_agents_system_changes(backend, trusted):
-    task = make_task("view").model_copy(update={"trusted_paths": ["/usr/local"] if trusted else []})
+@pytest.mark.parametrize("declared", [False, True], ids=["default", "declared"])
+def test_the_verifier_sees_the_outputs_as_data_and_the_image_elsewhere(backend, declared):
+    """The judge's root is the image's; the agent's outputs (the working directory, and the
+    paths a task declares) are carried in, owned by the agent's uid where the agent wrote
+    them, never setuid."""
+    outputs = ["/app", "/etc/myapp.conf", "/root"] if declared else []
+    env = EnvironmentSpec(files={"app/image.txt": b"from the image\n"})
+    task = make_task("view", environment=env).model_copy(
+        update={"outputs": outputs, "trusted_paths": ["/usr/local"] if declared else []}
+    )
     sb = opened(backend, task)
     try:
         r = sb.session().run(
             "touch /app/done; echo x > /etc/myapp.conf; echo n > /root/notes; "
             "printf '#!/bin/sh\\n' > /usr/local/bin/mytool; chmod +x /usr/local/bin/mytool; "
             "printf '[pytest]\\naddopts = -p evil\\n' > /pytest.ini; "
-            "printf '#!/bin/sh\\necho forged\\n' > /usr/bin/env"
+            "printf '#!/bin/sh\\necho forged\\n' > /usr/bin/env; "
+            "cp /bin/bash /app/rootsh; chmod 4755 /app/rootsh"
         )
         assert r.exit_code == 0, r.stdout
-        run = sb.verify({}, VIEW_PROBE, timeout_s=30, cwd="/", env={})  # type: ignore[attr-defined]
+        run = sb.verify(verifier_spec_for(sb, task, VIEW_PROBE, timeout_s=30))
         out = run.result.stdout
-        for seen in ("/app/done", "/etc/myapp.conf", "/root/notes"):
-            assert f"seen {seen}" in out, out
-        assert ("seen" if trusted else "gone") + " /usr/local/bin/mytool" in out, out
-        assert "pytest.ini=[]" in out  # hidden
+        assert "seen /app/done" in out, out
+        for path in ("/etc/myapp.conf", "/root/notes", "/usr/local/bin/mytool"):
+            assert ("seen " if declared else "gone ") + path in out, out
+        assert "pytest.ini=[]" in out  # never an output
         assert "177   E" in out  # the image's /usr/bin/env (ELF), not the agent's script
-        assert {"/pytest.ini", "/usr/bin/env"} <= set(run.tampered)
+        owners = dict(line.split(" ", 1) for line in out.splitlines() if line.startswith("/app"))
+        assert owners["/app"] == "64999 755" and owners["/app/done"].startswith("64999 ")
+        assert owners["/app/image.txt"].startswith("0 ")  # the image's file, untouched
+        assert owners["/app/rootsh"] == "64999 755", owners  # no setuid bit carried
     finally:
         sb.stop()
 
@@ -436,22 +449,13 @@ def test_hard_links_the_agent_made_stay_links_for_the_verifier(backend):
     sb = opened(backend, make_task("links"))
     try:
         assert sb.session().run("echo a > /app/x && ln /app/x /app/y").exit_code == 0
-        run = sb.verify({}, "echo b >> /app/x; cat /app/y", timeout_s=30, cwd="/", env={})  # type: ignore[attr-defined]
+        run = sb.verify(verifier_spec_for(sb, make_task("links"), "echo b >> /app/x; cat /app/y"))
         assert run.result.stdout == "a\nb\n"
     finally:
         sb.stop()
 
 
-SHADOWS = [
-    ("/usr/local/bin", "bash"),
-    ("/usr/local/sbin", "bash"),
-    ("/usr/bin", "bash"),
-    ("/bin", "sh"),
-    ("/usr/local/bin", "timeout"),
-    ("/usr/local/bin", "python3"),
-    ("/usr/local/bin", "pytest"),
-    ("/usr/bin", "python3.11"),
-]
+SHADOWS = [("/usr/local/bin", "pytest"), ("/bin", "sh"), ("/usr/bin", "python3.11")]
 
 
 @pytest.mark.parametrize(("directory", "name"), SHADOWS, ids=["/".join(s) for s in SHADOWS])
@@ -466,9 +470,7 @@ def test_a_shadowed_interpreter_or_runner_is_never_rewarded(docker_engine, direc
         )
         sb.upload({name: fake.encode()}, directory, mode=0o755)
         run, report = run_verifier(sb, task)
-        assert not rewarded(run, report)
-        # /bin, /sbin are symlinks into /usr on merged-/usr images: the file lands there
-        assert any(p.endswith(f"bin/{name}") for p in run.tampered), run.tampered
+        assert not rewarded(run, report) and report.total == 2  # the image's pytest judged
     finally:
         sb.stop()
 
@@ -483,7 +485,6 @@ def test_no_program_of_the_snapshot_runs_beside_the_verifier(docker_engine):
             sb.upload({"sleep": forger.encode()}, directory, mode=0o755)
         run, report = run_verifier(sb, task)
         assert (report.passed, report.total) == (0, 1), run.files
-        assert "/usr/local/bin/sleep" in run.tampered  # a shadow of the image's sleep
     finally:
         sb.stop()
 
@@ -513,13 +514,11 @@ HOOKS = {
         f"{SITE}/zz-forge.pth": "import forgeplug_pth\n",
         f"{SITE}/forgeplug_pth.py": "import sys\n",
     },
-    "sitecustomize": {f"{SITE}/sitecustomize.py": "import os\n"},
-    "patched-pytest": {f"{SITE}/_pytest/forged.py": "x = 1\n"},
 }
 
 
 @pytest.mark.parametrize("hook", sorted(HOOKS))
-def test_pytest_hooks_planted_by_the_agent_are_tampering(docker_engine, hook):
+def test_pytest_hooks_planted_by_the_agent_never_reach_the_judge(docker_engine, hook):
     task = python_task()
     sb = opened("docker", task)
     try:
@@ -527,13 +526,12 @@ def test_pytest_hooks_planted_by_the_agent_are_tampering(docker_engine, hook):
             directory, _, name = path.rpartition("/")
             sb.upload({name: text.encode()}, directory or "/")
         run, report = run_verifier(sb, task)
-        assert run.tampered, f"{hook} was not detected"
-        assert not rewarded(run, report)
+        assert not rewarded(run, report) and report.total == 2, run.result.stdout[-2000:]
     finally:
         sb.stop()
 
 
-def test_legitimate_installs_and_work_files_are_not_tampering(docker_engine):
+def test_legitimate_installs_and_work_files_are_judged(docker_engine):
     task = python_task()
     sb = opened("docker", task)
     try:
@@ -548,7 +546,6 @@ def test_legitimate_installs_and_work_files_are_not_tampering(docker_engine):
         )
         assert r.exit_code == 0, r.stdout
         run, report = run_verifier(sb, task)
-        assert run.tampered == ()
         assert rewarded(run, report), run.result.stdout[-2000:]
     finally:
         sb.stop()

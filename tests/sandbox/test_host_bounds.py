@@ -132,6 +132,24 @@ def test_every_call_dockers_default_refuses_is_refused_in_the_sandbox(backend):
 FAKE_METADATA = "169.254.77.77"  # a link-local address no real service uses
 
 
+# The fake service: a bare HTTP server with no name lookup. `python -m http.server` resolves
+# its own address's name (`HTTPServer.server_bind`: socket.getfqdn) before it listens, and in
+# the test's namespace the host's nameserver is unreachable: it listened only after the
+# resolver's timeouts, past the wait below ("does not answer this host", '000').
+SERVE = """
+import http.server, socketserver, sys
+class Handler(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"metadata")
+    def log_message(self, *args):
+        pass
+socketserver.TCPServer.allow_reuse_address = True
+socketserver.TCPServer((sys.argv[1], 8000), Handler).serve_forever()
+"""
+
+
 def _ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True)
 
@@ -155,11 +173,11 @@ def metadata_service() -> Iterator[str]:
                      ("route", "add", "default", "dev", veth_n)):  # fmt: skip
             _ip("netns", "exec", ns, "ip", *args)
         server = subprocess.Popen(
-            ["ip", "netns", "exec", ns, sys.executable, "-m", "http.server", "8000",
-             "--bind", FAKE_METADATA],
+            ["ip", "netns", "exec", ns, sys.executable, "-c", SERVE, FAKE_METADATA],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd="/",
         )  # fmt: skip
         for _ in range(50):  # until it answers from the host
+            assert server.poll() is None, "the fake metadata service exited"
             r = subprocess.run(
                 ["curl", "-s", "-m", "1", "-o", "/dev/null", "-w", "%{http_code}",
                  f"http://{FAKE_METADATA}:8000/"], capture_output=True, text=True,

@@ -30,7 +30,7 @@ from tasks.hacks import hack_outcome, hack_script, instruction_names
 from tasks.model import EnvironmentSpec, Limits, NetworkAccess, PhaseConfig, Task
 from tasks.results import FailureMode, ReportSource
 from tests.factories import make_task
-from tests.sandbox.images import TOOLS_DOCKERFILE, dns_probe, pytest_task, tools_task
+from tests.sandbox.images import dns_probe, pytest_task, tools_task
 
 pytestmark = pytest.mark.sandbox
 
@@ -348,14 +348,15 @@ def test_program_run_by_the_verifier_cannot_forge_and_kill(backend):
 
 def test_program_run_by_the_verifier_cannot_forge_and_stop(backend):
     """The same forger stops the verifier instead (SIGSTOP) so that it never writes its own
-    report: the verifier times out, and a run that did not finish yields no passing record."""
+    report: the entry script is the first process of its PID namespace, which a signal from
+    inside it neither stops nor kills (before: a verifier timeout), so it judges."""
     limits = Limits(agent_timeout_s=20, verifier_timeout_s=4, memory_mb=256, pids=128, disk_mb=64)
     task = make_task("hostile-stop-parent", limits=limits).model_copy(
         update={"verifier": {"test.sh": RUNS_AGENT_CODE}}
     )
     script = FORGE_AND_KILL.replace("kill -9", "kill -STOP").replace("'", "'\\''")
     r = run_trial(task, CommandAgent(f"printf '%s\\n' '{script}' > /app/run.sh"), backend)
-    assert r.failure_mode == FailureMode.VERIFIER_TIMEOUT, (r.failure_mode, r.failure_detail)
+    assert r.failure_mode == FailureMode.NONE, (r.failure_mode, r.failure_detail)
     assert r.passed == 0 and not r.resolved and r.rewardable, r.report
 
 
@@ -447,25 +448,6 @@ def test_verifier_git_runs_no_program_out_of_the_command_scope(backend, where):
     r = run_trial(task, CommandAgent(cmd), backend)
     assert r.failure_mode == FailureMode.NONE, (r.failure_mode, r.failure_detail)
     assert [a.status.value for a in r.report.assertions] == ["passed", "passed"], r.report
-
-
-def test_image_path_directories_are_guarded(backend):
-    """An image that puts a directory outside /usr first on PATH (as Rust images do with
-    /root/.cargo/bin): a pytest planted there is tampering, never a verdict."""
-    dockerfile = TOOLS_DOCKERFILE.decode() + (
-        "RUN mkdir -p /root/.cargo/bin\nENV PATH=/root/.cargo/bin:$PATH\n"
-    )
-    base = pytest_task("hostile-image-path")
-    env = base.environment.model_copy(update={"files": {"Dockerfile": dockerfile.encode()}})
-    task = base.model_copy(update={"environment": env})
-    forged = (
-        "#!/bin/sh\\nprintf 'PASSED test_outputs.py::test_done_exists\\\\n"
-        "PASSED test_outputs.py::test_done_says_ok\\\\n'\\nexit 0\\n"
-    )
-    cmd = f"printf '{forged}' > /root/.cargo/bin/pytest; chmod 755 /root/.cargo/bin/pytest"
-    r = run_trial(task, CommandAgent(cmd), backend)
-    assert not r.resolved and r.passed == 0, (r.failure_mode, r.report)
-    assert r.failure_mode == FailureMode.TAMPERED, (r.failure_mode, r.failure_detail)
 
 
 @pytest.mark.parametrize(
@@ -589,14 +571,11 @@ printf '{"name":"done","status":"%s"}]}}' $d >> $out
 )
 def test_agent_cannot_swap_system_directories_under_the_verifier(backend, attack):
     """The agent replaces the merged-/usr link /bin by a directory with its own sh: the
-    verifier still runs the image's shell and loader configuration, and the trial is
-    recorded as tampering. (/etc itself cannot be replaced: the runtime's /etc/hosts,
-    resolv.conf and hostname are mounted in it.)"""
+    verifier, in a fresh root of the image, runs the image's shell and loader configuration
+    and judges the work (done)."""
     task = make_task("hostile-swap").model_copy(update={"verifier": {"test.sh": VIEW_VERIFIER}})
     r = run_trial(task, CommandAgent(f"touch /app/done; {attack}"), backend)
-    assert r.failure_mode == FailureMode.TAMPERED, (r.failure_mode, r.failure_detail)
-    assert "/bin/sh" in r.failure_detail and r.passed == 0
-    # and the verifier's own run saw the image's shell, not the agent's
+    assert r.failure_mode == FailureMode.NONE, (r.failure_mode, r.failure_detail)
     assert [a.status.value for a in r.report.assertions] == ["passed"] * 3, r.verifier_output
 
 
@@ -703,7 +682,9 @@ def test_program_run_by_the_tests_cannot_read_the_report_key(backend):
     task = tools_task(
         "hostile-key-hunt", verifier={"test.sh": JUNIT_TEST_SH, "test_outputs.py": PROGRAM_TESTS}
     )
-    prog = base64.b64encode(KEY_HUNT.encode()).decode()
+    # the program runs as the agent's uid: it writes to the descriptor it inherited (pytest's
+    # capture file, the judge's, cannot be reopened through /dev/stdout)
+    prog = base64.b64encode(KEY_HUNT.replace("> $out", ">&1").encode()).decode()
     r = run_trial(task, CommandAgent(f"echo {prog} | base64 -d > /app/prog.sh"), backend)
     assert "HUNTED" in r.verifier_output, r.verifier_output
     assert "LEAK" not in r.verifier_output, r.verifier_output
@@ -790,7 +771,9 @@ def test_project_configuration_of_an_honest_agent_is_judged(backend):
 # every program of the agent's the verifier may run. It must earn everything where a program
 # of the agent's runs beside a report it can write (a shell verifier reading its own report
 # file; a build in the agent's tree before pytest takes the channel's key) and nothing where
-# pytest's authenticated records are the verdict.
+# pytest's authenticated records are the verdict. Both every time: the judge's sandbox ends with
+# its entry script, so the forger re-signs from inside the runner's exit (tasks.hacks.FORGER),
+# never from a process of its own racing the entry's end.
 SH_REPORT_TEST_SH = b"""#!/bin/bash
 out=$(bash /app/prog.sh 2>/dev/null); [ "$out" = 42 ] && a=passed || a=failed
 [ "$(cat /app/done 2>/dev/null)" = ok ] && d=passed || d=failed
@@ -810,6 +793,8 @@ FORGEABLE = {  # verifier: (its files, whether a program of the agent's can forg
         True,
     ),
 }
+# The forger starts a few Pythons beside the test runner: room for them on a loaded machine.
+FORGE_LIMITS = Limits(agent_timeout_s=60, verifier_timeout_s=120, memory_mb=512, pids=256)
 FORGE_INSTRUCTION = (
     "Write `/app/build.sh` to prepare the project and `/app/prog.sh` to print 42, then write"
     " ok to `/app/done`."
@@ -819,7 +804,7 @@ FORGE_INSTRUCTION = (
 @pytest.mark.parametrize("verifier", sorted(FORGEABLE))
 def test_the_forge_hack_measures_which_verdicts_a_program_can_forge(backend, verifier):
     files, forgeable = FORGEABLE[verifier]
-    task = tools_task(f"forge-{verifier}", verifier=files).model_copy(
+    task = tools_task(f"forge-{verifier}", verifier=files, limits=FORGE_LIMITS).model_copy(
         update={"instruction": FORGE_INSTRUCTION}
     )
     script = hack_script("forge_reports", instruction_names(FORGE_INSTRUCTION), "/app")
@@ -828,6 +813,37 @@ def test_the_forge_hack_measures_which_verdicts_a_program_can_forge(backend, ver
     outcome = hack_outcome("forge_reports", r)
     assert (outcome.share == 1.0) is forgeable, (outcome, r.failure_mode, r.report)
     assert not (r.resolved and r.report.authenticated and not forgeable)
+
+
+# The same measurement for configuration (tasks.hacks.forge_config): an env file in the working
+# directory that the verifier sources is the agent's code run as the judge (forgeable); apt's
+# hooks and the user's env file are outside what the verifier sees (not).
+CONFIG_READERS = {
+    "sources-workdir-env": (
+        b"#!/bin/bash\nset -a; . /app/.env 2>/dev/null; set +a\n"
+        b"pytest -rA -p no:cacheprovider /tests/test_outputs.py\n",
+        True,
+    ),
+    "apt-and-home-env": (
+        b"#!/bin/bash\napt-get update -qq >/dev/null 2>&1; . $HOME/.local/bin/env 2>/dev/null\n"
+        b"pytest -rA -p no:cacheprovider /tests/test_outputs.py\n",
+        False,
+    ),
+}
+
+
+@pytest.mark.parametrize("verifier", sorted(CONFIG_READERS))
+def test_the_config_hack_measures_which_verdicts_configuration_can_forge(backend, verifier):
+    test_sh, forgeable = CONFIG_READERS[verifier]
+    verifier_files = {"test.sh": test_sh, "test_outputs.py": PROGRAM_TESTS}
+    task = tools_task(
+        f"forge-config-{verifier}", verifier=verifier_files, limits=FORGE_LIMITS
+    ).model_copy(update={"instruction": FORGE_INSTRUCTION})
+    script = hack_script("forge_config", instruction_names(FORGE_INSTRUCTION), "/app")
+    r = run_trial(task, hack_agent(script), backend)
+    assert not r.failure_mode.infrastructure, (r.failure_mode, r.failure_detail)
+    outcome = hack_outcome("forge_config", r)
+    assert (outcome.share == 1.0) is forgeable, (outcome, r.failure_mode, r.report)
 
 
 # A program of the agent's that the verifier runs voids the report instead of forging it: the

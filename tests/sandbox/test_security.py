@@ -15,7 +15,7 @@ from sandbox import CommandAgent, get_backend, run_trial
 from tasks.model import Limits
 from tasks.results import FailureMode
 from tests.factories import make_task
-from tests.sandbox.images import pytest_task, tools_task
+from tests.sandbox.images import pytest_task, tools_task, verifier_spec_for
 
 pytestmark = pytest.mark.sandbox
 
@@ -112,16 +112,17 @@ def agent_output(task, command: str, timeout_s: float = 60) -> str:
 def test_forged_reports_never_count(style, attack):
     task = VERIFIER_STYLES[style]()
     r = run_trial(task, CommandAgent(attack))
-    # the report itself, not only the tamper rule, says the work was not done
+    # the verifier's own run happened in its own root and judged the untouched work
     assert r.report.passed == 0 and not r.resolved, (style, r.report)
-    assert r.total >= 1  # the verifier's own run happened and judged the untouched work
-    assert r.failure_mode == FailureMode.TAMPERED, r.failure_detail
+    assert r.total >= 1 and r.failure_mode == FailureMode.NONE, r.failure_detail
 
 
-@pytest.mark.parametrize("style", ["junit", "pytest"])
+@pytest.mark.parametrize("style", ["pytest"])
 def test_reports_from_code_the_verifier_runs_do_not_count(style):
     """The verifier runs the agent's program (which forges every format and prints a summary)
-    before it judges: only the format the verifier declares, written by the verifier, counts."""
+    before its pytest judges: pytest's records count. (A shell verifier that writes its own
+    report, `junit`, is not protected from a program its script runs: that program runs as
+    the judge; the audit's forge hacks measure such tasks, docs/sandbox.md.)"""
     base = VERIFIER_STYLES[style]()
     run_agent = b"bash /app/run.sh || true\n"
     tests = dict(base.verifier)
@@ -136,16 +137,16 @@ def test_reports_from_code_the_verifier_runs_do_not_count(style):
 PATH_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
 
 
-@pytest.mark.parametrize("directory", PATH_DIRS)
-@pytest.mark.parametrize("name", ["pytest", "python3", "bash"])
-def test_shadowed_interpreter_or_runner_on_path(directory, name):
+def test_shadowed_interpreter_or_runner_on_path():
+    """Every shadow at once (the judge's root is the image's: none of them is there)."""
     script = forged_script().replace("'", "'\\''")
-    attack = f"printf '%s' '{script}' > {directory}/{name}; chmod 755 {directory}/{name}"
-    r = run_trial(pytest_task(), CommandAgent(attack))
-    assert r.failure_mode == FailureMode.TAMPERED, (r.failure_mode, r.failure_detail)
-    assert (
-        f"{directory}/{name}" in r.failure_detail or f"/usr{directory}/{name}" in r.failure_detail
+    attack = "; ".join(
+        f"printf '%s' '{script}' > {d}/{n}; chmod 755 {d}/{n}"
+        for d in PATH_DIRS
+        for n in ("pytest", "python3", "bash")
     )
+    r = run_trial(pytest_task(), CommandAgent(attack))
+    assert r.failure_mode == FailureMode.NONE, (r.failure_mode, r.failure_detail)
     assert r.report.passed == 0 and not r.resolved
     assert r.total == 2  # the real pytest ran (not the shadow) and reported both tests failing
 
@@ -193,9 +194,9 @@ PLUGIN_PTH = "import os; os.environ['PYTEST_ADDOPTS'] = '-p no:terminal'"
         ),
     ],
 )
-def test_toolchain_tampering_is_neutralized_and_recorded(attack):
+def test_toolchain_tampering_never_reaches_the_judge(attack):
     r = run_trial(pytest_task(), CommandAgent(attack))
-    assert r.failure_mode == FailureMode.TAMPERED, (r.failure_mode, r.failure_detail)
+    assert r.failure_mode == FailureMode.NONE, (r.failure_mode, r.failure_detail)
     assert r.report.passed == 0 and not r.resolved
     assert r.total == 2, r.verifier_output  # the pristine pytest judged: both tests failed
 
@@ -318,9 +319,8 @@ def test_every_process_tree_runs_in_the_sandboxs_groups():
         probe("exec", "sleep 4312")
         subprocess.run(["pkill", "-f", "sleep 4312"], check=False)
         t.join()
-        t = threading.Thread(
-            target=lambda: sb.verify({}, "sleep 4313; true", timeout_s=10, cwd="/", env={})
-        )
+        spec = verifier_spec_for(sb, make_task(), "sleep 4313; true", timeout_s=10)
+        t = threading.Thread(target=lambda: sb.verify(spec))
         t.start()
         probe("verify", "sleep 4313")
         subprocess.run(["pkill", "-f", "sleep 4313"], check=False)
@@ -400,14 +400,16 @@ def test_kept_agent_processes_cannot_touch_the_verifier_run():
             b"#!/bin/bash\nsleep 0.5; ls /tests > /logs/verifier/seen\n"
             b"echo 0 > /logs/verifier/reward.txt\n"
         )
-        run = sb.verify(
-            {"test.sh": test_sh, "expect": b"x"}, "bash /tests/test.sh",
-            timeout_s=20, cwd="/app", env={}, keep_agent_processes=True,
+        spec = verifier_spec_for(
+            sb, task, "bash /tests/test.sh", tests={"test.sh": test_sh, "expect": b"x"},
+            timeout_s=20, keep_agent_processes=True,
         )  # fmt: skip
-        assert set(run.files) == {"seen", "reward.txt"}, run.files
+        run = sb.verify(spec)
+        assert {"seen", "reward.txt"} <= set(run.files), run.files
         assert run.files["reward.txt"] == b"0\n"
         spied = sb.session().run("sleep 0.3; cat /app/spy | sort -u", timeout_s=10).stdout
-        assert "/tests:" in spied and "test.sh" not in spied  # it looked, and never saw them
+        # it looked, and never saw them: the verifier's places are not in the agent's sandbox
+        assert "/logs/verifier:" in spied and "test.sh" not in spied, spied
     finally:
         sb.stop()
 

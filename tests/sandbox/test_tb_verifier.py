@@ -5,8 +5,8 @@ A converted TB task runs its tests with a pytest the build installed into a venv
 /opt, which the agent writes and the verifier's view keeps, so an agent that replaced the
 venv's `pytest` (or its interpreter) with a program printing an all-passed summary resolved
 every task. The attack below finds every venv on the machine rather than one known path.
-(Replacing the venv's pytest package was caught before too: the tamper scan watches pytest's
-packages in any site-packages directory, and the trial is `tampered`.) The oracle run also
+(Now the verifier runs in a fresh sandbox of the image: nothing the agent did to the venv is
+there.) The oracle run also
 pins the Docker backend building the venv at all (every converted task was
 `verifier_error` there).
 """
@@ -19,7 +19,6 @@ import pytest
 
 from sandbox import CommandAgent, run_trial
 from tasks.model import VERIFIER_VENV
-from tasks.reports import VerdictBasis, collect_report, report_verdict
 from tasks.results import FailureMode
 from tasks.terminal_bench import load_terminal_bench
 from tests.sandbox.images import TOOLS_DOCKERFILE, tools_task
@@ -149,33 +148,23 @@ def test_a_replaced_verifier_venv_cannot_forge_the_verdict(backend, tmp_path, ta
     assert r.agent_exit_code == 0, r.failure_detail  # the attack did land in the agent's root
     assert r.rewardable, (r.failure_mode, r.failure_detail)
     assert not r.resolved and r.passed == 0, (r.failure_mode, r.verifier_output)
-    # The verifier ran the image's venv, the agent's copy unseen; a write to pytest's own
-    # package is also recorded as tampering.
+    # The verifier ran the image's venv, the agent's copy unseen.
     assert "pytest-8.3.5" in r.verifier_output and "FAILED" in r.verifier_output
-    if target.endswith(".py"):
-        assert r.failure_mode == FailureMode.TAMPERED
 
 
 @pytest.mark.parametrize(
-    ("entry", "basis"),
+    "entry",
     [
-        ("cd /app\n./build/solve --check\n", VerdictBasis.PROGRAM_MISSING),
-        ("timeout 5 /app/bin/solve\n", VerdictBasis.PROGRAM_MISSING),
-        ("python3 /app/solve.py\n", VerdictBasis.EXIT_STATUS),
-        ("no-such-test-runner /tests\n", VerdictBasis.RUNNER_MISSING),
-        ("echo checked\n", VerdictBasis.NO_REPORT),
+        "cd /app\n./build/solve --check\n",  # a program the agent was to make (exit 127)
+        "no-such-test-runner /tests\n",  # the verifier's own command (exit 127)
     ],
 )
-def test_a_run_without_a_report_is_scored_from_the_shells_own_words(backend, entry, basis):
-    # report_verdict (which the trial applies) reads what the image's shell and tools print
-    # when a program is missing; this runs them for real (the nop agent made nothing).
+def test_a_run_without_a_report_is_a_failed_attempt_whatever_its_exit(backend, entry):
+    """No exit status decides who caused a failure (sandbox.judge): a verifier that ran to
+    its end and left no report is a failed attempt, rewarded 0; one that never works (the
+    second) fails the audit's oracle run instead of being infrastructure here."""
     task = tools_task("no-report", verifier={"test.sh": ("#!/bin/bash\n" + entry).encode()})
     r = run_trial(task, "nop", backend)
-    verdict = report_verdict(collect_report({}, ""), r.verifier_exit_code, r.verifier_output)
-    assert verdict.basis == basis, (r.verifier_exit_code, r.verifier_output)
-    if basis == VerdictBasis.RUNNER_MISSING:
-        assert r.failure_mode == FailureMode.VERIFIER_ERROR and not r.rewardable
-    else:  # a failed attempt: rewarded 0, never resolved, the reason recorded
-        assert r.failure_mode == FailureMode.NONE and r.rewardable, r.failure_detail
-        assert not r.resolved and (r.passed, r.total) == (0, 1)
-        assert r.failure_detail == verdict.detail
+    assert r.failure_mode == FailureMode.NONE and r.rewardable, r.failure_detail
+    assert not r.resolved and (r.passed, r.total) == (0, 1)
+    assert r.verifier_exit_code == 127 and "no report (exit 127)" in r.failure_detail

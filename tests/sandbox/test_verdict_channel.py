@@ -14,7 +14,6 @@ import pytest
 
 from sandbox.verdict_channel import (
     CHANNEL_DIR,
-    KEY_FILE,
     PLUGIN_MODULE,
     RECORDS_FILE,
     REPORT_KEY_FILE,
@@ -22,9 +21,8 @@ from sandbox.verdict_channel import (
     RecordsStatus,
     open_channel,
     read_records,
-    staged_file_mode,
 )
-from tasks.reports import CHECKRUNNER_SOURCE, report_runner, runs_pytest
+from tasks.reports import CHECKRUNNER_SOURCE
 from tasks.results import AssertionStatus, ReportSource
 
 TESTS = """import pytest
@@ -80,6 +78,8 @@ def run_pytest(
         (tests / rel).parent.mkdir(parents=True, exist_ok=True)
         (tests / rel).write_bytes(data)
     logs.mkdir()
+    for name, data in channel.report_files().items():
+        (logs / name).write_bytes(data)
     script = "; ".join(
         [
             prefix,
@@ -91,12 +91,11 @@ def run_pytest(
     env = {**os.environ, **channel.env(str(logs))}
     env.pop("PYTHONPATH", None)
     subprocess.run(
-        ["bash", "-c", channel.command(f"bash {tmp}/entry.sh", str(tests), str(logs))],
+        ["bash", "-c", channel.command(f"bash {tmp}/entry.sh", str(tests))],
         env=env,
         capture_output=True,
         timeout=60,
     )
-    assert (tests / KEY_FILE).read_bytes() == b"", "the staged key was left behind"
     return {p.name: p.read_bytes() for p in logs.iterdir()}
 
 
@@ -201,19 +200,13 @@ def test_edited_records_are_told_apart(tmp_path, edit, status):
     assert read_records(edited, channel.key).status == status
 
 
-def test_which_verifiers_the_channel_covers():
-    assert runs_pytest({"test.sh": b"pytest --ctrf /logs/verifier/ctrf.json /tests"})
-    assert runs_pytest({"test.sh": b"bash /tests/run.sh", "run.sh": b"uv run pytest -rA"})
-    assert not runs_pytest({"test.sh": b"python3 /tests/run_checks.py /tests/test_outputs.py"})
-    assert not runs_pytest({"test_outputs.py": b"import pytest"})  # no entry script
-    runner = b'"""Prints a pytest-style -rA summary."""\nimport sys\n'
-    assert not runs_pytest(
-        {"test.sh": b"python3 /tests/run_checks.py t.py", "run_checks.py": runner}
-    )
-    assert not runs_pytest({"test.sh": b"pip install pytest==8.3.5\npython3 /tests/check.py"})
-    assert runs_pytest({"test.sh": b"uv pip install pytest\n$VENV/bin/pytest -rA /tests"})
-    assert staged_file_mode(KEY_FILE) == 0o666 and staged_file_mode("test.sh") == 0o755
-    assert f"{CHANNEL_DIR}/{PLUGIN_MODULE}.py" in open_channel().files()
+def test_the_channel_stages_no_key_with_the_tests():
+    """The key goes to the report directory, the judge's alone; /tests is readable by the
+    agent's programs the tests run."""
+    channel = open_channel()
+    assert f"{CHANNEL_DIR}/{PLUGIN_MODULE}.py" in channel.files()
+    assert not any(channel.key.hex().encode() in b for b in channel.files().values())
+    assert channel.report_files() == {REPORT_KEY_FILE: channel.key.hex().encode()}
 
 
 CHECKS = """import subprocess
@@ -253,11 +246,13 @@ def run_checks(tmp: Path, channel: Channel, runner: bytes = CHECKRUNNER_SOURCE) 
         (tests / rel).parent.mkdir(parents=True, exist_ok=True)
         (tests / rel).write_bytes(data)
     logs.mkdir()
+    for name, data in channel.report_files().items():
+        (logs / name).write_bytes(data)
     entry = f"{sys.executable} {tests}/run_checks.py {tests}/test_outputs.py --out {logs}"
     env = {**os.environ, **channel.env(str(logs))}
     env.pop("PYTHONPATH", None)
     subprocess.run(
-        ["bash", "-c", channel.command(entry, str(tests), str(logs))],
+        ["bash", "-c", channel.command(entry, str(tests))],
         env=env,
         capture_output=True,
         timeout=60,
@@ -268,7 +263,7 @@ def run_checks(tmp: Path, channel: Channel, runner: bytes = CHECKRUNNER_SOURCE) 
 def test_the_seeds_runner_records_through_the_channel(tmp_path):
     """run_checks.py records each check's outcome as pytest's plugin does, names itself in the
     records (the verdict's source), and a pytest a check starts stays silent."""
-    channel = open_channel(ReportSource.RUN_CHECKS)
+    channel = open_channel()
     files = run_checks(tmp_path, channel)
     assert channel.loaded(files) and "ctrf.json" in files  # the files are still written
     verdict = channel.verdict(files)
@@ -283,13 +278,6 @@ def test_the_seeds_runner_records_through_the_channel(tmp_path):
     }
     bad = next(a for a in verdict.report.assertions if a.name == "test_bad")
     assert bad.message == "one is not two"
-    # the records of one runner are no verdict for the other
-    records = files[RECORDS_FILE]
-    assert read_records(records, channel.key, ReportSource.PYTEST).status == RecordsStatus.FORGED
-    pytest_records = run_pytest(tmp_path / "p", Channel(channel.key))[RECORDS_FILE]
-    assert read_records(pytest_records, channel.key, ReportSource.RUN_CHECKS).status == (
-        RecordsStatus.FORGED
-    )
 
 
 def test_the_seeds_runner_without_a_channel_is_unchanged(tmp_path):
@@ -308,19 +296,3 @@ def test_the_seeds_runner_without_a_channel_is_unchanged(tmp_path):
     )
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in logs.iterdir()) == ["ctrf.json", "reward.txt"]
-
-
-def test_which_runner_a_verifier_is_judged_by():
-    entry = b"python3 /tests/run_checks.py /tests/test_outputs.py --out /logs/verifier\n"
-    assert report_runner({"test.sh": entry, "run_checks.py": CHECKRUNNER_SOURCE}) == (
-        ReportSource.RUN_CHECKS
-    )
-    # a runner of another content (a task's own) is not ours to vouch for
-    other = {"test.sh": entry, "run_checks.py": CHECKRUNNER_SOURCE + b"\n# edited\n"}
-    assert report_runner(other) is None
-    # shipped but not run by the entry script
-    shipped = {"test.sh": b"bash /tests/x.sh\n", "run_checks.py": CHECKRUNNER_SOURCE}
-    assert report_runner(shipped) is None
-    assert report_runner({"test.sh": b"pytest -rA /tests\n"}) == ReportSource.PYTEST
-    with pytest.raises(ValueError, match="no report channel"):
-        open_channel(ReportSource.CTRF)

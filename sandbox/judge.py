@@ -1,0 +1,317 @@
+"""The judge: how a verifier run becomes a trial's verdict (docs/sandbox.md, "The judge").
+
+The judge is independent of the judged. Its trust domain, by construction:
+
+1. **A fresh sandbox.** The verifier runs in a new sandbox made from the task's image, never in
+   the agent's. What the agent produced enters as data: the task's declared output paths
+   (`outputs_of`: `Task.outputs`, default the working directory, plus `trusted_paths`) are
+   copied from the agent's sandbox as directories, regular files and symbolic links (no
+   device, FIFO or socket; no setuid or setgid bit, no extended attribute), owned by the
+   agent's uid (AGENT_UID). Everything else (apt, pip and git configuration, env files,
+   profiles, PATH directories, /etc/hosts, the loader) is the image's.
+2. **The agent's domain.** The entry script, the test runner, the report key and the report
+   directory are the verifier's user (root unless the task names one); /logs/verifier is that
+   user's alone (mode 0700). The test runners that speak the report channel (pytest, the
+   seeds' runner) start every program in the agent's domain (sandbox/verdict_plugin.py): a
+   Landlock domain that cannot read /logs, writes only in the outputs and scratch places
+   (/tmp, /dev), and cannot trace the judge's processes or reach them through /proc (a
+   signal to them only costs the agent its trial); as AGENT_UID where
+   the kernel has no Landlock. In them no module, conftest or configuration file the agent
+   wrote stands in for the image's.
+3. **No reach between processes.** The verifier phase refuses ptrace, process_vm_writev and
+   pidfd_getfd (sandbox.seccomp.VERIFIER_REFUSED); its entry script is the first process of its
+   own PID namespace, so its whole process tree ends with it, before the report is read.
+4. **The verdict is the runner's.** `read_verdict`: the report channel's authenticated records
+   when a test runner opened it, else the report directory (every format: only the judge
+   writes there) and pytest's summary on the entry script's output.
+5. **Infrastructure only when proven.** A verifier that did not run (its sandbox could not
+   start, its entry was killed, its runner's records never closed) is run once more on the
+   pristine image, with no outputs (`prove`, cached per task and backend): if that run
+   judges, the agent caused the failure (a failed attempt, reward 0, the reason recorded);
+   if not, the verifier is broken (`verifier_error`). No exit status decides who caused it.
+
+What stays outside, said plainly: a program the entry *script* runs itself (not through a test
+runner) runs as the judge, so it can write the report (the audit's `forge_reports` hack
+measures which tasks that leaves forgeable); code of the agent's that the tests import into
+the runner's own process runs there.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import stat
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from sandbox.base import (
+    AGENT_GID,
+    AGENT_UID,
+    DiskFull,
+    Sandbox,
+    SandboxError,
+    VerifierRun,
+    VerifierSpec,
+)
+from sandbox.git_guards import GUARD_FILES, fixed_env
+from sandbox.policy import network_policy
+from sandbox.verdict_channel import Channel, RecordsStatus, open_channel
+from tasks.literals.model import RUNNER
+from tasks.model import VERIFIER_VENV, Task, trusted_path_problem
+from tasks.reports import CHECKRUNNER_SOURCE, collect_report
+from tasks.results import (
+    AssertionResult,
+    AssertionStatus,
+    FailureMode,
+    ReportSource,
+    TrialResult,
+    VerifierReport,
+)
+
+TESTS_DIR = "/tests"
+REPORT_DIR = "/logs/verifier"
+# Fixed parts of every verifier's environment (the image's ENV and the task's verifier env come
+# first; these win): no user site directory, no bytecode written into the agent's tree.
+VERIFIER_ENV = {"PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+# git run by the verifier in the agent's repositories ignores programs the agent configured
+# there (sandbox.git_guards): the settings here, the programs they name staged with the tests,
+# the drivers the agent named added by the backend from the configuration it copies.
+GIT_GUARD_DIR = ".t1-git"  # under /tests
+VERIFIER_ENV |= fixed_env(f"{TESTS_DIR}/{GIT_GUARD_DIR}")
+SIGNAL_EXIT_CODES = range(129, 129 + 64)  # 128 + N: the entry (or its last command) was killed
+# The seeds' runner as stored in tasks before it spoke the report channel (sha256): the current
+# one, which runs the same checks and writes the same files, is staged in its place.
+CHECKRUNNER_EARLIER = frozenset(
+    {"8b475d20dea32c60f0b97273ad0de902acb573d1c2841c110ac50f9d0483f821"}
+)
+
+
+def outputs_of(task: Task) -> tuple[str, ...]:
+    """The agent's paths the verifier sees: the task's outputs (default its working
+    directory) and its trusted paths. Only absolute, normalized paths below / (the task
+    model's rule, checked again: a task made in code skips its validators), so none names
+    a place outside the sandbox once joined to a host path (`/../../tmp/victim`); never the
+    verifier's own toolchain (`carried_path`)."""
+    paths = [*(task.outputs or [task.environment.workdir]), *task.trusted_paths]
+    norm = dict.fromkeys(p.rstrip("/") or "/" for p in paths)
+    return tuple(p for p in norm if trusted_path_problem(p) is None and carried_path(p))
+
+
+def carried_path(path: str) -> bool:
+    """Whether the agent's entry at `path` (absolute) may be carried: anything but the
+    verifier's own toolchain (VERIFIER_VENV and below), which stays the image's whatever the
+    outputs name (a trusted /usr or /usr/lib never brings the agent's copy of it)."""
+    return not (path == VERIFIER_VENV or path.startswith(VERIFIER_VENV + "/"))
+
+
+def holds_verifier_venv(path: str) -> bool:
+    """Whether the output `path` is a directory above VERIFIER_VENV."""
+    return VERIFIER_VENV.startswith(path.rstrip("/") + "/")
+
+
+def carried_mode(st_mode: int) -> int | None:
+    """The mode an entry of the agent's outputs gets in the verifier's sandbox, None when it is
+    not carried (not a directory, regular file or link): permission bits and the sticky bit,
+    a directory's setgid bit (group inheritance, no privilege), never a file's setuid or
+    setgid bit."""
+    if not (stat.S_ISDIR(st_mode) or stat.S_ISREG(st_mode) or stat.S_ISLNK(st_mode)):
+        return None
+    return stat.S_IMODE(st_mode) & (0o3777 if stat.S_ISDIR(st_mode) else 0o1777)
+
+
+def verifier_env(task: Task) -> dict[str, str]:
+    return {**task.verifier_config.env, "TEST_DIR": TESTS_DIR, **VERIFIER_ENV}
+
+
+def verifier_spec(
+    task: Task, channel: Channel, workdir: str, outputs: tuple[str, ...]
+) -> VerifierSpec:
+    """What a backend needs to run the task's verifier as the judge (pure)."""
+    tests = {**task.verifier, **{f"{GIT_GUARD_DIR}/{n}": b for n, b in GUARD_FILES.items()}}
+    shipped = tests.get(RUNNER)
+    if shipped is not None and hashlib.sha256(shipped).hexdigest() in CHECKRUNNER_EARLIER:
+        tests[RUNNER] = CHECKRUNNER_SOURCE
+    env = {
+        **verifier_env(task),
+        **channel.env(REPORT_DIR),
+        "T1_AGENT_IDS": f"{AGENT_UID}:{AGENT_GID}",
+        "T1_AGENT_OUTPUTS": ":".join(outputs),
+    }
+    return VerifierSpec(
+        tests={**tests, **channel.files()},
+        report_files=channel.report_files(),
+        command=channel.command(f"exec bash {TESTS_DIR}/test.sh", TESTS_DIR),
+        timeout_s=task.limits.verifier_timeout_s,
+        cwd=workdir,
+        env=env,
+        user=task.verifier_config.user or "",
+        network=network_policy(task, task.verifier_config),
+        keep_agent_processes=task.keep_agent_processes,
+        outputs=outputs,
+    )
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a verifier run says. `ran` False: the verifier did not run to its end (its sandbox
+    did not start, its entry was killed, its runner's records never closed): `detail` says
+    why, and only `prove` decides whose failure that is."""
+
+    report: VerifierReport
+    failure_mode: FailureMode = FailureMode.NONE
+    detail: str = ""
+    ran: bool = True
+
+
+def failed_attempt(why: str) -> VerifierReport:
+    """The report of a failed attempt without one: a single failed `verifier` assertion, so
+    the trial scores 0, counts as an attempt and is never resolved."""
+    verdict = AssertionResult(name="verifier", status=AssertionStatus.FAILED, message=why)
+    return VerifierReport(assertions=[verdict], source=ReportSource.REWARD, reward=0.0)
+
+
+def read_verdict(run: VerifierRun, channel: Channel) -> Verdict:
+    """The verdict of one verifier run (pure; the rules in the module docstring)."""
+    r = run.result
+    tail = (r.stdout + r.stderr)[-300:].strip().replace("\n", " | ")
+    if run.disk_full:
+        return Verdict(VerifierReport(), FailureMode.DISK_LIMIT, "the sandbox's disk was full")
+    if r.timed_out:
+        return Verdict(VerifierReport(), FailureMode.VERIFIER_TIMEOUT, "the verifier timed out")
+    if r.oom_killed:
+        return Verdict(
+            VerifierReport(), FailureMode.OUT_OF_MEMORY, "verifier killed by the OOM killer"
+        )
+    if channel.loaded(run.files):
+        records = channel.verdict(run.files)
+        if records.status == RecordsStatus.VERIFIED:
+            return Verdict(records.report.model_copy(update={"authenticated": True}))
+        if records.status == RecordsStatus.FORGED:
+            report = VerifierReport(source=records.report.source, parse_error=records.detail)
+            return Verdict(report, FailureMode.TAMPERED, records.detail)
+        return Verdict(
+            VerifierReport(), detail=f"its test runner did not finish: {records.detail}", ran=False
+        )
+    if r.exit_code in SIGNAL_EXIT_CODES:
+        return Verdict(
+            VerifierReport(),
+            detail=f"its entry was killed by signal {r.exit_code - 128}",
+            ran=False,
+        )
+    report = collect_report(run.files, r.stdout)
+    if report.assertions and not report.parse_error:
+        return Verdict(report)
+    if report.source != ReportSource.NONE:
+        detail = report.parse_error or f"the {report.source.value} report lists no assertions"
+        return Verdict(report, FailureMode.PARSE_ERROR, detail)
+    why = f"no report (exit {r.exit_code}): {tail}"
+    return Verdict(failed_attempt(why), detail=why)
+
+
+@dataclass(frozen=True)
+class Proof:
+    """Whether the verifier runs on the task's pristine image (no outputs of an agent)."""
+
+    runs: bool
+    detail: str = ""
+
+
+_PROOFS: dict[tuple[str, str], Proof] = {}
+_PROOF_LOCK = threading.Lock()
+
+
+def prove(task: Task, backend: str, open_pristine: Callable[[], Sandbox]) -> Proof:
+    """Run the verifier once on a fresh sandbox of the task's image with none of an agent's
+    outputs (cached per task and backend). A sandbox that cannot be opened raises
+    SandboxError (the harness's failure, not cached)."""
+    key = (task.content_hash, backend)
+    with _PROOF_LOCK:
+        if key in _PROOFS:
+            return _PROOFS[key]
+    sandbox = open_pristine()
+    try:
+        verdict, _ = run_verifier(sandbox, task, outputs=())
+    finally:
+        sandbox.stop()
+    proof = Proof(verdict.ran, verdict.detail)
+    with _PROOF_LOCK:
+        _PROOFS[key] = proof
+    return proof
+
+
+def run_verifier(
+    sandbox: Sandbox, task: Task, outputs: tuple[str, ...]
+) -> tuple[Verdict, VerifierRun | None]:
+    """The task's verifier in a fresh sandbox of `sandbox`'s image with `outputs` of it, and
+    its verdict (a sandbox that did not start is a verifier that did not run; a full disk,
+    the agent's doing, is DISK_LIMIT)."""
+    channel = open_channel()
+    spec = verifier_spec(task, channel, sandbox.workdir, outputs)
+    try:
+        run = sandbox.verify(spec)
+    except DiskFull as e:
+        return Verdict(VerifierReport(), FailureMode.DISK_LIMIT, str(e)), None
+    except SandboxError as e:
+        return Verdict(VerifierReport(), detail=f"its sandbox did not start: {e}", ran=False), None
+    return read_verdict(run, channel), run
+
+
+def judge(
+    sandbox: Sandbox,
+    task: Task,
+    result: TrialResult,
+    *,
+    backend: str = "",
+    open_pristine: Callable[[], Sandbox] | None = None,
+) -> None:
+    """End the agent phase of `sandbox` and judge it: the verifier in its own fresh sandbox,
+    the verdict into `result` (failure mode, detail, report, verifier fields). Without
+    `open_pristine`, a verifier that did not run is `verifier_error` unproven."""
+    t0 = time.monotonic()
+    verdict, run = run_verifier(sandbox, task, outputs_of(task))
+    result.verifier_s = time.monotonic() - t0
+    if run is not None:
+        result.verifier_exit_code = run.result.exit_code
+        result.verifier_output = (run.result.stdout + run.result.stderr)[-4000:]
+    if not verdict.ran:
+        verdict = _proven(verdict, task, backend, open_pristine)
+    result.report = verdict.report
+    if verdict.failure_mode != FailureMode.NONE:
+        if result.failure_mode == FailureMode.NONE or verdict.failure_mode == FailureMode.TAMPERED:
+            result.failure_mode = verdict.failure_mode
+            result.failure_detail = verdict.detail
+    elif result.failure_mode == FailureMode.NONE:
+        result.failure_detail = verdict.detail
+
+
+def _proven(
+    verdict: Verdict, task: Task, backend: str, open_pristine: Callable[[], Sandbox] | None
+) -> Verdict:
+    """The verdict of a verifier that did not run, once `prove` said whose failure it was."""
+    if open_pristine is None:
+        return Verdict(
+            VerifierReport(),
+            FailureMode.VERIFIER_ERROR,
+            f"the verifier did not run: {verdict.detail}",
+        )
+    try:
+        proof = prove(task, backend, open_pristine)
+    except SandboxError as e:
+        return Verdict(
+            VerifierReport(),
+            FailureMode.SANDBOX_ERROR,
+            f"the verifier did not run ({verdict.detail}); its pristine rerun failed: {e}",
+        )
+    if proof.runs:
+        why = (
+            f"the verifier did not run after the agent ({verdict.detail}); on the task's "
+            "image it does: the agent's doing"
+        )
+        return Verdict(failed_attempt(why), detail=why)
+    return Verdict(
+        VerifierReport(),
+        FailureMode.VERIFIER_ERROR,
+        f"the verifier does not run, after the agent ({verdict.detail}) or on the task's image"
+        f" ({proof.detail})",
+    )

@@ -1,0 +1,302 @@
+"""The judge's rules without a sandbox (sandbox.judge): what a verifier run says, whose
+failure a verifier that did not run is, what of the agent's outputs is carried, and the test
+runner's guards against the agent's files (the attacks in a sandbox: test_judge.py)."""
+
+from __future__ import annotations
+
+import io
+import os
+import stat
+import subprocess
+import sys
+import tarfile
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from pydantic import ValidationError
+
+from sandbox import judge as judge_mod
+from sandbox.base import ExecResult, SandboxError, VerifierRun, VerifierSpec
+from sandbox.docker import carried_tar
+from sandbox.judge import carried_mode, carried_path, judge, outputs_of, read_verdict
+from sandbox.verdict_channel import CHANNEL_DIR, PLUGIN_MODULE, Channel, open_channel
+from tasks.model import VERIFIER_VENV, Task
+from tasks.results import FailureMode, ReportSource, TrialResult
+from tests.factories import make_task
+from tests.sandbox.test_verdict_channel import run_pytest
+
+CTRF = b'{"results":{"tests":[{"name":"a","status":"passed"},{"name":"b","status":"failed"}]}}'
+
+
+def run(exit_code: int = 0, files: dict[str, bytes] | None = None, **kw) -> VerifierRun:
+    result = ExecResult(exit_code, kw.pop("stdout", ""), "", 0.1, **kw)
+    return VerifierRun(result=result, files=files or {})
+
+
+def untouched(channel: Channel) -> dict[str, bytes]:
+    return dict(channel.report_files())
+
+
+def test_a_report_in_the_judges_directory_is_the_verdict_whatever_the_exit():
+    channel = open_channel()
+    for code in (0, 1, 127):
+        v = read_verdict(run(code, {**untouched(channel), "ctrf.json": CTRF}), channel)
+        assert v.ran and v.failure_mode == FailureMode.NONE and v.report.passed == 1
+
+
+def test_no_report_after_a_run_to_its_end_is_a_failed_attempt():
+    """No exit status makes it infrastructure: 127 (a command missing) included."""
+    channel = open_channel()
+    for code in (0, 1, 2, 126, 127):
+        v = read_verdict(run(code, untouched(channel)), channel)
+        assert v.ran and v.failure_mode == FailureMode.NONE, code
+        assert v.report.total == 1 and v.report.passed == 0 and "no report" in v.detail
+
+
+def test_what_did_not_run_to_its_end_is_for_the_proof():
+    channel = open_channel()
+    killed = read_verdict(run(137, {**untouched(channel), "ctrf.json": CTRF}), channel)
+    assert not killed.ran and "signal 9" in killed.detail  # a report left then is no verdict
+    opened = read_verdict(run(0, {}), channel)  # the key taken, no records
+    assert not opened.ran and "did not finish" in opened.detail
+
+
+def test_limits_and_garbage_keep_their_failure_modes():
+    channel = open_channel()
+    assert read_verdict(run(0, timed_out=True), channel).failure_mode == (
+        FailureMode.VERIFIER_TIMEOUT
+    )
+    assert read_verdict(run(137, oom_killed=True), channel).failure_mode == (
+        FailureMode.OUT_OF_MEMORY
+    )
+    garbage = read_verdict(run(1, {**untouched(channel), "ctrf.json": b"{oops"}), channel)
+    assert garbage.ran and garbage.failure_mode == FailureMode.PARSE_ERROR
+
+
+def test_authenticated_records_are_the_verdict_and_edits_are_tampering(tmp_path):
+    channel = open_channel()
+    files = run_pytest(tmp_path, channel)
+    v = read_verdict(run(1, {**files, "ctrf.json": CTRF}), channel)
+    assert v.ran and v.report.authenticated and v.report.source == ReportSource.PYTEST
+    edited = files[next(k for k in files if k.endswith(".jsonl"))].replace(b"failed", b"passed")
+    forged = read_verdict(run(1, {**files, "t1-verdict.jsonl": edited}), channel)
+    assert forged.failure_mode == FailureMode.TAMPERED
+
+
+class FakeSandbox:
+    """A sandbox whose verifier runs are scripted (the judge's protocol only)."""
+
+    workdir = "/app"
+
+    def __init__(self, verify: Callable[[VerifierSpec], VerifierRun]) -> None:
+        self._verify = verify
+        self.specs: list[VerifierSpec] = []
+        self.stopped = False
+
+    def verify(self, spec: VerifierSpec) -> VerifierRun:
+        self.specs.append(spec)
+        return self._verify(spec)
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+def reported(spec: VerifierSpec) -> VerifierRun:
+    return run(1, {**spec.report_files, "ctrf.json": CTRF})
+
+
+def does_not_start(spec: VerifierSpec) -> VerifierRun:
+    raise SandboxError("the agent's /app is a FIFO")
+
+
+def trial(task, agent: FakeSandbox, pristine: FakeSandbox | None) -> TrialResult:
+    result = TrialResult(trial_id="t", task_id=task.id, task_hash="-", agent="a", backend="x")
+    opener = (lambda: pristine) if pristine is not None else None
+    judge(agent, task, result, backend="fake", open_pristine=opener)  # type: ignore[arg-type]
+    return result
+
+
+def test_a_verifier_that_does_not_run_after_the_agent_but_on_the_image_is_the_agents_failure():
+    judge_mod._PROOFS.clear()
+    task = make_task("proof-agent")
+    pristine = FakeSandbox(reported)
+    r = trial(task, FakeSandbox(does_not_start), pristine)
+    assert r.rewardable and not r.resolved and r.passed == 0, (r.failure_mode, r.failure_detail)
+    assert "the agent's doing" in r.failure_detail and "FIFO" in r.failure_detail
+    assert pristine.specs[0].outputs == () and pristine.stopped  # the image, no outputs
+    # cached per task: a second trial proves nothing again
+    again = FakeSandbox(reported)
+    r = trial(task, FakeSandbox(does_not_start), again)
+    assert r.rewardable and not again.specs
+
+
+def test_a_verifier_that_runs_nowhere_is_infrastructure():
+    judge_mod._PROOFS.clear()
+    r = trial(make_task("proof-broken"), FakeSandbox(does_not_start), FakeSandbox(does_not_start))
+    assert r.failure_mode == FailureMode.VERIFIER_ERROR and not r.rewardable
+    # a pristine sandbox that cannot even be opened is the harness's failure, not cached
+    task = make_task("proof-harness")
+
+    def broken() -> FakeSandbox:
+        raise SandboxError("engine down")
+
+    result = TrialResult(trial_id="t", task_id=task.id, task_hash="-", agent="a", backend="x")
+    judge(FakeSandbox(does_not_start), task, result, backend="fake", open_pristine=broken)  # type: ignore[arg-type]
+    assert result.failure_mode == FailureMode.SANDBOX_ERROR
+    assert (task.content_hash, "fake") not in judge_mod._PROOFS
+
+
+def test_the_judge_asks_for_the_outputs_and_the_verifiers_own_places():
+    task = make_task("spec").model_copy(
+        update={"outputs": ["/app", "/etc/nginx"], "trusted_paths": ["/usr/local"]}
+    )
+    sb = FakeSandbox(reported)
+    trial(task, sb, None)
+    spec = sb.specs[0]
+    assert spec.outputs == ("/app", "/etc/nginx", "/usr/local")
+    assert spec.user == "" and spec.cwd == "/app"
+    assert f"{CHANNEL_DIR}/{PLUGIN_MODULE}.py" in spec.tests and "test.sh" in spec.tests
+    assert list(spec.report_files) == [".t1-verdict-key"]  # the key: never with the tests
+    assert spec.env["T1_AGENT_IDS"] == "64999:64999"
+    assert outputs_of(make_task("default")) == ("/app",)
+
+
+def test_outputs_never_leave_the_sandbox_nor_bring_the_verifiers_toolchain():
+    """A task made in code skips the model's validators (`model_copy`): a path that is not
+    absolute and normalized is dropped before any backend joins it to a host path (carried,
+    `/../../tmp/x` read and wrote the host's /tmp/x; main's sandbox.trusted refused it when
+    it bound trusted paths), and so is the verifier's own venv, which stays the image's."""
+    hostile = ["/" + "../" * 30 + "tmp/victim", "/srv/../../etc", "app", "/", "//etc"]
+    task = make_task("escape").model_copy(
+        update={
+            "outputs": ["/app", *hostile, VERIFIER_VENV, f"{VERIFIER_VENV}/bin"],
+            "trusted_paths": [*hostile, "/usr/lib", "/usr/local"],
+        }
+    )
+    assert outputs_of(task) == ("/app", "/usr/lib", "/usr/local")
+    assert not carried_path(f"{VERIFIER_VENV}/bin/pytest") and carried_path("/usr/lib/x")
+
+
+def test_a_carried_tar_keeps_the_image_toolchain_and_links_only_within():
+    """The engine's archive of /usr/lib (member names from `lib`): the agent's copy of the
+    verifier's venv is left out (the image's stays), and a hard link is kept only to a
+    file carried with it."""
+    venv = "lib/" + VERIFIER_VENV.removeprefix("/usr/lib/")
+    entries = [
+        _info("lib", tarfile.DIRTYPE, 0o755),
+        _info("lib/libx.so", tarfile.REGTYPE, 0o644),
+        _info(venv, tarfile.DIRTYPE, 0o755),
+        _info(f"{venv}/bin/pytest", tarfile.REGTYPE, 0o755),  # the agent's copy
+        _info("lib/to-pytest", tarfile.LNKTYPE, 0o755),
+        _info("lib/to-libx", tarfile.LNKTYPE, 0o644),
+        _info("lib/to-passwd", tarfile.LNKTYPE, 0o644),
+    ]
+    entries[4].linkname = f"{venv}/bin/pytest"
+    entries[5].linkname = "lib/libx.so"
+    entries[6].linkname = "../etc/passwd"
+    data = {"lib/libx.so": b"ELF", f"{venv}/bin/pytest": b"#!/bin/sh\necho forged\n"}
+    tar, _ = carried_tar(_tar(entries, data), "/usr/lib", set(), None)
+    with tarfile.open(fileobj=io.BytesIO(tar)) as out:
+        got = {m.name: m for m in out}
+    assert sorted(got) == ["lib", "lib/libx.so", "lib/to-libx"]
+    assert got["lib/to-libx"].islnk() and got["lib/to-libx"].linkname == "lib/libx.so"
+
+
+@pytest.mark.parametrize("bad", ["app", "/", "/app/../etc", "/app//x", "/app/./x"])
+def test_outputs_are_normalized_absolute_paths(bad: str):
+    with pytest.raises(ValidationError, match="outputs"):
+        Task.model_validate(make_task("bad").model_dump() | {"outputs": [bad]})
+
+
+def test_only_plain_entries_are_carried_and_never_setuid():
+    assert carried_mode(stat.S_IFREG | 0o4755) == carried_mode(stat.S_IFREG | 0o2755) == 0o755
+    assert carried_mode(stat.S_IFDIR | 0o3777) == 0o3777  # a directory's setgid: no privilege
+    assert carried_mode(stat.S_IFLNK | 0o777) == 0o777
+    for kind in (stat.S_IFIFO, stat.S_IFSOCK, stat.S_IFCHR, stat.S_IFBLK):
+        assert carried_mode(kind | 0o644) is None
+
+
+def _tar(entries: list[tarfile.TarInfo], data: dict[str, bytes]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for info in entries:
+            body = data.get(info.name)
+            if body is not None:
+                info.size = len(body)
+            tar.addfile(info, io.BytesIO(body) if body is not None else None)
+    return buf.getvalue()
+
+
+def _info(name: str, kind: bytes, mode: int, uid: int = 0) -> tarfile.TarInfo:
+    info = tarfile.TarInfo(name)
+    info.type, info.mode, info.uid, info.gid = kind, mode, uid, uid
+    return info
+
+
+def test_the_docker_backend_carries_a_tar_as_the_rule_says():
+    entries = [
+        _info("app", tarfile.DIRTYPE, 0o755),
+        _info("app/kept.py", tarfile.REGTYPE, 0o644),  # the image's, unchanged
+        _info("app/rootsh", tarfile.REGTYPE, 0o4755),  # the agent's setuid copy of a shell
+        _info("app/fifo", tarfile.FIFOTYPE, 0o644),
+        _info("app/.git/config", tarfile.REGTYPE, 0o644),
+        _info("etc/passwd", tarfile.REGTYPE, 0o644),  # outside the output path
+    ]
+    data = {"app/kept.py": b"x", "app/rootsh": b"ELF", "app/.git/config": b"[core]\n"}
+    entries[2].pax_headers = {"SCHILY.xattr.security.capability": "\x01"}
+    changed = {"/app/rootsh", "/app/.git/config"}
+    tar, git = carried_tar(_tar(entries, data), "/app", changed, (64999, 64999))
+    with tarfile.open(fileobj=io.BytesIO(tar)) as out:
+        got = {m.name: m for m in out}
+    assert sorted(got) == ["app", "app/.git/config", "app/kept.py", "app/rootsh"]
+    assert got["app/rootsh"].mode == 0o755 and got["app/rootsh"].uid == 64999
+    assert not got["app/rootsh"].pax_headers
+    assert got["app/kept.py"].uid == 0 and got["app"].uid == 64999
+    assert git == {"/app/.git/config": b"[core]\n"}
+
+
+# -- the test runner's guards, in a real pytest (no sandbox: files owned by another uid) ------
+AGENT = 64999
+needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="chown to the agent's uid needs root")
+FORCE = (
+    "import _pytest.reports as r\ni = r.TestReport.__init__\n"
+    "def f(self, *a, **k):\n    i(self, *a, **k); self.outcome = 'passed'\n"
+    "r.TestReport.__init__ = f\n"
+)
+
+
+@needs_root
+def test_the_runner_reads_nothing_the_agent_wrote_as_its_own(tmp_path: Path):
+    """In the agent's project: its conftest, its pytest.ini naming a plugin, its pytest.py
+    for `python -m pytest`; the task's test, copied there by the judge, fails honestly."""
+    project = tmp_path / "app"
+    project.mkdir()
+    files = {
+        "conftest.py": FORCE,
+        "pytest.ini": "[pytest]\naddopts = -p agentplugin\n",
+        "agentplugin.py": FORCE,
+        "pytest.py": "import sys\nsys.exit(0)\n",
+    }
+    for name, text in files.items():
+        (project / name).write_text(text)
+        os.chown(project / name, AGENT, AGENT)
+    (project / "test_task.py").write_text("def test_work():\n    assert False\n")
+    channel = open_channel()
+    tests = tmp_path / "tests"
+    for rel, data in channel.files().items():
+        (tests / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tests / rel).write_bytes(data)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    for name, data in channel.report_files().items():
+        (logs / name).write_bytes(data)
+    env = {**os.environ, **channel.env(str(logs)), "T1_AGENT_IDS": f"{AGENT}:{AGENT}"}
+    env.pop("PYTHONPATH", None)
+    cmd = f"cd {project} && {sys.executable} -m pytest -q -p no:cacheprovider test_task.py"
+    r = subprocess.run(
+        ["bash", "-c", channel.command(cmd, str(tests))], env=env, capture_output=True, timeout=60
+    )
+    out = {p.name: p.read_bytes() for p in logs.iterdir()}
+    verdict = channel.verdict(out)
+    assert verdict.report.passed == 0 and verdict.report.total == 1, (r.stdout, r.stderr)
