@@ -90,11 +90,17 @@ def record_rst(store: StoreRef, tasks: list[Task]) -> PoolVersion | None:
     return record_pool(st, RST, ordered)
 
 
+def category_cap(n: int, quota: float = T1_CATEGORY_QUOTA) -> int:
+    """How many of a pool of n tasks one category may hold: floor(quota * n), at least one
+    (a pool smaller than 1 / quota could not hold any task otherwise)."""
+    return max(1, math.floor(quota * n + 1e-9))
+
+
 def t1_members(
     finals: list[FinalRow], size: int, quota: float = T1_CATEGORY_QUOTA
 ) -> list[FinalRow]:
     """The T1 selection (pure): accepted tasks, best composite first (ties by hash), the
-    largest n <= size for which no category holds more than floor(quota * n) of them."""
+    largest n <= size for which no category holds more than `category_cap(n, quota)`."""
     if size < 0:
         raise ValueError(f"size must be >= 0, got {size!r}")
     if not 0 < quota <= 1:
@@ -103,9 +109,9 @@ def t1_members(
     accepted.sort(key=lambda f: (-(f.composite or 0.0), f.task_hash))
     counts = Counter(f.category for f in accepted)
     n = min(size, len(accepted))
-    while n > 0 and sum(min(c, math.floor(quota * n + 1e-9)) for c in counts.values()) < n:
+    while n > 0 and sum(min(c, category_cap(n, quota)) for c in counts.values()) < n:
         n -= 1
-    cap, taken = math.floor(quota * n + 1e-9), Counter[str]()
+    cap, taken = category_cap(n, quota), Counter[str]()
     out: list[FinalRow] = []
     for f in accepted:
         if len(out) == n:

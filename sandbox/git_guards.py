@@ -251,8 +251,11 @@ def program_guards(guard_dir: str) -> dict[str, str]:
 
 def fixed_env(guard_dir: str) -> dict[str, str]:
     """GIT_GUARDS and `program_guards(guard_dir)` as command-scope settings in the
-    environment, and GIT_ENV."""
-    guards = GIT_GUARDS | program_guards(guard_dir)
+    environment, and GIT_ENV; and `safe.directory=*`: the judge reads the agent's
+    repositories as data, owned by the agent's uid, and git refused them ("dubious
+    ownership", exit 128: a version-control seed's oracle failed); what a repository's
+    configuration could make git run is pinned here, so its owner is not the line of trust."""
+    guards = GIT_GUARDS | program_guards(guard_dir) | {"safe.directory": "*"}
     env = {**GIT_ENV, "GIT_CONFIG_COUNT": str(len(guards))}
     for i, (key, value) in enumerate(guards.items()):
         env |= {f"GIT_CONFIG_KEY_{i}": key, f"GIT_CONFIG_VALUE_{i}": value}

@@ -7,7 +7,15 @@ from pathlib import Path
 import dagster as dg
 
 from audit.artifacts import write_reports, write_t1_file
-from audit.pools import T1, TMAX, audit_candidates, record_rst, record_t1, recorded_tasks
+from audit.pools import (
+    T1,
+    TMAX,
+    audit_candidates,
+    category_cap,
+    record_rst,
+    record_t1,
+    recorded_tasks,
+)
 from audit.preflight import run_preflight
 from audit.reports import funnel_counts
 from audit.selection import SelectionResult, run_selection, stage_rows
@@ -159,8 +167,9 @@ def t1_size_and_quotas(forge: ForgeConfig) -> dg.AssetCheckResult:
     except ValueError:
         return dg.AssetCheckResult(passed=False, metadata={"reason": "no t1 pool recorded"})
     cats = table.column("category").to_pylist()
-    worst = max((cats.count(c) / len(cats) for c in set(cats)), default=0.0)
-    ok = 0 < len(cats) <= forge.t1_size and worst <= forge.category_quota
+    most = max((cats.count(c) for c in set(cats)), default=0)
+    worst = most / len(cats) if cats else 0.0
+    ok = 0 < len(cats) <= forge.t1_size and most <= category_cap(len(cats), forge.category_quota)
     return dg.AssetCheckResult(
         passed=ok,
         metadata={

@@ -16,6 +16,7 @@ from audit.reports import (
     write_preflight,
 )
 from audit.selection import STAGE_JUDGE, Stage
+from tasks.model import Category
 from tasks.results import (
     AssertionResult,
     AssertionStatus,
@@ -120,7 +121,10 @@ def test_run_all_command_end_to_end(tmp_path, monkeypatch):
 
     monkeypatch.delenv("T1_LLM_BASE_URL", raising=False)
     store = tmp_path / "store"
-    record_tasks(store, [base_task(), hidden_requirement_task(), leakage_task()], pool="rst")
+    # three categories, so that T1's quota (one category at most half) can hold two tasks
+    hidden = hidden_requirement_task().model_copy(update={"category": Category.DEBUGGING})
+    leak = leakage_task().model_copy(update={"category": Category.DATA_SCIENCE})
+    record_tasks(store, [base_task(), hidden, leak], pool="rst")
     _register()
     out = tmp_path / "out"
     res = CliRunner().invoke(app, ["audit", "run-all", "--store", str(store), "--out", str(out),
