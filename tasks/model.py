@@ -170,11 +170,11 @@ _ID_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,127}$")
 def trusted_path_problem(path: object) -> str | None:
     """Why `path` cannot be one of a task's `trusted_paths`, or None when it can.
 
-    A trusted path names a directory of the sandbox that the backends bind into the
-    verifier's view; a path that is not absolute and normalized (`/../../../tmp/victim`,
-    `usr/local`, `/usr/./local/`) could name something else once joined to a host path, so
-    it is refused here. That no component is a link is checked when it is bound
-    (sandbox.trusted), where the agent's tree is.
+    A trusted path names a directory of the sandbox whose contents are carried into the
+    judge's fresh sandbox (sandbox.judge); a path that is not absolute and normalized
+    (`/../../../tmp/victim`, `usr/local`, `/usr/./local/`) could name something else once
+    joined to a host path, so it is refused here. That no component is a link is checked
+    when it is read (sandbox.carry: lstat and O_NOFOLLOW), where the agent's tree is.
     """
     if not isinstance(path, str):
         return f"must be a string, got {type(path).__name__}"
