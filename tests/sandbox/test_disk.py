@@ -39,7 +39,9 @@ def test_filling_the_disk_is_enospc_and_disk_limit():
         sb.stop()
     r = run_trial(make_task(limits=limits), CommandAgent(FILL))
     assert r.failure_mode == FailureMode.DISK_LIMIT, (r.failure_mode, r.failure_detail)
-    assert r.total == 1  # the verifier still ran and judged
+    # the agent's doing: counted against it, no assertion earned (the judge's layer is on the
+    # sandbox's disk, where the agent's outputs are linked from, so a full disk is judged so)
+    assert r.rewardable and r.passed == 0
 
 
 def test_each_sandbox_writes_its_own_copy_of_the_formatted_disk():
@@ -82,9 +84,8 @@ def test_disk_full_during_the_upload_of_the_solution_and_the_verifier():
 
     r = run_trial(task, FillThenOracle(FILL))
     assert r.failure_mode == FailureMode.DISK_LIMIT, (r.failure_mode, r.failure_detail)
-    # and the verifier's own files are never on the agent's disk: it still runs when full
-    r = run_trial(task, CommandAgent(FILL))
-    assert r.failure_mode == FailureMode.DISK_LIMIT and r.total == 1
+    r = run_trial(task, CommandAgent(FILL))  # full before the verifier: the same verdict
+    assert r.failure_mode == FailureMode.DISK_LIMIT and r.rewardable and r.passed == 0
 
 
 def test_a_batch_goes_on_after_a_full_disk():
