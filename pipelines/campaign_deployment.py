@@ -86,11 +86,8 @@ def run_name_of(parameters: dict[str, Any], steps_of: Callable[[str], int] | Non
 QUEUED_STATES = ("SCHEDULED", "PENDING")
 
 
-def name_queued_runs(client: Any, steps_of: Callable[[str], int]) -> list[str]:
-    """Name every waiting campaign flow run after its parameters, steps included
-    (`tiny-cpu-t1-v3-20steps`): a run started from Prefect's form waited under a random name
-    (`crafty-owl`) until it started, and none showed its pool or steps. Returns the names
-    given."""
+def campaign_flow_runs(client: Any, states: tuple[str, ...], limit: int = 200) -> list[Any]:
+    """The campaign flow's runs in any of `states` (Prefect state type names)."""
     from prefect.client.schemas.filters import (
         FlowFilter,
         FlowFilterName,
@@ -100,15 +97,25 @@ def name_queued_runs(client: Any, steps_of: Callable[[str], int]) -> list[str]:
     )
     from prefect.client.schemas.objects import StateType
 
-    runs = client.read_flow_runs(
-        flow_filter=FlowFilter(name=FlowFilterName(any_=[FLOW_NAME])),
-        flow_run_filter=FlowRunFilter(
-            state=FlowRunFilterState(
-                type=FlowRunFilterStateType(any_=[StateType(s) for s in QUEUED_STATES])
-            )
-        ),
-        limit=200,
+    return list(
+        client.read_flow_runs(
+            flow_filter=FlowFilter(name=FlowFilterName(any_=[FLOW_NAME])),
+            flow_run_filter=FlowRunFilter(
+                state=FlowRunFilterState(
+                    type=FlowRunFilterStateType(any_=[StateType(x) for x in states])
+                )
+            ),
+            limit=limit,
+        )
     )
+
+
+def name_queued_runs(client: Any, steps_of: Callable[[str], int]) -> list[str]:
+    """Name every waiting campaign flow run after its parameters, steps included
+    (`tiny-cpu-t1-v3-20steps`): a run started from Prefect's form waited under a random name
+    (`crafty-owl`) until it started, and none showed its pool or steps. Returns the names
+    given."""
+    runs = campaign_flow_runs(client, QUEUED_STATES)
     named = []
     for run in runs:
         want = run_name_of(dict(run.parameters or {}), steps_of)

@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from pipelines.campaign_deployment import FLOW_NAME
+from pipelines.campaign_deployment import campaign_flow_runs
 
 # Tag of a Dagster `train_campaign` run: the flow run it started and follows.
 FLOW_RUN_TAG = "prefect_flow_run_id"
@@ -139,25 +139,9 @@ def reconcile_campaign_runs(
 ) -> list[str]:
     """Crash every campaign flow run whose process is gone, end its `campaigns` rows; returns
     the flow run ids crashed."""
-    from prefect.client.schemas.filters import (
-        FlowFilter,
-        FlowFilterName,
-        FlowRunFilter,
-        FlowRunFilterState,
-        FlowRunFilterStateType,
-    )
-    from prefect.client.schemas.objects import StateType
     from prefect.states import Crashed
 
-    runs = client.read_flow_runs(
-        flow_filter=FlowFilter(name=FlowFilterName(any_=[FLOW_NAME])),
-        flow_run_filter=FlowRunFilter(
-            state=FlowRunFilterState(
-                type=FlowRunFilterStateType(any_=[StateType(s) for s in LIVE_STATES])
-            )
-        ),
-        limit=200,
-    )
+    runs = campaign_flow_runs(client, LIVE_STATES)
     crashed = []
     for run in runs:
         why = orphaned(run, runner_started=runner_started)
