@@ -74,6 +74,7 @@ from audit.static_checks import (
 from audit.trials import (
     PERTURBATIONS,
     AnswerSwapAgent,
+    Condition,
     ConditionAgent,
     EffectsOracleAgent,
     FastClockOracleAgent,
@@ -101,7 +102,7 @@ from tasks.model import Task
 from tasks.results import FailureMode, TrialResult
 from warehouse.records import AuditRecord
 
-EXEC_VERSION = "7"
+EXEC_VERSION = "8"  # 8: carried answers, answer files named like outputs, races put to the test
 EXEC_JUDGE = "exec"
 
 Runner = Callable[..., TrialResult]
@@ -456,6 +457,14 @@ def run_exec_judge(
         if cfg.starved and oracle_cost <= cfg.starve_max_s:
             bound = _Bounded(OracleAgent(), budget / STARVE_SHARE)
             starve_f = pool.submit(run, starved_task(task), bound)
+        # a race the static look suspects (a sleep as synchronization), put to the test: the
+        # CPU quota and every sleep of the verifier a tenth as long
+        suspect = [f for f in findings if f.code == Code.RACE]
+        harsh = ConditionAgent(Condition("sleeps", sleeps=True)) if suspect else None
+        harsh_f = None
+        if harsh is not None and cfg.starved and oracle_cost <= cfg.starve_max_s:
+            variant = starved_task(condition_task(task, "sleeps"))
+            harsh_f = pool.submit(run, variant, _Bounded(harsh, budget / STARVE_SHARE))
         rerun_fs = [pool.submit(run, task, "oracle") for _ in range(cfg.reruns)]
         cond_fs: list[tuple[ConditionAgent, Future]] = []
         redo: dict[str, Callable[[], tuple[TrialResult, bool, str]]] = {
@@ -494,6 +503,7 @@ def run_exec_judge(
         shipped_r = shipped_f.result() if shipped_f is not None else None
         fast_r = fast_f.result() if fast_f is not None else None
         starve_r = starve_f.result() if starve_f is not None else None
+        harsh_r = harsh_f.result() if harsh_f is not None else None
         removed_r = (removed_f[0], removed_f[1].result()) if removed_f is not None else None
         reruns = [f.result() for f in rerun_fs]
         conds = [(ca, f.result()) for ca, f in cond_fs]
@@ -603,7 +613,12 @@ def run_exec_judge(
         slow = starve_r.failure_mode in (FailureMode.AGENT_TIMEOUT, FailureMode.VERIFIER_TIMEOUT)
         why = f"CPU quota {STARVE_SHARE:g} of the task's CPUs"
         runs.append(("starved", starve_r, not slow, why + (": timed out" if slow else "")))
-    elif cfg.starved:
+    if harsh is not None and harsh_r is not None:
+        slow = harsh_r.failure_mode in (FailureMode.AGENT_TIMEOUT, FailureMode.VERIFIER_TIMEOUT)
+        why = f"CPU quota {STARVE_SHARE:g}, {harsh.detail}; the suspected race: "
+        why += f"{suspect[0].item}: {suspect[0].evidence[:120]}" + (": timed out" if slow else "")
+        runs.append(("starved-sleeps", harsh_r, harsh.applied and not slow, why))
+    if starve_r is None and cfg.starved:
         why = f"the oracle took {oracle_cost:.0f}s; starved runs are for tasks under "
         why += f"{cfg.starve_max_s:g}s"
         findings.append(
@@ -687,6 +702,7 @@ def run_exec_judge(
             (sources, removed_r[0].hashes)
             if removed_r is not None and removed_r[1].rewardable
             else None,
+            set(inputs.values()) & set(agent.first_open) if agent.traced else None,
         )
         computed = computed_tokens(texts, {pa.mode: pa.texts for pa, _ in usable})
         visible = readable_texts(task) | built

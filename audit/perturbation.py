@@ -109,6 +109,7 @@ def shortcut_findings(
     verifier_tracks_inputs: bool,
     cache_reads: Mapping[str, str] | None = None,
     sources_removed: tuple[list[str], Mapping[str, str | None]] | None = None,
+    input_reads: set[str] | None = None,
 ) -> list[Finding]:
     """Shortcut findings (and per-output evidence) from the perturbation trials.
 
@@ -119,16 +120,19 @@ def shortcut_findings(
     content changed: its expectation follows the inputs the solution ignored;
     `cache_reads`: {path: text} of files the traced solution read that are neither inputs
     nor named by the instruction; `sources_removed`: those files (data only, /solution's
-    included) and each output's hash after a run with them deleted.
+    included) and each output's hash after a run with them deleted; `input_reads`: the
+    declared inputs the traced solution opened (None: not traced).
 
     An unchanged output is a shortcut when the solution copied it from a file no one
     declared (a cached answer, whether or not solve.sh spells a value), when it changes or
     is not written once those files are deleted (the answer comes from them, in whatever
-    encoding: decompressed, decoded, unpickled), or when it holds checked values the
-    solution spells out. An output the solution authors as a document
-    (`authored`) is no spelled answer. (That the verifier expects the outputs to follow the
-    inputs is task-wide evidence: alone it flagged a clean output that legitimately
-    survives the perturbations, so it only lets one-digit values count as spelled.)"""
+    encoding: decompressed, decoded, unpickled), when the verifier expects it to follow
+    inputs the traced solution never opened (an answer carried in, in whatever encoding,
+    not computed), or when it holds checked values the solution spells out. An output the
+    solution authors as a document (`authored`) is no spelled answer. (That the verifier
+    expects the outputs to follow the inputs is task-wide evidence: alone it flagged a clean
+    output that legitimately survives the perturbations, so it counts only with the traced
+    solution opening no input, and otherwise lets one-digit values count as spelled.)"""
     reads_inputs = verifier_tracks_inputs
     out: list[Finding] = []
     modes = ", ".join(sorted(perturbed))
@@ -176,6 +180,13 @@ def shortcut_findings(
             why = head + "; an authored document (a script or config solve.sh writes out)"
             out.append(
                 Finding(code=Code.INPUTS_PERTURBED, source=Source.TRIAL, item=p, evidence=why)
+            )
+        elif reads_inputs and inputs and input_reads is not None and not input_reads:
+            why = head + "; the verifier expects it to follow the inputs, and the traced "
+            why += f"solution opened none of them ({names}): its answer is carried in, not "
+            why += "computed"
+            out.append(
+                Finding(code=Code.SOLUTION_SHORTCUT, source=Source.TRIAL, item=p, evidence=why)
             )
         elif spelled:
             how = "expects them to follow the inputs" if reads_inputs else "asserts them"

@@ -449,6 +449,20 @@ def _bounded_in(value: str, text: str) -> bool:
     return re.search(pre + re.escape(value) + post, text) is not None
 
 
+def names_base(base: str, path: str, text: str) -> bool:
+    """Does `text` name the file `path` by its distinctive name `base`? A mention that is the
+    tail of another absolute path (`/app/unique.txt` for `/app/data/.expected/unique.txt`)
+    names that other file, not this one."""
+    pre = r"(?<![\w.])" if base[:1].isalnum() else ""
+    post = r"(?![\w]|\.\d)" if base[-1:].isalnum() else ""
+    for m in re.finditer(pre + re.escape(base) + post, text):
+        head = re.search(r"[\w./~$-]*$", text[: m.start()])
+        whole = (head.group(0) if head else "") + base
+        if not whole.startswith("/") or whole == path:
+            return True
+    return False
+
+
 def declared_inputs(task: Task) -> set[str]:
     """Environment files the instruction names (by image path, workdir-relative path or a
     distinctive file name): the data the agent is told to work from."""
@@ -460,9 +474,9 @@ def declared_inputs(task: Task) -> set[str]:
             continue
         base = posixpath.basename(name)
         candidates = [image.get(name, ""), name.removeprefix("app/")]
-        if len(base) >= 5 and "." in base:
-            candidates.append(base)
-        if any(c and _bounded_in(c, instruction) for c in candidates):
+        if any(c and _bounded_in(c, instruction) for c in candidates) or (
+            len(base) >= 5 and "." in base and names_base(base, image.get(name, ""), instruction)
+        ):
             out.add(name)
     return out
 
@@ -629,8 +643,13 @@ def solution_risks(task: Task) -> list[Finding]:
         for part, files in (("solution", task.solution), ("tests", task.verifier))
         for name, data in sorted(files.items())
         if (text := decode(data)) is not None
-        and (name.endswith((".sh", ".bash")) or text.startswith("#!/bin/"))
-        for where, why in races(f"{part}/{name}", text)
+        for where, why in (
+            python_races(f"{part}/{name}", text)
+            if name.endswith(".py")
+            else races(f"{part}/{name}", text)
+            if name.endswith((".sh", ".bash")) or text.startswith("#!/bin/")
+            else []
+        )
     ]
     if re.search(r"(?<![\w.])/tests\b", solution_text(task)):
         out.append(
@@ -682,6 +701,69 @@ def races(name: str, text: str) -> list[tuple[str, str]]:
         m = _SLEEP.search(code)
         if m is not None and "RANDOM" in m.group(1):
             out.append((f"{name}:{i}", f"a random delay: {code.strip()[:80]}"))
+    return out
+
+
+_WAITS = {"wait", "communicate", "poll", "join", "wait_for", "waitpid"}
+_STARTS = {"Popen", "Thread", "Process", "create_subprocess_exec", "create_subprocess_shell"}
+
+
+def _call_kind(call: ast.Call) -> str | None:
+    """start (a process or thread that runs on), wait (for one), sleep, or None."""
+    f = call.func
+    name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+    if name == "sleep":
+        return "sleep"
+    if name in _WAITS:
+        return "wait"
+    if name in _STARTS:
+        return "start"
+    shell = [a.value for a in call.args if isinstance(a, ast.Constant) and isinstance(a.value, str)]
+    if name in {"system", "run", "call", "check_call", "check_output"} and any(
+        _BACKGROUND.search(c) for c in shell
+    ):
+        return "start"  # a shell command that sends a job to the background
+    return None
+
+
+def python_races(name: str, text: str) -> list[tuple[str, str]]:
+    """Sleeps as synchronization in a Python program (pure): (`name:line`, why). In one
+    function (or the module's own code), a fixed `sleep` after starting a process or thread
+    (`Popen`, a shell command ending in `&`, ...) with no wait for it in between and outside
+    any loop (a sleep in a loop polls): the program bets that what it started is ready by
+    then, a bet a loaded machine loses."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    out = []
+    scopes = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+    loops = (ast.For, ast.While, ast.AsyncFor, ast.comprehension)
+
+    def visit(node: ast.AST, in_loop: bool, events: list[tuple[int, int, str, bool]]) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, scopes):
+                continue
+            looped = in_loop or isinstance(child, loops)
+            if isinstance(child, ast.Call) and (kind := _call_kind(child)) is not None:
+                events.append((child.lineno, child.col_offset, kind, looped))
+            visit(child, looped, events)
+
+    for fn in ast.walk(tree):
+        if not isinstance(fn, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        events: list[tuple[int, int, str, bool]] = []
+        visit(fn, False, events)
+        started = None
+        for line, _, kind, looped in sorted(events):
+            if kind == "start":
+                started = line
+            elif kind == "wait" or looped:  # a wait, or a sleep in a loop: it polls
+                started = None
+            elif started is not None:
+                why = f"sleeps a fixed time for what line {started} started instead of waiting "
+                out.append((f"{name}:{line}", why + "for it (a sleep as synchronization)"))
+                started = None
     return out
 
 

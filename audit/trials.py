@@ -114,6 +114,39 @@ def host_readdir_shim() -> bytes | None:
     return lib.read_bytes() if lib is not None else None
 
 
+# The sleeps condition's LD_PRELOAD library (audit/short_sleep.c): every sleep a tenth as
+# long, the clocks untouched (a verifier that sleeps instead of waiting loses its race).
+SLEEP_SOURCE = Path(__file__).with_name("short_sleep.c")
+SHIPPED_SLEEPS = ".t1-sleeps/libt1sleep.so"
+SLEEP_DIVISOR = 10  # as audit/short_sleep.c's DIVISOR
+
+
+def host_sleep_shim() -> bytes | None:
+    """The compiled sleeps library (cached like the order library), or None."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "t1-forge"
+    lib = compile_c(SLEEP_SOURCE, cache / "sleeps", "libt1sleep", "-shared", "-fPIC")
+    return lib.read_bytes() if lib is not None else None
+
+
+def _prepare_sleeps(sandbox: Sandbox) -> tuple[bool, str]:
+    """Does the sleeps library load here and shorten a sleep (`sleep 1`)? Tried from a
+    scratch directory removed again at once. (False, why) when it does not."""
+    data = host_sleep_shim()
+    if data is None:
+        return False, "no C compiler on the host to build the sleeps library"
+    scratch = "/tmp/.t1-probe/sleeps"
+    sandbox.upload({"lib.so": data}, scratch)
+    out = sandbox.exec(
+        f"s=$(date +%s%N); LD_PRELOAD={scratch}/lib.so sleep 1 2>&1; "
+        "echo $(( ($(date +%s%N) - s) / 1000000 )); rm -rf /tmp/.t1-probe",
+        timeout_s=10,
+    ).stdout
+    took = out.strip().splitlines()[-1:] or ["x"]
+    if not took[0].isdigit() or int(took[0]) >= 600:
+        return False, f"the sleeps library did not shorten `sleep 1` ({out.strip()[-120:]!r})"
+    return True, f"the verifier's sleeps {SLEEP_DIVISOR}x shorter, its clocks untouched"
+
+
 def _prepare_readdir(sandbox: Sandbox) -> tuple[bool, str]:
     """Does the order library load here and reverse a listing (the root directory's)? Tried
     from a scratch directory removed again at once. (False, why) when it does not: the
@@ -515,6 +548,7 @@ class Condition:
     shuffle_dirs: list[str] = field(default_factory=list)
     age_paths: list[str] = field(default_factory=list)
     age_s: int = 0
+    sleeps: bool = False
 
 
 class ConditionAgent:
@@ -535,6 +569,8 @@ class ConditionAgent:
             self.applied, self.detail = _prepare_faketime(sandbox)
         if c.locale:
             self.applied, self.detail = _prepare_locale(sandbox, self.locale)
+        if c.sleeps:
+            self.applied, self.detail = _prepare_sleeps(sandbox)
         if c.shuffle_dirs:
             # Both: the library for what uses libc's readdir, the re-created entries for
             # filesystems that list in creation order (static binaries, musl images).

@@ -1,7 +1,7 @@
 """Rerun conditions for flakiness: the verifier's verdict on the reference solution must not
 change when the verifier runs under a shifted clock and date, days after the agent's last
-write, under another timezone, another locale, another hash seed and directory order, or
-simply again.
+write, under another timezone, another locale, another hash seed and directory order, with
+its sleeps shortened, or simply again.
 
 A condition is applied without touching the verifier's entry script: the variant task's
 verifier environment sets `BASH_ENV` to a script staged beside the tests
@@ -26,10 +26,12 @@ from audit.trials import (
     SHIPPED_FAKETIME,
     SHIPPED_LOCALES,
     SHIPPED_READDIR,
+    SHIPPED_SLEEPS,
     Condition,
     host_faketime,
     host_locale,
     host_readdir_shim,
+    host_sleep_shim,
 )
 from audit.verdict import Code, Finding, Source
 from sandbox.judge import TESTS_DIR
@@ -55,6 +57,7 @@ CONDITIONS: dict[str, dict[str, str]] = {
     "timezone": {"TZ": TZ_FAR},
     "locale": {"LC_ALL": OTHER_LOCALE, "LANG": OTHER_LOCALE},
     "order": {"PYTHONHASHSEED": HASH_SEED},
+    "sleeps": {},
 }
 
 
@@ -84,6 +87,10 @@ def condition_script(name: str) -> str:
         lines.append(f'lib={d}/{SHIPPED_READDIR}; [ -f "$lib" ] && '
                      '[ -z "$(LD_PRELOAD="$lib" /bin/true 2>&1)" ] && '
                      'export LD_PRELOAD="$lib${LD_PRELOAD:+ $LD_PRELOAD}"')  # fmt: skip
+    if name == "sleeps":  # every sleep a tenth as long (audit/short_sleep.c), where it loads
+        lines.append(f'lib={d}/{SHIPPED_SLEEPS}; [ -f "$lib" ] && '
+                     '[ -z "$(LD_PRELOAD="$lib" /bin/true 2>&1)" ] && '
+                     'export LD_PRELOAD="$lib${LD_PRELOAD:+ $LD_PRELOAD}"')  # fmt: skip
     lines.append("true")
     return "\n".join(lines) + "\n"
 
@@ -101,6 +108,8 @@ def condition_verifier(verifier: dict[str, bytes], name: str) -> dict[str, bytes
         files |= {f"{SHIPPED_LOCALES}/{rel}": data for rel, data in loc.items()}
     if name == "order" and (shim := host_readdir_shim()) is not None:
         files[SHIPPED_READDIR] = shim
+    if name == "sleeps" and (shim := host_sleep_shim()) is not None:
+        files[SHIPPED_SLEEPS] = shim
     return files
 
 
@@ -140,7 +149,8 @@ def starved_task(task: Task, share: float = STARVE_SHARE) -> Task:
 def conditions(shuffle_dirs: list[str], touched: list[str] | None = None) -> list[Condition]:
     """The rerun conditions, in order: clock (the verifier's date and time moved back), late
     (everything the task touched aged instead: as if the verifier ran days later), timezone,
-    locale, order."""
+    locale, order. (`sleeps` is not among them: it confirms a race the static look
+    suspects, together with the CPU quota: `audit.judge_exec`.)"""
     late = Condition("late", age_paths=sorted(touched or []), age_s=-CLOCK_SHIFT_S)
     return [
         Condition("clock", clock=True),

@@ -1,0 +1,88 @@
+"""The independent defect set's three forms the audit missed (tests/fixtures/audit-independent,
+written without reading the audit's code), each now rejected by its own class from what the
+task does, and clean controls of the same set that are not. Each task runs only the trials
+its class needs; the full audit of all 26 is `benchmarks/audit_recall.py --forms
+tests/fixtures/audit-independent` (docs/audit.md).
+
+Before: `flaky--server-sleep` passed every rerun (its 2.5 s sleep outlasts the server's start
+even under a 0.1 CPU quota), `leakage--expected-in-fixture`'s answer file was taken for a
+declared input (it shares the output's file name), and `shortcut--base64-in-script` spelled
+nothing the rule could see."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from audit.judge_exec import ExecConfig, ExecEvidence, run_exec_judge, score_dimensions
+from audit.rubric import decide, load_rubric
+from audit.verdict import Code, Verdict
+from tasks.corpus import import_dir
+
+pytestmark = pytest.mark.sandbox
+
+SET = Path(__file__).resolve().parents[1] / "fixtures" / "audit-independent"
+RUBRIC = load_rubric("t1")
+OFF = dict(
+    reruns=0, conditions=False, perturb=False, max_mutants=0, max_output_mutants=0,
+    hacks=False, built=False, answer_swaps=False, trace_verifier=False, free_reward=False,
+    starved=False,
+)  # fmt: skip
+PROBES = {
+    "flaky--server-sleep": dict(starved=True),
+    "leakage--expected-in-fixture": dict(perturb=True),
+    "shortcut--base64-in-script": dict(perturb=True),
+    # controls: a solution with background jobs it waits for, and one that reads its input
+    "clean--parallel-jobs-waited": dict(starved=True, perturb=True),
+    "clean--word-frequency": dict(perturb=True),
+}
+CAUGHT_AS = {
+    "flaky--server-sleep": Code.FLAKY_VERIFIER,
+    "leakage--expected-in-fixture": Code.TEST_LEAKAGE,
+    "shortcut--base64-in-script": Code.SOLUTION_SHORTCUT,
+}
+
+
+@pytest.fixture(scope="module")
+def evidence() -> dict[str, ExecEvidence]:
+    tasks = {t.id: t for t in import_dir(SET)[0]}
+
+    def judge(name: str) -> ExecEvidence:
+        return run_exec_judge(tasks[name], ExecConfig(**{**OFF, **PROBES[name]}, workers=2))
+
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return dict(zip(PROBES, pool.map(judge, PROBES), strict=True))
+
+
+def _texts(ev: ExecEvidence) -> list[str]:
+    return [f.text() for f in ev.defects()]
+
+
+@pytest.mark.parametrize("name", list(CAUGHT_AS))
+def test_a_missed_form_is_rejected_by_its_own_class(evidence, name):
+    ev = evidence[name]
+    decision = decide(score_dimensions(ev), ev.codes(), RUBRIC)
+    assert decision.verdict == Verdict.REJECTED, _texts(ev)
+    assert CAUGHT_AS[name].value in decision.hard, _texts(ev)
+
+
+@pytest.mark.parametrize("name", ["clean--parallel-jobs-waited", "clean--word-frequency"])
+def test_a_clean_control_of_the_set_is_not_rejected(evidence, name):
+    ev = evidence[name]
+    decision = decide(score_dimensions(ev), ev.codes(), RUBRIC)
+    assert decision.verdict != Verdict.REJECTED and not decision.hard, _texts(ev)
+
+
+def test_each_catch_names_the_behaviour_behind_it(evidence):
+    def found(name: str) -> list:
+        return [f for f in evidence[name].findings if f.code == CAUGHT_AS[name]]
+
+    flaky = found("flaky--server-sleep")
+    assert [f.item for f in flaky] == ["starved-sleeps"], _texts(evidence["flaky--server-sleep"])
+    assert "tests/test_outputs.py:9" in flaky[0].evidence  # the sleep the static look suspected
+    leak = found("leakage--expected-in-fixture")
+    assert any("environment/app/data/.expected/unique.txt" in f.evidence for f in leak)
+    shortcut = found("shortcut--base64-in-script")
+    assert "opened none of them" in shortcut[0].evidence
