@@ -123,6 +123,10 @@ class ExecConfig(BaseModel):
     """Read the bundle only; run no trial (corpora whose environments cannot be built here)."""
     reruns: int = Field(2, ge=0)
     """Plain oracle reruns after the first (verdict stability)."""
+    failing_reruns: int = Field(5, ge=0)
+    """Reruns of an oracle that failed: one that passes makes the task flaky rather than
+    wrong (a verifier passing with probability p is missed with probability (1 - p)^n:
+    3 left a coin-flip verifier, set order over two values, called wrong 1 time in 8)."""
     conditions: bool = True
     """Also rerun under a shifted clock, another timezone, locale, hash seed and dir order."""
     perturb: bool = True
@@ -409,7 +413,7 @@ def run_exec_judge(
         # Nothing else is meaningful when the reference solution fails, except whether it
         # always fails: a verdict that changes between plain reruns is a flaky verifier.
         with ThreadPoolExecutor(max_workers=cfg.workers) as pool:
-            again = list(pool.map(lambda _: run(task, "oracle"), range(max(cfg.reruns, 3))))
+            again = list(pool.map(lambda _: run(task, "oracle"), range(cfg.failing_reruns)))
         runs = [(f"rerun-{i + 1}", r, True, "") for i, r in enumerate(again)]
         flaky = [f for f in flaky_findings(oracle, runs) if f.code == Code.FLAKY_VERIFIER]
         if any(r.resolved for r in again):
