@@ -134,7 +134,8 @@ def test_gamma_and_lambda_reach_the_campaigns_advantages(random_checkpoint, tmp_
     """Regression guard: a campaign that ignored cfg.gamma and cfg.lam passed every test (all
     ran at 1). With gamma = 0.9, lam = 0.8 each sample's advantages must be GAE over its loss
     positions with those values (a plain loop here, from the pre-update values), which differ
-    from the gamma = lam = 1 advantages of the same values."""
+    from the gamma = lam = 1 advantages of the same values; its returns (the critic's target)
+    must be those advantages plus the values."""
     from training.ppo_math import final_token_rewards, gae
 
     gamma, lam = 0.9, 0.8
@@ -156,5 +157,6 @@ def test_gamma_and_lambda_reach_the_campaigns_advantages(random_checkpoint, tmp_
             running = r[i] + gamma * nxt - v[i] + gamma * lam * running
             adv[i] = running
         assert np.allclose(s.advantages[pos].numpy(), adv, atol=1e-5)
+        assert np.allclose(s.returns[pos].numpy(), np.add(adv, v), atol=1e-5)
         at_one, _ = gae(final_token_rewards(s.loss_mask, s.reward), s.values, s.loss_mask)
         assert not torch.allclose(s.advantages[pos], at_one[pos], atol=1e-3)
