@@ -13,9 +13,10 @@ showed, and elsewhere the image:
   sandbox's root: the judge's identity) becomes `owner`'s (the agent's uid); elsewhere (system
   state a task declares: /etc/passwd, /home, /srv) and for other owners the owner stays; a
   regular file is
-  a hard link to the
-  agent's (the same disk, no bytes copied), or a copy when the agent's processes live on
-  (`copy`: they could change a shared file under the judge);
+  moved from the agent's layer (the same disk, no bytes copied; the agent's phase is over, and
+  the file keeps its inode and the link count the agent left: a hard link beside it would
+  count twice), or a copy when the agent's processes live on (`copy`: they could change a
+  shared file under the judge);
 - a deletion (an overlay whiteout) stays one; a directory the agent removed and made again
   (an opaque directory) hides the image's content as it did;
 - anything else (a FIFO, a socket, a device) is not carried: the path is absent for the judge;
@@ -57,11 +58,14 @@ def carry(
     *,
     copy: bool,
     project: str = "",
+    moved: list[tuple[Path, Path]] | None = None,
 ) -> list[str]:
     """Write into `dest` the agent's changes below `paths` (see the module docstring); returns
-    the regular files carried, as absolute paths of the sandbox. Raises OSError (ENOSPC when
-    the disk is full)."""
+    the regular files carried, as absolute paths of the sandbox, and appends to `moved` the
+    (agent's, judge's) path of each file moved (`give_back` returns them). Raises OSError
+    (ENOSPC when the disk is full)."""
     files: list[str] = []
+    moved = moved if moved is not None else []
     for path in paths:
         rel = path.strip("/")
         if not rel or trusted_path_problem("/" + rel) is not None:  # no `..`: never above
@@ -71,7 +75,7 @@ def carry(
         ours = owner if top and ("/" + rel == top or ("/" + rel).startswith(top + "/")) else None
         src = _real(upper, rel)
         if src is not None:
-            _carry_entry(src, dest / rel, image / rel, ours, copy, "/" + rel, files)
+            _carry_entry(src, dest / rel, image / rel, ours, copy, "/" + rel, files, moved)
         if ours is not None:
             _own_image_dirs(image / rel, dest / rel, ours)
     return files
@@ -146,6 +150,7 @@ def _carry_entry(
     copy: bool,
     path: str,
     files: list[str],
+    moved: list[tuple[Path, Path]],
 ) -> None:
     if not carried_path(path):  # the verifier's toolchain stays the image's
         return
@@ -173,14 +178,18 @@ def _carry_entry(
         with os.scandir(src) as entries:
             names = sorted(e.name for e in entries)
         for name in names:
-            _carry_entry(src / name, dst / name, image / name, owner, copy, f"{path}/{name}", files)
+            _carry_entry(
+                src / name, dst / name, image / name, owner, copy, f"{path}/{name}", files, moved
+            )
         return
     _clear(dst)
     if stat.S_ISLNK(st.st_mode):
         os.symlink(os.readlink(src), dst)
         os.lchown(dst, *owner)
         return
-    if copy or not _link(src, dst):
+    if not copy and _move(src, dst):
+        moved.append((src, dst))
+    else:
         _copy(src, dst)
     for name in os.listxattr(dst, follow_symlinks=False):
         os.removexattr(dst, name, follow_symlinks=False)
@@ -201,11 +210,24 @@ def _owned(st: os.stat_result, agent: Owner | None) -> Owner:
     )
 
 
-def _link(src: Path, dst: Path) -> bool:
+def give_back(moved: list[tuple[Path, Path]]) -> None:
+    """The files `carry` moved, back into the agent's layer once the verifier is over (its
+    processes gone), so that the agent's layer is whole again; one the verifier removed or
+    replaced stays where it is."""
+    for src, dst in reversed(moved):
+        try:
+            if not os.path.lexists(src) and stat.S_ISREG(os.lstat(dst).st_mode):
+                os.rename(dst, src)
+        except OSError:
+            continue
+
+
+def _move(src: Path, dst: Path) -> bool:
+    """`src` renamed to `dst` (False across filesystems: then it is copied)."""
     try:
-        os.link(src, dst, follow_symlinks=False)
+        os.rename(src, dst)
     except OSError as e:
-        if e.errno in (errno.EMLINK, errno.EXDEV):
+        if e.errno == errno.EXDEV:
             return False
         raise
     return True

@@ -51,7 +51,7 @@ from sandbox.base import (
     VerifierSpec,
     normalize_dest,
 )
-from sandbox.carry import carry, make_dir
+from sandbox.carry import carry, give_back, make_dir
 from sandbox.cgroups import SandboxCgroup, cgroup_problem
 from sandbox.git_guards import MAX_CONFIG_BYTES, driver_sections, guard_env, is_config_file
 from sandbox.image import Image
@@ -188,6 +188,7 @@ class LocalSandbox:
         self._reclaim_queued = False
         self._lease = RUN_DIR / f"{self.id}.json"
         self._judges = 0  # verifier roots made so far (NS/j0, NS/j1, ...)
+        self._moved: list[tuple[Path, Path]] = []  # files carried out of the agent's layer
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
@@ -510,30 +511,34 @@ class LocalSandbox:
         name = f"j{self._judges}"
         self._judges += 1
         layer = ns / "disk" / name
-        git_files = self._prepare_judge(spec, layer)
-        git_drivers = driver_sections(
-            git_files, lambda p: _read_layer(layer / "upper", p, MAX_CONFIG_BYTES)
-        )
-        done = subprocess.run(
-            [self._helper, "judge", str(self._holder.pid if self._holder else 0), NS_DIR,
-             ":".join(str(p) for p in reversed(self.image.layers)), name],
-            capture_output=True, timeout=30,
-        )  # fmt: skip
-        if done.returncode != 0:
-            raise SandboxError(f"sandbox {self.id}: the verifier's root: {done.stderr!r}")
-        etc = ns / name / "etc"
-        policy = spec.network or self.network_policy
-        (etc / "resolv.conf").write_text(_resolv_conf(policy))
-        (etc / "hosts").write_text(HOSTS + _allowed_hosts_lines(policy))
-        (etc / "hostname").write_text("sandbox\n")
-        for f in ETC_FILES:
-            os.chown(etc / f, *idmap.ROOT)
-        result = self._run(
-            "verify", ["/bin/bash", "-c", spec.command], timeout=spec.timeout_s, cwd=spec.cwd,
-            env=guard_env({**BASE_ENV, **self.image.config.env, **spec.env}, git_drivers),
-            user=spec.user, root=f"{NS_DIR}/{name}",
-        )  # fmt: skip
-        self._cgroup.child("verify").kill_all()  # nothing of the verifier runs on
+        try:
+            git_files = self._prepare_judge(spec, layer)
+            git_drivers = driver_sections(
+                git_files, lambda p: _read_layer(layer / "upper", p, MAX_CONFIG_BYTES)
+            )
+            done = subprocess.run(
+                [self._helper, "judge", str(self._holder.pid if self._holder else 0), NS_DIR,
+                 ":".join(str(p) for p in reversed(self.image.layers)), name],
+                capture_output=True, timeout=30,
+            )  # fmt: skip
+            if done.returncode != 0:
+                raise SandboxError(f"sandbox {self.id}: the verifier's root: {done.stderr!r}")
+            etc = ns / name / "etc"
+            policy = spec.network or self.network_policy
+            (etc / "resolv.conf").write_text(_resolv_conf(policy))
+            (etc / "hosts").write_text(HOSTS + _allowed_hosts_lines(policy))
+            (etc / "hostname").write_text("sandbox\n")
+            for f in ETC_FILES:
+                os.chown(etc / f, *idmap.ROOT)
+            result = self._run(
+                "verify", ["/bin/bash", "-c", spec.command], timeout=spec.timeout_s, cwd=spec.cwd,
+                env=guard_env({**BASE_ENV, **self.image.config.env, **spec.env}, git_drivers),
+                user=spec.user, root=f"{NS_DIR}/{name}",
+            )  # fmt: skip
+        finally:
+            self._cgroup.child("verify").kill_all()  # nothing of the verifier runs on
+            give_back(self._moved)  # the agent's layer whole again (a second verifier sees it)
+            self._moved.clear()
         files = _read_report(layer / "upper")
         return VerifierRun(result=result, files=files, disk_full=disk_full)
 
@@ -559,7 +564,7 @@ class LocalSandbox:
             if spec.outputs:
                 carried = carry(
                     ns / "disk" / "upper", image, upper, spec.outputs, agent,
-                    copy=spec.keep_agent_processes, project=spec.cwd,
+                    copy=spec.keep_agent_processes, project=spec.cwd, moved=self._moved,
                 )  # fmt: skip
             _ensure_workdir(upper, image, spec.cwd, agent if _under(spec.cwd, spec.outputs)
                             else idmap.ROOT)  # fmt: skip

@@ -455,6 +455,26 @@ def test_hard_links_the_agent_made_stay_links_for_the_verifier(backend):
         sb.stop()
 
 
+def test_the_verifier_sees_the_link_counts_the_agent_left(backend):
+    """Carrying a file by a hard link from the agent's layer doubled its link count for the
+    verifier (a file the agent wrote: 2, a pair it linked: 4): the seed sa-dedupe-hardlinks,
+    whose tests check that unique files stay unlinked, failed every rerun that touched them."""
+    sb = opened(backend, make_task("nlink"))
+    try:
+        made = "echo u > /app/u && echo a > /app/x && ln /app/x /app/y && touch /app/image.txt"
+        assert sb.session().run(made).exit_code == 0
+        probe = "stat -c '%n %h' /app/u /app/x /app/y /app/image.txt"
+        for _ in range(2):  # the outputs carried again to a second verifier, as they were
+            run = sb.verify(verifier_spec_for(sb, make_task("nlink"), probe))
+            assert run.result.stdout.split("\n")[:4] == [
+                "/app/u 1", "/app/x 2", "/app/y 2", "/app/image.txt 1"
+            ], run.result.stdout  # fmt: skip
+        if backend == "local":  # the agent's layer whole again (docker stops its container)
+            assert sb.exec("cat /app/u /app/y").stdout == "u\na\n"
+    finally:
+        sb.stop()
+
+
 SHADOWS = [("/usr/local/bin", "pytest"), ("/bin", "sh"), ("/usr/bin", "python3.11")]
 
 
