@@ -372,8 +372,9 @@ def test_background_processes_do_not_outlive_the_trial():
     assert _host_processes("sleep 424[234]") == []
     sb = get_backend("local").open(make_task())
     try:
-        sb.session().run("setsid sleep 4245 & disown; true", timeout_s=5)
-        deadline = time.monotonic() + 10  # the forked child execs `sleep` a moment later
+        started = sb.session().run("setsid sleep 4245 & disown; true", timeout_s=30)
+        assert started.exit_code == 0, started
+        deadline = time.monotonic() + 30  # the forked child execs `sleep` a moment later
         while not _host_processes("sleep 4245") and time.monotonic() < deadline:
             time.sleep(0.05)
         assert _host_processes("sleep 4245") != []  # alive between commands, as it should
