@@ -10,6 +10,7 @@ unchanged, and rendered canonically once anything in it changes.
 from __future__ import annotations
 
 import os
+import re
 import stat
 import tomllib
 from pathlib import Path
@@ -20,6 +21,7 @@ from pydantic import ValidationError
 from tasks.bundle import render_toml, task_files
 from tasks.dockerfile import final_workdir
 from tasks.errors import TaskFormatError
+from tasks.literals.coverage import image_paths
 from tasks.model import (
     Category,
     Difficulty,
@@ -35,6 +37,50 @@ from tasks.model import (
 # Task directories from other harnesses start where their Dockerfile (or base image) puts
 # them; Terminal-Bench's and Harbor's base images use /app.
 DEFAULT_WORKDIR = "/app"
+# What a verifier runs with stays the image's even where a stock task's tests name it (a test
+# that runs /usr/bin/python3 never gets the agent's): the system's programs and libraries,
+# the kernel's file systems, the judge's own directories.
+IMAGE_ROOTS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sys",
+               "/dev", "/run", "/boot", "/tests", "/logs")  # fmt: skip
+_QUOTED_PATH = re.compile(r"""["'](/[A-Za-z0-9_.@+~/-]+)["']""")
+MAX_NAMED_OUTPUTS = 32
+
+
+def named_outputs(
+    verifier: dict[str, bytes], workdir: str, environment: dict[str, bytes] | None = None
+) -> list[str]:
+    """The outputs of a stock task that declares none: its working directory, and every
+    absolute path its tests spell in quotes outside it (a stock Harbor task's answer may sit
+    under /solution, /tmp or /var/log: the judge carries only what a task's outputs name,
+    so without them an honest agent's answer never reaches the verifier). Never a top-level
+    directory (`/etc`, `/root`: the agent's whole configuration) nor anything below
+    IMAGE_ROOTS, nor an input the build copies in (`environment`'s files) or a directory
+    above one: the tests' ground truth stays the image's, whatever the agent did to it. At
+    most MAX_NAMED_OUTPUTS paths besides the working directory."""
+    wd = workdir.rstrip("/") or "/"
+    given = [
+        v for k, v in image_paths(environment or {}, wd).items() if k != v and k != "Dockerfile"
+    ]
+    out: list[str] = []
+    for _, data in sorted(verifier.items()):
+        if b"\0" in data[:4096]:
+            continue
+        for m in _QUOTED_PATH.finditer(data.decode("utf-8", "replace")):
+            p = m.group(1).rstrip("/")
+            parts = p.split("/")
+            if (
+                len(parts) < 3
+                or any(x in ("", ".", "..") for x in parts[1:])
+                or p == wd
+                or p.startswith(wd + "/")
+                or any(p == r or p.startswith(r + "/") for r in IMAGE_ROOTS)
+                or any(g == p or g.startswith(p + "/") for g in given)
+            ):
+                continue
+            out.append(p)
+    return [wd, *list(dict.fromkeys(out))[:MAX_NAMED_OUTPUTS]]
+
+
 HARBOR_STORAGE_MB = 10240  # Harbor's EnvironmentConfig default when task.toml gives no storage_mb
 
 CATEGORY_ALIASES: dict[str, Category] = {
@@ -246,7 +292,9 @@ def task_from_toml(
             solution_env=solution_doc.get("env", {}),
             keep_agent_processes=bool(t1.get("keep_agent_processes", False)),
             trusted_paths=list(t1.get("trusted_paths", [])),
-            outputs=list(t1.get("outputs", [])),
+            outputs=list(t1.get("outputs", []))
+            if t1
+            else named_outputs(verifier, workdir or DEFAULT_WORKDIR, environment_files),
         )
     except ValidationError as e:
         err = e.errors()[0]

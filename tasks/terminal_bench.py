@@ -29,6 +29,7 @@ from tasks.dockerfile import final_workdir
 from tasks.errors import TaskFormatError
 from tasks.harbor import (
     DEFAULT_WORKDIR,
+    named_outputs,
     parse_category,
     parse_difficulty,
     read_file,
@@ -289,6 +290,7 @@ def load_terminal_bench(task_dir: Path | str) -> Task:
             workdir=final_workdir(dockerfile) or DEFAULT_WORKDIR,
             verifier_packages=verifier_packages,
         ),
+        outputs=named_outputs(verifier, final_workdir(dockerfile) or DEFAULT_WORKDIR, env_files),
         verifier_config=verifier_config,
         solution=solution,
         verifier=verifier,

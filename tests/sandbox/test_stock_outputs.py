@@ -1,0 +1,57 @@
+"""A stock Harbor task whose answer is not in its working directory (the public corpus puts
+results under /solution, /tmp, /var/log): the judge carries what a task's outputs name, and a
+stock task names none, so before, an honest agent's answer never reached the verifier (6 of
+14 public tasks' oracles failed; benchmarks/results/public_false_rejects_rest.json). The
+import names the paths its tests spell (`tasks.harbor.named_outputs`), never an input the
+build copies in nor the system's programs."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from sandbox import run_trial
+from tasks.corpus import import_dir
+from tasks.harbor import named_outputs
+from tasks.results import FailureMode
+
+BASE = (
+    Path(__file__).resolve().parents[1] / "fixtures" / "audit-independent" / "clean--word-frequency"
+)
+TESTS = """from collections import Counter
+from pathlib import Path
+import subprocess
+
+def test_top3():
+    subprocess.run(["/usr/bin/python3", "-c", "pass"], check=True)
+    c = Counter(Path("/app/poem.txt").read_text().split())
+    want = [f"{w} {n}" for w, n in sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))[:3]]
+    assert Path("/solution/top3.txt").read_text().splitlines() == want
+"""
+
+
+def test_the_paths_the_tests_name_are_a_stock_tasks_outputs():
+    verifier = {"test_outputs.py": TESTS.encode(), "test.sh": b"cd /etc && pytest\n"}
+    env = {"Dockerfile": b"FROM x\nWORKDIR /app\nCOPY data/in.txt /data/in.txt\n",
+           "data/in.txt": b"1\n"}  # fmt: skip
+    extra = b'open("/data/in.txt"); open("/var/log/app/report.json"); open("/etc")'
+    verifier["helper.py"] = extra
+    assert named_outputs(verifier, "/app", env) == [
+        "/app", "/var/log/app/report.json", "/solution/top3.txt"
+    ]  # fmt: skip
+
+
+@pytest.mark.sandbox
+def test_a_stock_tasks_answer_outside_its_workdir_reaches_the_verifier(tmp_path):
+    d = tmp_path / "stock-answer"
+    shutil.copytree(BASE, d)
+    (d / "tests" / "test_outputs.py").write_text(TESTS)
+    solve = (d / "solution" / "solve.sh").read_text().replace("/app/top3.txt", "/solution/top3.txt")
+    (d / "solution" / "solve.sh").write_text("mkdir -p /solution\n" + solve)
+    task = import_dir(tmp_path)[0][0]
+    assert task.outputs == ["/app", "/solution/top3.txt"]
+    r = run_trial(task, "oracle")
+    assert r.failure_mode == FailureMode.NONE and r.passed == r.total == 1, r.failure_detail
+    assert run_trial(task, "nop").passed == 0
