@@ -550,12 +550,7 @@ class Store:
                         RetiredPart(table=name, file=f, retired_at=now) for f in sorted(files)
                     )
                     result.merged[name] = result.merged.get(name, 0) + len(group)
-                expired = [
-                    r
-                    for r in manifest.retired
-                    if (now - r.retired_at).total_seconds() >= retire_grace_s
-                ]
-                manifest.retired = [r for r in manifest.retired if r not in expired]
+                manifest.retired, expired = _split_expired(manifest.retired, now, retire_grace_s)
                 if not merges and not expired:
                     return result
                 manifest.generation += 1
@@ -824,13 +819,8 @@ class Store:
                         result.merged[name] = result.merged.get(name, 0) + len(group)
                         changed = True
                 now = datetime.now(UTC)
-                expired = [
-                    r
-                    for r in manifest.retired
-                    if (now - r.retired_at).total_seconds() >= retire_grace_s
-                ]
+                manifest.retired, expired = _split_expired(manifest.retired, now, retire_grace_s)
                 if expired:
-                    manifest.retired = [r for r in manifest.retired if r not in expired]
                     changed = True
                 if changed:
                     manifest.generation += 1
@@ -889,6 +879,21 @@ def _writer_connection() -> duckdb.DuckDBPyConnection:
     if con is None:
         con = _writer.con = duckdb.connect(config={"threads": 1})
     return con
+
+
+def _split_expired(
+    retired: list[RetiredPart], now: datetime, grace_s: float
+) -> tuple[list[RetiredPart], list[RetiredPart]]:
+    """(retired parts still within `grace_s`, those past it), in one pass.
+
+    It was `[r for r in retired if r not in expired]`: a pydantic comparison per pair, ~1 s
+    of CPU (GIL and, on S3, the writer lock held) for 75 expired among 10,000 retired, which
+    every automatic compaction paid once its first retirements passed the 15-minute grace."""
+    kept: list[RetiredPart] = []
+    expired: list[RetiredPart] = []
+    for r in retired:
+        (expired if (now - r.retired_at).total_seconds() >= grace_s else kept).append(r)
+    return kept, expired
 
 
 def _backoff(attempt: int) -> None:
