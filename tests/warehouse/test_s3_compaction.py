@@ -19,7 +19,8 @@ from warehouse import Store, open_snapshot
 from warehouse.objectstore import S3Store
 from warehouse.recording import tables_of
 from warehouse.records import AssertionRecord, TrialRecord
-from warehouse.store import Manifest
+from warehouse.snapshot import Snapshot
+from warehouse.store import Manifest, RetiredPart
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -135,3 +136,41 @@ def test_a_compaction_that_loses_its_swap_keeps_its_merge(s3_store_url, tmp_path
         named |= {r.file for r in manifest.retired if r.table == table}
         assert stored == sorted(named)  # nothing uploaded that no manifest names
     assert counts(a) == (6, 6, 18)
+
+
+def test_expiring_retired_parts_is_one_pass(tmp_path, monkeypatch):
+    """Retired parts past their grace leave the manifest in one pass. It was a pydantic
+    comparison per (retired, expired) pair: ~1 s of CPU for 75 expired among 10,000 retired,
+    paid by every automatic compaction (the GIL, and on S3 the writer lock, held) once a
+    campaign's first retirements passed the 15-minute grace: in the S3 campaign, whose runs
+    take over 15 minutes, the windows from 32k candidates on went over 1 s p95."""
+    store = Store.open(tmp_path / "wh", create=True)
+    store.max_parts, store.compact_in_background = None, False
+    for i in range(3):
+        store.append(candidate(i))
+    manifest = store.read_manifest()
+    old = datetime(2026, 1, 1, tzinfo=UTC)
+    manifest.retired = [
+        RetiredPart(table="trials", file=f"part-gone-{i:04d}.parquet", retired_at=old)
+        for i in range(300)
+    ]
+    manifest.generation += 1
+    store._write_manifest(manifest)
+    compared: list[int] = []
+    monkeypatch.setattr(RetiredPart, "__eq__", lambda a, b: compared.append(1) or a is b)
+    store.max_parts = 2
+    result = store.auto_compact()
+    assert result is not None and len(result.deleted_files) == 300
+    assert compared == []
+    retired = store.read_manifest().retired
+    assert sorted(r.table for r in retired) == ["assertion_results"] * 3 + ["trials"] * 3
+    assert store.compact(retire_grace_s=0).deleted_files and compared == []
+    assert store.read_manifest().retired == [] and counts_local(tmp_path / "wh") == (3, 3, 9)
+
+
+def counts_local(path) -> tuple[int, int, int]:
+    with Snapshot.open(path, with_lineage=False) as snap:
+        t = snap.sql("SELECT count(*), count(DISTINCT trial_id) FROM trials").fetchone()
+        a = snap.sql("SELECT count(*) FROM assertion_results").fetchone()
+    assert t is not None and a is not None
+    return t[0], t[1], a[0]
