@@ -211,9 +211,10 @@ def run(
                   f"{compactions} |", flush=True)  # fmt: skip
             adds = []
     s, c = w.stats.seconds, w.stats.cpu_seconds
+    rebuilt = sum(1 for a in getattr(w.stats, "attempts", []) if a > 1)
     return {"wall_s": time.perf_counter() - t_all, "commits": len(s), "p50": pct(s, 0.5),
             "p95": pct(s, 0.95), "max": max(s), "cpu50": pct(c, 0.5),
-            "cpu95": pct(c, 0.95)}  # fmt: skip
+            "cpu95": pct(c, 0.95), "rebuilt": rebuilt}  # fmt: skip
 
 
 def main() -> None:
@@ -265,6 +266,15 @@ def main() -> None:
             f"batched: {r['commits']:,} commits, p50 {r['p50']:.3f} s, p95 {r['p95']:.3f} s, "
             f"max {r['max']:.3f} s (CPU p50 {r['cpu50']:.3f} s, p95 {r['cpu95']:.3f} s), "
             f"{r['wall_s']:.0f} s in all (goal: p95 < 1 s)"
+        )
+        store.wait_for_compaction(600)
+        m = store.read_manifest()
+        print(
+            f"commits that lost a race and were rebuilt: {r['rebuilt']:,}; compaction swaps "
+            f"retried: {getattr(store, 'compaction_retries', '-')}; background compactions "
+            f"failed: {len(store.compaction_errors)}; parts once the compaction in flight "
+            f"finished (trials / assertions / tasks): {len(m.parts('trials'))} / "
+            f"{len(m.parts('assertion_results'))} / {len(m.parts('tasks'))}"
         )
         if not args.s3:
             size = sum(f.stat().st_size for f in Path(where).rglob("*") if f.is_file())

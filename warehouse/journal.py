@@ -99,6 +99,7 @@ class FlushStats:
     seconds: list[float] = field(default_factory=list)
     cpu_seconds: list[float] = field(default_factory=list)  # this process's, all threads
     entries: list[int] = field(default_factory=list)
+    attempts: list[int] = field(default_factory=list)  # > 1: lost a race and was rebuilt
 
 
 class BatchedWriter:
@@ -189,6 +190,7 @@ class BatchedWriter:
         self.stats.seconds.append(time.perf_counter() - t0)
         self.stats.cpu_seconds.append(time.process_time() - c0)
         self.stats.entries.append(len(batch))
+        self.stats.attempts.append(result.attempts)
         self.store.journal_drop(self.stream, [name for name, _, _ in batch])
         if self.on_commit is not None:
             self.on_commit([tag for _, _, tag in batch])
