@@ -353,16 +353,24 @@ def run_exec_judge(
     skip = (LiteralKind.PATH, LiteralKind.FORMAT, *FORM_KINDS)  # a form is not a string
     probe_lits = [lit.value for lit in st.hidden if lit.kind not in skip]  # fmt: skip
     env_image = image_paths(task.environment.files, wd)
-    agent = EffectsOracleAgent(
-        probe_paths,
-        probe_lits,
-        dirs,
-        cfg.max_effect_bytes,
-        cfg.max_effect_files,
-        cfg.trace,
-        set(env_image.values()) if cfg.built else None,
-    )
+
+    def effects_agent(trace: bool) -> EffectsOracleAgent:
+        built = set(env_image.values()) if cfg.built else None
+        return EffectsOracleAgent(
+            probe_paths, probe_lits, dirs, cfg.max_effect_bytes, cfg.max_effect_files, trace, built
+        )
+
+    agent = effects_agent(cfg.trace)
     oracle = run(task, agent)
+    if agent.traced and oracle.rewardable and not oracle.resolved:
+        # A solution that traces a program itself (strace, gdb) cannot under the audit's
+        # tracer: measured untraced, the trace's evidence set aside, never a wrong oracle.
+        plain = effects_agent(False)
+        untraced = run(task, plain)
+        if untraced.resolved:
+            agent, oracle = plain, untraced
+            why = "the reference solution fails under the audit's trace and passes without it "
+            agent.trace_detail = why + "(it traces or debugs a program itself): measured untraced"
     if not oracle.rewardable:
         ev.findings = [*findings, _infra(oracle, "oracle")]
         return ev

@@ -86,3 +86,24 @@ def test_each_catch_names_the_behaviour_behind_it(evidence):
     assert any("environment/app/data/.expected/unique.txt" in f.evidence for f in leak)
     shortcut = found("shortcut--base64-in-script")
     assert "opened none of them" in shortcut[0].evidence
+
+
+def test_a_solution_that_cannot_run_under_the_trace_is_measured_untraced(tmp_path):
+    """A public task's solution runs strace itself, which fails under the audit's tracer (a
+    process is traced once): the traced oracle failed and every plain rerun passed, so the
+    task was called flaky. Here the solution answers wrong whenever it is traced."""
+    import shutil
+
+    d = tmp_path / "self-tracing"
+    shutil.copytree(SET / "clean--word-frequency", d)
+    solve = (d / "solution" / "solve.sh").read_text()
+    traced = "if ! grep -q '^TracerPid:[[:space:]]*0$' /proc/self/status; then : > /app/top3.txt; exit 0; fi\n"  # noqa: E501
+    (d / "solution" / "solve.sh").write_text(
+        solve.replace("#!/bin/bash\n", "#!/bin/bash\n" + traced)
+    )
+    task = import_dir(tmp_path)[0][0]
+    ev = run_exec_judge(task, ExecConfig(**{**OFF, "reruns": 1}, workers=2))
+    assert Code.ORACLE_FAILS not in ev.codes() and Code.FLAKY_VERIFIER not in ev.codes(), _texts(ev)
+    assert ev.measures["oracle_pass_share"] == 1.0 and ev.measures["solution_traced"] == 0.0
+    skipped = [f for f in ev.findings if f.code == Code.RERUN_SKIPPED and f.item == "trace"]
+    assert "fails under the audit's trace" in skipped[0].evidence
