@@ -106,12 +106,18 @@ READDIR_SOURCE = Path(__file__).with_name("readdir_reverse.c")
 SHIPPED_READDIR = ".t1-readdir/libt1readdir.so"
 
 
-def host_readdir_shim() -> bytes | None:
-    """The compiled order library (cached by source hash under ~/.cache/t1-forge/readdir),
-    or None when the host has no C compiler or the build fails."""
+def host_preload(source: Path, stem: str) -> bytes | None:
+    """An LD_PRELOAD library of the audit's, compiled from `source` with the host's C compiler
+    (cached by source hash under ~/.cache/t1-forge/<stem>), or None when the host has no C
+    compiler or the build fails."""
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "t1-forge"
-    lib = compile_c(READDIR_SOURCE, cache / "readdir", "libt1readdir", "-shared", "-fPIC")
+    lib = compile_c(source, cache / stem, f"libt1{stem}", "-shared", "-fPIC")
     return lib.read_bytes() if lib is not None else None
+
+
+def host_readdir_shim() -> bytes | None:
+    """The compiled order library, or None."""
+    return host_preload(READDIR_SOURCE, "readdir")
 
 
 # The sleeps condition's LD_PRELOAD library (audit/short_sleep.c): every sleep a tenth as
@@ -122,10 +128,17 @@ SLEEP_DIVISOR = 10  # as audit/short_sleep.c's DIVISOR
 
 
 def host_sleep_shim() -> bytes | None:
-    """The compiled sleeps library (cached like the order library), or None."""
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "t1-forge"
-    lib = compile_c(SLEEP_SOURCE, cache / "sleeps", "libt1sleep", "-shared", "-fPIC")
-    return lib.read_bytes() if lib is not None else None
+    """The compiled sleeps library, or None."""
+    return host_preload(SLEEP_SOURCE, "sleep")
+
+
+def _with_preload(sandbox: Sandbox, data: bytes, command: str) -> str:
+    """The output of `command` ({lib}: the library `data`, uploaded to a scratch directory
+    that is removed again at once, so the verifier's run depends on nothing it left)."""
+    scratch = "/tmp/.t1-probe/preload"
+    sandbox.upload({"lib.so": data}, scratch)
+    run = command.format(lib=f"{scratch}/lib.so") + "; rm -rf /tmp/.t1-probe"
+    return sandbox.exec(run, timeout_s=10).stdout
 
 
 def _prepare_sleeps(sandbox: Sandbox) -> tuple[bool, str]:
@@ -134,13 +147,10 @@ def _prepare_sleeps(sandbox: Sandbox) -> tuple[bool, str]:
     data = host_sleep_shim()
     if data is None:
         return False, "no C compiler on the host to build the sleeps library"
-    scratch = "/tmp/.t1-probe/sleeps"
-    sandbox.upload({"lib.so": data}, scratch)
-    out = sandbox.exec(
-        f"s=$(date +%s%N); LD_PRELOAD={scratch}/lib.so sleep 1 2>&1; "
-        "echo $(( ($(date +%s%N) - s) / 1000000 )); rm -rf /tmp/.t1-probe",
-        timeout_s=10,
-    ).stdout
+    out = _with_preload(
+        sandbox, data, "s=$(date +%s%N); LD_PRELOAD={lib} sleep 1 2>&1; "
+        "echo $(( ($(date +%s%N) - s) / 1000000 ))",
+    )  # fmt: skip
     took = out.strip().splitlines()[-1:] or ["x"]
     if not took[0].isdigit() or int(took[0]) >= 600:
         return False, f"the sleeps library did not shorten `sleep 1` ({out.strip()[-120:]!r})"
@@ -154,13 +164,9 @@ def _prepare_readdir(sandbox: Sandbox) -> tuple[bool, str]:
     data = host_readdir_shim()
     if data is None:
         return False, "no C compiler on the host to build the readdir library"
-    scratch = "/tmp/.t1-probe/readdir"
-    sandbox.upload({"lib.so": data}, scratch)
-    out = sandbox.exec(
-        f"ls -U -A / 2>&1; echo ---; LD_PRELOAD={scratch}/lib.so ls -U -A / 2>&1; "
-        "rm -rf /tmp/.t1-probe",
-        timeout_s=10,
-    ).stdout
+    out = _with_preload(
+        sandbox, data, "ls -U -A / 2>&1; echo ---; LD_PRELOAD={lib} ls -U -A / 2>&1"
+    )
     plain, _, shimmed = out.partition("---\n")
     if shimmed.split() != plain.split()[::-1] or len(plain.split()) < 2:
         return False, f"the readdir library did not reverse a listing ({shimmed[:120]!r})"

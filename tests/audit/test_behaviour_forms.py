@@ -10,26 +10,18 @@ Before issue 33 none of the six was caught by its class, and every stock pytest 
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from audit.judge_exec import ExecConfig, ExecEvidence, run_exec_judge, score_dimensions
-from audit.rubric import decide, load_rubric
+from audit.judge_exec import ExecEvidence
 from audit.verdict import Code, Verdict
 from tasks.corpus import import_dir
+from tests.audit.forms import decision, judge_set, texts
 
 pytestmark = pytest.mark.sandbox
 
 FORMS = Path(__file__).resolve().parents[1] / "fixtures" / "audit-forms"
-RUBRIC = load_rubric("t1")
-# every probe off; each task turns on what its class needs
-OFF = dict(
-    reruns=0, conditions=False, perturb=False, max_mutants=0, max_output_mutants=0,
-    hacks=False, built=False, answer_swaps=False, trace_verifier=False, free_reward=False,
-    starved=False,
-)  # fmt: skip
 PROBES = {
     "weak-consistency": dict(perturb=True, answer_swaps=True),
     "hidden-runtime-name": dict(trace_verifier=True),
@@ -57,33 +49,23 @@ CAUGHT_AS = {
 
 @pytest.fixture(scope="module")
 def evidence() -> dict[str, ExecEvidence]:
-    tasks = {t.id: t for t in import_dir(FORMS)[0]}
-    assert set(tasks) == set(PROBES), sorted(tasks)
-
-    def judge(name: str) -> ExecEvidence:
-        return run_exec_judge(tasks[name], ExecConfig(**{**OFF, **PROBES[name]}, workers=2))
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(zip(PROBES, pool.map(judge, PROBES), strict=True))
-
-
-def _texts(ev: ExecEvidence) -> list[str]:
-    return [f.text() for f in ev.defects()]
+    assert {t.id for t in import_dir(FORMS)[0]} == set(PROBES)  # every form is probed
+    return judge_set(FORMS, PROBES)
 
 
 @pytest.mark.parametrize("name", list(CAUGHT_AS))
 def test_a_defect_form_is_rejected_by_its_own_class(evidence, name):
     ev = evidence[name]
-    decision = decide(score_dimensions(ev), ev.codes(), RUBRIC)
-    assert decision.verdict == Verdict.REJECTED, _texts(ev)
-    assert CAUGHT_AS[name].value in decision.hard, _texts(ev)
+    decided = decision(ev)
+    assert decided.verdict == Verdict.REJECTED, texts(ev)
+    assert CAUGHT_AS[name].value in decided.hard, texts(ev)
 
 
 @pytest.mark.parametrize("name", ["clean-sales", "clean-edit"])
 def test_a_clean_control_in_the_same_layout_is_not_rejected(evidence, name):
     ev = evidence[name]
-    decision = decide(score_dimensions(ev), ev.codes(), RUBRIC)
-    assert decision.verdict != Verdict.REJECTED and not decision.hard, _texts(ev)
+    decided = decision(ev)
+    assert decided.verdict != Verdict.REJECTED and not decided.hard, texts(ev)
 
 
 def test_a_stock_pytest_task_is_not_flaky(evidence):
@@ -91,7 +73,7 @@ def test_a_stock_pytest_task_is_not_flaky(evidence):
     its verdict (the wrapped entry lost the report channel; JUnit names differ)."""
     ev = evidence["clean-sales"]
     stable = {f.item for f in ev.findings if f.code == Code.RERUN_STABLE}
-    assert {"clock", "late", "timezone", "locale", "order"} <= stable, _texts(ev)
+    assert {"clock", "late", "timezone", "locale", "order"} <= stable, texts(ev)
     assert Code.FLAKY_VERIFIER not in ev.codes()
 
 

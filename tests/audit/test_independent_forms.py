@@ -11,25 +11,18 @@ nothing the rule could see."""
 
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 
-from audit.judge_exec import ExecConfig, ExecEvidence, run_exec_judge, score_dimensions
-from audit.rubric import decide, load_rubric
+from audit.judge_exec import ExecConfig, ExecEvidence, run_exec_judge
 from audit.verdict import Code, Verdict
 from tasks.corpus import import_dir
+from tests.audit.forms import OFF, decision, judge_set, texts
 
 pytestmark = pytest.mark.sandbox
 
 SET = Path(__file__).resolve().parents[1] / "fixtures" / "audit-independent"
-RUBRIC = load_rubric("t1")
-OFF = dict(
-    reruns=0, conditions=False, perturb=False, max_mutants=0, max_output_mutants=0,
-    hacks=False, built=False, answer_swaps=False, trace_verifier=False, free_reward=False,
-    starved=False,
-)  # fmt: skip
 PROBES = {
     "flaky--server-sleep": dict(starved=True),
     "leakage--expected-in-fixture": dict(perturb=True),
@@ -47,32 +40,22 @@ CAUGHT_AS = {
 
 @pytest.fixture(scope="module")
 def evidence() -> dict[str, ExecEvidence]:
-    tasks = {t.id: t for t in import_dir(SET)[0]}
-
-    def judge(name: str) -> ExecEvidence:
-        return run_exec_judge(tasks[name], ExecConfig(**{**OFF, **PROBES[name]}, workers=2))
-
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        return dict(zip(PROBES, pool.map(judge, PROBES), strict=True))
-
-
-def _texts(ev: ExecEvidence) -> list[str]:
-    return [f.text() for f in ev.defects()]
+    return judge_set(SET, PROBES)
 
 
 @pytest.mark.parametrize("name", list(CAUGHT_AS))
 def test_a_missed_form_is_rejected_by_its_own_class(evidence, name):
     ev = evidence[name]
-    decision = decide(score_dimensions(ev), ev.codes(), RUBRIC)
-    assert decision.verdict == Verdict.REJECTED, _texts(ev)
-    assert CAUGHT_AS[name].value in decision.hard, _texts(ev)
+    decided = decision(ev)
+    assert decided.verdict == Verdict.REJECTED, texts(ev)
+    assert CAUGHT_AS[name].value in decided.hard, texts(ev)
 
 
 @pytest.mark.parametrize("name", ["clean--parallel-jobs-waited", "clean--word-frequency"])
 def test_a_clean_control_of_the_set_is_not_rejected(evidence, name):
     ev = evidence[name]
-    decision = decide(score_dimensions(ev), ev.codes(), RUBRIC)
-    assert decision.verdict != Verdict.REJECTED and not decision.hard, _texts(ev)
+    decided = decision(ev)
+    assert decided.verdict != Verdict.REJECTED and not decided.hard, texts(ev)
 
 
 def test_each_catch_names_the_behaviour_behind_it(evidence):
@@ -80,7 +63,7 @@ def test_each_catch_names_the_behaviour_behind_it(evidence):
         return [f for f in evidence[name].findings if f.code == CAUGHT_AS[name]]
 
     flaky = found("flaky--server-sleep")
-    assert [f.item for f in flaky] == ["starved-sleeps"], _texts(evidence["flaky--server-sleep"])
+    assert [f.item for f in flaky] == ["starved-sleeps"], texts(evidence["flaky--server-sleep"])
     assert "tests/test_outputs.py:9" in flaky[0].evidence  # the sleep the static look suspected
     leak = found("leakage--expected-in-fixture")
     assert any("environment/app/data/.expected/unique.txt" in f.evidence for f in leak)
@@ -103,7 +86,7 @@ def test_a_solution_that_cannot_run_under_the_trace_is_measured_untraced(tmp_pat
     )
     task = import_dir(tmp_path)[0][0]
     ev = run_exec_judge(task, ExecConfig(**{**OFF, "reruns": 1}, workers=2))
-    assert Code.ORACLE_FAILS not in ev.codes() and Code.FLAKY_VERIFIER not in ev.codes(), _texts(ev)
+    assert Code.ORACLE_FAILS not in ev.codes() and Code.FLAKY_VERIFIER not in ev.codes(), texts(ev)
     assert ev.measures["oracle_pass_share"] == 1.0 and ev.measures["solution_traced"] == 0.0
     skipped = [f for f in ev.findings if f.code == Code.RERUN_SKIPPED and f.item == "trace"]
     assert "fails under the audit's trace" in skipped[0].evidence
