@@ -522,12 +522,7 @@ class Store:
                 for name in names:
                     spec = table_spec(name)
                     for group in groups_of(base.parts(name)):
-                        merged = pa.concat_tables(
-                            [
-                                conform(pq.read_table(self.part_path(name, p.file)), spec)
-                                for p in group
-                            ]
-                        )
+                        merged = self._merged(name, spec, group)
                         part = self._write_part(spec, merged, base.generation + 1)
                         merges.append((name, group, part))
             with self._locked():
@@ -673,6 +668,12 @@ class Store:
             return table
         return table.take(keep)
 
+    def _merged(self, name: str, spec: TableSpec, group: list[PartInfo]) -> pa.Table:
+        """The rows of `group`'s parts of table `name`, in order, conformed to `spec`."""
+        return pa.concat_tables(
+            [conform(pq.read_table(self.part_path(name, p.file)), spec) for p in group]
+        )
+
     def _write_part(self, spec: TableSpec, table: pa.Table, generation: int) -> PartInfo:
         directory = self.root / spec.name
         directory.mkdir(exist_ok=True)
@@ -797,12 +798,7 @@ class Store:
                 for name in names:
                     spec = table_spec(name)
                     for group in groups_of(manifest.parts(name)):
-                        merged = pa.concat_tables(
-                            [
-                                conform(pq.read_table(self.part_path(name, p.file)), spec)
-                                for p in group
-                            ]
-                        )
+                        merged = self._merged(name, spec, group)
                         manifest = self.replace_parts(manifest, name, group, merged)
                         merged_hashes = [
                             keyhashes.known(self.location, name, p.file) for p in group
