@@ -102,7 +102,7 @@ from tasks.model import Task
 from tasks.results import FailureMode, TrialResult
 from warehouse.records import AuditRecord
 
-EXEC_VERSION = "8"  # 8: carried answers, answer files named like outputs, races put to the test
+EXEC_VERSION = "9"  # 9: a one-value answer as a whole line of a hidden channel
 EXEC_JUDGE = "exec"
 
 Runner = Callable[..., TrialResult]

@@ -24,11 +24,17 @@ import posixpath
 import re
 from collections.abc import Mapping
 
-from audit.static_checks import channel_kind, is_channel, labelled_line, normalize, whole_field
+from audit.static_checks import (
+    ANSWERISH_FILE,
+    channel_kind,
+    is_channel,
+    labelled_line,
+    normalize,
+    whole_field,
+)
 from audit.verdict import Code, Finding, Source
 
 _TOKEN = re.compile(r"(?<![\w.])(-?\d+(?:\.\d+)?|[A-Za-z_][A-Za-z0-9_.@-]*[A-Za-z0-9_])(?![\w])")
-_ANSWERISH_FILE = re.compile(r"expect|answer|solution|golden|correct|hint|cheat|oracle", re.I)
 
 
 def _bounded(value: str, text: str) -> bool:
@@ -280,6 +286,12 @@ def computed_tokens(
     return out
 
 
+def short_value(whole: str) -> bool:
+    """An output that is one value too short to be told from prose by itself (a digit, a
+    two-letter word): found only as a whole line of a hidden channel, never in plain text."""
+    return bool(whole) and "\n" not in whole and not tokens(whole)
+
+
 def answer_leaks(
     computed: Mapping[str, set[str]],
     texts: Mapping[str, str],
@@ -302,6 +314,14 @@ def answer_leaks(
             if multiline and where not in inputs and normalize(whole) in normalize(text):
                 found.append((whole[:60], f"{where} holds the whole computed output {p}"))
             content = text.strip()
+            if (
+                short_value(whole)
+                and is_channel(where)
+                and where not in inputs
+                and where != f"image:{p}"
+                and any(ln.strip() == whole for ln in text.splitlines())
+            ):
+                found.append((whole, f"{where} ({channel_kind(where)}) holds the whole of {p}"))
             lines = {ln.strip() for ln in whole.splitlines() if tokens(ln) & values}
             if content in lines and where not in inputs and where != "instruction.md":
                 found.append(
@@ -311,7 +331,7 @@ def answer_leaks(
                 if not _bounded(v, text):
                     continue
                 label = labelled_line(v, text)
-                if _ANSWERISH_FILE.search(base) and where != "instruction.md":
+                if ANSWERISH_FILE.search(base) and where != "instruction.md":
                     found.append((v, f"{where} (named like an answer) holds {v!r}"))
                 elif text.strip() == v and where not in inputs:
                     found.append((v, f"{where} holds {v!r} and nothing else"))

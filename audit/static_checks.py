@@ -43,7 +43,7 @@ RUNNER_NAME = "run_checks.py"
 ANSWER_KINDS = frozenset(
     {LiteralKind.NUMBER, LiteralKind.STRING, LiteralKind.LINE, LiteralKind.NAME}
 )
-_ANSWERISH_FILE = re.compile(r"expect|answer|solution|golden|correct|hint|cheat|oracle", re.I)
+ANSWERISH_FILE = re.compile(r"expect|answer|solution|golden|correct|hint|cheat|oracle", re.I)
 _LABEL_WORD = r"\b(?:expected|answers?|solutions?|correct|golden)\b(?!\.\w)"
 _HEX_RE = re.compile(r"^[0-9a-f]{7,64}$")
 _NUM_RE = re.compile(r"^[-+]?\d+(\.\d+)?$")
@@ -563,7 +563,7 @@ def value_leaks(
             value = lit.value.strip()
             if not value or not _bounded_in(value, text):
                 continue
-            if _ANSWERISH_FILE.search(posixpath.basename(name)):
+            if ANSWERISH_FILE.search(posixpath.basename(name)):
                 why = f"{where} (named like an answer) holds the expected value {value!r}"
             elif content == value and where not in inputs:
                 why = f"{where} holds exactly the expected value {value!r} and nothing else"

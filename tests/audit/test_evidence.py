@@ -118,6 +118,28 @@ def test_answer_leaks_are_judged_in_context():
     assert labelled_line("300", "# expected: 300") == "# expected: 300"
 
 
+
+def test_a_one_digit_answer_is_a_leak_only_as_a_whole_line_of_a_hidden_channel():
+    # a count of 8 has no value long enough to search prose for; a hidden archive member or
+    # commit message that holds it as a whole line is the answer, plain files are not judged
+    computed = {"/app/results/n.txt": set()}
+    texts = {"/app/results/n.txt": "8\n"}
+    visible = {
+        "environment/app/.cache/b.tar!golden/n.txt": "8\n",
+        "environment/app/.git!commit a98c2b44e222": "tree 1\n\nrecord the run\n\n8\n",
+        "environment/app/.git!commit 13373de4b300": "tree 1\n\nbump to 8 workers\n",
+        "environment/app/VERSION": "8\n",
+        "environment/app/data.tar!rows.txt": "8\n",  # an archive the agent is given
+        "image:/app/results/n.txt": "8\n",  # a stale output, not a leak
+    }
+    given = {"environment/app/data.tar!rows.txt"}
+    found = {f.evidence.split(" ", 1)[0] for f in answer_leaks(computed, texts, visible, given)}
+    assert found == {
+        "environment/app/.cache/b.tar!golden/n.txt",
+        "environment/app/.git!commit",
+    }
+    assert answer_leaks({}, texts, visible, given) == []  # an output that does not compute
+
 def _trial(ok: list[bool], mode: FailureMode = FailureMode.NONE) -> TrialResult:
     status = {True: AssertionStatus.PASSED, False: AssertionStatus.FAILED}
     asserts = [AssertionResult(name=f"t{i}", status=status[o]) for i, o in enumerate(ok)]
