@@ -21,7 +21,6 @@ from pydantic import ValidationError
 from tasks.bundle import render_toml, task_files
 from tasks.dockerfile import final_workdir
 from tasks.errors import TaskFormatError
-from tasks.literals.coverage import image_paths
 from tasks.model import (
     Category,
     Difficulty,
@@ -46,21 +45,18 @@ _QUOTED_PATH = re.compile(r"""["'](/[A-Za-z0-9_.@+~/-]+)["']""")
 MAX_NAMED_OUTPUTS = 32
 
 
-def named_outputs(
-    verifier: dict[str, bytes], workdir: str, environment: dict[str, bytes] | None = None
-) -> list[str]:
+def named_outputs(verifier: dict[str, bytes], workdir: str) -> list[str]:
     """The outputs of a stock task that declares none: its working directory, and every
     absolute path its tests spell in quotes outside it (a stock Harbor task's answer may sit
     under /solution, /tmp or /var/log: the judge carries only what a task's outputs name,
-    so without them an honest agent's answer never reaches the verifier). Never a top-level
-    directory (`/etc`, `/root`: the agent's whole configuration) nor anything below
-    IMAGE_ROOTS, nor an input the build copies in (`environment`'s files) or a directory
-    above one: the tests' ground truth stays the image's, whatever the agent did to it. At
-    most MAX_NAMED_OUTPUTS paths besides the working directory."""
+    so without them an honest agent's answer never reaches the verifier). A file the build
+    copies in is carried like any other when the tests name it: the agent's task may be to
+    fix it (a playbook, a server's configuration) or to consume it (a queue's messages), as
+    in the working directory, and a stock verifier sees the state the agent left, as in
+    Harbor. Never a top-level directory (`/etc`, `/root`: the agent's whole configuration)
+    nor anything below IMAGE_ROOTS. At most MAX_NAMED_OUTPUTS paths besides the working
+    directory."""
     wd = workdir.rstrip("/") or "/"
-    given = [
-        v for k, v in image_paths(environment or {}, wd).items() if k != v and k != "Dockerfile"
-    ]
     out: list[str] = []
     for _, data in sorted(verifier.items()):
         if b"\0" in data[:4096]:
@@ -74,7 +70,6 @@ def named_outputs(
                 or p == wd
                 or p.startswith(wd + "/")
                 or any(p == r or p.startswith(r + "/") for r in IMAGE_ROOTS)
-                or any(g == p or g.startswith(p + "/") for g in given)
             ):
                 continue
             out.append(p)
@@ -294,7 +289,7 @@ def task_from_toml(
             trusted_paths=list(t1.get("trusted_paths", [])),
             outputs=list(t1.get("outputs", []))
             if t1
-            else named_outputs(verifier, workdir or DEFAULT_WORKDIR, environment_files),
+            else named_outputs(verifier, workdir or DEFAULT_WORKDIR),
         )
     except ValidationError as e:
         err = e.errors()[0]

@@ -290,7 +290,7 @@ def load_terminal_bench(task_dir: Path | str) -> Task:
             workdir=final_workdir(dockerfile) or DEFAULT_WORKDIR,
             verifier_packages=verifier_packages,
         ),
-        outputs=named_outputs(verifier, final_workdir(dockerfile) or DEFAULT_WORKDIR, env_files),
+        outputs=named_outputs(verifier, final_workdir(dockerfile) or DEFAULT_WORKDIR),
         verifier_config=verifier_config,
         solution=solution,
         verifier=verifier,
