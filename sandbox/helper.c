@@ -1,6 +1,6 @@
 /* t1-sandbox-helper: the privileged steps of the local sandbox, without a shell.
  *
- *   helper holder NS DISK LAYERS UPPER WORK CGROUP_DIR IDMAP OWNER_BASE
+ *   helper holder NS DISK LAYERS UPPER WORK CGROUP_DIR IDMAP OWNER_BASE KEEP
  *       The sandbox's anchor process. In a new mount and network namespace (loopback up,
  *       ports below 1024 and ping open to the sandbox's unprivileged ids):
  *       a small tmpfs on NS; DISK (a formatted ext4 image, or "-") attached to a free loop
@@ -16,6 +16,11 @@
  *       and loop device go with it.
  *       NS/etc, where the runtime's /etc files live, is a small tmpfs of its own: filling it
  *       (appending to /etc/hosts) fills nothing else.
+ *       Of the host's mounts its namespace keeps only those the sandbox's processes need
+ *       (prune_mounts): / and the mounts on the way to NS, to LAYERS, to the libraries and
+ *       to the colon-separated paths in KEEP (bubblewrap), /proc and /dev. Every bubblewrap
+ *       start reads the whole mount table once per mount it makes, so its cost would
+ *       otherwise grow with the host's mounts (a Kubernetes node has hundreds).
  *   helper judge HOLDER_PID NS LAYERS NAME
  *       In the holder's mount namespace, the verifier's fresh root (sandbox.judge):
  *       NS/NAME/root, the overlay of LAYERS under NS/disk/NAME/upper (which the runner
@@ -194,6 +199,66 @@ static void kill_group(int dirfd) {
     for (int round = 0; round < 5000 && kill_tree(dirfd); round++) usleep(200);
 }
 
+/* Is mount point MP one to keep: "/", one on the way to (or equal to) a KEEP path, or one
+ * at or below TREE (NS)? */
+static int kept(const char *mp, const char *tree, char **keep, int n) {
+    size_t len = strlen(mp), tl = strlen(tree);
+    if (!strcmp(mp, "/")) return 1;
+    if (!strncmp(mp, tree, tl) && (mp[tl] == '\0' || mp[tl] == '/')) return 1;
+    for (int i = 0; i < n; i++)
+        if (!strncmp(keep[i], mp, len) && (keep[i][len] == '\0' || keep[i][len] == '/'))
+            return 1;
+    return 0;
+}
+
+/* mountinfo's octal escapes (\040 for a space) undone, in place. */
+static void unescape(char *s) {
+    char *o = s;
+    for (; *s; s++) {
+        if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+            s[3] >= '0' && s[3] <= '7') {
+            *o++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+            s += 3;
+        } else {
+            *o++ = *s;
+        }
+    }
+    *o = '\0';
+}
+
+/* Detach, in this (private) mount namespace, every mount nothing of the sandbox uses; the
+ * deepest first (mountinfo lists a mount after the one it sits on). Best effort: a mount
+ * that will not go stays, as before. */
+static void prune_mounts(const char *ns, const char *layers, const char *extra) {
+    static const char *fixed[] = {"/proc", "/dev", "/dev/pts", "/etc/ld.so.cache",
+                                  "/usr/lib", "/usr/lib64", "/lib", "/lib64"};
+    char *keep[64], lay[8192], ext[4096], line[8192], *points[1024];
+    int n = 0, count = 0;
+    for (size_t i = 0; i < sizeof fixed / sizeof *fixed; i++) keep[n++] = (char *)fixed[i];
+    snprintf(lay, sizeof lay, "%s", layers);
+    snprintf(ext, sizeof ext, "%s", extra);
+    for (char *t = strtok(lay, ":"); t && n < 48; t = strtok(NULL, ":")) keep[n++] = t;
+    for (char *t = strtok(ext, ":"); t && n < 64; t = strtok(NULL, ":")) keep[n++] = t;
+    FILE *f = fopen("/proc/self/mountinfo", "re");
+    if (!f) return;
+    while (count < 1024 && fgets(line, sizeof line, f)) {
+        char *field = line, *mp = NULL;
+        for (int i = 0; i < 5 && field; i++) {  /* the fifth field: the mount point */
+            char *sp = strchr(field, ' ');
+            if (i == 4) { if (sp) *sp = '\0'; mp = field; }
+            field = sp ? sp + 1 : NULL;
+        }
+        if (!mp) continue;
+        unescape(mp);
+        if (!kept(mp, ns, keep, n)) points[count++] = strdup(mp);
+    }
+    fclose(f);
+    while (count-- > 0) {
+        if (points[count]) umount2(points[count], MNT_DETACH);
+        free(points[count]);
+    }
+}
+
 static int holder(char **a) {
     const char *ns = a[0], *disk = a[1], *layers = a[2], *upper = a[3], *work = a[4];
     const char *idmap = a[6];
@@ -254,6 +319,7 @@ static int holder(char **a) {
     if (userns != 4 && (dup2(userns, 4) != 4 || close(userns))) return die("user namespace fd");
     int cgfd = open(a[5], O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (cgfd < 0) return die(a[5]);
+    prune_mounts(ns, layers, a[8]);
     if (chroot(root) || chdir("/")) return die("chroot");
     printf("ready\n");
     fflush(stdout);
@@ -330,10 +396,10 @@ static int enter(int argc, char **a) {
 }
 
 int main(int argc, char **argv) {
-    if (argc == 10 && !strcmp(argv[1], "holder")) return holder(argv + 2);
+    if (argc == 11 && !strcmp(argv[1], "holder")) return holder(argv + 2);
     if (argc > 5 && !strcmp(argv[1], "exec")) return enter(argc - 2, argv + 2);
     if (argc == 6 && !strcmp(argv[1], "judge")) return judge_root(argv + 2);
-    fprintf(stderr, "usage: helper holder NS DISK LAYERS UPPER WORK CGROUP_DIR IDMAP OWNER_BASE | "
+    fprintf(stderr, "usage: helper holder NS DISK LAYERS UPPER WORK CGROUP_DIR IDMAP OWNER_BASE KEEP | "
                     "judge PID NS LAYERS NAME | exec PID CPU TTY PROCS... -- CMD\n");
     return 2;
 }

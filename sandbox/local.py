@@ -230,7 +230,7 @@ class LocalSandbox:
         self._holder = subprocess.Popen(
             [self._helper, "holder", NS_DIR, disk, layers, upper, work,
              str(self._cgroup.path("pids")), idmap.uid_map_line().strip(),
-             str(idmap.OWNER_BASE)],
+             str(idmap.OWNER_BASE), self._bwrap],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             start_new_session=True,
         )  # fmt: skip
