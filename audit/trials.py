@@ -239,7 +239,25 @@ def ship_strace(sandbox: Sandbox) -> tuple[str | None, str]:
     if "traced" not in probe.stdout:
         sandbox.exec("rm -rf /tmp/.t1-probe", timeout_s=10)
         return None, f"strace cannot run here: {(probe.stderr or probe.stdout).strip()[-200:]}"
-    return f"{st} -f -qq -y -s 512 -e trace={TRACE_CALLS}", ""
+    # -I2: fatal signals reach it between calls (with -o it blocks them by default), so
+    # traced_to_its_end can stop it
+    return f"{st} -I2 -f -qq -y -s 512 -e trace={TRACE_CALLS}", ""
+
+
+def traced_to_its_end(strace: str, log: str, command: str) -> str:
+    """Shell: `command` under `strace` until `command` itself ends, with its exit status. A
+    solution that leaves a process running (a server started with `&`, as an agent would
+    leave one) must not keep the tracer, and with it the trial, waiting until the agent's
+    time runs out: once the command is done the tracer is told to stop (SIGTERM: it lets go
+    of what it still traces, which runs on untraced)."""
+    rc = f"{TRACE_DIR}/rc"
+    inner = shlex.quote(f"{command}; echo $? > {rc}")
+    return (
+        f"( rm -f {rc}; {strace} -o {log} bash -c {inner} & t1s=$!; "
+        f"while [ ! -s {rc} ] && kill -0 $t1s 2>/dev/null; do sleep 0.05; done; "
+        f"kill -TERM $t1s 2>/dev/null; wait $t1s 2>/dev/null; "
+        f"exit $(cat {rc} 2>/dev/null || echo 1) )"
+    )
 
 
 def _solve_traced(
@@ -256,7 +274,7 @@ def _solve_traced(
     sandbox.upload(task.solution, SOLUTION_DIR)
     log = f"{TRACE_DIR}/log"
     r = sandbox.session().run(
-        f"{st} -o {log} bash {SOLUTION_DIR}/solve.sh",
+        traced_to_its_end(st, log, f"bash {SOLUTION_DIR}/solve.sh"),
         timeout_s=max(0.1, deadline - time.monotonic()),
     )
     data = sandbox.download(log).get("log", b"")

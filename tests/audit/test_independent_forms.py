@@ -90,3 +90,26 @@ def test_a_solution_that_cannot_run_under_the_trace_is_measured_untraced(tmp_pat
     assert ev.measures["oracle_pass_share"] == 1.0 and ev.measures["solution_traced"] == 0.0
     skipped = [f for f in ev.findings if f.code == Code.RERUN_SKIPPED and f.item == "trace"]
     assert "fails under the audit's trace" in skipped[0].evidence
+
+
+def test_a_solution_that_leaves_a_server_running_is_traced_to_its_own_end(tmp_path):
+    """A public task's solution starts the mock server its work talks to (`nohup ... &`, as an
+    agent would) and leaves it running: the tracer followed the server too (and, writing to a
+    file, blocked the signal meant to stop it), so the traced oracle ran out the agent's time,
+    an agent timeout that no plain rerun repeated: `flaky_verifier`. The trace now ends with
+    the solution; the server runs on, untraced."""
+    import shutil
+
+    d = tmp_path / "leaves-a-server"
+    shutil.copytree(SET / "clean--word-frequency", d)
+    solve = (d / "solution" / "solve.sh").read_text()
+    server = "nohup python3 -c 'import time; time.sleep(600)' >/dev/null 2>&1 &\n"
+    (d / "solution" / "solve.sh").write_text(
+        solve.replace("#!/bin/bash\n", "#!/bin/bash\n" + server)
+    )
+    task = import_dir(tmp_path)[0][0]
+    ev = run_exec_judge(task, ExecConfig(**{**OFF, "reruns": 1}, workers=2))
+    assert ev.measures["oracle_pass_share"] == 1.0, texts(ev)
+    assert ev.measures["solution_traced"] == 1.0, texts(ev)
+    assert Code.FLAKY_VERIFIER not in ev.codes(), texts(ev)
+    assert not [f for f in ev.findings if f.code == Code.RERUN_SKIPPED and f.item == "trace"]
