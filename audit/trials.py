@@ -749,9 +749,9 @@ class VerifierTraceAgent:
         sandbox.upload(task.verifier, TESTS_DIR)
         env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.env.items())
         log = f"{TRACE_DIR}/verifier"
+        traced = traced_to_its_end(f"env {env} {st}", log, f"bash {TESTS_DIR}/test.sh")
         sandbox.exec(
-            f"mkdir -p {VERIFIER_LOGS}; env {env} {st} -o {log} bash {TESTS_DIR}/test.sh "
-            ">/dev/null 2>&1; true",
+            f"mkdir -p {VERIFIER_LOGS}; {traced} >/dev/null 2>&1; true",
             timeout_s=task.limits.verifier_timeout_s + 30,
             cwd=task.environment.workdir,
         )
