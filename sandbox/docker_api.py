@@ -43,7 +43,9 @@ def docker_client(url: str | None = None, tls: EngineTLS | None = None) -> Any:
     if tls is not None:
         missing = [n for n in TLS_FILES if not os.path.isfile(os.path.join(tls.cert_path, n))]
         if missing:
-            raise SandboxUnavailable(f"{where}: cert_path {tls.cert_path} lacks {', '.join(missing)}")
+            raise SandboxUnavailable(
+                f"{where}: cert_path {tls.cert_path} lacks {', '.join(missing)}"
+            )
         env |= tls.env
     try:
         # A fixed API version: negotiating it costs a /version call (0.5-1 s on Podman).
@@ -53,6 +55,11 @@ def docker_client(url: str | None = None, tls: EngineTLS | None = None) -> Any:
             environment=env,
             use_ssh_client=where.startswith("ssh://"),
         )
+        if client.api.base_url.startswith("https://"):
+            # requests lets REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE replace the engine's CA (and
+            # turn checking back on under tls_verify=0): a TLS engine is checked with its own
+            # material only (and reached without the environment's proxies).
+            client.api.trust_env = False
         client.ping()
         client._t1_endpoint = where
     except Exception as e:  # noqa: BLE001 - any failure here means "no engine"

@@ -171,9 +171,7 @@ class EnginePool:
             return None
         return max(up, key=lambda e: (image_key in e.images, e.slots - e.live, -e.placed))
 
-    def acquire(
-        self, image_key: str, timeout_s: float = 600.0, local_only: bool = False
-    ) -> Engine:
+    def acquire(self, image_key: str, timeout_s: float = 600.0, local_only: bool = False) -> Engine:
         deadline = time.monotonic() + timeout_s
         with self._cond:
             while True:

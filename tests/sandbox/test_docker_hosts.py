@@ -7,6 +7,7 @@ tcp:// with TLS, each with its own CA."""
 from __future__ import annotations
 
 import concurrent.futures as cf
+import shutil
 import threading
 import time
 
@@ -112,13 +113,10 @@ def online(where: str = "agent") -> Task:
 
 
 @pytest.mark.parametrize("where", ["agent", "verifier"])
-def test_an_online_task_is_refused_up_front_where_no_engine_is_on_this_machine(
-    monkeypatch, where
-):
+def test_an_online_task_is_refused_up_front_where_no_engine_is_on_this_machine(monkeypatch, where):
     """Regression: egress is set up with nsenter on this machine, so such a task used to fail
     at its container's start on a remote engine (its verifier's: after the agent had run)."""
-    from sandbox import get_backend, run_trial
-    from sandbox import docker_hosts
+    from sandbox import docker_hosts, get_backend, run_trial
     from sandbox.base import SandboxUnavailable
 
     tried: list[str] = []
@@ -268,3 +266,67 @@ def test_a_batch_over_two_engines_survives_losing_one(tmp_path, monkeypatch):
         for s in services:
             s.stop()
         unmount_under(tmp_path)
+
+
+@pytest.mark.sandbox
+def test_a_batch_over_two_tls_engines_each_with_its_own_ca(tmp_path, monkeypatch):
+    """Two private Podman services reached over tcp:// with TLS (tests/sandbox/tls_front.py),
+    each with its own CA and client certificate: the global DOCKER_CERT_PATH (engine A's) is
+    refused by engine B, B's own `cert_path` entry is what reaches it, and a batch of trials
+    over both is judged."""
+    from sandbox import run_trial
+    from sandbox.base import SandboxUnavailable
+    from sandbox.docker_api import docker_client
+    from sandbox.podman import PodmanService, podman_problem, remove_containers, write_config
+    from tests.factories import make_task
+    from tests.sandbox.tls_front import TlsFront, write_engine_certs
+
+    if podman_problem() is not None:
+        pytest.skip(f"no container engine: {podman_problem()}")
+    certs = [write_engine_certs(tmp_path / f"certs{i}", f"engine{i}") for i in range(2)]
+    services = [
+        PodmanService(write_config(tmp_path / f"engine{i}"), name=f"tls{i}") for i in range(2)
+    ]
+    fronts: list[TlsFront] = []
+    try:
+        for s, c in zip(services, certs, strict=True):
+            s.start()
+            fronts.append(TlsFront(c, s.socket))
+            fronts[-1].start()
+        a, b = (f.url for f in fronts)
+        monkeypatch.setenv("DOCKER_CERT_PATH", str(certs[0]))  # the default: engine A's
+        monkeypatch.setenv("DOCKER_TLS_VERIFY", "1")
+        docker_client(a).close()
+        with pytest.raises(SandboxUnavailable, match="certificate verify failed"):
+            docker_client(b)  # B's certificate is not signed by A's CA
+        mixed = tmp_path / "mixed"  # B's CA, A's client certificate: B refuses the client
+        mixed.mkdir()
+        (mixed / "ca.pem").write_bytes((certs[1] / "ca.pem").read_bytes())
+        for name in ("cert.pem", "key.pem"):
+            (mixed / name).write_bytes((certs[0] / name).read_bytes())
+        with pytest.raises(SandboxUnavailable):
+            docker_client(b, EngineTLS(str(mixed)))
+
+        monkeypatch.setenv("T1_DOCKER_HOSTS", f"{a},{b}?cert_path={certs[1]}")
+        monkeypatch.setenv("T1_DOCKER_SLOTS", "1")
+        p = configured_pool()
+        assert p is not None and p.engines[1].spec.tls == EngineTLS(str(certs[1]))
+        task = make_task("tls-engines")
+        with cf.ThreadPoolExecutor(2) as ex:
+            results = list(ex.map(lambda _: run_trial(task, "oracle", "docker"), range(4)))
+        assert all(r.resolved for r in results), [r.failure_detail for r in results]
+        assert sum(e.placed for e in p.engines) == 4 and min(e.placed for e in p.engines) >= 1
+        assert all(e.down_until == 0.0 for e in p.engines), [e.last_error for e in p.engines]
+    finally:
+        for s, f in zip(services, fronts, strict=False):  # fronts: those started
+            try:
+                remove_containers(s.client(timeout=30), f.url)
+            except Exception:  # noqa: BLE001 - best effort; the service may not have started
+                pass
+        for s in services:
+            s.stop()
+        for f in fronts:
+            f.stop()
+        unmount_under(tmp_path)
+        for s in services:
+            shutil.rmtree(s.config.run_dir, ignore_errors=True)  # its tmpfs run state
