@@ -953,7 +953,7 @@ class DockerBackend:
         egress = egress_mode(task)
         pool = configured_pool()
         urls, where = (
-            ([os.environ.get("DOCKER_HOST", "unix://")], "DOCKER_HOST")
+            ([os.environ.get("DOCKER_HOST") or "unix://"], "DOCKER_HOST")  # unset: the socket
             if pool is None
             else ([e.url for e in pool.engines], HOSTS_ENV)
         )
