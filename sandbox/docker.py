@@ -42,7 +42,7 @@ from sandbox.base import (
 from sandbox.cgroups import oom_file_of, oom_kill_count
 from sandbox.docker_api import docker_client, endpoint, exec_exit_code, is_podman
 from sandbox.docker_build import build_image, image_config, tar_bytes
-from sandbox.docker_hosts import answers, configured_pool
+from sandbox.docker_hosts import HOSTS_ENV, answers, configured_pool, egress_problem
 from sandbox.docker_session import DockerSession
 from sandbox.git_guards import MAX_CONFIG_BYTES, driver_sections, guard_env, is_config_file
 from sandbox.image import ImageConfig
@@ -945,14 +945,27 @@ class DockerBackend:
         """Build (or reuse) the task's image and start its sandbox (Harbor 1.1: the agent
         phase's network, env and user), on DOCKER_HOST, or on one of T1_DOCKER_HOSTS
         (sandbox.docker_hosts: placement by free slots and image affinity; an engine that
-        does not answer is skipped and the sandbox placed on another)."""
+        does not answer is skipped and the sandbox placed on another). A task whose network
+        needs egress goes to an engine on this machine, and is refused (SandboxUnavailable)
+        before anything starts where there is none."""
+        from sandbox.policy import egress_mode
+
+        egress = egress_mode(task)
         pool = configured_pool()
+        urls, where = (
+            ([os.environ.get("DOCKER_HOST") or "unix://"], "DOCKER_HOST")  # unset: the socket
+            if pool is None
+            else ([e.url for e in pool.engines], HOSTS_ENV)
+        )
+        problem = egress_problem(egress, urls, where)
+        if problem is not None:
+            raise SandboxUnavailable(f"task {task.id}: {problem}")
         if pool is None:
             return self._open_on(docker_client(), task)
         key = task.environment_hash
         failures: list[str] = []
         for _ in range(len(pool.engines)):
-            engine = pool.acquire(key)
+            engine = pool.acquire(key, local_only=egress is not None)
             try:
                 client = pool.client(engine)
                 sb = self._open_on(client, task)

@@ -6,23 +6,47 @@ from __future__ import annotations
 
 import os
 import time
+from dataclasses import dataclass
 from typing import Any
 
 from sandbox.base import SandboxUnavailable
 
 API_VERSION = "1.41"  # Docker 20.10+, Podman 4+
+TLS_FILES = ("ca.pem", "cert.pem", "key.pem")  # Docker's layout of a DOCKER_CERT_PATH
 
 
-def docker_client(url: str | None = None) -> Any:
-    """A connected Docker client for `url` (`unix://`, `tcp://` with the usual DOCKER_TLS_VERIFY
-    and DOCKER_CERT_PATH, `ssh://`), else DOCKER_HOST, else the default socket; or
-    SandboxUnavailable."""
+@dataclass(frozen=True)
+class EngineTLS:
+    """One engine's own TLS material: `TLS_FILES` in `cert_path` (the CA that signed the
+    engine's certificate, and this client's certificate and key); `verify` checks the engine's
+    certificate against that CA (off: encrypted, but the engine is not authenticated)."""
+
+    cert_path: str
+    verify: bool = True
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The variables docker-py reads for it (DOCKER_TLS_VERIFY empty means no checking)."""
+        return {"DOCKER_CERT_PATH": self.cert_path, "DOCKER_TLS_VERIFY": "1" if self.verify else ""}
+
+
+def docker_client(url: str | None = None, tls: EngineTLS | None = None) -> Any:
+    """A connected Docker client for `url` (`unix://`, `tcp://`, `ssh://`), else DOCKER_HOST,
+    else the default socket; or SandboxUnavailable. A `tcp://` engine uses `tls`, else the
+    usual DOCKER_TLS_VERIFY and DOCKER_CERT_PATH."""
     try:
         import docker
     except ImportError as e:
         raise SandboxUnavailable("the 'docker' package is not installed") from e
     env = dict(os.environ) if url is None else {**os.environ, "DOCKER_HOST": url}
     where = env.get("DOCKER_HOST", "default")
+    if tls is not None:
+        missing = [n for n in TLS_FILES if not os.path.isfile(os.path.join(tls.cert_path, n))]
+        if missing:
+            raise SandboxUnavailable(
+                f"{where}: cert_path {tls.cert_path} lacks {', '.join(missing)}"
+            )
+        env |= tls.env
     try:
         # A fixed API version: negotiating it costs a /version call (0.5-1 s on Podman).
         client = docker.from_env(
@@ -31,6 +55,11 @@ def docker_client(url: str | None = None) -> Any:
             environment=env,
             use_ssh_client=where.startswith("ssh://"),
         )
+        if client.api.base_url.startswith("https://"):
+            # requests lets REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE replace the engine's CA (and
+            # turn checking back on under tls_verify=0): a TLS engine is checked with its own
+            # material only (and reached without the environment's proxies).
+            client.api.trust_env = False
         client.ping()
         client._t1_endpoint = where
     except Exception as e:  # noqa: BLE001 - any failure here means "no engine"

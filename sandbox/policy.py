@@ -17,3 +17,13 @@ def network_policy(task: Task, phase: PhaseConfig | None = None) -> NetworkPolic
     if mode == NetworkAccess.PUBLIC or (mode is None and env.allow_network):
         return NetworkPolicy(NetworkMode.INTERNET)
     return NetworkPolicy(NetworkMode.NONE)
+
+
+def egress_mode(task: Task) -> NetworkMode | None:
+    """The network of the task's agent or verifier phase that needs egress set up (the first
+    that is not `none`), or None when neither does."""
+    for phase in (task.agent_config, task.verifier_config):
+        mode = network_policy(task, phase).mode
+        if mode != NetworkMode.NONE:
+            return mode
+    return None

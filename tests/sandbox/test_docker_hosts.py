@@ -1,26 +1,170 @@
-"""Several Docker-API engines as one docker backend (sandbox.docker_hosts): placement by free
-slots and image affinity (pure), and a batch over two private Podman services with separate
-storage roots, one of them stopped mid-batch."""
+"""Several Docker-API engines as one docker backend (sandbox.docker_hosts): the
+`T1_DOCKER_HOSTS` syntax (per-engine TLS), placement by free slots and image affinity (pure),
+online tasks kept off engines on other machines, a batch over two private Podman services
+with separate storage roots, one of them stopped mid-batch, and a batch over two reached over
+tcp:// with TLS, each with its own CA."""
 
 from __future__ import annotations
 
 import concurrent.futures as cf
+import shutil
 import threading
 import time
 
 import pytest
 
-from sandbox.docker_hosts import EnginePool, configured_pool, parse_hosts
+from sandbox.base import SandboxError
+from sandbox.docker_api import EngineTLS
+from sandbox.docker_hosts import EnginePool, EngineSpec, configured_pool, parse_hosts
+from tasks.model import Task
 from tasks.results import FailureMode
 from tests.sandbox.conftest import unmount_under
 
 
 def pool(n: int = 3, slots: int = 2) -> EnginePool:
-    return EnginePool([f"unix:///e{i}.sock" for i in range(n)], slots, connect=lambda url: url)
+    specs = [EngineSpec(f"unix:///e{i}.sock") for i in range(n)]
+    return EnginePool(specs, slots, connect=lambda spec: spec.url)
 
 
 def test_parse_hosts():
-    assert parse_hosts(" tcp://a:2376, ssh://u@b ,,tcp://a:2376") == ["tcp://a:2376", "ssh://u@b"]
+    assert parse_hosts(" tcp://a:2376, ssh://u@b ,,tcp://a:2376") == [
+        EngineSpec("tcp://a:2376"),
+        EngineSpec("ssh://u@b"),
+    ]
+
+
+def test_parse_hosts_per_engine_tls():
+    hosts = (
+        "tcp://h1:2376?cert_path=/etc/t1/h1, tcp://h2:2376?cert_path=/etc/t1/h2&tls_verify=0,"
+        "tcp://h3:2376, unix:///run/p.sock"
+    )
+    assert parse_hosts(hosts) == [
+        EngineSpec("tcp://h1:2376", EngineTLS("/etc/t1/h1", verify=True)),
+        EngineSpec("tcp://h2:2376", EngineTLS("/etc/t1/h2", verify=False)),
+        EngineSpec("tcp://h3:2376"),  # the global DOCKER_TLS_VERIFY / DOCKER_CERT_PATH
+        EngineSpec("unix:///run/p.sock"),
+    ]
+    assert EngineTLS("/c", verify=False).env == {"DOCKER_CERT_PATH": "/c", "DOCKER_TLS_VERIFY": ""}
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        "h1:2376",  # no scheme
+        "tcp://h1:2376?cert_path=",
+        "tcp://h1:2376?tls_verify=1",  # verify against which CA?
+        "tcp://h1:2376?cert_path=certs/h1",
+        "tcp://h1:2376?cert_path=/c&tls_verify=yes",
+        "tcp://h1:2376?cert=/c",
+        "tcp://h1:2376?cert_path=/a&cert_path=/b",
+        "unix:///run/p.sock?cert_path=/c",
+        "ssh://u@h1?cert_path=/c",
+    ],
+)
+def test_a_malformed_entry_is_a_one_line_error_naming_it(entry):
+    with pytest.raises(ValueError) as e:
+        parse_hosts(f"unix:///ok.sock,{entry}")
+    message = str(e.value)
+    assert message.startswith(f"T1_DOCKER_HOSTS: entry {entry!r}: ") and "\n" not in message
+
+
+def test_one_engine_listed_twice_with_different_tls_is_an_error():
+    with pytest.raises(ValueError, match="T1_DOCKER_HOSTS: tcp://h1:2376 listed twice"):
+        parse_hosts("tcp://h1:2376?cert_path=/a,tcp://h1:2376?cert_path=/b")
+
+
+def test_missing_tls_files_name_the_engine_and_the_directory(tmp_path):
+    from sandbox.base import SandboxUnavailable
+    from sandbox.docker_api import docker_client
+
+    (tmp_path / "ca.pem").write_text("")
+    with pytest.raises(SandboxUnavailable, match=f"tcp://h1:2376: cert_path {tmp_path} lacks cert"):
+        docker_client("tcp://h1:2376", EngineTLS(str(tmp_path)))
+
+
+@pytest.mark.parametrize(
+    ("url", "local"),
+    [
+        ("unix:///run/podman.sock", True),
+        ("tcp://127.0.0.1:2376", True),
+        ("tcp://127.0.0.2:2376", True),
+        ("tcp://localhost:2376", True),
+        ("tcp://[::1]:2376", True),
+        ("tcp://10.0.0.5:2376", False),
+        ("tcp://h1:2376", False),
+        ("ssh://u@h1", False),
+    ],
+)
+def test_engines_on_this_machine(url, local):
+    assert EngineSpec(url).local is local
+
+
+def online(where: str = "agent") -> Task:
+    """A task whose agent phase (or only its verifier phase) has the internet."""
+    from tasks.model import EnvironmentSpec, NetworkAccess, PhaseConfig
+    from tests.factories import make_task
+
+    if where == "agent":
+        return make_task("online", environment=EnvironmentSpec(allow_network=True))
+    task = make_task("online-verifier")
+    return task.model_copy(
+        update={"verifier_config": PhaseConfig(network_mode=NetworkAccess.PUBLIC)}
+    )
+
+
+@pytest.mark.parametrize("where", ["agent", "verifier"])
+def test_an_online_task_is_refused_up_front_where_no_engine_is_on_this_machine(monkeypatch, where):
+    """Regression: egress is set up with nsenter on this machine, so such a task used to fail
+    at its container's start on a remote engine (its verifier's: after the agent had run)."""
+    from sandbox import docker_hosts, get_backend, run_trial
+    from sandbox.base import SandboxUnavailable
+
+    tried: list[str] = []
+
+    def connect(spec: EngineSpec) -> object:
+        tried.append(spec.url)
+        raise SandboxUnavailable("unreachable")
+
+    monkeypatch.setattr(docker_hosts, "_connect", connect)
+    monkeypatch.setenv("T1_DOCKER_HOSTS", "tcp://h1:2376,ssh://u@h2")
+    task = online(where)
+    with pytest.raises(SandboxUnavailable) as e:
+        get_backend("docker").open(task)
+    assert str(e.value) == (
+        f"task {task.id}: network policy 'internet' needs an engine on this machine (unix://, "
+        "or tcp:// to localhost) to set up its egress; T1_DOCKER_HOSTS=tcp://h1:2376,ssh://u@h2 "
+        "has none"
+    )
+    assert tried == [], "refused before any engine was asked"
+    r = run_trial(task, "oracle", "docker")  # the trial's row: an infrastructure failure
+    assert r.failure_mode == FailureMode.SANDBOX_ERROR and not r.rewardable
+    assert r.failure_mode.infrastructure and "has none" in r.failure_detail
+    monkeypatch.delenv("T1_DOCKER_HOSTS")
+    monkeypatch.setenv("DOCKER_HOST", "tcp://10.0.0.5:2376")  # one engine, no pool
+    with pytest.raises(SandboxUnavailable, match="DOCKER_HOST=tcp://10.0.0.5:2376 has none"):
+        get_backend("docker").open(task)
+
+
+def test_an_online_task_goes_to_an_engine_on_this_machine(monkeypatch):
+    from sandbox import docker_hosts, get_backend
+    from sandbox.base import SandboxUnavailable
+
+    tried: list[str] = []
+
+    def connect(spec: EngineSpec) -> object:
+        tried.append(spec.url)
+        raise SandboxUnavailable("unreachable")
+
+    monkeypatch.setattr(docker_hosts, "_connect", connect)
+    monkeypatch.setenv("T1_DOCKER_HOSTS", "tcp://h1:2376,unix:///run/none.sock,tcp://h2:2376")
+    with pytest.raises(SandboxError, match="no engine of T1_DOCKER_HOSTS answers"):
+        get_backend("docker").open(online())
+    assert tried == ["unix:///run/none.sock"]
+    p = pool(2)
+    remote = EngineSpec("tcp://h1:2376")
+    p.engines[0].spec, p.engines[0].images = remote, {"img"}  # affinity and free slots
+    assert p.choose("img", 0.0) is p.engines[0]
+    assert p.choose("img", 0.0, local_only=True) is p.engines[1]
 
 
 def test_placement_prefers_free_slots_then_the_engine_holding_the_image():
@@ -122,3 +266,67 @@ def test_a_batch_over_two_engines_survives_losing_one(tmp_path, monkeypatch):
         for s in services:
             s.stop()
         unmount_under(tmp_path)
+
+
+@pytest.mark.sandbox
+def test_a_batch_over_two_tls_engines_each_with_its_own_ca(tmp_path, monkeypatch):
+    """Two private Podman services reached over tcp:// with TLS (tests/sandbox/tls_front.py),
+    each with its own CA and client certificate: the global DOCKER_CERT_PATH (engine A's) is
+    refused by engine B, B's own `cert_path` entry is what reaches it, and a batch of trials
+    over both is judged."""
+    from sandbox import run_trial
+    from sandbox.base import SandboxUnavailable
+    from sandbox.docker_api import docker_client
+    from sandbox.podman import PodmanService, podman_problem, remove_containers, write_config
+    from tests.factories import make_task
+    from tests.sandbox.tls_front import TlsFront, write_engine_certs
+
+    if podman_problem() is not None:
+        pytest.skip(f"no container engine: {podman_problem()}")
+    certs = [write_engine_certs(tmp_path / f"certs{i}", f"engine{i}") for i in range(2)]
+    services = [
+        PodmanService(write_config(tmp_path / f"engine{i}"), name=f"tls{i}") for i in range(2)
+    ]
+    fronts: list[TlsFront] = []
+    try:
+        for s, c in zip(services, certs, strict=True):
+            s.start()
+            fronts.append(TlsFront(c, s.socket))
+            fronts[-1].start()
+        a, b = (f.url for f in fronts)
+        monkeypatch.setenv("DOCKER_CERT_PATH", str(certs[0]))  # the default: engine A's
+        monkeypatch.setenv("DOCKER_TLS_VERIFY", "1")
+        docker_client(a).close()
+        with pytest.raises(SandboxUnavailable, match="certificate verify failed"):
+            docker_client(b)  # B's certificate is not signed by A's CA
+        mixed = tmp_path / "mixed"  # B's CA, A's client certificate: B refuses the client
+        mixed.mkdir()
+        (mixed / "ca.pem").write_bytes((certs[1] / "ca.pem").read_bytes())
+        for name in ("cert.pem", "key.pem"):
+            (mixed / name).write_bytes((certs[0] / name).read_bytes())
+        with pytest.raises(SandboxUnavailable):
+            docker_client(b, EngineTLS(str(mixed)))
+
+        monkeypatch.setenv("T1_DOCKER_HOSTS", f"{a},{b}?cert_path={certs[1]}")
+        monkeypatch.setenv("T1_DOCKER_SLOTS", "1")
+        p = configured_pool()
+        assert p is not None and p.engines[1].spec.tls == EngineTLS(str(certs[1]))
+        task = make_task("tls-engines")
+        with cf.ThreadPoolExecutor(2) as ex:
+            results = list(ex.map(lambda _: run_trial(task, "oracle", "docker"), range(4)))
+        assert all(r.resolved for r in results), [r.failure_detail for r in results]
+        assert sum(e.placed for e in p.engines) == 4 and min(e.placed for e in p.engines) >= 1
+        assert all(e.down_until == 0.0 for e in p.engines), [e.last_error for e in p.engines]
+    finally:
+        for s, f in zip(services, fronts, strict=False):  # fronts: those started
+            try:
+                remove_containers(s.client(timeout=30), f.url)
+            except Exception:  # noqa: BLE001 - best effort; the service may not have started
+                pass
+        for s in services:
+            s.stop()
+        for f in fronts:
+            f.stop()
+        unmount_under(tmp_path)
+        for s in services:
+            shutil.rmtree(s.config.run_dir, ignore_errors=True)  # its tmpfs run state
