@@ -124,6 +124,10 @@ class Collector:
         self.next_group += 1
         return self.next_group
 
+    def drop_group(self, group: int) -> None:
+        """Forget the alternatives of `group` (none of them is demanded)."""
+        self.items = {k: v for k, v in self.items.items() if v.group != group}
+
     def add(self, lit: Literal) -> None:
         v = lit.value
         if lit.kind != LiteralKind.NUMBER:

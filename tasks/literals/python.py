@@ -202,7 +202,7 @@ def _body_fails(body: list[ast.stmt]) -> bool:
 class _Ctx:
     asserted: bool
     negated: bool
-    alternatives: int | None  # id of an enclosing `or`
+    alternatives: tuple[int, int, int] | None  # an enclosing `or`: (id, operand, operands)
 
 
 def _context(node: ast.AST, parents: dict[int, ast.AST]) -> _Ctx:
@@ -214,8 +214,9 @@ def _context(node: ast.AST, parents: dict[int, ast.AST]) -> _Ctx:
     while cur is not None:
         if isinstance(cur, ast.UnaryOp) and isinstance(cur.op, ast.Not):
             negated = not negated
-        elif isinstance(cur, ast.BoolOp) and isinstance(cur.op, ast.Or):
-            alternatives = alternatives or id(cur)
+        elif isinstance(cur, ast.BoolOp) and isinstance(cur.op, ast.Or) and alternatives is None:
+            operand = next(i for i, v in enumerate(cur.values) if v is child)
+            alternatives = (id(cur), operand, len(cur.values))
         elif isinstance(cur, ast.Assert):
             return _Ctx(child is cur.test, negated, alternatives)
         elif isinstance(cur, ast.If | ast.While | ast.IfExp):
@@ -354,11 +355,27 @@ class _PythonReader:
         self.optional_keys = _guarded_keys(self.tree, self.res)
         self.groups: dict[int, int] = {}
         self.form_checks: set[int] = set()
+        # per `or`: its operand count and the operands that asserted a literal
+        self.operands: dict[int, tuple[int, set[int]]] = {}
 
     def _group(self, ctx: _Ctx) -> int | None:
         if ctx.alternatives is None:
             return None
-        return self.groups.setdefault(ctx.alternatives, self.out.group())
+        return self.groups.setdefault(ctx.alternatives[0], self.out.group())
+
+    def _asserted_literals(self, node: ast.AST) -> None:
+        """Note that `node` asserted a literal (for `_drop_optional_alternatives`)."""
+        alternatives = _context(node, self.parents).alternatives
+        if alternatives is not None:
+            node_id, operand, count = alternatives
+            self.operands.setdefault(node_id, (count, set()))[1].add(operand)
+
+    def _drop_optional_alternatives(self) -> None:
+        """`assert "&" not in url or "://" in url`: an operand of an `or` that asserts no
+        literal satisfies it without any, so the literals of the others are not demanded."""
+        for node, (count, asserted) in self.operands.items():
+            if len(asserted) < count:
+                self.out.drop_group(self.groups[node])
 
     def add_value(
         self,
@@ -511,10 +528,13 @@ class _PythonReader:
         self.form_checks = python_conventions(self.tree, self.res, self.name, self.out,
                                               self._asserted)  # fmt: skip
         for node in ast.walk(self.tree):
+            before = len(self.out.items)
             if isinstance(node, ast.Compare):
                 self.compare(node)
             elif isinstance(node, ast.Call):
                 self.call(node)
+            if len(self.out.items) > before:
+                self._asserted_literals(node)
             elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
                 base = ast.unparse(node.value)
                 k = self.res.string(node.slice)
@@ -524,6 +544,7 @@ class _PythonReader:
                     continue
                 if isinstance(node.slice, ast.Constant | ast.Name):
                     self.out.add(Literal(k, LiteralKind.KEY, self.name, node.lineno))
+        self._drop_optional_alternatives()
         self.paths()
 
     def paths(self) -> None:
