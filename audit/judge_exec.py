@@ -102,7 +102,7 @@ from tasks.model import Task
 from tasks.results import FailureMode, TrialResult
 from warehouse.records import AuditRecord
 
-EXEC_VERSION = "11"  # 11: an `or` operand asserting no literal makes the others optional
+EXEC_VERSION = "12"  # 12: "the verifier tracks the inputs" only from outputs written unchanged
 EXEC_JUDGE = "exec"
 
 Runner = Callable[..., TrialResult]
@@ -699,7 +699,14 @@ def run_exec_judge(
         perturbed = {pa.mode: pa.hashes for pa, _ in usable}
         texts = {p: agent.outputs[p] for p in new_outputs if p in agent.outputs}
         asserted = [lit.value for lit in facts.literals]
-        tracks = any(not r.resolved for pa, r in usable if pa.mode in CONTENT_PERTURBATIONS)
+        # the verifier rejected the outputs the solution wrote unchanged (a run whose solution
+        # failed on the perturbed inputs and wrote nothing shows nothing of the verifier)
+        tracks = any(
+            not r.resolved
+            for pa, r in usable
+            if pa.mode in CONTENT_PERTURBATIONS
+            and all(pa.hashes.get(p) == h for p, h in baseline.items() if h is not None)
+        )
         cache = {p: t for p, t in agent.read_texts.items() if p in undeclared}
         findings += shortcut_findings(
             baseline,
