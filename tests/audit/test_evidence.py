@@ -118,7 +118,6 @@ def test_answer_leaks_are_judged_in_context():
     assert labelled_line("300", "# expected: 300") == "# expected: 300"
 
 
-
 def test_a_one_digit_answer_is_a_leak_only_as_a_whole_line_of_a_hidden_channel():
     # a count of 8 has no value long enough to search prose for; a hidden archive member or
     # commit message that holds it as a whole line is the answer, plain files are not judged
@@ -139,6 +138,7 @@ def test_a_one_digit_answer_is_a_leak_only_as_a_whole_line_of_a_hidden_channel()
         "environment/app/.git!commit",
     }
     assert answer_leaks({}, texts, visible, given) == []  # an output that does not compute
+
 
 def _trial(ok: list[bool], mode: FailureMode = FailureMode.NONE) -> TrialResult:
     status = {True: AssertionStatus.PASSED, False: AssertionStatus.FAILED}

@@ -113,7 +113,6 @@ def test_z():
     assert "0123456789abcdef" not in found
 
 
-
 def test_an_alternative_that_asserts_no_literal_makes_the_others_optional():
     # a public task's check (office_macro_malware_analysis_hard): "://" was read as a
     # requirement the instruction never states, a false `hidden_requirement`; the first
@@ -128,6 +127,7 @@ def test_url():
     found = lits({"t.py": src})
     assert "://" not in found and "gamma" not in found
     assert found["delta"].group == found["epsilon"].group is not None
+
 
 def test_folding_names_fstrings_joins_and_own_writes():
     src = """
