@@ -53,6 +53,7 @@ from audit.perturbation import (
     answer_leaks,
     computed_tokens,
     shortcut_findings,
+    verifier_tracks_inputs,
 )
 from audit.rubric import Dimension
 from audit.static_checks import (
@@ -699,13 +700,9 @@ def run_exec_judge(
         perturbed = {pa.mode: pa.hashes for pa, _ in usable}
         texts = {p: agent.outputs[p] for p in new_outputs if p in agent.outputs}
         asserted = [lit.value for lit in facts.literals]
-        # the verifier rejected the outputs the solution wrote unchanged (a run whose solution
-        # failed on the perturbed inputs and wrote nothing shows nothing of the verifier)
-        tracks = any(
-            not r.resolved
-            for pa, r in usable
-            if pa.mode in CONTENT_PERTURBATIONS
-            and all(pa.hashes.get(p) == h for p, h in baseline.items() if h is not None)
+        tracks = verifier_tracks_inputs(
+            baseline,
+            [(pa.mode, pa.hashes, r.resolved) for pa, r in usable],
         )
         cache = {p: t for p, t in agent.read_texts.items() if p in undeclared}
         findings += shortcut_findings(

@@ -104,6 +104,22 @@ def cached_answer(text: str, reads: Mapping[str, str]) -> str | None:
     return None
 
 
+def verifier_tracks_inputs(
+    baseline: Mapping[str, str | None],
+    runs: list[tuple[str, Mapping[str, str | None], bool]],
+) -> bool:
+    """Whether the verifier's expectation follows the inputs: under some content perturbation
+    (`runs`: mode, the outputs' hashes, resolved) the solution wrote every output of
+    `baseline` unchanged and the verifier rejected them. A run whose solution failed on the
+    perturbed inputs and wrote nothing shows nothing of the verifier."""
+    return any(
+        not resolved
+        for mode, hashes, resolved in runs
+        if mode in CONTENT_PERTURBATIONS
+        and all(hashes.get(p) == h for p, h in baseline.items() if h is not None)
+    )
+
+
 def shortcut_findings(
     baseline: Mapping[str, str | None],
     perturbed: Mapping[str, Mapping[str, str | None]],

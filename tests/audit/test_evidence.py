@@ -10,7 +10,12 @@ import pytest
 
 from audit.intake import Reporting, verifier_reporting, with_reporting
 from audit.mutation import make_mutants, mutate_output
-from audit.perturbation import answer_leaks, computed_tokens, shortcut_findings
+from audit.perturbation import (
+    answer_leaks,
+    computed_tokens,
+    shortcut_findings,
+    verifier_tracks_inputs,
+)
 from audit.rubric import blend
 from audit.static_checks import labelled_line
 from audit.trials import moved_dirs, order_applied, traced_reads, undeclared_reads
@@ -344,3 +349,17 @@ def test_the_order_condition_is_applied_only_where_some_order_changed():
     assert order_applied(["/app"], 2, False, "no C compiler")[0]
     applied, detail = order_applied(["/app"], 0, False, "no C compiler")
     assert not applied and "unchanged" in detail and "no C compiler" in detail
+
+
+def test_only_outputs_written_unchanged_show_that_the_verifier_follows_the_inputs():
+    # a public task's solution failed on inputs with words rot13'd (its header no longer
+    # parsed) and wrote nothing: the verifier's failure there said nothing of what it
+    # expects, yet it made a data word solve.sh names as a default a "spelled answer"
+    base = {"/o": "h1"}
+    crashed = [("rot13-words", {"/o": None}, False), ("shift-digits", {"/o": None}, False)]
+    assert not verifier_tracks_inputs(base, crashed)
+    kept = [("drop-lines", {"/o": "h1"}, True)]
+    assert not verifier_tracks_inputs(base, crashed + kept)
+    rejected = [("drop-lines", {"/o": "h1"}, False)]
+    assert verifier_tracks_inputs(base, crashed + rejected)
+    assert not verifier_tracks_inputs(base, [("delete", {"/o": "h1"}, False)])  # not content
