@@ -1,7 +1,7 @@
 """A stock Harbor task whose answer is not in its working directory (the public corpus puts
 results under /solution, /tmp, /var/log): the judge carries what a task's outputs name, and a
 stock task names none, so before, an honest agent's answer never reached the verifier (6 of
-14 public tasks' oracles failed; benchmarks/results/public_false_rejects_rest.json). The
+14 public tasks' oracles failed; docs/audit.md, "Public tasks in full trial mode"). The
 import names the paths its tests spell (`tasks.harbor.named_outputs`), never the system's
 programs. A file the build copies in is one of them when the tests name it: the agent's task
 may be to fix it or consume it (about one public task in ten names such a file)."""
