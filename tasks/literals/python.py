@@ -374,8 +374,9 @@ class _PythonReader:
         """`assert "&" not in url or "://" in url`: an operand of an `or` that asserts no
         literal satisfies it without any, so the literals of the others are not demanded."""
         for node, (count, asserted) in self.operands.items():
-            if len(asserted) < count:
-                self.out.drop_group(self.groups[node])
+            group = self.groups.get(node)  # None: its literals were not alternatives (a key)
+            if group is not None and len(asserted) < count:
+                self.out.drop_group(group)
 
     def add_value(
         self,

@@ -123,9 +123,11 @@ def test_url():
     assert "&" not in url or "://" in url
     assert done or "gamma" in url
     assert url == "delta" or url.startswith("epsilon")
+    assert data.get("status") or done
 """
     found = lits({"t.py": src})
     assert "://" not in found and "gamma" not in found
+    assert found["status"].kind == K.KEY  # a key read under an `or` is read, not grouped
     assert found["delta"].group == found["epsilon"].group is not None
 
 
