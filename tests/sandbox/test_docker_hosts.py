@@ -112,20 +112,31 @@ def online(where: str = "agent") -> Task:
     )
 
 
-@pytest.mark.parametrize("where", ["agent", "verifier"])
-def test_an_online_task_is_refused_up_front_where_no_engine_is_on_this_machine(monkeypatch, where):
-    """Regression: egress is set up with nsenter on this machine, so such a task used to fail
-    at its container's start on a remote engine (its verifier's: after the agent had run)."""
-    from sandbox import docker_hosts, get_backend, run_trial
+@pytest.fixture
+def tried(monkeypatch) -> list[str]:
+    """The engines the pool tries to connect to, none of which answers."""
+    from sandbox import docker_hosts
     from sandbox.base import SandboxUnavailable
 
-    tried: list[str] = []
+    urls: list[str] = []
 
     def connect(spec: EngineSpec) -> object:
-        tried.append(spec.url)
+        urls.append(spec.url)
         raise SandboxUnavailable("unreachable")
 
     monkeypatch.setattr(docker_hosts, "_connect", connect)
+    return urls
+
+
+@pytest.mark.parametrize("where", ["agent", "verifier"])
+def test_an_online_task_is_refused_up_front_where_no_engine_is_on_this_machine(
+    monkeypatch, where, tried
+):
+    """Regression: egress is set up with nsenter on this machine, so such a task used to fail
+    at its container's start on a remote engine (its verifier's: after the agent had run)."""
+    from sandbox import get_backend, run_trial
+    from sandbox.base import SandboxUnavailable
+
     monkeypatch.setenv("T1_DOCKER_HOSTS", "tcp://h1:2376,ssh://u@h2")
     task = online(where)
     with pytest.raises(SandboxUnavailable) as e:
@@ -145,17 +156,9 @@ def test_an_online_task_is_refused_up_front_where_no_engine_is_on_this_machine(m
         get_backend("docker").open(task)
 
 
-def test_an_online_task_goes_to_an_engine_on_this_machine(monkeypatch):
-    from sandbox import docker_hosts, get_backend
-    from sandbox.base import SandboxUnavailable
+def test_an_online_task_goes_to_an_engine_on_this_machine(monkeypatch, tried):
+    from sandbox import get_backend
 
-    tried: list[str] = []
-
-    def connect(spec: EngineSpec) -> object:
-        tried.append(spec.url)
-        raise SandboxUnavailable("unreachable")
-
-    monkeypatch.setattr(docker_hosts, "_connect", connect)
     monkeypatch.setenv("T1_DOCKER_HOSTS", "tcp://h1:2376,unix:///run/none.sock,tcp://h2:2376")
     with pytest.raises(SandboxError, match="no engine of T1_DOCKER_HOSTS answers"):
         get_backend("docker").open(online())
