@@ -67,7 +67,7 @@ typecheck: install
 	$(BIN)/mypy
 
 test: lint typecheck
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --durations=25
 
 demo: install
 	$(BIN)/t1 demo
