@@ -78,6 +78,7 @@ def collect(args: argparse.Namespace, cache: Path) -> None:
     from training.harness import TRUNCATED_STOPS
     from training.policy import load_policy
     from training.tito import assemble_trial
+    from training.warm_start import warm_started_policy
 
     cfg = load_campaign_config(args.preset)
     splits = family_splits(args.family, sft=150, rl=max(400, args.tasks), heldout=40)
@@ -136,6 +137,7 @@ def collect(args: argparse.Namespace, cache: Path) -> None:
         "family": args.family,
         "preset": args.preset,
         "sft": sft.name,
+        "warm_start": warm_started_policy().name,  # the recipe key of the seeds' warm start
         "tasks": len(tasks),
         "samples_per_task": args.samples,
         "trajectories": len(dense),

@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> None:
     train_dir = write_tasks(tasks, args.out / "tasks")
     t0 = time.monotonic()
     sft = fine_tuned_policy(
-        warm_started_policy(reuse_stale=True),
+        warm_started_policy(log=True),  # the checkout's seeds: rebuildable
         [task_trajectory(countdown_task(100 + i, args.ticks + i)) for i in range(4)],
         WarmStartConfig(steps=args.sft_steps, lr=2e-3, batch_size=1, max_tokens=16384),
         name="countdown",

@@ -137,12 +137,14 @@ def family_splits(family: str, *, sft: int = SFT_TASKS, rl: int = 400, heldout: 
 
 def sft_checkpoint(family: str) -> Path:
     """The SFT checkpoint every arm starts from (cached by its recipe; the fileops families
-    share it: fileops-locked's sft split is fileops's)."""
+    share it: fileops-locked's sft split is fileops's), fine-tuned from the warm start of the
+    checkout's seeds: never a cached one of older seeds, so a row can be rebuilt from its
+    commit (`warm_start` in each row names the recipe key)."""
     from training.task_families import FAMILY_RENDER, task_trajectory
     from training.warm_start import WarmStartConfig, fine_tuned_policy, warm_started_policy
 
     return fine_tuned_policy(
-        warm_started_policy(reuse_stale=True),
+        warm_started_policy(log=True),
         [task_trajectory(t) for t in family_splits(family, rl=0, heldout=0).sft],
         WarmStartConfig(steps=SFT_STEPS, lr=SFT_LR, batch_size=8, seed=0),
         name="countdown" if family.startswith("countdown") else "fileops",
@@ -192,6 +194,7 @@ def run_arm(args: argparse.Namespace, arm: str, seed: int) -> dict:
     """Run one arm for one seed; the result row (what `save_result` writes)."""
     from training.campaign_config import load_campaign_config
     from training.task_families import write_tasks
+    from training.warm_start import warm_started_policy
 
     preset = args.preset or PRESETS[args.family]
     splits = family_splits(args.family, rl=args.rl_tasks, heldout=args.heldout_tasks)
@@ -262,6 +265,7 @@ def run_arm(args: argparse.Namespace, arm: str, seed: int) -> dict:
         "load_end": os.getloadavg()[0],
         "run_dir": run_dir,
         "checkpoint": checkpoint,
+        "warm_start": warm_started_policy().name,  # the seeds' recipe key: rebuilt from the commit
         **extra,
     }
 
