@@ -22,6 +22,7 @@ from pipelines.campaign_recovery import (
     FLOW_RUN_TAG,
     orphaned,
     process_label,
+    resume_command,
     run_process_alive,
 )
 
@@ -50,6 +51,21 @@ def flow_run(state: str, pid: str | None, deployment: bool = True) -> SimpleName
         start_time=datetime.now(UTC), created=datetime.now(UTC), infrastructure_pid=pid,
         deployment_id=uuid4() if deployment else None,
     )  # fmt: skip
+
+
+def test_the_resume_command_carries_the_runs_launch_options():
+    """Regression (the walk of issue 36): a crashed run launched with a preset or steps of its
+    own was told to continue with `t1 train --resume RUN_DIR` alone, which resumed it with
+    tiny-cpu's 2 steps (a run checkpointed past step 2 then 'completed' with no step run)."""
+    params = {"pool": "t1", "pool_version": 1, "preset": "/tmp/my preset.toml", "steps": 12}
+    params |= {"eval_every": None, "store": "/w/wh", "dagster_url": "http://x", "runs_dir": None}
+    assert resume_command("runs/p-1", params) == (
+        "t1 train --resume runs/p-1 --pool-version 1 --preset '/tmp/my preset.toml' "
+        "--steps 12 --store /w/wh"
+    )
+    assert resume_command("runs/tiny-cpu-x", {"preset": "tiny-cpu"}) == (
+        "t1 train --resume runs/tiny-cpu-x"
+    )
 
 
 def test_which_runs_are_orphaned():

@@ -99,12 +99,9 @@ def wait_until_up(url: str, deadline: float, log: Path) -> None:
     pytest.fail(f"{url} did not come up:\n{log.read_text(errors='replace')[-3000:]}")
 
 
-@pytest.fixture(scope="module")
-def ui(tmp_path_factory: pytest.TempPathFactory):
-    if not os.path.exists(CHROMIUM):
-        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
-    tmp = tmp_path_factory.mktemp("ui")
-    port, prefect_port = free_port(), free_port()
+def ui_command(tmp: Path, port: int, prefect_port: int) -> tuple[list[str], dict[str, str]]:
+    """`t1 ui`'s command line and environment on a fresh instance under `tmp` (homes, store
+    and server log there; a small synthesis budget). Also used by benchmarks/ui_kill_walk.py."""
     env = {
         **os.environ,
         "DAGSTER_HOME": str(tmp / "dagster"),
@@ -117,6 +114,16 @@ def ui(tmp_path_factory: pytest.TempPathFactory):
     t1 = str(Path(sys.executable).parent / "t1")
     argv = [t1, "ui", "--port", str(port), "--prefect-port", str(prefect_port)]
     argv += ["--prefect-home", str(tmp / "prefect"), "--log-file", str(tmp / "servers.log")]
+    return argv, env
+
+
+@pytest.fixture(scope="module")
+def ui(tmp_path_factory: pytest.TempPathFactory):
+    if not os.path.exists(CHROMIUM):
+        pytest.skip("Debian's chromium is not installed (apt-get install chromium)")
+    tmp = tmp_path_factory.mktemp("ui")
+    port, prefect_port = free_port(), free_port()
+    argv, env = ui_command(tmp, port, prefect_port)
     # Logs go to a file: an unread pipe fills up and blocks the servers (a past flake).
     log_path = tmp / "ui.log"
     log = open(log_path, "wb")  # noqa: SIM115 - closed in the finally below
