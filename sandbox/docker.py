@@ -21,6 +21,7 @@ import shutil
 import socket
 import stat
 import tarfile
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -40,9 +41,15 @@ from sandbox.base import (
     normalize_dest,
 )
 from sandbox.cgroups import oom_file_of, oom_kill_count
-from sandbox.docker_api import docker_client, endpoint, exec_exit_code, is_podman
+from sandbox.docker_api import docker_client, endpoint, exec_exit_code
 from sandbox.docker_build import build_image, image_config, tar_bytes
-from sandbox.docker_hosts import HOSTS_ENV, answers, configured_pool, egress_problem
+from sandbox.docker_hosts import (
+    HOSTS_ENV,
+    answers,
+    configured_pool,
+    egress_problem,
+    engine_site,
+)
 from sandbox.docker_session import DockerSession
 from sandbox.git_guards import MAX_CONFIG_BYTES, driver_sections, guard_env, is_config_file
 from sandbox.image import ImageConfig
@@ -52,6 +59,7 @@ from tasks.model import Limits, Task
 
 IDLE_INIT = "/run/t1-init"  # where the host's catatonit is mounted (local Podman)
 PODMAN_API = "4.0.0"  # the libpod API (container mounts)
+PROFILE_VOLUME = "t1-forge-seccomp"  # a remote Podman's copies of the seccomp profiles
 # Top-level entries of the agent's root the verifier's view never takes (beside the system
 # directories and test-discovery files): the kernel's and the runtime's, and the tests' own.
 VIEW_SKIP = ("proc", "sys", "dev", "run", "tests")
@@ -112,7 +120,8 @@ class DockerSandbox:
         self.workdir = config.workdir
         self.env = dict(env or {})
         self.user = config.user if user is None else user
-        self._podman = is_podman(client)
+        self._site = engine_site(client)
+        self._podman = self._site.podman
         self._container: Any = None
         self._session: DockerSession | None = None
         self._baseline: set[str] = set()  # paths changed at start (the engine's, not the agent's)
@@ -126,11 +135,12 @@ class DockerSandbox:
             raise SandboxError(f"sandbox {self.id} is not running")
         return str(self._container.id)
 
-    def _start_container(self, image: str, options: dict[str, Any]) -> Any:
+    def _start_container(self, image: str, options: dict[str, Any], agent: bool = True) -> Any:
         """`containers.run(image, **options)` (detached), in a user namespace of its own on a
         Podman engine: root of the container is host uid idmap.BASE, as on the local backend
         (the SDK takes no user-namespace mode but "host", so the request is made here). A
-        Docker engine maps ids as its daemon is configured (`userns-remap`, docs/sandbox.md)."""
+        Docker engine maps ids as its daemon is configured (`userns-remap`, docs/sandbox.md).
+        The `agent`'s container on a Podman on another machine gets its WORKDIR first."""
         if not self._podman:
             return self.client.containers.run(image, **options)
         from docker.models.containers import _create_container_args
@@ -147,11 +157,34 @@ class DockerSandbox:
         )
         container_id = self.client.api.create_container(**args)["Id"]
         try:
+            if agent and not self._site.here:
+                self._make_workdir(container_id)
             self.client.api.start(container_id)
         except BaseException:
             self.client.api.remove_container(container_id, force=True)
             raise
         return self.client.containers.get(container_id)
+
+    def _make_workdir(self, container_id: str) -> None:
+        """Make the directories of the image's WORKDIR that a created (not started) container
+        lacks, owned by its root, through the engine's archive API: Podman would make them at
+        start as root of its machine, where the container's root may not write (on this
+        machine `adopt_engine_dirs` gives them back through the mount instead)."""
+        api, missing, path = self.client.api, dict[str, int](), ""
+        for name in (self.config.workdir or "/").strip("/").split("/"):
+            if name in ("", "."):
+                continue
+            path = f"{path}/{name}"
+            res = api._get(
+                api._url("/containers/{0}/archive", container_id),
+                params={"path": path},
+                stream=True,
+            )
+            res.close()
+            if res.status_code == 404:
+                missing[path.lstrip("/")] = 0o755
+        if missing:
+            self.client.api.put_archive(container_id, "/", _dirs_tar(missing))
 
     def _network_mode(self, policy: NetworkPolicy) -> str:
         if policy.mode == NetworkMode.NONE:
@@ -171,7 +204,8 @@ class DockerSandbox:
 
         Its only process is an init that reaps orphans. On a local Podman that init is this
         host's static catatonit in pause mode, mounted read-only: no program of the image runs
-        beside the commands. Elsewhere it is the engine's init running the image's `sleep`.
+        beside the commands. Elsewhere (a Docker engine, or Podman on another machine) it is
+        the engine's init running the image's `sleep`.
         With `entry` (the verifier, sandbox.judge) that command is the container's first
         process instead, with stdin open (it waits for a line before it runs anything), under
         the verifier phase's system-call filter: when it exits, the container and everything
@@ -182,7 +216,7 @@ class DockerSandbox:
         binds: dict[str, dict[str, str]] = {
             v: {"bind": p, "mode": "rw,nocopy"} for v, p in (volumes or {}).items()
         }
-        host_init = shutil.which("catatonit") if self._podman else None
+        host_init = shutil.which("catatonit") if self._site.local_podman else None
         if entry is not None:
             idle: dict[str, Any] = dict(
                 entrypoint=entry, command=[], init=False, stdin_open=True, user="0",
@@ -206,7 +240,7 @@ class DockerSandbox:
             network_mode=network_mode,
             cap_drop=CAP_DROP,
             # the local backend's refusals on top of the engine's default (sandbox.seccomp)
-            security_opt=[f"seccomp={_seccomp_option(self._podman, entry is not None)}"],
+            security_opt=[f"seccomp={self._seccomp(image, entry is not None)}"],
             extra_hosts=_allowlist_hosts(policy),
             # nocopy: a new volume starts empty, whatever the image has at its mountpoint.
             volumes=binds,
@@ -216,13 +250,13 @@ class DockerSandbox:
             options["storage_opt"] = {"size": f"{self.limits.disk_mb}M"}
         try:
             try:
-                container = self._start_container(image, options)
+                container = self._start_container(image, options, entry is None)
             except Exception as e:  # noqa: BLE001 - the storage driver may have no quotas
                 if "storage-opt" not in str(e) or "storage_opt" not in options:
                     raise
                 _DISK_QUOTA[engine] = False
                 del options["storage_opt"]
-                container = self._start_container(image, options)
+                container = self._start_container(image, options, entry is None)
         except Exception as e:  # noqa: BLE001 - APIError, ImageNotFound
             raise SandboxError(f"container start failed: {e}") from e
         try:
@@ -233,6 +267,15 @@ class DockerSandbox:
             raise
         return container
 
+    def _seccomp(self, image: str, verifier: bool) -> str:
+        """The `seccomp=` value of a container (the verifier phase's profile with `verifier`):
+        the profile itself for Docker, a path on its machine for Podman (`_seccomp_option`
+        here, `_engine_profile` on another machine)."""
+        option = _seccomp_option(self._site.local_podman, verifier)
+        if self._podman and not self._site.here:
+            return _engine_profile(self.client, image, option)
+        return option
+
     def _apply_network(self, container: Any, policy: NetworkPolicy) -> None:
         if policy.mode == NetworkMode.NONE:
             return
@@ -240,7 +283,7 @@ class DockerSandbox:
 
         container.reload()
         pid = int(container.attrs.get("State", {}).get("Pid") or 0)
-        if pid <= 0 or not os.path.exists(f"/proc/{pid}/ns/net"):
+        if not self._site.here or pid <= 0 or not os.path.exists(f"/proc/{pid}/ns/net"):
             raise SandboxError(
                 "the network policy needs the engine on this host (its container processes "
                 "visible here) to keep the host unreachable"
@@ -305,8 +348,16 @@ class DockerSandbox:
 
     # -- commands ----------------------------------------------------------------------
     def oom_kills(self, container: Any = None) -> int:
-        """OOM kills in the container's memory cgroup so far (0 where it cannot be read)."""
+        """OOM kills in the container's memory cgroup so far (0 where it cannot be read). An
+        engine on another machine: 1 once its inspect says OOMKilled (its pids and cgroup
+        files are not this machine's)."""
         container = container or self._container
+        if not self._site.here:
+            try:
+                container.reload()
+                return int(bool(container.attrs["State"].get("OOMKilled")))
+            except Exception:  # noqa: BLE001 - APIError, KeyError: the container is gone
+                return 0
         try:
             path = self._oom_files.get(container.id)
             if path is None:
@@ -457,7 +508,11 @@ class DockerSandbox:
         git_files: dict[str, bytes] = {}
         root = self._mount_path(agent.id)  # a local Podman: read here, no engine read
         for path in spec.outputs:
-            data = self._download_tar(agent, path) if root is None else self._tree_tar(root, path)
+            if root is not None:
+                data = self._tree_tar(root, path)
+            else:
+                data = self._download_tar(agent, path)
+                data = unshift_tar(data) if self._podman and data else data
             if data:
                 project = path == spec.cwd or path.startswith(spec.cwd.rstrip("/") + "/")
                 carried[path], found = carried_tar(data, path, changed, owner if project else None)
@@ -546,8 +601,9 @@ class DockerSandbox:
         )
 
     def _mount_path(self, container_id: str) -> Path | None:
-        """Where a local Podman has a container's root filesystem mounted (None elsewhere)."""
-        if not self._podman:
+        """Where a Podman on this machine has a container's root filesystem mounted (None
+        elsewhere: a remote engine's path is another machine's)."""
+        if not self._site.local_podman:
             return None
         api = self.client.api
         try:
@@ -662,6 +718,20 @@ def carried_tar(
             else:
                 dst.addfile(info)
     return out.getvalue(), git
+
+
+def unshift_tar(data: bytes) -> bytes:
+    """The tar with its owners back to the container's: Podman's archive of a container in its
+    own user namespace gives the ids of the engine's machine (root as idmap.BASE, measured on
+    4.3), which its own archive upload then cannot map."""
+    out = io.BytesIO()
+    with tarfile.open(fileobj=io.BytesIO(data)) as src, tarfile.open(fileobj=out, mode="w") as dst:
+        for m in src:
+            m.uid = m.uid - idmap.BASE if m.uid >= idmap.BASE else m.uid
+            m.gid = m.gid - idmap.BASE if m.gid >= idmap.BASE else m.gid
+            m.pax_headers = {k: v for k, v in m.pax_headers.items() if k not in ("uid", "gid")}
+            dst.addfile(m, src.extractfile(m) if m.isfile() else None)
+    return out.getvalue()
 
 
 def _add_tree(
@@ -832,8 +902,8 @@ def _allowlist_hosts(policy: NetworkPolicy | str) -> dict[str, str]:
 @functools.lru_cache(maxsize=4)
 def _seccomp_option(podman: bool, verifier: bool = False) -> str:
     """The profile (the verifier phase's with `verifier`) as the engine takes it: Docker's API
-    wants the JSON itself, Podman's compatible API a path on its host (a file in the private
-    state directory)."""
+    wants the JSON itself, Podman's compatible API a path on its host (`podman`: a file in
+    this machine's private state directory)."""
     refused = seccomp.verifier_refused() if verifier else None
     profile = seccomp.docker_profile(refused=refused)
     if not podman:
@@ -847,6 +917,45 @@ def _seccomp_option(podman: bool, verifier: bool = False) -> str:
         tmp.write_text(profile)
         os.replace(tmp, path)
     return str(path)
+
+
+_ENGINE_PROFILES: dict[tuple[str, str], str] = {}  # (engine, profile digest) -> path there
+_ENGINE_PROFILES_LOCK = threading.Lock()
+
+
+def _engine_profile(client: Any, image: str, profile: str) -> str:
+    """A path on a remote Podman's machine holding `profile` (Podman's API takes a seccomp
+    profile only as a path on its host; measured on 4.3, JSON is opened as a file name): a file
+    in the volume PROFILE_VOLUME, written through the engine's archive API into a container of
+    `image` that never starts, at the mountpoint the engine reports. One file per process
+    and profile: a file shared with another writer could be read half-written."""
+    digest = hashlib.sha256(profile.encode()).hexdigest()[:16]
+    key = (endpoint(client), digest)
+    with _ENGINE_PROFILES_LOCK:
+        if key in _ENGINE_PROFILES:
+            return _ENGINE_PROFILES[key]
+        name = f"seccomp-{digest}-{uuid.uuid4().hex[:12]}.json"
+        for attempt in range(3):  # measured: an upload once ended in "broken pipe"
+            try:
+                volume = client.volumes.create(PROFILE_VOLUME)
+                helper = client.containers.create(
+                    image,
+                    ["true"],
+                    volumes={PROFILE_VOLUME: {"bind": "/profiles", "mode": "rw"}},
+                    labels={CONTAINER_LABEL: "seccomp", ENDPOINT_LABEL: endpoint(client)},
+                )
+                try:
+                    helper.put_archive("/profiles", tar_bytes({name: profile.encode()}))
+                finally:
+                    helper.remove(force=True)
+                mountpoint = str(volume.attrs["Mountpoint"])
+                break
+            except Exception as e:  # noqa: BLE001 - APIError, KeyError
+                if attempt == 2:
+                    raise SandboxError(f"the seccomp profile could not be put there: {e}") from e
+                time.sleep(0.5)
+        _ENGINE_PROFILES[key] = path = posixpath.join(mountpoint, name)
+    return path
 
 
 def adopt_engine_dirs(root: Path, workdir: str) -> None:
@@ -990,7 +1099,7 @@ class DockerBackend:
         from sandbox.policy import network_policy
 
         try:
-            image = build_image(client, task, podman=is_podman(client))
+            image = build_image(client, task, engine_site(client))
             config = image_config(client, image)
         except SandboxError:
             raise

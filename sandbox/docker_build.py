@@ -1,8 +1,9 @@
 """Images for the docker backend: the task's Dockerfile built as written by the engine.
 
-Missing base images are imported from the offline bases (Podman); on Podman, RUN steps get a
-user-mode NAT network with the host unreachable and, where this machine re-signs TLS, its CA
-bundle as a build secret (never in the image). `image_config` reads back what the runtime
+Missing base images are imported from the offline bases (Podman); on Podman, RUN steps get
+this machine's CA bundle as a build secret sent with the context (never in the image) and, on a
+Podman on this machine, a user-mode NAT network with the host unreachable (elsewhere the
+engine's own build network). `image_config` reads back what the runtime
 honours (WORKDIR, ENV, USER). docs/sandbox.md, "The Docker backend", has the details.
 """
 
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox.base import EnvironmentBuildError, NetworkMode, NetworkPolicy, SandboxError
+from sandbox.docker_hosts import EngineSite
 from sandbox.image import DEFAULT_PATH, ImageConfig
 from tasks.environment import render_dockerfile
 from tasks.model import VERIFIER_VENV, Task
@@ -178,7 +180,7 @@ def _exists(client: Any, tag: str) -> bool:
         return False
 
 
-def build_image(client: Any, task: Task, *, podman: bool) -> str:
+def build_image(client: Any, task: Task, site: EngineSite) -> str:
     """Tag of the task's environment image, building the Dockerfile when absent; with
     `verifier_packages`, the image with the verifier's venv on top (its own tag)."""
     tag = f"{IMAGE_PREFIX}:{task.environment_hash[:20]}"
@@ -192,19 +194,20 @@ def build_image(client: Any, task: Task, *, podman: bool) -> str:
     if not _exists(client, tag):
         files = dict(task.environment.files)
         dockerfile = files.get("Dockerfile", b"").decode() or render_dockerfile(task)
-        _build(client, task, tag, dockerfile, files, podman=podman)
+        _build(client, task, tag, dockerfile, files, site)
     if packages:
         user = image_config(client, tag).user
-        _build(client, task, final, verifier_dockerfile(tag, user, packages), {}, podman=podman)
+        _build(client, task, final, verifier_dockerfile(tag, user, packages), {}, site)
     return final
 
 
 def _build(
-    client: Any, task: Task, tag: str, dockerfile: str, files: dict[str, bytes], *, podman: bool
+    client: Any, task: Task, tag: str, dockerfile: str, files: dict[str, bytes], site: EngineSite
 ) -> None:
-    """Build `dockerfile` with the context `files` as `tag` (Podman: bases imported, RUN
-    steps behind the build NAT with the CA bundle as a secret)."""
+    """Build `dockerfile` with the context `files` as `tag` (Podman: bases imported, the CA
+    bundle a secret in the context; on this machine, RUN steps behind the build NAT)."""
     files = dict(files)
+    podman = site.podman
     params: dict[str, Any] = {"t": tag, "rm": "1", "forcerm": "1"}
     if podman:
         ensure_bases(client, dockerfile)
@@ -221,7 +224,7 @@ def _build(
     params["ulimits"] = json.dumps(  # Podman's compatible API takes the CLI's form
         [f"fsize={disk}:{disk}"] if podman else [{"Name": "fsize", "Soft": disk, "Hard": disk}]
     )
-    if not podman:
+    if not site.local_podman:  # the engine's own build network
         log = _post_build(client, params, tar_bytes(files), task.limits.build_timeout_s)
     else:
         from sandbox.egress import UserNat

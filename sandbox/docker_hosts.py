@@ -33,7 +33,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from sandbox.base import SandboxError, SandboxUnavailable
-from sandbox.docker_api import EngineTLS, docker_client
+from sandbox.docker_api import EngineTLS, docker_client, endpoint, is_podman
 
 HOSTS_ENV = "T1_DOCKER_HOSTS"
 SLOTS_ENV = "T1_DOCKER_SLOTS"
@@ -128,6 +128,29 @@ def on_this_machine(url: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+@dataclass(frozen=True)
+class EngineSite:
+    """What the docker backend may assume of one engine: whether it is Podman, and whether it
+    runs on this machine (`here`: a path of this machine names the same file for it)."""
+
+    podman: bool
+    here: bool
+
+    @property
+    def local_podman(self) -> bool:
+        """Podman on this machine: the only engine handed paths of this machine (its
+        catatonit, the build network namespace, the container's mount read here)."""
+        return self.podman and self.here
+
+
+def engine_site(client: Any) -> EngineSite:
+    """The site of the engine behind `client`: `on_this_machine` of the DOCKER_HOST it was
+    made for (unset: the default socket, on this machine)."""
+    where = endpoint(client)
+    here = where in ("", "default") or on_this_machine(where)
+    return EngineSite(podman=is_podman(client), here=here)
 
 
 def egress_problem(mode: str | None, urls: Sequence[str], where: str) -> str | None:

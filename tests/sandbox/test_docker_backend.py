@@ -660,12 +660,13 @@ def test_allowlist_reaches_only_the_allowed_hosts(docker_engine, host_server):
     if not _internet_reachable():
         pytest.skip("this machine has no route to deb.debian.org")
     from sandbox.docker import DockerSandbox
-    from sandbox.docker_api import docker_client, is_podman
+    from sandbox.docker_api import docker_client
     from sandbox.docker_build import build_image, image_config
+    from sandbox.docker_hosts import engine_site
 
     client = docker_client()
     task = make_task("allow")
-    image = build_image(client, task, podman=is_podman(client))
+    image = build_image(client, task, engine_site(client))
     seen = {}
     for allowed in (("deb.debian.org",), ("192.0.2.123",)):
         policy = NetworkPolicy(NetworkMode.ALLOWLIST, allowed)

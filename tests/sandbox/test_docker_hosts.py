@@ -333,3 +333,96 @@ def test_a_batch_over_two_tls_engines_each_with_its_own_ca(tmp_path, monkeypatch
         unmount_under(tmp_path)
         for s in services:
             shutil.rmtree(s.config.run_dir, ignore_errors=True)  # its tmpfs run state
+
+
+def test_unshift_tar_gives_the_container_its_ids_back():
+    """Podman's archive of a user-namespaced container carries the ids of the engine's machine
+    in PAX headers; the upload into the verifier's container cannot map them."""
+    import io
+    import tarfile
+
+    from sandbox.docker import unshift_tar
+    from sandbox.idmap import BASE
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for name, uid in (("app", BASE), ("app/f", BASE + 1000), ("app/g", 7)):
+            info = tarfile.TarInfo(name)
+            info.uid = info.gid = uid
+            info.size = 2
+            tar.addfile(info, io.BytesIO(b"hi"))
+    with tarfile.open(fileobj=io.BytesIO(unshift_tar(buf.getvalue()))) as tar:
+        got = [(m.name, m.uid, m.gid, tar.extractfile(m).read()) for m in tar]  # type: ignore[union-attr]
+    assert got == [("app", 0, 0, b"hi"), ("app/f", 1000, 1000, b"hi"), ("app/g", 7, 7, b"hi")]
+
+
+@pytest.mark.sandbox
+def test_a_podman_engine_on_another_machine_is_handed_nothing_of_this_one(tmp_path, monkeypatch):
+    """A private Podman service reached through a TLS front on a non-loopback address of this
+    machine, which the backend takes for another machine's engine. Regression: on Podman the
+    backend bound this machine's catatonit into every container, gave the build a network
+    namespace path and the containers a seccomp profile path of this machine, and read the
+    agent's outputs from a mount path of this machine; a remote engine has none of them.
+    The wire (what the front relays) shows none; the trial is still judged: the oracle
+    passes, nop fails, the outputs reach the verifier through the engine's archive API."""
+    from sandbox import run_trial
+    from sandbox.base import SandboxUnavailable
+    from sandbox.docker import IDLE_INIT
+    from sandbox.docker_api import docker_client
+    from sandbox.local import private_state_dir
+    from sandbox.podman import PodmanService, podman_problem, remove_containers, write_config
+    from tests.factories import make_task
+    from tests.sandbox.tls_front import TlsFront, non_loopback_address, write_engine_certs
+
+    if podman_problem() is not None:
+        pytest.skip(f"no container engine: {podman_problem()}")
+    address = non_loopback_address()
+    if address is None:
+        pytest.skip("this machine has no address but loopback")
+    certs = write_engine_certs(tmp_path / "certs", "remote", (address,))
+    service = PodmanService(write_config(tmp_path / "engine"), name="remote")
+    front: TlsFront | None = None
+    try:
+        try:
+            service.start()
+        except SandboxUnavailable as e:
+            pytest.skip(f"no container engine: {e}")
+        front = TlsFront(certs, service.socket, address, record=True)
+        front.start()
+        monkeypatch.setenv("T1_DOCKER_HOSTS", f"{front.url}?cert_path={certs}")
+        p = configured_pool()
+        assert p is not None and not p.engines[0].spec.local
+        task = make_task("remote-podman")
+        oracle = run_trial(task, "oracle", "docker")
+        assert oracle.resolved, oracle.failure_detail
+        nop = run_trial(task, "nop", "docker")
+        assert nop.failure_mode == FailureMode.NONE and not nop.resolved, nop.failure_detail
+
+        sent = b"".join(front.requests)
+        heads = [r.split(b"\r\n", 1)[0] for r in front.requests if b" HTTP/1.1\r\n" in r[:300]]
+        creates = sent.split(b"POST /v1.41/containers/create")[1:]  # each with its body
+        sandboxes = [r for r in creates if b'"t1-forge.sandbox": "t1-' in r]
+        assert len(sandboxes) >= 4, heads  # agent and verifier containers of both trials
+        for needle in (b"catatonit", IDLE_INIT.encode(), str(private_state_dir()).encode()):
+            assert needle not in sent, needle
+        assert not [h for h in heads if b"/mount" in h], "a mount path of the engine's machine"
+        assert not [h for h in heads if h.startswith(b"POST") and b"nsoptions" in h]
+        assert [h for h in heads if b"/archive?path=%2Fapp" in h and h.startswith(b"GET")]
+        from sandbox.docker import PROFILE_VOLUME
+        from sandbox.docker_hosts import engine_site
+
+        client = docker_client(front.url, p.engines[0].spec.tls)
+        assert engine_site(client).podman and not engine_site(client).here
+        mountpoint = client.volumes.get(PROFILE_VOLUME).attrs["Mountpoint"]
+        assert all(f"seccomp={mountpoint}/".encode() in c for c in sandboxes), "engine's path"
+    finally:
+        if front is not None:
+            try:
+                remove_containers(service.client(timeout=30), front.url)
+            except Exception:  # noqa: BLE001 - best effort; the service may not have started
+                pass
+        service.stop()
+        if front is not None:
+            front.stop()
+        unmount_under(tmp_path)
+        shutil.rmtree(service.config.run_dir, ignore_errors=True)

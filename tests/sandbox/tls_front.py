@@ -1,11 +1,13 @@
 """TLS in front of a private Podman service, for tests (the service itself speaks plain HTTP).
 
 `write_engine_certs` makes one engine's material with the `cryptography` package: its own CA,
-a server certificate for 127.0.0.1 signed by it, and a client certificate in Docker's layout
-(ca.pem, cert.pem, key.pem: what `cert_path` names). `TlsFront` listens on 127.0.0.1,
-terminates TLS, requires a client certificate of the same CA (as `dockerd --tlsverify`
-does) and relays the plain HTTP to the service's unix socket; one thread per connection,
-which alone reads and writes its TLS socket (an SSL object is not shared between threads).
+a server certificate for 127.0.0.1 (and any other address asked for) signed by it, and a
+client certificate in Docker's layout (ca.pem, cert.pem, key.pem: what `cert_path` names).
+`TlsFront` listens on 127.0.0.1 (or another address of this machine: an engine the backend
+takes for another machine's), terminates TLS, requires a client certificate of the same CA (as
+`dockerd --tlsverify` does) and relays the plain HTTP to the service's unix socket, keeping
+the head of what each client sent when asked (`requests`); one thread per connection, which
+alone reads and writes its TLS socket (an SSL object is not shared between threads).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ def _issue(
     issuer: x509.Name,
     issuer_key: ec.EllipticCurvePrivateKey,
     usage: x509.ObjectIdentifier | None,
+    addresses: tuple[str, ...] = ("127.0.0.1",),
 ) -> x509.Certificate:
     """A one-day certificate for `cn` signed by `issuer_key`; a CA when `usage` is None."""
     now = datetime.datetime.now(datetime.UTC)
@@ -59,7 +62,8 @@ def _issue(
     else:
         builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), False)
     if usage == ExtendedKeyUsageOID.SERVER_AUTH:
-        names = [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
+        names: list[x509.GeneralName] = [x509.DNSName("localhost")]
+        names += [x509.IPAddress(ipaddress.ip_address(a)) for a in addresses]
         builder = builder.add_extension(x509.SubjectAlternativeName(names), False)
     return builder.sign(issuer_key, hashes.SHA256())
 
@@ -77,9 +81,12 @@ def _write(path: Path, cert: x509.Certificate, key: ec.EllipticCurvePrivateKey |
         )
 
 
-def write_engine_certs(dest: Path, engine: str) -> Path:
+def write_engine_certs(
+    dest: Path, engine: str, addresses: tuple[str, ...] = ("127.0.0.1",)
+) -> Path:
     """`dest` with a new CA (ca.pem), a client certificate and key it signed (cert.pem,
-    key.pem) and the engine's server certificate and key (server-cert.pem, server-key.pem)."""
+    key.pem) and the engine's server certificate and key (server-cert.pem, server-key.pem)
+    for `addresses`."""
     dest.mkdir(parents=True, exist_ok=True)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca = _issue(f"{engine} CA", ca_key, _name(f"{engine} CA"), ca_key, None)
@@ -87,22 +94,42 @@ def write_engine_certs(dest: Path, engine: str) -> Path:
     for file, usage in (("cert.pem", ExtendedKeyUsageOID.CLIENT_AUTH),
                         ("server-cert.pem", ExtendedKeyUsageOID.SERVER_AUTH)):  # fmt: skip
         key = ec.generate_private_key(ec.SECP256R1())
-        _write(dest / file, _issue(f"{engine} {file}", key, ca.subject, ca_key, usage), key)
+        cert = _issue(f"{engine} {file}", key, ca.subject, ca_key, usage, addresses)
+        _write(dest / file, cert, key)
     return dest
 
 
-class TlsFront:
-    """tcp://127.0.0.1:<port> with TLS (the certificates of `cert_dir`, clients checked
-    against its ca.pem) relayed to the unix socket `upstream`. Use start/stop."""
+def non_loopback_address() -> str | None:
+    """An address of this machine that is not a loopback one (the source of its default
+    route; no packet is sent), or None."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            s.connect(("198.51.100.1", 9))  # TEST-NET-2: only the route is looked up
+            address = str(s.getsockname()[0])
+        except OSError:
+            return None
+    return None if ipaddress.ip_address(address).is_loopback else address
 
-    def __init__(self, cert_dir: Path, upstream: Path) -> None:
+
+class TlsFront:
+    """tcp://<address>:<port> with TLS (the certificates of `cert_dir`, clients checked
+    against its ca.pem) relayed to the unix socket `upstream`. With `record`, the first
+    RECORD_BYTES of every chunk a client sends are kept in `requests`. Use start/stop."""
+
+    RECORD_BYTES = 16384
+
+    def __init__(
+        self, cert_dir: Path, upstream: Path, address: str = "127.0.0.1", record: bool = False
+    ) -> None:
         self._ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self._ctx.load_cert_chain(cert_dir / "server-cert.pem", cert_dir / "server-key.pem")
         self._ctx.load_verify_locations(cert_dir / "ca.pem")
         self._ctx.verify_mode = ssl.CERT_REQUIRED
         self._upstream = str(upstream)
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.url = f"tcp://127.0.0.1:{self._listener.getsockname()[1]}"
+        self._listener = socket.create_server((address, 0))
+        self.url = f"tcp://{address}:{self._listener.getsockname()[1]}"
+        self._record = record
+        self.requests: list[bytes] = []
         self._stopping = threading.Event()
         self._threads: list[threading.Thread] = []
 
@@ -152,4 +179,6 @@ class TlsFront:
                     data += tls.recv(tls.pending())
                 if not data:
                     return
+                if sock is tls and self._record:
+                    self.requests.append(data[: self.RECORD_BYTES])
                 (upstream if sock is tls else tls).sendall(data)
