@@ -61,10 +61,18 @@ class CampaignRequest(BaseModel):
     eval_every: EvalEvery = None
     cluster_address: ClusterAddress = None
 
+    def chosen(self) -> dict[str, Any]:
+        """Each field as chosen, None where left to its default (or, resuming, to the run's
+        own setting): `campaign_plan.campaign_config`'s keywords."""
+        return {k: getattr(self, k) if k in self.model_fields_set else None for k in FIELDS}
+
     def run_name(self) -> str:
         """`<preset>-<pool>-v<version or latest>[-<steps>steps]`: the flow run's name."""
         steps = f"-{self.steps}steps" if self.steps else ""
         return f"{Path(self.preset).stem}-{self.pool}-v{self.pool_version or 'latest'}{steps}"
+
+
+FIELDS = tuple(CampaignRequest.model_fields)
 
 
 def run_name_of(parameters: dict[str, Any], steps_of: Callable[[str], int] | None = None) -> str:

@@ -96,26 +96,38 @@ def _has_versions(snap, pool: str) -> bool:
 
 
 def campaign_config(
-    preset: str,
+    preset: str | None,
     *,
     steps: int | None,
     eval_every: int | None,
-    pool: str,
+    pool: str | None,
     store: str | None,
     policy_path: str | None,
     runs_dir: str | None,
     resume_from: str | None = None,
     cluster_address: str | None = None,
+    pool_version: int | None = None,
 ) -> CampaignConfig:
-    """The preset with this launch's choices and a new run id (unique per run, known before
-    the run starts so the orchestrator can name and tag it); resuming, the resumed run's id.
-    $T1_SANDBOX_BACKEND and $T1_RUNS_DIR (`t1 ui --store`, `t1 demo` set them) override the
-    preset's backend and runs directory; `runs_dir` overrides both.
-    `cluster_address` (None: the preset's) is where the trials run (`ExecutorConfig`).
-    Raises ValueError naming the directory when `resume_from` holds no checkpoint."""
+    """A launch's config: None is an option not chosen. A new run: the preset (None:
+    `CampaignRequest`'s) with the launch's choices and a new run id (unique per run, known
+    before the run starts so the orchestrator can name and tag it); $T1_SANDBOX_BACKEND and
+    $T1_RUNS_DIR (`t1 ui --store`, `t1 demo` set them) override the preset's backend and runs
+    directory; `runs_dir` overrides both. Resuming: the run's own recorded config with the
+    choices made (`resumed_config`). `cluster_address` (None: the preset's) is where the
+    trials run (`ExecutorConfig`).
+    Raises ValueError naming the directory when `resume_from` holds no checkpoint, the file
+    when the run's config.json is unreadable."""
+    from pipelines.campaign_deployment import CampaignRequest
     from training.campaign import new_run_id
-    from training.checkpoint import latest_checkpoint, read_state
 
+    if resume_from is not None:
+        return resumed_config(
+            Path(resume_from), preset=preset, steps=steps, eval_every=eval_every, pool=pool,
+            pool_version=pool_version, store=store, policy_path=policy_path,
+            cluster_address=cluster_address,
+        )  # fmt: skip
+    defaults = CampaignRequest()
+    preset = preset or defaults.preset
     runs_dir = runs_dir or os.environ.get(RUNS_DIR_ENV) or None
     base = load_campaign_config(
         preset,
@@ -125,17 +137,73 @@ def campaign_config(
         runs_dir=Path(runs_dir) if runs_dir else None,
         store=Path(store) if store else None,
         policy_path=Path(policy_path) if policy_path else None,
-        resume_from=Path(resume_from) if resume_from else None,
     )
-    if base.resume_from is not None:
-        run_id = read_state(latest_checkpoint(base.resume_from)).run_id
-    else:
-        run_id = new_run_id(base.campaign)
     executor = base.executor
     if cluster_address is not None:
         executor = replace(executor, address=cluster_address)
     return CampaignConfig.model_validate(
-        {**base.model_dump(), "run_id": run_id, "pool": pool, "executor": executor}
+        {
+            **base.model_dump(),
+            "run_id": new_run_id(base.campaign),
+            "preset": preset,
+            "pool": pool or defaults.pool,
+            "pool_version": pool_version,
+            "executor": executor,
+        }
+    )
+
+
+def resumed_config(
+    resume_from: Path,
+    *,
+    preset: str | None = None,
+    steps: int | None = None,
+    eval_every: int | None = None,
+    pool: str | None = None,
+    pool_version: int | None = None,
+    store: str | None = None,
+    policy_path: str | None = None,
+    cluster_address: str | None = None,
+) -> CampaignConfig:
+    """The config a resumed run continues with: the one its run directory recorded
+    (config.json: preset settings, steps, cadences, pool and version, store, executor, seed)
+    with the options chosen here (None: not chosen) in place of what they set. `t1 train
+    --resume RUN_DIR` took them from the command line's defaults instead: a 10-step run went
+    on with tiny-cpu's 2 steps, ran no step and recorded those settings as its own.
+
+    Another pool without a version trains on that pool's latest. A preset other than the
+    recorded one is refused (its settings are not this run's); so is a run directory
+    without a readable config.json (ValueError naming the file)."""
+    from training.campaign_config import RUN_CONFIG, recorded_config
+    from training.checkpoint import latest_checkpoint, read_state
+
+    checkpoint = latest_checkpoint(resume_from)
+    run_id = read_state(checkpoint).run_id
+    run_dir = checkpoint.parent.parent  # <run dir>/checkpoints/step-N
+    recorded = recorded_config(run_dir)
+    if preset is not None and preset != recorded.preset:
+        raise ValueError(
+            f"--preset {preset}: a resumed run keeps the settings it recorded in "
+            f"{run_dir / RUN_CONFIG} (preset {recorded.preset or 'not recorded'}); "
+            "drop --preset, or start a new run"
+        )
+    given = {
+        "steps": steps, "eval_every": eval_every, "pool": pool, "pool_version": pool_version,
+        "store": store, "policy_path": policy_path,
+    }  # fmt: skip
+    chosen: dict[str, object] = {k: v for k, v in given.items() if v is not None}
+    if pool is not None and pool != recorded.pool:
+        chosen["pool_version"] = pool_version  # None: the other pool's latest
+    if cluster_address is not None:
+        chosen["executor"] = replace(recorded.executor, address=cluster_address)
+    return CampaignConfig.model_validate(
+        {
+            **recorded.model_dump(),
+            **chosen,
+            "run_id": run_id,
+            "runs_dir": run_dir.parent,
+            "resume_from": resume_from,
+        }
     )
 
 

@@ -17,8 +17,11 @@ from pipelines.campaign_plan import CampaignTasks
 from training.campaign_config import CampaignConfig
 from warehouse import CampaignRecord, CampaignStatus, record_campaign
 
-# Where a run's files go and which run it is: not settings, so not in the hash.
-UNHASHED_FIELDS = frozenset({"run_id", "resume_from", "runs_dir", "store"})
+# Where a run's files go, which run it is, and labels (the preset's name; the pool version is
+# a column of its own): not settings, so not in the hash.
+UNHASHED_FIELDS = frozenset(
+    {"run_id", "resume_from", "runs_dir", "store", "preset", "pool_version"}
+)
 
 
 def config_hash(cfg: CampaignConfig) -> str:
@@ -32,11 +35,12 @@ def start_record(
     cfg: CampaignConfig,
     split: CampaignTasks,
     *,
-    preset: str,
+    preset: str | None = None,
     prefect_flow_run_id: str | None = None,
     dagster_run_id: str | None = None,
 ) -> CampaignRecord:
-    """The `campaigns` row of a run that starts now on `split`'s pool version."""
+    """The `campaigns` row of a run that starts now on `split`'s pool version. `preset`
+    None: the config's (a run recorded before configs named theirs: its campaign name)."""
     if cfg.run_id is None:
         raise ValueError("a recorded campaign needs its run id before it starts (cfg.run_id)")
     return CampaignRecord(
@@ -46,7 +50,7 @@ def start_record(
         pool=split.pool,
         pool_version=split.pool_version,
         audit_version=split.audit_version,
-        preset=preset,
+        preset=preset or cfg.preset or cfg.campaign,
         config_hash=config_hash(cfg),
         steps=cfg.steps,
         prefect_flow_run_id=prefect_flow_run_id,

@@ -98,35 +98,34 @@ def orphaned(run: Any, *, runner_started: datetime | None) -> str | None:
     return None
 
 
-def crashed_message(why: str, run_dir: str | None, params: dict[str, Any] | None = None) -> str:
-    again = f"; continue it with `{resume_command(run_dir, params or {})}`" if run_dir else ""
+def crashed_message(
+    why: str,
+    run_dir: str | None,
+    params: dict[str, Any] | None = None,
+    default_store: Path | str | None = None,
+) -> str:
+    again = (
+        f"; continue it with `{resume_command(run_dir, params or {}, default_store)}`"
+        if run_dir
+        else ""
+    )
     return f"crashed: {why} (the Prefect server or `t1 ui` stopped while it ran){again}"
 
 
-# `t1 train` options for the flow parameters a resumed run must be given again (they are not
-# read back from the run directory: `--resume` alone continued with tiny-cpu's 2 steps).
-RESUME_OPTIONS = {
-    "pool": "--pool",
-    "pool_version": "--pool-version",
-    "preset": "--preset",
-    "steps": "--steps",
-    "eval_every": "--eval-every",
-    "cluster_address": "--cluster-address",
-    "store": "--store",
-}
+def resume_command(
+    run_dir: str, params: dict[str, Any], default_store: Path | str | None = None
+) -> str:
+    """`t1 train --resume RUN_DIR`: the run's config.json records its settings (preset
+    settings, steps, cadences, pool and version, store, cluster) and `--resume` reads them.
+    Only a store the run left to its process's default (no `store` parameter: config.json
+    says null, and $T1_WAREHOUSE may differ where it is resumed) is added, as `--store`
+    (`default_store`, else this process's default). The command used to spell out every
+    launch option, while `--resume` took the rest from the command line's defaults."""
+    from warehouse.store import resolve_store_path
 
-
-def resume_command(run_dir: str, params: dict[str, Any]) -> str:
-    """`t1 train --resume RUN_DIR` with the options of the run's parameters that differ from
-    `t1 train`'s defaults (preset, steps, pool version, store, ...)."""
-    from pipelines.campaign_deployment import CampaignRequest
-
-    defaults = CampaignRequest().model_dump()
     words = ["t1", "train", "--resume", run_dir]
-    for name, option in RESUME_OPTIONS.items():
-        value = params.get(name)
-        if value is not None and value != "" and value != defaults.get(name):
-            words += [option, str(value)]
+    if not params.get("store"):
+        words += ["--store", str(resolve_store_path(default_store))]
     return shlex.join(words)
 
 
@@ -177,7 +176,7 @@ def reconcile_campaign_runs(
             continue
         params = run.parameters or {}
         run_dir = _run_dir(run)
-        message = crashed_message(why, run_dir, params)
+        message = crashed_message(why, run_dir, params, default_store)
         client.set_flow_run_state(run.id, Crashed(message=message), force=True)
         store = params.get("store") or default_store
         ended = end_campaign_rows(store, str(run.id), message)

@@ -142,9 +142,9 @@ def report_best_effort(metadata: dict[str, Any], dagster_url: str | None) -> Non
 
 @flow(name="ppo_campaign", flow_run_name=campaign_run_name, log_prints=True)
 def ppo_campaign(
-    pool: Pool = Pool(DEFAULTS.pool),
+    pool: Pool | None = None,
     pool_version: PoolVersion = DEFAULTS.pool_version,
-    preset: Preset = DEFAULTS.preset,
+    preset: Preset | None = None,
     cluster_address: ClusterAddress = DEFAULTS.cluster_address,
     steps: Steps = DEFAULTS.steps,
     eval_every: EvalEvery = DEFAULTS.eval_every,
@@ -160,9 +160,10 @@ def ppo_campaign(
     """A PPO campaign on a pool version; returns every step's metrics.
 
     Args:
-        pool: pool to train on (t1, rst, tmax, seed).
-        pool_version: pool version; empty: the latest recorded.
-        preset: name under training/presets/ or a TOML path.
+        pool: pool to train on (t1, rst, tmax, seed); empty: t1, resuming: the run's.
+        pool_version: pool version; empty: the latest recorded, resuming: the run's.
+        preset: name under training/presets/ or a TOML path; empty: tiny-cpu, resuming:
+            the run's (its recorded settings; another preset is refused).
         cluster_address: where the trials run: local, or a Ray address (auto, host:6379,
             ray://host:10001); empty: the preset's, else $T1_RAY_ADDRESS.
         steps: PPO steps; empty: the preset's.
@@ -174,40 +175,40 @@ def ppo_campaign(
         runs_dir: where the run's directory goes (<runs_dir>/<run id>); empty: the preset's.
         dagster_url: Dagster webserver to report evaluations to; empty: $DAGSTER_HOME.
         dagster_run_id: the Dagster run that started this campaign (for links back).
-        resume_from: a run directory (or checkpoint) to continue; empty: a new run.
+        resume_from: a run directory (or checkpoint) to continue with its recorded settings
+            (config.json) and the parameters given; empty: a new run.
         report_evaluations: report each evaluation to Dagster; off when the Dagster run that
             started this campaign follows it and reports them itself (attached to that run).
     """
     from training.campaign import CampaignHooks, run_campaign
 
-    request = CampaignRequest(
-        pool=pool, pool_version=pool_version, preset=preset, steps=steps, eval_every=eval_every,
-        cluster_address=cluster_address,
-    )  # fmt: skip
+    chosen = {
+        "pool": pool, "pool_version": pool_version, "preset": preset, "steps": steps,
+        "eval_every": eval_every, "cluster_address": cluster_address,
+    }  # fmt: skip
+    request = CampaignRequest(**{k: v for k, v in chosen.items() if v is not None})
     cfg = campaign_config(
-        request.preset,
-        steps=request.steps,
-        eval_every=request.eval_every,
-        pool=request.pool,
+        **request.chosen(),
         store=store,
         policy_path=policy_path,
         runs_dir=runs_dir,
         resume_from=resume_from,
-        cluster_address=request.cluster_address,
     )
     run_id = str(cfg.run_id)
     split = with_audit_version(
-        campaign_tasks_of(cfg, request.pool, request.pool_version), audit_version
+        campaign_tasks_of(cfg, str(cfg.pool), cfg.pool_version), audit_version
     )
+    cfg = cfg.model_copy(update={"pool_version": split.pool_version or None})  # as resolved
     logger = get_run_logger()
     logger.info(
         f"campaign run {run_id}: {len(split.train)} tasks of {split.pool} v{split.pool_version}"
         f" (audit {split.audit_version or 'unknown'}), {len(split.held_out)} held out; "
         f"{len(split.excluded)} excluded by lineage {split.excluded[:5]}"
     )
-    resolved = request.model_copy(
-        update={"pool_version": split.pool_version or None, "steps": cfg.steps}
-    )
+    resolved = CampaignRequest(
+        pool=split.pool, pool_version=cfg.pool_version, preset=cfg.preset or cfg.campaign,
+        steps=cfg.steps,
+    )  # fmt: skip
     labels = run_labels(
         [f"campaign:{run_id}", f"pool:{split.pool}", f"pool_version:{split.pool_version}"],
         resolved.run_name(),
@@ -254,7 +255,6 @@ def ppo_campaign(
     start = start_record(
         cfg,
         split,
-        preset=request.preset,
         prefect_flow_run_id=flow_run_id,
         dagster_run_id=dagster_run_id,
     )

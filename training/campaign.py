@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch
 
-from training.campaign_config import CampaignConfig
+from training.campaign_config import RUN_CONFIG, CampaignConfig
 from training.chat_format import IM_END
 from training.checkpoint import (
     CheckpointState,
@@ -268,7 +268,9 @@ def campaign_tasks(cfg: CampaignConfig, store: Path | None = None) -> tuple[list
     elif cfg.pool is not None:
         from warehouse import load_pool, pool_tasks
 
-        pool = pool_tasks(load_pool(store if store is not None else cfg.store, cfg.pool))
+        pool = pool_tasks(
+            load_pool(store if store is not None else cfg.store, cfg.pool, cfg.pool_version)
+        )
     else:
         pool = seeds
     if cfg.eval_dir is not None:
@@ -337,7 +339,7 @@ def setup(
     else:
         run_id = cfg.run_id or new_run_id(cfg.campaign)
         run_dir = cfg.runs_dir / run_id
-        if (run_dir / "config.json").exists():
+        if (run_dir / RUN_CONFIG).exists():
             raise ValueError(f"run {run_id!r} exists at {run_dir}: resume it or pick a new id")
         if cfg.policy_path is not None:
             policy_path = cfg.policy_path
@@ -351,7 +353,7 @@ def setup(
     if cfg.trainer_threads is not None:
         torch.set_num_threads(cfg.trainer_threads)
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "config.json").write_text(
+    (run_dir / RUN_CONFIG).write_text(
         json.dumps(
             {
                 **cfg.model_dump(mode="json"),

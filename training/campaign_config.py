@@ -6,6 +6,7 @@ Presets are small TOML files under training/presets/ (`load_campaign_config`). D
 
 from __future__ import annotations
 
+import json
 import tomllib
 from pathlib import Path
 from typing import Literal
@@ -33,6 +34,11 @@ class CampaignConfig(BaseModel):
     runs_dir: Path = Field(Path("runs"), description="each run writes into runs_dir/<run id>/")
     resume_from: Path | None = Field(
         None, description="a run directory (its latest checkpoint) or one checkpoint directory"
+    )
+    preset: str | None = Field(
+        None,
+        description="the preset these settings came from (a name or TOML path): a label, "
+        "recorded so a resumed run names it; None: not from a preset",
     )
     store: Path | None = Field(
         None, description="warehouse path; None: the default store ($T1_WAREHOUSE)"
@@ -68,8 +74,9 @@ class CampaignConfig(BaseModel):
     )
 
     # ---- tasks ------------------------------------------------------------------------------
-    pool: str | None = Field(
-        None, description="warehouse pool to train on (latest version); None: the seed tasks"
+    pool: str | None = Field(None, description="warehouse pool to train on; None: the seed tasks")
+    pool_version: int | None = Field(
+        None, ge=1, description="the pool's version to train on; None: the latest recorded"
     )
     train_dir: Path | None = Field(
         None, description="train on this task directory (Harbor or ours) instead of a pool"
@@ -288,6 +295,31 @@ def load_campaign_config(path: Path | str, **overrides: object) -> CampaignConfi
         return CampaignConfig.model_validate(data)
     except ValidationError as e:
         raise ValueError(f"{p}: {first_error(e)}") from e
+
+
+RUN_CONFIG = "config.json"  # a run's full config, beside its metrics and checkpoints
+# Keys `run_campaign` writes into RUN_CONFIG besides the config's fields.
+RUN_CONFIG_EXTRAS = ("resumed_from",)
+
+
+def recorded_config(run_dir: Path) -> CampaignConfig:
+    """The config a run recorded in `run_dir/config.json` (its extras dropped).
+
+    Raises ValueError naming the file when it is missing, unreadable or invalid.
+    """
+    path = run_dir / RUN_CONFIG
+    try:
+        data = json.loads(path.read_text())
+        if not isinstance(data, dict):
+            raise ValueError(f"a JSON object expected, got {type(data).__name__}")
+        for key in RUN_CONFIG_EXTRAS:
+            data.pop(key, None)
+        return CampaignConfig.model_validate(data)
+    except ValidationError as e:
+        raise ValueError(f"{path}: not a readable run config: {first_error(e)}") from e
+    except (OSError, ValueError) as e:
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise ValueError(f"{path}: not a readable run config: {reason}") from e
 
 
 def first_error(e: ValidationError) -> str:

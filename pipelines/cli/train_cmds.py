@@ -1,8 +1,9 @@
 """`t1 train`: a PPO campaign on a pool version, as the Prefect flow or the plain function.
 
 The options' defaults are `CampaignRequest`'s (the deployment's parameters and the Dagster
-`train_campaign` config take theirs from it too). Like `t1 ui`, it uses $DAGSTER_HOME
-(default ./.dagster) so evaluations reach the same asset graph.
+`train_campaign` config take theirs from it too); resuming, the run's own recorded settings.
+Like `t1 ui`, it uses $DAGSTER_HOME (default ./.dagster) so evaluations reach the same asset
+graph.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from pydantic import ValidationError
@@ -18,6 +20,9 @@ from pipelines.campaign_deployment import CampaignRequest
 from pipelines.cli.output import validation_message
 from pipelines.cli.root import app
 from tasks.pools import Pool
+
+if TYPE_CHECKING:
+    from training.campaign_config import CampaignConfig
 
 DEFAULTS = CampaignRequest()
 FIELDS = CampaignRequest.model_fields
@@ -31,18 +36,22 @@ def _fail(message: str) -> typer.Exit:
 
 @app.command("train")
 def train(
-    pool: Pool = typer.Option(
-        Pool(DEFAULTS.pool), case_sensitive=False, help=FIELDS["pool"].description
+    pool: Pool | None = typer.Option(
+        None,
+        case_sensitive=False,
+        help=f"{FIELDS['pool'].description} (default: {DEFAULTS.pool}; resuming: the run's)",
     ),
     pool_version: int | None = typer.Option(None, help=FIELDS["pool_version"].description),
-    preset: str = typer.Option(DEFAULTS.preset, help=FIELDS["preset"].description),
+    preset: str | None = typer.Option(
+        None, help=f"{FIELDS['preset'].description} (default: {DEFAULTS.preset})"
+    ),
     steps: int | None = typer.Option(None, help=FIELDS["steps"].description),
     eval_every: int | None = typer.Option(None, help=FIELDS["eval_every"].description),
     cluster_address: str | None = typer.Option(None, help=FIELDS["cluster_address"].description),
     runs_dir: Path | None = typer.Option(
         None,
         help="each run writes config, metrics and weights in <dir>/<run id> (default: "
-        "the preset's, runs/)",
+        "the preset's, runs/; resuming: where the run is)",
     ),
     store: Path | None = typer.Option(None, help="warehouse (default: $T1_WAREHOUSE)"),
     policy_path: Path | None = typer.Option(None, help="initial checkpoint (default: warm start)"),
@@ -56,29 +65,32 @@ def train(
         "--resume",
         metavar="RUN_DIR",
         help="continue a run from its latest checkpoint (a run directory, or one checkpoint "
-        "directory), to --steps in all",
+        "directory) with the settings it recorded (RUN_DIR/config.json: preset settings, "
+        "steps, pool, store, ...); the options given replace theirs (--steps 20: to 20 in all)",
     ),
 ) -> None:
     """Run a PPO campaign and print each step's metrics as a JSON line (as it finishes, with
     a progress bar on stderr under --no-flow; the flow logs a line per step). `--resume
-    RUN_DIR` continues a stopped run from its latest checkpoint. Exit codes: 0 done, 1 the
-    campaign failed, 2 bad options."""
+    RUN_DIR` continues a stopped run from its latest checkpoint, with its own settings.
+    Exit codes: 0 done, 1 the campaign failed, 2 bad options."""
     from pipelines.main_job import dagster_home
 
-    try:
-        request = CampaignRequest(
-            pool=pool, pool_version=pool_version, preset=preset, steps=steps,
-            eval_every=eval_every, cluster_address=cluster_address,
-        )  # fmt: skip
+    chosen = {
+        "pool": pool, "pool_version": pool_version, "preset": preset, "steps": steps,
+        "eval_every": eval_every, "cluster_address": cluster_address,
+    }  # fmt: skip
+    try:  # the options given; the defaults (or a resumed run's settings) fill in the rest
+        request = CampaignRequest(**{k: v for k, v in chosen.items() if v is not None})
     except ValidationError as e:
         raise _fail(validation_message(e)) from None
     if policy_path is not None and not policy_path.is_dir():
         raise _fail(f"--policy-path {policy_path}: no checkpoint directory there")
     first = _check_resume(resume) if resume is not None else 0
-    _check(request, store)
+    cfg = _config(request, store, policy_path, runs_dir, resume)
+    _check_pool(cfg)
     dagster_home()
     if flow:
-        _check_slot(request, store)  # the flow itself would wait; a terminal is told at once
+        _check_slot(cfg)  # the flow itself would wait; a terminal is told at once
         with _prefect_server_for_flow():
             # the flow returns the steps it ran: a resumed run's first is the checkpoint's
             # (it printed `"step": 0` before)
@@ -87,7 +99,7 @@ def train(
             ):
                 _print_step(step, metrics)
     else:
-        _run_plain(request, runs_dir, store, policy_path, dagster_url, report, resume)
+        _run_plain(cfg, dagster_url, report)
 
 
 @contextmanager
@@ -142,19 +154,39 @@ def _check_resume(resume: Path) -> int:
         raise _fail(f"--resume {resume}: {str(e).splitlines()[0]}") from None
 
 
-def _check(request: CampaignRequest, store: Path | None) -> None:
-    """Refuse, in one line, a preset or pool version that does not exist."""
-    from training.campaign_config import load_campaign_config
-    from warehouse import WarehouseError, pool_version
+def _config(
+    request: CampaignRequest,
+    store: Path | None,
+    policy_path: Path | None,
+    runs_dir: Path | None,
+    resume: Path | None,
+) -> CampaignConfig:
+    """The run's config as the flow resolves it too (`campaign_plan.campaign_config`: a
+    resumed run's own, with the options given); refused in one line when the preset, or the
+    resumed run's config.json, cannot be read."""
+    from pipelines.campaign_plan import campaign_config
 
     try:
-        load_campaign_config(request.preset)
+        return campaign_config(
+            **request.chosen(),
+            store=str(store) if store else None,
+            policy_path=str(policy_path) if policy_path else None,
+            runs_dir=str(runs_dir) if runs_dir else None,
+            resume_from=str(resume) if resume else None,
+        )
     except ValueError as e:
-        raise _fail(str(e).splitlines()[0]) from None
-    if request.pool == Pool.SEED:  # the seed pool falls back to the bundled corpus
+        where = f"--resume {resume}: " if resume is not None else ""
+        raise _fail(where + str(e).splitlines()[0]) from None
+
+
+def _check_pool(cfg: CampaignConfig) -> None:
+    """Refuse, in one line, a pool version that does not exist."""
+    from warehouse import WarehouseError, pool_version
+
+    if cfg.pool == Pool.SEED:  # the seed pool falls back to the bundled corpus
         return
     try:
-        pool_version(store, request.pool, request.pool_version)
+        pool_version(cfg.store, str(cfg.pool), cfg.pool_version)
     except (ValueError, WarehouseError) as e:  # a fresh store has no pool to train on yet
         raise _fail(
             f"{str(e).splitlines()[0]}; build the pool first (`t1 demo`, `t1 audit run-all`) "
@@ -162,17 +194,11 @@ def _check(request: CampaignRequest, store: Path | None) -> None:
         ) from None
 
 
-def _check_slot(request: CampaignRequest, store: Path | None) -> None:
+def _check_slot(cfg: CampaignConfig) -> None:
     """Refuse, in one line (exit 2, `LockHeldError`), a campaign while another one runs on
     this store and engine (`pipelines.campaign_slot`)."""
-    from pipelines.campaign_plan import campaign_config
     from pipelines.campaign_slot import campaign_slot
 
-    cfg = campaign_config(
-        request.preset, steps=request.steps, eval_every=request.eval_every, pool=request.pool,
-        store=str(store) if store else None, policy_path=None, runs_dir=None,
-        cluster_address=request.cluster_address,
-    )  # fmt: skip
     with campaign_slot(cfg):
         pass
 
@@ -181,7 +207,7 @@ def _run_flow(request, runs_dir, store, policy_path, dagster_url, resume) -> lis
     from pipelines.flows import ppo_campaign
 
     return ppo_campaign(
-        **request.model_dump(),
+        **request.model_dump(exclude_unset=True),  # the options given: the flow resolves
         store=str(store) if store else None,
         policy_path=str(policy_path) if policy_path else None,
         runs_dir=str(runs_dir) if runs_dir else None,
@@ -190,28 +216,18 @@ def _run_flow(request, runs_dir, store, policy_path, dagster_url, resume) -> lis
     )
 
 
-def _run_plain(request, runs_dir, store, policy_path, dagster_url, report, resume) -> None:
+def _run_plain(cfg: CampaignConfig, dagster_url: str | None, report: bool) -> None:
     """`run_campaign` with a progress bar and a JSON line per step; evaluations reported to
     Dagster best-effort."""
-    from pipelines.campaign_plan import campaign_config, ensure_policy, split_campaign_tasks
+    from pipelines.campaign_plan import ensure_policy, split_campaign_tasks
     from pipelines.campaign_provenance import recorded_campaign, start_record
     from pipelines.campaign_slot import campaign_slot
     from pipelines.cli.output import progress
     from pipelines.reporting import report_evaluation
     from training.campaign import CampaignHooks, run_campaign
 
-    cfg = campaign_config(
-        request.preset,
-        steps=request.steps,
-        eval_every=request.eval_every,
-        pool=request.pool,
-        store=str(store) if store else None,
-        policy_path=str(policy_path) if policy_path else None,
-        runs_dir=str(runs_dir) if runs_dir else None,
-        resume_from=str(resume) if resume else None,
-        cluster_address=request.cluster_address,
-    )
-    split = split_campaign_tasks(cfg, request.pool, request.pool_version)
+    split = split_campaign_tasks(cfg, str(cfg.pool), cfg.pool_version)
+    cfg = cfg.model_copy(update={"pool_version": split.pool_version or None})  # as resolved
 
     def on_evaluation(summary) -> None:
         metadata = {
@@ -235,7 +251,7 @@ def _run_plain(request, runs_dir, store, policy_path, dagster_url, report, resum
         hooks = CampaignHooks(on_step=on_step, on_evaluation=on_evaluation if report else None)
         with (
             campaign_slot(cfg),  # refused in one line while another campaign holds it
-            recorded_campaign(cfg, start_record(cfg, split, preset=request.preset)),
+            recorded_campaign(cfg, start_record(cfg, split)),
         ):
             ensure_policy(cfg, lambda line: typer.echo(line, err=True))
             run_campaign(cfg, hooks=hooks, tasks=split.train, eval_tasks=split.held_out)

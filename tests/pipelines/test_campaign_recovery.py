@@ -53,18 +53,21 @@ def flow_run(state: str, pid: str | None, deployment: bool = True) -> SimpleName
     )  # fmt: skip
 
 
-def test_the_resume_command_carries_the_runs_launch_options():
-    """Regression (the walk of issue 36): a crashed run launched with a preset or steps of its
-    own was told to continue with `t1 train --resume RUN_DIR` alone, which resumed it with
-    tiny-cpu's 2 steps (a run checkpointed past step 2 then 'completed' with no step run)."""
+def test_the_resume_command_adds_only_what_the_run_directory_cannot_tell(monkeypatch):
+    """`--resume RUN_DIR` reads the run's settings from its config.json (preset settings,
+    steps, pool and version, store, cluster): the command needs only the store a run left to
+    its process's default. History (the walk of issue 36): the command was `--resume RUN_DIR`
+    alone while `--resume` took the rest from the command line's defaults (a run checkpointed
+    past step 2 then 'completed' with no step run); then it spelled out every launch option."""
     params = {"pool": "t1", "pool_version": 1, "preset": "/tmp/my preset.toml", "steps": 12}
     params |= {"eval_every": None, "store": "/w/wh", "dagster_url": "http://x", "runs_dir": None}
-    assert resume_command("runs/p-1", params) == (
-        "t1 train --resume runs/p-1 --pool-version 1 --preset '/tmp/my preset.toml' "
-        "--steps 12 --store /w/wh"
+    assert resume_command("runs/p-1", params) == "t1 train --resume runs/p-1"
+    assert resume_command("runs/x y", {**params, "store": None}, "/srv/wh") == (
+        "t1 train --resume 'runs/x y' --store /srv/wh"
     )
+    monkeypatch.setenv("T1_WAREHOUSE", "/env/wh")  # the process's default store
     assert resume_command("runs/tiny-cpu-x", {"preset": "tiny-cpu"}) == (
-        "t1 train --resume runs/tiny-cpu-x"
+        "t1 train --resume runs/tiny-cpu-x --store /env/wh"
     )
 
 

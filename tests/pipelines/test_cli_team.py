@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -420,10 +421,17 @@ def test_a_second_ui_on_one_dagster_home_is_refused_naming_the_first(tmp_path):
 
 
 @pytest.mark.torch
-def test_train_resume_without_a_checkpoint_is_one_line(tmp_path):
-    (tmp_path / "run").mkdir()
-    line = one_line_error(t1("train", "--resume", str(tmp_path / "run"), "--no-flow"))
+def test_train_resume_without_a_checkpoint_or_its_config_is_one_line(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    line = one_line_error(t1("train", "--resume", str(run), "--no-flow"))
     assert "--resume" in line and "no campaign checkpoint" in line, line
+    (run / "checkpoints" / "step-000001").mkdir(parents=True)
+    (run / "checkpoints" / "step-000001" / "state.json").write_text(json.dumps(
+        {"run_id": "run", "step": 1, "weight_version": 1, "data_position": 2, "policy_path": "/p"}
+    ))  # fmt: skip
+    line = one_line_error(t1("train", "--resume", str(run), "--no-flow"))
+    assert f"--resume {run}: {run / 'config.json'}: not a readable run config" in line, line
 
 
 @pytest.mark.torch
@@ -431,21 +439,54 @@ def test_train_resume_without_a_checkpoint_is_one_line(tmp_path):
 @pytest.mark.slow
 def test_train_resume_continues_the_run(t1_store, tmp_path):
     """`t1 train --resume RUN_DIR` continues that run (its id, its directory) from its last
-    checkpoint to --steps in all, printing only the steps it adds."""
+    checkpoint with its own recorded settings, printing only the steps it adds; an option
+    given replaces the recorded one (`--steps 4`: to 4 in all).
+
+    Regression (the kill walk of issue 36): `--resume RUN_DIR` alone took the preset, steps
+    and store from the command line's defaults; a 3-step run of its own preset checkpointed
+    at step 2 went on with tiny-cpu's 2 steps: it ran no step, dropped step 2 from
+    metrics.jsonl and rewrote config.json with tiny-cpu's settings."""
+    from training.campaign_config import PRESETS
+    from training.checkpoint import checkpoint_dir
     from training.warm_start import warm_started_policy
 
     store, _, _ = t1_store
     runs = tmp_path / "runs"
+    preset = tmp_path / "mine.toml"  # tiny-cpu, checkpointing every step, evaluating last
+    preset.write_text(
+        (PRESETS / "tiny-cpu.toml").read_text()
+        .replace('campaign = "tiny-cpu"', 'campaign = "mine"\ncheckpoint_every = 1')
+        .replace("eval_every = 2", "eval_every = 5")
+    )  # fmt: skip
     policy = str(warm_started_policy(reuse_stale=True))  # built once, cached
-    common = ("train", "--no-flow", "--no-report", "--store", str(store), "--runs-dir", str(runs),
-              "--policy-path", policy)  # fmt: skip
-    first = t1(*common, "--steps", "1", "--eval-every", "5")
+    first = t1("train", "--no-flow", "--no-report", "--store", str(store), "--runs-dir",
+               str(runs), "--policy-path", policy, "--preset", str(preset),
+               "--steps", "3")  # fmt: skip
     assert first.returncode == 0, first.stderr[-3000:]
     (run_dir,) = runs.iterdir()
-    assert [json.loads(line)["step"] for line in first.stdout.splitlines()] == [0]
-    again = t1(*common, "--steps", "2", "--eval-every", "5", "--resume", str(run_dir))
+    assert [json.loads(line)["step"] for line in first.stdout.splitlines()] == [0, 1, 2]
+    shutil.rmtree(checkpoint_dir(run_dir, 3))  # killed after logging step 2, before its save
+
+    def steps_logged() -> list[int]:
+        rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+        return [r["step"] for r in rows if "rollout/reward" in r]  # step rows, not evals
+
+    def recorded() -> dict[str, Any]:
+        return json.loads((run_dir / "config.json").read_text())
+
+    again = t1("train", "--no-flow", "--no-report", "--resume", str(run_dir))
     assert again.returncode == 0, again.stderr[-3000:]
-    assert [json.loads(line)["step"] for line in again.stdout.splitlines()] == [1]
+    assert [json.loads(line)["step"] for line in again.stdout.splitlines()] == [2]
     assert [p.name for p in runs.iterdir()] == [run_dir.name]  # the same run, continued
-    rows = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
-    assert sorted({r["step"] for r in rows if "step" in r}) == [0, 1]  # step rows and evals
+    assert steps_logged() == [0, 1, 2]
+    cfg = recorded()
+    assert (cfg["steps"], cfg["checkpoint_every"], cfg["eval_every"]) == (3, 1, 5)
+    assert (cfg["campaign"], cfg["preset"], cfg["store"]) == ("mine", str(preset), str(store))
+    assert (cfg["pool"], cfg["pool_version"]) == ("t1", 1)
+    assert cfg["resumed_from"] == str(checkpoint_dir(run_dir, 2))
+
+    longer = t1("train", "--no-flow", "--no-report", "--resume", str(run_dir), "--steps", "4")
+    assert longer.returncode == 0, longer.stderr[-3000:]
+    assert [json.loads(line)["step"] for line in longer.stdout.splitlines()] == [3]
+    assert steps_logged() == [0, 1, 2, 3]
+    assert (recorded()["steps"], recorded()["checkpoint_every"]) == (4, 1)
