@@ -167,9 +167,7 @@ def resumed_config(
 ) -> CampaignConfig:
     """The config a resumed run continues with: the one its run directory recorded
     (config.json: preset settings, steps, cadences, pool and version, store, executor, seed)
-    with the options chosen here (None: not chosen) in place of what they set. `t1 train
-    --resume RUN_DIR` took them from the command line's defaults instead: a 10-step run went
-    on with tiny-cpu's 2 steps, ran no step and recorded those settings as its own.
+    with the options chosen here (None: not chosen) in place of what they set.
 
     Another pool without a version trains on that pool's latest. A preset other than the
     recorded one is refused (its settings are not this run's); so is a run directory
