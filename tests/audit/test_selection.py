@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from collections import Counter
 
 import pytest
@@ -45,7 +46,20 @@ def funnel(tmp_path_factory):
     tasks = [base_task(), hidden_requirement_task(), leakage_task(), weak_verifier_task(),
              no_solution]  # fmt: skip
     cfg = SelectionConfig(rubric=load_rubric("t1"), exec=FAST, task_workers=2)
-    return store, tasks, cfg, run_selection(store, tasks, cfg)
+    result = run_selection(store, tasks, cfg)
+    measured, repaired = list(result.measured), dict(result.repaired)
+    for _ in range(2):
+        # Evidence the judge could not gather (a sandbox lost under load: CI saw one oracle
+        # trial of audit-hidden end as infrastructure) is an `error`, retried by the next run
+        # as designed; the funnel's decisions are what these tests are about.
+        lost = [(o.task_id, o.reasons) for o in result.outcomes if o.verdict == Verdict.ERROR]
+        if not lost:
+            break
+        warnings.warn(f"selection retried after infrastructure errors: {lost}", stacklevel=1)
+        result = run_selection(store, tasks, cfg)
+        measured += result.measured
+        repaired |= result.repaired
+    return store, tasks, cfg, result.model_copy(update={"measured": measured, "repaired": repaired})
 
 
 def _verdicts(result, stage):
@@ -56,6 +70,8 @@ def _verdicts(result, stage):
 def test_each_stage_decides_and_stores_its_reason(funnel):
     store, tasks, cfg, result = funnel
     assert set(_verdicts(result, Stage.AGGREGATE).values()) == {"pass"}
+    lost = [(o.task_id, o.stage, o.reasons) for o in result.outcomes if o.verdict == "error"]
+    assert not lost, lost  # what the judge could not measure, named
     assert _verdicts(result, Stage.PRECHECK) == {
         "audit-clean": "pass", "audit-hidden": "pass", "audit-leakage": "pass",
         "audit-weak": "pass", "audit-nosolution": "rejected",
@@ -82,7 +98,7 @@ def test_each_stage_decides_and_stores_its_reason(funnel):
 @pytest.mark.sandbox
 def test_reaudit_rescores_only_new_hash_version_pairs(funnel):
     store, tasks, cfg, first = funnel
-    assert len(first.measured) == 5
+    assert len(set(first.measured)) == 5  # each measured (once more where it was lost)
     again = run_selection(store, tasks, cfg)
     assert again.measured == [] and again.scored == []
     assert _verdicts(again, Stage.SEMANTIC) == _verdicts(first, Stage.SEMANTIC)
