@@ -49,9 +49,9 @@ def funnel(tmp_path_factory):
     result = run_selection(store, tasks, cfg)
     measured, repaired = list(result.measured), dict(result.repaired)
     for _ in range(2):
-        # Evidence the judge could not gather (a sandbox lost under load: CI saw one oracle
-        # trial of audit-hidden end as infrastructure) is an `error`, retried by the next run
-        # as designed; the funnel's decisions are what these tests are about.
+        # Evidence the judge could not gather (a sandbox lost under load: a loaded run of the
+        # suite saw one oracle trial of audit-hidden end as infrastructure) is an `error`,
+        # retried by the next run as designed; the funnel's decisions are what is tested here.
         lost = [(o.task_id, o.reasons) for o in result.outcomes if o.verdict == Verdict.ERROR]
         if not lost:
             break
