@@ -275,6 +275,19 @@ def tall(page, height: int = 1300) -> None:
     page.set_viewport_size({"width": browser.VIEWPORT["width"], "height": height})
 
 
+def step_line(page, prefect: str, flow_run_id: str, state: str, last: bool) -> tuple[Any, str]:
+    """The flow run's Prefect page once it shows `state`, scrolled to its log's last (or
+    first) `step i/n:` line: (the page, that line's first 60 characters)."""
+    page = prefect_page(page, prefect, flow_run_id)
+    page.get_by_text(state).first.wait_for(timeout=120_000)
+    tall(page)
+    lines = page.get_by_text(re.compile(r"step \d+/\d+:"))
+    line = lines.last if last else lines.first
+    line.wait_for(timeout=120_000)
+    line.scroll_into_view_if_needed()
+    return page, line.inner_text()[:60]
+
+
 def show_state_message(page) -> str:
     """The flow run's state message as its page shows it: the Details tab's State Message,
     opened in full ("See More"); the text shown."""
@@ -359,13 +372,8 @@ def walk(args: argparse.Namespace, tmp: Path, shots: Path, page) -> int:
         dstatus = dagster_status(ui, dagster_run["runId"])
         say(f"a step after the restart: metrics hold steps {metric_steps(run_dir)}; flow run "
             f"{r['state']['name']}; Dagster run {dstatus}")  # fmt: skip
-        page = prefect_page(page, ui.prefect, fr["id"])
-        page.get_by_text("Running").first.wait_for(timeout=120_000)
-        tall(page)
-        last = page.get_by_text(re.compile(r"step \d+/\d+:")).last
-        last.wait_for(timeout=120_000)
-        last.scroll_into_view_if_needed()
-        say(f"Prefect UI: Running; its log's last step line: {last.inner_text()[:60]}")
+        page, line = step_line(page, ui.prefect, fr["id"], "Running", last=True)
+        say(f"Prefect UI: Running; its log's last step line: {line}")
         shot(page, "ui-kill-2-prefect-running-after-restart.png", shots)
 
         # 3. t1 ui killed as a whole mid-campaign
@@ -464,14 +472,8 @@ def walk(args: argparse.Namespace, tmp: Path, shots: Path, page) -> int:
         say(f"the resumed run's flow run {resumed['name']}: {resumed['state']['name']}")
         say(f"campaign_runs: {warehouse_status(store, fr['id'])} then "
             f"{warehouse_status(store, resumed['id'])}")  # fmt: skip
-        page = prefect_page(page, ui.prefect, resumed["id"])
-        page.get_by_text("Completed").first.wait_for(timeout=120_000)
-        tall(page)
-        step = page.get_by_text(re.compile(r"step \d+/\d+:")).first
-        step.wait_for(timeout=120_000)
-        step.scroll_into_view_if_needed()
-        say(f"Prefect UI: the resumed run Completed; its log's first step line: "
-            f"{step.inner_text()[:60]}")  # fmt: skip
+        page, line = step_line(page, ui.prefect, resumed["id"], "Completed", last=False)
+        say(f"Prefect UI: the resumed run Completed; its log's first step line: {line}")
         shot(page, "ui-kill-5-prefect-resumed-completed.png", shots)
         return 0 if rc == 0 and once else 1
     finally:

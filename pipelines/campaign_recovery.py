@@ -119,8 +119,7 @@ def resume_command(
     settings, steps, cadences, pool and version, store, cluster) and `--resume` reads them.
     Only a store the run left to its process's default (no `store` parameter: config.json
     says null, and $T1_WAREHOUSE may differ where it is resumed) is added, as `--store`
-    (`default_store`, else this process's default). The command used to spell out every
-    launch option, while `--resume` took the rest from the command line's defaults."""
+    (`default_store`, else this process's default)."""
     from warehouse.store import resolve_store_path
 
     words = ["t1", "train", "--resume", run_dir]
