@@ -22,6 +22,7 @@ import resource
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import uuid
@@ -30,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sandbox import idmap, userns_runtime
 from sandbox.idmap import unshift_map
 from sandbox.image import ImageConfig
 from sandbox.local import STATE_DIR
@@ -85,6 +87,8 @@ def write_config(root: Path = PODMAN_DIR) -> PodmanConfig:
     """
     tag = hashlib.sha256(str(root.resolve()).encode()).hexdigest()[:10]
     run_dir = Path("/dev/shm/t1-forge") / f"podman-{tag}"
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    runtime = install_runtime(root)
     nofile = _hard_limit(resource.RLIMIT_NOFILE, 1 << 20)
     # The service lowers its own process limit to 32768 at start; above that runc fails.
     nproc = _hard_limit(resource.RLIMIT_NPROC, 32768)
@@ -106,6 +110,10 @@ tmp_dir = "{run_dir}/tmp"
 volume_path = "{root}/volumes"
 static_dir = "{root}/storage/libpod"
 
+[engine.runtimes]
+# runc behind sandbox.userns_runtime: each container's user namespace owned by a uid of its own
+runc = ["{runtime}"]
+
 [network]
 network_config_dir = "{root}/net"
 """,
@@ -120,7 +128,6 @@ unqualified-search-registries = ["docker.io"]
 short-name-mode = "permissive"
 """,
     }
-    root.mkdir(parents=True, exist_ok=True, mode=0o700)
     run_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     for name, text in files.items():
         path = root / name
@@ -129,6 +136,25 @@ short-name-mode = "permissive"
             tmp.write_text(text)
             tmp.replace(path)
     return PodmanConfig(root=root, run_dir=run_dir)
+
+
+def install_runtime(root: Path, runc: str | None = None) -> Path:
+    """The OCI runtime (sandbox.userns_runtime in front of `runc`, default this host's) under
+    `root/bin`, named by content: services of other checkouts sharing `root` keep theirs."""
+    runc = runc or shutil.which("runc") or "/usr/bin/runc"
+    front, program = userns_runtime.install_texts(sys.executable, idmap.OWNER_BASE, runc)
+    digest = hashlib.sha256((front + program).encode()).hexdigest()[:12]
+    bindir = root / "bin"
+    bindir.mkdir(parents=True, exist_ok=True, mode=0o700)
+    paths = (bindir / f"t1-runc-{digest}", bindir / f"t1-runc-{digest}.py")
+    texts = (front.replace("{program}", str(paths[1])), program)
+    for path, text in reversed(list(zip(paths, texts, strict=True))):  # the program first
+        if not path.exists():
+            tmp = path.with_suffix(f".tmp{os.getpid()}")
+            tmp.write_text(text)
+            tmp.chmod(0o755)
+            tmp.replace(path)
+    return paths[0]
 
 
 class PodmanService:

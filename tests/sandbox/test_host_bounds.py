@@ -263,20 +263,14 @@ def _namespace_owner(marker: str) -> int:
     raise AssertionError(f"no process of the sandbox found (sleep {marker})")
 
 
-def test_a_sandboxs_kernel_counts_are_its_own(backend, request):
+def test_a_sandboxs_kernel_counts_are_its_own(backend):
     """The user namespace of each sandbox is owned by an unprivileged host uid of its own (the
     kernel charges inotify instances and other per-user counts to the owner): a sandbox that
     takes every inotify instance it can leaves the host's root and another sandbox theirs.
     Before: owned by host root on both backends (owner uid 0), and one sandbox holding 128
     inotify instances made inotify_init fail for every root process of the host (measured
-    by the issue; not rerun here on the code before: the owner check fails first).
-    Docker backend: not done (docs/sandbox.md): rootful Podman's runtime creates the
-    namespace as root, and one made here and handed over (`--userns=ns:PATH`) cannot mount
-    the container's root filesystem ("permission denied", Podman 4.3)."""
-    if backend == "docker":
-        request.applymarker(
-            pytest.mark.xfail(strict=True, reason="rootful Podman: namespaces owned by root")
-        )
+    by the issue; not rerun here on the code before: the owner check fails first). Docker
+    backend: the private Podman's runtime makes the namespace (sandbox.userns_runtime)."""
     tag = f"{uuid.uuid4().int % 10**6:06d}"
     first = get_backend(backend).open(make_task("counts-a"))
     second = get_backend(backend).open(make_task("counts-b"))
