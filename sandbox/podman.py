@@ -142,19 +142,20 @@ def install_runtime(root: Path, runc: str | None = None) -> Path:
     """The OCI runtime (sandbox.userns_runtime in front of `runc`, default this host's) under
     `root/bin`, named by content: services of other checkouts sharing `root` keep theirs."""
     runc = runc or shutil.which("runc") or "/usr/bin/runc"
-    front, program = userns_runtime.install_texts(sys.executable, idmap.OWNER_BASE, runc)
-    digest = hashlib.sha256((front + program).encode()).hexdigest()[:12]
     bindir = root / "bin"
     bindir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    paths = (bindir / f"t1-runc-{digest}", bindir / f"t1-runc-{digest}.py")
-    texts = (front.replace("{program}", str(paths[1])), program)
-    for path, text in reversed(list(zip(paths, texts, strict=True))):  # the program first
-        if not path.exists():
+    source = Path(userns_runtime.__file__).read_text()
+    made_by = f"{source}{sys.executable} {idmap.OWNER_BASE} {runc}"
+    key = hashlib.sha256(made_by.encode()).hexdigest()[:12]
+    module, front = bindir / f"t1_runc_{key}.py", bindir / f"t1-runc-{key}"
+    text = userns_runtime.front_text(sys.executable, idmap.OWNER_BASE, runc, module)
+    for path, content, mode in ((module, source, 0o644), (front, text, 0o755)):
+        if not path.exists():  # the module first: a front never names a missing module
             tmp = path.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_text(text)
-            tmp.chmod(0o755)
+            tmp.write_text(content)
+            tmp.chmod(mode)
             tmp.replace(path)
-    return paths[0]
+    return front
 
 
 class PodmanService:

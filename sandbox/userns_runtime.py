@@ -24,22 +24,26 @@ Only `create` (a container's namespace: made unless the spec joins one, as a con
 another's namespace does) and `exec` (its limits) are changed; every other runc command, and
 `run` (image builds: no user namespace), is runc's as it was. Stdlib only: `sandbox.podman`
 installs this file behind a shell front that sends only those two commands here
-(`install_texts`).
+(`front_text`).
 """
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import resource
 import sys
-from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # each import costs every start of the runtime (ctypes: imported when used)
+    from collections.abc import Callable, Sequence
+    from pathlib import Path
+
+    Limits = list[tuple[int, int, int]]  # (resource.RLIMIT_*, soft, hard)
 
 CLONE_NEWUSER = 0x10000000
 # runc's global options that take a value as the next argument (the rest are flags).
 VALUE_OPTIONS = frozenset({"--root", "--log", "--log-format", "--criu", "--rootless"})
-Limits = list[tuple[int, int, int]]  # (resource.RLIMIT_*, soft, hard)
 
 
 def subcommand(args: Sequence[str]) -> int | None:
@@ -87,6 +91,8 @@ def take_limits(process: dict) -> Limits:
 def owned_namespace(owner: int, uid_map: str, gid_map: str) -> tuple[int, int]:
     """A user namespace owned by host uid `owner`, with these maps: made by a child that takes
     that uid and unshares, and stays until the returned fd is closed. Returns (pid, fd)."""
+    import ctypes
+
     release_r, release_w = os.pipe()
     ready_r, ready_w = os.pipe()
     pid = os.fork()
@@ -180,24 +186,20 @@ def main(argv: Sequence[str], owner_base: int, runc: str) -> int:
     return code if code >= 0 else 128 - code
 
 
-def install_texts(python: str, owner_base: int, runc: str) -> tuple[str, str]:
-    """This module as a runtime: (a shell front, the program it runs). The front execs runc
-    itself unless an argument is `create` or `exec` (most calls: start, kill, delete, state,
-    a Python start saved each); then `python` (isolated, no site) runs the program, whose
-    `main` parses runc's command line exactly. The front's text has a `{program}` to fill
-    with the program's path."""
-    with open(__file__) as f:
-        source = f.read()
-    program = (
-        f"{source}\n"
-        f"if __name__ == '__main__':\n"
-        f"    sys.exit(main(sys.argv[1:], {owner_base!r}, {runc!r}))\n"
+def front_text(python: str, owner_base: int, runc: str, module: Path) -> str:
+    """The runtime's executable, a shell front for this module installed at `module` (a
+    `<identifier>.py`): it execs runc itself unless an argument is `create` or `exec` (most
+    calls: start, kill, delete, state; a Python start saved each); then `python` (isolated, no
+    site) imports the module (its bytecode cached beside it) and runs `main`, which parses
+    runc's command line exactly."""
+    call = (
+        f"import sys; sys.path[:0] = [{str(module.parent)!r}]; import {module.stem} as m; "
+        f"sys.exit(m.main(sys.argv[1:], {owner_base!r}, {runc!r}))"
     )
-    front = (
+    return (
         "#!/bin/sh\n"
         'for a in "$@"; do\n'
-        f'  case "$a" in create|exec) exec {python} -IS {{program}} "$@" ;; esac\n'
+        f'  case "$a" in create|exec) exec {python} -IS -c "{call}" "$@" ;; esac\n'
         "done\n"
         f'exec {runc} "$@"\n'
     )
-    return front, program
