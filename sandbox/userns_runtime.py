@@ -20,11 +20,10 @@ it execs runc (the container's first process and every `exec`'s inherit them), a
 out of the spec. Lowering a limit needs no privilege; raising one above this process's hard
 limit fails here, as runc's own `prlimit` would.
 
-Only `create` (a container's namespace: made unless the spec joins one, as a container in
-another's namespace does) and `exec` (its limits) are changed; every other runc command, and
-`run` (image builds: no user namespace), is runc's as it was. Stdlib only: `sandbox.podman`
-installs this file behind a shell front that sends only those two commands here
-(`front_text`).
+Only `create` (a container's namespace: made unless the spec has none, as an image build's
+step, or joins one, as a container in another's namespace does) and `exec` (its limits) are
+changed; every other runc command is runc's as it was. Stdlib only: `sandbox.podman` installs
+this file behind a shell front that sends only those two commands here (`front_text`).
 """
 
 from __future__ import annotations
