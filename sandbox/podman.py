@@ -132,10 +132,16 @@ short-name-mode = "permissive"
     for name, text in files.items():
         path = root / name
         if not path.exists() or path.read_text() != text:
-            tmp = path.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_text(text)
-            tmp.replace(path)
+            _replace(path, text)
     return PodmanConfig(root=root, run_dir=run_dir)
+
+
+def _replace(path: Path, text: str, mode: int = 0o644) -> None:
+    """Write `path` whole or not at all (a reader never sees half a file)."""
+    tmp = path.with_suffix(f".tmp{os.getpid()}")
+    tmp.write_text(text)
+    tmp.chmod(mode)
+    tmp.replace(path)
 
 
 def install_runtime(root: Path, runc: str | None = None) -> Path:
@@ -151,10 +157,7 @@ def install_runtime(root: Path, runc: str | None = None) -> Path:
     text = userns_runtime.front_text(sys.executable, idmap.OWNER_BASE, runc, module)
     for path, content, mode in ((module, source, 0o644), (front, text, 0o755)):
         if not path.exists():  # the module first: a front never names a missing module
-            tmp = path.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_text(content)
-            tmp.chmod(mode)
-            tmp.replace(path)
+            _replace(path, content, mode)
     return front
 
 
