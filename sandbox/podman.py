@@ -15,6 +15,7 @@ and raising a hard limit needs CAP_SYS_RESOURCE).
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -42,6 +43,8 @@ PODMAN_DIR = STATE_DIR / "podman"
 CONTAINER_LABEL = "t1-forge.sandbox"
 ENDPOINT_LABEL = "t1-forge.endpoint"
 BASE_LABEL = "t1-forge.base"
+# A scratch directory younger than this may still be taking its lock: the sweep leaves it.
+SCRATCH_GRACE_S = 60.0
 REQUIRED_TOOLS = ("podman", "runc", "conmon", "catatonit", "slirp4netns", "nsenter", "ip")
 
 
@@ -173,6 +176,7 @@ class PodmanService:
         self.socket = self.config.run_dir / f"{name or uuid.uuid4().hex[:12]}.sock"
         self._proc: subprocess.Popen[bytes] | None = None
         self._log = self.config.run_dir / f"{self.socket.stem}.log"
+        self._scratch: Scratch | None = None
 
     @property
     def docker_host(self) -> str:
@@ -184,10 +188,16 @@ class PodmanService:
             from sandbox.base import SandboxUnavailable
 
             raise SandboxUnavailable(problem)
+        # Podman 4.3 never removes the copy of an imported tar (`api_load.tar*`, one per
+        # `import_base`, hundreds of MB) from its TMPDIR: each service gets a scratch
+        # directory of its own, removed when it stops (or by a later start, if it crashed).
+        parent = self.config.root / "scratch"
+        sweep_scratch(parent)
+        self._scratch = Scratch.take(parent, self.socket.stem)
         with open(self._log, "wb") as log:
             self._proc = subprocess.Popen(
                 ["podman", "system", "service", "--time=0", self.docker_host],
-                env=os.environ | self.config.env,
+                env=os.environ | self.config.env | {"TMPDIR": str(self._scratch.path)},
                 stdin=subprocess.DEVNULL,
                 stdout=log,
                 stderr=subprocess.STDOUT,
@@ -218,6 +228,14 @@ class PodmanService:
         return docker.DockerClient(base_url=self.docker_host, timeout=timeout)
 
     def stop(self) -> None:
+        try:
+            self._stop_service()
+        finally:
+            if self._scratch is not None:
+                self._scratch.release()
+                self._scratch = None
+
+    def _stop_service(self) -> None:
         if self._proc is None:
             return
         live: set[str] | None = None
@@ -246,6 +264,54 @@ class PodmanService:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+@dataclass(frozen=True)
+class Scratch:
+    """A directory held (an exclusive flock on its `.lock`) while its owner lives."""
+
+    path: Path
+    fd: int
+
+    @classmethod
+    def take(cls, parent: Path, prefix: str) -> Scratch:
+        parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path = Path(tempfile.mkdtemp(prefix=f"{prefix}-", dir=parent))
+        fd = os.open(path / ".lock", os.O_CREAT | os.O_EXCL | os.O_RDWR | os.O_CLOEXEC, 0o600)
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        return cls(path, fd)
+
+    def release(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+        os.close(self.fd)
+
+
+def sweep_scratch(parent: Path, grace_s: float = SCRATCH_GRACE_S) -> list[Path]:
+    """Remove the scratch directories under `parent` whose owner is gone (their lock is free),
+    leaving those younger than `grace_s` (their owner may be between making and locking)."""
+    removed: list[Path] = []
+    if not parent.is_dir():
+        return removed
+    for path in parent.iterdir():
+        try:
+            if time.time() - path.stat().st_mtime < grace_s:
+                continue
+            fd = os.open(path / ".lock", os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:  # gone meanwhile, or made before it could lock: old is dead
+            fd = None
+        except OSError:
+            continue
+        try:
+            if fd is not None:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            continue  # its owner lives
+        finally:
+            if fd is not None:
+                os.close(fd)
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
 
 
 @contextlib.contextmanager

@@ -1,0 +1,81 @@
+"""The private Podman service's scratch space: Podman 4.3 leaves a copy of every tar imported
+through the API (`api_load.tar*`, one per base image, hundreds of MB) in its TMPDIR; before,
+that was /var/tmp, and a day of test runs filled the disk. Each service now has a scratch
+directory of its own, removed when it stops or, after a crash, by the next start."""
+
+from __future__ import annotations
+
+import glob
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from sandbox.podman import Scratch, sweep_scratch
+from tests.sandbox.conftest import unmount_under
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _age(path: Path, seconds: float) -> None:
+    then = time.time() - seconds
+    os.utime(path, (then, then))
+
+
+def test_the_sweep_removes_only_scratch_whose_owner_is_gone(tmp_path):
+    held = Scratch.take(tmp_path, "held")
+    taken_by_child = subprocess.run(
+        [sys.executable, "-c", "import sys; from pathlib import Path; from sandbox.podman "
+         "import Scratch; print(Scratch.take(Path(sys.argv[1]), 'dead').path)", str(tmp_path)],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout.strip()  # fmt: skip
+    dead, young = Path(taken_by_child), tmp_path / "young-unlocked"
+    young.mkdir()
+    unlocked = tmp_path / "old-unlocked"
+    unlocked.mkdir()
+    for path in (held.path, dead, unlocked):
+        (path / "api_load.tar1").write_bytes(b"x")
+        _age(path, 3600)
+    try:
+        removed = sweep_scratch(tmp_path)
+        assert sorted(removed) == sorted([dead, unlocked])
+        assert held.path.is_dir() and young.is_dir()
+        assert not dead.exists() and not unlocked.exists()
+    finally:
+        held.release()
+    assert not held.path.exists()
+
+
+@pytest.mark.sandbox
+def test_an_imported_base_leaves_no_copy_behind(tmp_path):
+    from sandbox.base import SandboxUnavailable
+    from sandbox.podman import PodmanService, import_base, podman_problem, write_config
+
+    if podman_problem() is not None:
+        pytest.skip(f"no container engine: {podman_problem()}")
+    shared = {d: set(glob.glob(f"{d}/api_load.tar*")) for d in ("/var/tmp", tempfile.gettempdir())}
+    rootfs = tmp_path / "rootfs"
+    (rootfs / "etc").mkdir(parents=True)
+    (rootfs / "etc" / "marker").write_bytes(os.urandom(1 << 20))
+    config = write_config(tmp_path / "engine")
+    service = PodmanService(config, name="scratch")
+    try:
+        try:
+            service.start()
+        except SandboxUnavailable as e:
+            pytest.skip(f"no container engine: {e}")
+        client = service.client()
+        import_base(client, "t1-test/scratch:1", rootfs, "k1")
+        client.close()
+        kept = list((config.root / "scratch").glob("*/api_load.tar*"))
+        assert [p.stat().st_size > 1 << 20 for p in kept] == [True], "the copy is the service's"
+    finally:
+        service.stop()
+        unmount_under(tmp_path)
+    assert list((config.root / "scratch").iterdir()) == []
+    for d, before in shared.items():
+        assert set(glob.glob(f"{d}/api_load.tar*")) - before == set(), d
