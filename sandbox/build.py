@@ -44,13 +44,13 @@ from sandbox.bases import Base, ensure_base, lookup, state_dir
 from sandbox.context import ContextError, LayerTooLarge, copy_into_layer, digest_sources
 from sandbox.idmap import STORAGE_TAG, shift_tree
 from sandbox.image import Image, ImageConfig
+from sandbox.layer_cache import KEY_CHARS, layer_root, stamp
 from sandbox.layerfs import ImageView, LayerBudget, OverBudget, ensure_dirs, flatten, layer_usage
 from sandbox.stages import Config, Copy, Run, Stage, resolve
 from tasks.dockerfile import DockerfileError
 from tasks.model import VERIFIER_VENV, Task
 
 MAX_LAYERS = 30  # above the base; beyond it the stack is flattened into one layer
-KEY_CHARS = 16
 BUILD_CA = "/.t1-build/ca-certificates.crt"
 CA_ENV = ("SSL_CERT_FILE", "PIP_CERT", "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE", "GIT_SSL_CAINFO",
           "NODE_EXTRA_CA_CERTS")  # fmt: skip
@@ -237,10 +237,6 @@ def prepare_bases(tasks: Iterable[Task], *, log: Log) -> None:
                     continue
 
 
-def layer_root() -> Path:
-    return state_dir() / "l"
-
-
 class _Builder:
     def __init__(self, task: Task, runner: StepRunner, log: Log, stats: BuildStats, t0: float):
         self.task, self.runner, self.log, self.stats = task, runner, log, stats
@@ -293,6 +289,7 @@ class _Builder:
             self.stats.reused += 1
             self.log(f"cached  {text[:100]}")
             self.take_cost(final, line, text)
+            stamp(final)
         else:
             root.mkdir(parents=True, exist_ok=True)
             with open(root / f"{key[:KEY_CHARS]}.lock", "w") as lock:
@@ -355,7 +352,9 @@ class _Builder:
         base, above = image.layers[0], image.layers[1:]
         key = hashlib.sha256(f"flat:{image.key}".encode()).hexdigest()
         final = layer_root() / key[:KEY_CHARS]
-        if not final.is_dir():
+        if final.is_dir():
+            stamp(final)
+        else:
             with open(layer_root() / f"{key[:KEY_CHARS]}.lock", "w") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
                 if not final.is_dir():

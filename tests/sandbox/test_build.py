@@ -13,7 +13,7 @@ import os
 import shutil
 import stat
 import tarfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pytest
@@ -22,6 +22,7 @@ from sandbox import bases, build
 from sandbox.base import ExecResult, NetworkMode, NetworkPolicy
 from sandbox.build import BuildFailure, BuildStats, ImageBuildError, build_image
 from sandbox.idmap import host_id
+from sandbox.layer_cache import release
 from sandbox.layerfs import OPAQUE, ImageView, flatten
 from tasks.model import EnvironmentSpec, Limits, Task
 
@@ -36,7 +37,7 @@ recipe = "tiny"
 
 
 @pytest.fixture
-def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A private state dir whose `tiny:*` base is a hand-made root (merged /usr, passwd)."""
     import sandbox.local
 
@@ -55,7 +56,8 @@ def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     )
     (root / "etc/group").write_text("root:x:0:\napp:x:1001:\nstaff:x:50:\n")
     (root / "srv/data/keep").write_text("base\n")
-    return tmp_path / "state"
+    yield tmp_path / "state"
+    release(tmp_path / "state" / "l")  # the builds' hold on this cache
 
 
 def task(dockerfile: str, files: dict[str, bytes] | None = None, tid: str = "t") -> Task:
