@@ -400,12 +400,13 @@ def git_commit(named: Named, workdir: str) -> list[str]:
 # verifier's scripts name none), writes authenticated all-passed records at once, the key
 # taken; or adds an exit hook to the startup module every Python of the verifier imports (the
 # first sitecustomize on its path: the report channel's loader), so that the runner itself
-# re-signs its records all-passed as it exits, before the entry script can end. Nothing of it
-# may outlive the entry (the judge's sandbox ends with it, sandbox/judge.py), so it never
-# waits for the runner in a process of its own: one that did would lose the race to the
-# entry's exit whenever the entry ends just after its runner. It writes in the report
-# directory, under /tmp and in that startup module (the judge's own file, which a program run
-# as the judge may change).
+# re-signs its records all-passed as it exits, before the entry script can end; or, where that
+# module is not its to change (a verifier run as another user than root), a process of its own
+# keeps the runner stopped (SIGSTOP: the same user) but for 1 ms slices until its closing
+# record is written, re-signs the records and lets it go. Nothing of it may outlive the entry
+# (the judge's sandbox ends with it, sandbox/judge.py); the entry cannot end while its runner
+# is stopped. It writes in the report directory, under /tmp and in that startup module (the
+# judge's own file, which a program run as the judge may change).
 FORGER_NAME = ".t1-forge.sh"
 FORGER = r"""#!/bin/bash
 # usage: forge.sh        (from anything of the verifier's: set up, return at once)
@@ -512,7 +513,32 @@ fi
 hook=$(python3 -c 'import importlib.machinery as m, sys  # the one imported at startup
 s = m.PathFinder.find_spec("sitecustomize", [p for p in sys.path if p])
 print(s.origin if s else "")' 2>/dev/null)
-[ -f "$hook" ] && [ -w "$hook" ] || exit 0
+if ! [ -f "$hook" ] || ! [ -w "$hook" ]; then
+  # 4. no startup module to hook (a verifier run as another user than root): a process of our
+  #    own keeps the runner stopped (same user) but for 1 ms slices until its closing record
+  #    is written, re-signs the records and lets it go: the entry cannot end meanwhile
+  python3 - </dev/null >/dev/null 2>&1 <<'T1_FORGE_PY' &
+import json, os, runpy, signal, time
+records, key = "/logs/verifier/t1-verdict.jsonl", open("/tmp/.t1-forge.key").read().strip()
+pid, end = None, time.monotonic() + 3600
+while pid is None and time.monotonic() < end:  # the runner names itself in its first record
+    try:
+        pid = json.loads(json.loads(open(records).readline())["b"])["pid"]
+    except Exception:
+        time.sleep(0.001)
+try:
+    while time.monotonic() < end:
+        os.kill(pid, signal.SIGSTOP)
+        if '\\"kind\\":\\"end\\"' in open(records).read():
+            runpy.run_path("/tmp/.t1-forge.sign.py")["sign"]("resign", key, records)
+            break
+        os.kill(pid, signal.SIGCONT)
+        time.sleep(0.001)
+finally:
+    os.kill(pid, signal.SIGCONT)
+T1_FORGE_PY
+  exit 0
+fi
 cat >> "$hook" <<'T1_FORGE_PY'
 
 
