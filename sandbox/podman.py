@@ -22,6 +22,7 @@ import os
 import resource
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -212,6 +213,10 @@ class PodmanService:
 
                 raise SandboxUnavailable(f"podman system service did not start: {detail}")
             time.sleep(0.05)
+        try:
+            remove_orphans(self.client(timeout=60), self.config.run_dir)
+        except Exception:  # noqa: BLE001 - best effort: the next start tries again
+            pass
 
     def _answers(self) -> bool:
         if not self.socket.exists():
@@ -379,6 +384,36 @@ def remove_containers(client: Any, endpoint: str | None = None) -> int:
         except Exception:  # noqa: BLE001 - removed concurrently
             pass
     return removed
+
+
+def remove_orphans(client: Any, run_dir: Path) -> int:
+    """Force-remove the containers made through a service of this installation that is gone
+    (killed before its `stop` could remove them: they kept their mounts and storage): their
+    endpoint is a socket under `run_dir` that nothing listens on."""
+    removed = 0
+    for c in client.containers.list(all=True, filters={"label": CONTAINER_LABEL}):
+        endpoint = str(c.labels.get(ENDPOINT_LABEL, ""))
+        path = Path(endpoint.removeprefix("unix://"))
+        if not endpoint.startswith("unix://") or path.parent != run_dir or _listening(path):
+            continue
+        try:
+            c.remove(force=True)
+            removed += 1
+        except Exception:  # noqa: BLE001 - removed concurrently
+            pass
+    return removed
+
+
+def _listening(path: Path) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(2.0)
+        try:
+            s.connect(str(path))
+        except (ConnectionRefusedError, FileNotFoundError):
+            return False  # a socket file left by a killed service, or none
+        except OSError:
+            return True  # busy or unknown: kept
+    return True
 
 
 def import_base(

@@ -1,7 +1,9 @@
-"""The private Podman service's scratch space: Podman 4.3 leaves a copy of every tar imported
+"""What a private Podman service leaves behind. Podman 4.3 leaves a copy of every tar imported
 through the API (`api_load.tar*`, one per base image, hundreds of MB) in its TMPDIR; before,
 that was /var/tmp, and a day of test runs filled the disk. Each service now has a scratch
-directory of its own, removed when it stops or, after a crash, by the next start."""
+directory of its own, removed when it stops or, after a crash, by the next start. A service
+killed before its `stop` left its containers (mounts and storage) for good; the next start
+removes them."""
 
 from __future__ import annotations
 
@@ -79,3 +81,54 @@ def test_an_imported_base_leaves_no_copy_behind(tmp_path):
     assert list((config.root / "scratch").iterdir()) == []
     for d, before in shared.items():
         assert set(glob.glob(f"{d}/api_load.tar*")) - before == set(), d
+
+
+@pytest.mark.sandbox
+def test_a_killed_services_containers_are_removed_by_the_next_start(tmp_path):
+    """A service killed before its `stop` (a runner killed with SIGKILL) leaves its containers,
+    each holding its mounts and storage; the next service of the installation removes them,
+    and never those of a service that still answers."""
+    import signal
+
+    from sandbox.base import SandboxUnavailable
+    from sandbox.podman import (
+        CONTAINER_LABEL,
+        ENDPOINT_LABEL,
+        PodmanService,
+        import_base,
+        podman_problem,
+        write_config,
+    )
+
+    if podman_problem() is not None:
+        pytest.skip(f"no container engine: {podman_problem()}")
+    rootfs = tmp_path / "rootfs"
+    (rootfs / "etc").mkdir(parents=True)
+    config = write_config(tmp_path / "engine")
+    killed, live, later = (PodmanService(config, name=n) for n in ("killed", "live", "later"))
+    try:
+        try:
+            killed.start()
+            live.start()
+        except SandboxUnavailable as e:
+            pytest.skip(f"no container engine: {e}")
+        ids = {}
+        for service in (killed, live):
+            client = service.client()
+            import_base(client, "t1-test/orphans:1", rootfs, "k1")
+            labels = {CONTAINER_LABEL: "t1-test", ENDPOINT_LABEL: service.docker_host}
+            ids[service] = client.containers.create("t1-test/orphans:1", ["/x"], labels=labels).id
+            client.close()
+        assert killed._proc is not None
+        os.killpg(killed._proc.pid, signal.SIGKILL)  # no stop: its socket file stays
+        killed._proc.wait()
+        assert killed.socket.exists()
+        later.start()
+        client = later.client()
+        left = {c.id for c in client.containers.list(all=True)}
+        client.close()
+        assert ids[killed] not in left and ids[live] in left
+    finally:
+        for service in (later, live, killed):
+            service.stop()
+        unmount_under(tmp_path)
