@@ -390,18 +390,11 @@ def remove_orphans(client: Any, run_dir: Path) -> int:
     """Force-remove the containers made through a service of this installation that is gone
     (killed before its `stop` could remove them: they kept their mounts and storage): their
     endpoint is a socket under `run_dir` that nothing listens on."""
-    removed = 0
-    for c in client.containers.list(all=True, filters={"label": CONTAINER_LABEL}):
-        endpoint = str(c.labels.get(ENDPOINT_LABEL, ""))
-        path = Path(endpoint.removeprefix("unix://"))
-        if not endpoint.startswith("unix://") or path.parent != run_dir or _listening(path):
-            continue
-        try:
-            c.remove(force=True)
-            removed += 1
-        except Exception:  # noqa: BLE001 - removed concurrently
-            pass
-    return removed
+    containers = client.containers.list(all=True, filters={"label": CONTAINER_LABEL})
+    endpoints = {str(c.labels.get(ENDPOINT_LABEL, "")) for c in containers}
+    sockets = {e: Path(e.removeprefix("unix://")) for e in endpoints if e.startswith("unix://")}
+    dead = [e for e, path in sockets.items() if path.parent == run_dir and not _listening(path)]
+    return sum(remove_containers(client, e) for e in dead)
 
 
 def _listening(path: Path) -> bool:
