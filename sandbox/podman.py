@@ -214,7 +214,8 @@ class PodmanService:
                 raise SandboxUnavailable(f"podman system service did not start: {detail}")
             time.sleep(0.05)
         try:
-            remove_orphans(self.client(timeout=60), self.config.run_dir)
+            with contextlib.closing(self.client(timeout=60)) as client:
+                remove_orphans(client, self.config.run_dir)
         except Exception:  # noqa: BLE001 - best effort: the next start tries again
             pass
 
@@ -299,24 +300,31 @@ def sweep_scratch(parent: Path, grace_s: float = SCRATCH_GRACE_S) -> list[Path]:
         return removed
     for path in parent.iterdir():
         try:
-            if time.time() - path.stat().st_mtime < grace_s:
-                continue
-            fd = os.open(path / ".lock", os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:  # gone meanwhile, or made before it could lock: old is dead
-            fd = None
+            young = time.time() - path.stat().st_mtime < grace_s
         except OSError:
+            continue  # removed meanwhile
+        if young or _locked(path / ".lock"):
             continue
-        try:
-            if fd is not None:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            continue  # its owner lives
-        finally:
-            if fd is not None:
-                os.close(fd)
         shutil.rmtree(path, ignore_errors=True)
         removed.append(path)
     return removed
+
+
+def _locked(lock: Path) -> bool:
+    """Whether a live process holds `lock` (a missing lock file: nobody does)."""
+    try:
+        fd = os.open(lock, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        return False
+    except OSError:
+        return True  # unreadable: left alone
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False
 
 
 @contextlib.contextmanager
