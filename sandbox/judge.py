@@ -56,7 +56,7 @@ from sandbox.base import (
 )
 from sandbox.git_guards import GUARD_FILES, fixed_env
 from sandbox.policy import network_policy
-from sandbox.verdict_channel import Channel, RecordsStatus, open_channel
+from sandbox.verdict_channel import CHANNEL_DIR, Channel, RecordsStatus, open_channel
 from tasks.literals.model import RUNNER
 from tasks.model import VERIFIER_VENV, Task, trusted_path_problem
 from tasks.reports import CHECKRUNNER_SOURCE, collect_report
@@ -79,6 +79,10 @@ VERIFIER_ENV = {"PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 # the drivers the agent named added by the backend from the configuration it copies.
 GIT_GUARD_DIR = ".t1-git"  # under /tests
 VERIFIER_ENV |= fixed_env(f"{TESTS_DIR}/{GIT_GUARD_DIR}")
+# What the harness stages beside the task's tests for every program of the verifier, the
+# agent's too (the channel's loader, git's guard scripts): the rest of TESTS_DIR is held out
+# from the agent's programs (sandbox.verdict_plugin, the agent's domain).
+SHARED_TESTS_DIRS = (CHANNEL_DIR, GIT_GUARD_DIR)
 SIGNAL_EXIT_CODES = range(129, 129 + 64)  # 128 + N: the entry (or its last command) was killed
 # The seeds' runner as stored in tasks before it spoke the report channel (sha256): the current
 # one, which runs the same checks and writes the same files, is staged in its place.
@@ -137,6 +141,8 @@ def verifier_spec(
         **channel.env(REPORT_DIR),
         "T1_AGENT_IDS": f"{AGENT_UID}:{AGENT_GID}",
         "T1_AGENT_OUTPUTS": ":".join(outputs),
+        "T1_HELD_OUT": TESTS_DIR,
+        "T1_HELD_OUT_SHARED": ":".join(f"{TESTS_DIR}/{d}" for d in SHARED_TESTS_DIRS),
     }
     return VerifierSpec(
         tests={**tests, **channel.files()},

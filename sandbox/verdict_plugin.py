@@ -112,6 +112,10 @@ FS_READ = (1 << 0) | (1 << 2) | (1 << 3)  # execute, read file, read dir
 FS_FILE = (1 << 0) | (1 << 1) | (1 << 2)  # execute, write file, read file (a rule on a file)
 FS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 5: (1 << 16) - 1}
 OUTPUTS_ENV = "T1_AGENT_OUTPUTS"  # the agent's outputs (":"-separated): its to write
+# The task's tests directory (a top-level one): held out from the agent, so its programs read
+# nothing there but what the harness stages for every program (HELD_OUT_SHARED_ENV).
+HELD_OUT_ENV = "T1_HELD_OUT"
+HELD_OUT_SHARED_ENV = "T1_HELD_OUT_SHARED"  # ":"-separated, below HELD_OUT_ENV's directory
 # Where the agent's programs may write besides its outputs: the system's scratch places, never
 # a place the judge reads its configuration or its report from.
 SCRATCH = ("/tmp", "/var/tmp", "/dev", "/proc")
@@ -126,10 +130,33 @@ def _landlock_abi(libc):
         return -1
 
 
-def _agent_ruleset(libc, abi):
+def _paths(name):
+    return [p for p in os.environ.get(name, "").split(":") if p.startswith("/")]
+
+
+def _below(path, top):
+    return bool(top) and (path == top or path.startswith(top.rstrip("/") + "/"))
+
+
+ROOT_NAMES_ENV = "T1_ROOT_NAMES"
+
+
+def _root_names():
+    """The names in /, as the runner listed them (a program of the task's, in a domain that
+    reads below each of them, cannot list / itself)."""
+    try:
+        names = os.listdir("/")
+    except OSError:
+        return [n for n in os.environ.get(ROOT_NAMES_ENV, "").split("/") if n]
+    os.environ[ROOT_NAMES_ENV] = "/".join(names)
+    return names
+
+
+def _agent_ruleset(libc, abi, held_out=True):
     """The agent's Landlock ruleset, made once in the runner (its fd is inherited by every
-    child, which enters it with `_enter`): read anywhere but the report directory, write only
-    in the agent's outputs and scratch places, no ptrace of a process outside the domain (a
+    child, which enters it with `_enter`): read anywhere but the report directory and, when
+    `held_out`, the task's tests (but what the harness stages there for every program), write
+    only in the agent's outputs and scratch places, no ptrace of a process outside the domain (a
     Landlock rule of its own). Signals and abstract sockets are not scoped: each program the
     runner starts enters a domain of its own, and the agent's programs must reach each other
     (a daemon one test starts, another stops); a signal to the judge can only cost the agent
@@ -157,11 +184,15 @@ def _agent_ruleset(libc, abi):
         finally:
             os.close(fd)
 
+    held = os.environ.get(HELD_OUT_ENV, "") if held_out else ""
     try:
-        for name in os.listdir("/"):
-            if "/" + name not in NO_ACCESS:
+        for name in _root_names():
+            if "/" + name not in NO_ACCESS and "/" + name != held:
                 allow("/" + name, FS_READ)
-        writable = [p for p in os.environ.get(OUTPUTS_ENV, "").split(":") if p.startswith("/")]
+        for path in _paths(HELD_OUT_SHARED_ENV) if held else ():
+            if _below(path, held):
+                allow(path, FS_READ)
+        writable = _paths(OUTPUTS_ENV)
         for path in [*SCRATCH, *writable]:
             if not any(path == n or path.startswith(n + "/") for n in NO_ACCESS):
                 allow(path, handled)
@@ -180,6 +211,55 @@ def _enter(libc, ruleset):
         raise OSError(ctypes.get_errno(), "landlock_restrict_self")
 
 
+_SHELL_OPERATORS = set(";&|<>$`(){}[]*?~!#\\\n'\"")
+
+
+def task_program(args, executable=None, shell=False, cwd=None, path=None):
+    """Whether a program a runner starts is the task's own rather than the agent's: its file,
+    or the script that a program of the image's runs as its first argument, lies in the
+    held-out tests directory (`[sys.executable, HERE / "validate.py", output]`: a validator
+    shipped beside the tests). The task's programs read the tests directory; the agent's
+    cannot. A shell command is the task's only when it is one such command with no shell
+    syntax (nothing else could start beside it). `path`: the PATH a bare name is found on."""
+    held = os.environ.get(HELD_OUT_ENV, "")
+    if not held:
+        return False
+    try:
+        if isinstance(args, (str, bytes)) or hasattr(args, "__fspath__"):
+            text = os.fsdecode(args)
+            if shell and _SHELL_OPERATORS.intersection(text):
+                return False
+            argv = text.split() if shell else [text]
+        elif shell:
+            return False
+        else:
+            argv = [os.fsdecode(a) for a in args]
+    except TypeError:
+        return False
+    if not argv:
+        return False
+    base = os.fsdecode(cwd) if cwd is not None else os.getcwd()
+
+    def resolve(name, lookup):
+        if lookup and "/" not in name:
+            import shutil
+
+            name = shutil.which(name, path=path) or ""
+            if not name:
+                return ""
+        return os.path.realpath(os.path.join(base, name))
+
+    def held_file(name):
+        shared = _paths(HELD_OUT_SHARED_ENV)
+        return _below(name, held) and not any(_below(name, s) for s in shared)
+
+    prog = resolve(os.fsdecode(executable) if executable else argv[0], True)
+    if not prog or held_file(prog):
+        return bool(prog)
+    image_program = not agents(prog) and not any(_below(prog, o) for o in _paths(OUTPUTS_ENV))
+    return len(argv) > 1 and image_program and held_file(resolve(argv[1], False))
+
+
 def guard_programs():
     """From now on every program this process starts is the agent's: it runs in the agent's
     Landlock domain (`_agent_ruleset`: the judge's report, key, configuration and processes
@@ -195,14 +275,16 @@ def guard_programs():
     uid, gid = ids
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
-    ruleset = _agent_ruleset(libc, _landlock_abi(libc)) if _landlock_abi(libc) >= 1 else -1
+    abi = _landlock_abi(libc)
+    ruleset = _agent_ruleset(libc, abi) if abi >= 1 else -1
+    tasks = _agent_ruleset(libc, abi, held_out=False) if abi >= 1 else -1
     done = []  # type: list[bool]  # set in a child once it is the agent's
 
-    def become_agent():
+    def become_agent(task=False):
         if done or os.getuid() == uid:
             return
         if ruleset >= 0:
-            _enter(libc, ruleset)
+            _enter(libc, tasks if task else ruleset)
             done.append(True)
             return
         for fd in (0, 1, 2):  # its own pipes and pytest's capture file, reopenable by it
@@ -224,15 +306,26 @@ def guard_programs():
             raise OSError(ctypes.get_errno(), "no_new_privs")
 
     import subprocess
+    import threading
 
     popen_init = subprocess.Popen.__init__
+    starting = threading.local()
 
     def __init__(self, *args, **kwargs):
         argv = list(args)
         theirs = argv[6] if len(argv) > 6 else kwargs.get("preexec_fn")
 
+        def given(i, name, default=None):
+            return argv[i] if len(argv) > i else kwargs.get(name, default)
+
+        env = given(10, "env")
+        task = task_program(
+            given(0, "args"), given(2, "executable"), given(8, "shell", False), given(9, "cwd"),
+            (env if env is not None else os.environ).get("PATH"),
+        )  # fmt: skip
+
         def preexec():
-            become_agent()
+            become_agent(task)
             if theirs is not None:
                 theirs()
 
@@ -240,7 +333,11 @@ def guard_programs():
             argv[6] = preexec
         else:
             kwargs["preexec_fn"] = preexec
-        popen_init(self, *argv, **kwargs)
+        starting.task = task  # the at-fork hook runs in the child before preexec
+        try:
+            popen_init(self, *argv, **kwargs)
+        finally:
+            starting.task = False
 
     subprocess.Popen.__init__ = __init__  # type: ignore[method-assign]
 
@@ -252,7 +349,7 @@ def guard_programs():
 
     def in_child():
         try:
-            become_agent()
+            become_agent(getattr(starting, "task", False))
         except BaseException:  # noqa: BLE001 - a child that is not the agent does not run
             os._exit(127)
 

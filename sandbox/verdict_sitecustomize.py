@@ -95,7 +95,34 @@ def _hand_over():
         sys.path[:] = saved
 
 
-if _runs_pytest():
+def _task_program():
+    """This process is a program of the task's that a test runner started (its script lies in
+    the held-out tests directory: a validator shipped beside the tests, which may read them):
+    what it starts is the agent's, as what the runner starts is, and no module of the agent's
+    stands in for the image's."""
+    held = os.environ.get("T1_HELD_OUT", "")
+    argv = list(getattr(sys, "argv", None) or [])
+    if not held or not os.environ.get("T1_VERDICT_NESTED") or not argv or not argv[0]:
+        return False
+    main = os.path.realpath(argv[0])
+    return main.startswith(held.rstrip("/") + "/")
+
+
+def _guard_task_program():
+    """Fail closed: a program of the task's that cannot make its children the agent's does
+    not run."""
+    try:
+        module = _early_module()
+        module.guard_imports()
+        module.guard_programs()
+    except Exception as e:  # noqa: BLE001 - any failure: not run
+        sys.stderr.write(f"t1: {sys.argv[0]}: its programs cannot be made the agent's: {e}\n")
+        os._exit(126)
+
+
+if _task_program():
+    _guard_task_program()
+elif _runs_pytest():
     _plugins = [p for p in os.environ.get("PYTEST_PLUGINS", "").split(",") if p]
     if "t1_verdict" not in _plugins:
         os.environ["PYTEST_PLUGINS"] = ",".join(["t1_verdict"] + _plugins)

@@ -722,6 +722,98 @@ def test_program_run_by_the_tests_cannot_forge_the_report(backend, forger):
     assert not r.resolved and r.passed <= 1, (r.failure_mode, r.report, r.verifier_output)
 
 
+# The verifier is held out: the agent never sees its tests, and a program of the agent's that
+# the tests run must not read them either. The tests check the program's output against an
+# answer the agent could only have found in them: a literal in the test module and a file of
+# expected output beside it. The program prints every string literal of the tests directory's
+# Python files and every other file there: it earns both checks wherever it can read them.
+ANSWER_TESTS = b"""import subprocess
+from pathlib import Path
+
+HERE = Path(__file__).parent
+
+
+def run():
+    return subprocess.run(["bash", "/app/prog.sh"], capture_output=True, text=True,
+                          timeout=20).stdout
+
+
+def test_answer_literal():
+    assert "ANSWER-4d1c9e" in run()
+
+
+def test_answer_file():
+    assert (HERE / "expected" / "out.txt").read_text().strip() in run()
+"""
+ANSWER_FILES = {
+    "test.sh": JUNIT_TEST_SH,
+    "test_outputs.py": ANSWER_TESTS,
+    "expected/out.txt": b"EXPECTED-7b2f10\n",
+}
+READ_THE_TESTS = r"""#!/bin/bash
+grep -rhoE '"[^"]+"' /tests --include='*.py' 2>/dev/null | tr -d '"'
+find /tests -type f ! -name '*.py' ! -path '*/.t1-*' -exec cat {} + 2>/dev/null
+echo READ-ATTEMPTED
+"""
+
+
+def test_program_run_by_the_tests_cannot_read_the_held_out_tests(backend):
+    """The agent's program, run by the tests, hunts the tests directory for the answers: it
+    reads nothing there (the agent's domain), so both checks fail, as a failed attempt; the
+    control answers both honestly."""
+    task = tools_task("hostile-read-tests", verifier=ANSWER_FILES)
+    prog = base64.b64encode(READ_THE_TESTS.encode()).decode()
+    r = run_trial(task, CommandAgent(f"echo {prog} | base64 -d > /app/prog.sh"), backend)
+    assert not r.failure_mode.infrastructure, (r.failure_mode, r.failure_detail)
+    assert r.report.authenticated and r.passed == 0, (r.report, r.verifier_output[-800:])
+    assert "READ-ATTEMPTED" in r.verifier_output, "the program ran (pytest shows its output)"
+    honest = "printf '#!/bin/bash\\necho ANSWER-4d1c9e EXPECTED-7b2f10\\n' > /app/prog.sh"
+    r = run_trial(task, CommandAgent(honest), backend)
+    assert r.failure_mode == FailureMode.NONE and r.resolved, (r.failure_mode, r.report)
+
+
+# A validator shipped beside the tests (two seeds run one: `[sys.executable, VALIDATOR, path]`)
+# is the task's program: it reads the tests directory. What it starts is the agent's again.
+VALIDATOR_TESTS = b"""import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).parent
+
+
+def test_validated():
+    r = subprocess.run([sys.executable, str(HERE / "validate.py")], capture_output=True,
+                       text=True, timeout=30)
+    assert r.returncode == 0, r.stdout + r.stderr
+"""
+VALIDATE = b"""import subprocess
+import sys
+from pathlib import Path
+
+expected = (Path(__file__).parent / "expected" / "out.txt").read_text().strip()
+out = subprocess.run(["bash", "/app/prog.sh"], capture_output=True, text=True).stdout
+sys.exit(0 if expected in out else "not in the program's output: " + out)
+"""
+VALIDATOR_FILES = {
+    "test.sh": JUNIT_TEST_SH,
+    "test_outputs.py": VALIDATOR_TESTS,
+    "validate.py": VALIDATE,
+    "expected/out.txt": b"EXPECTED-7b2f10\n",
+}
+
+
+def test_a_validator_shipped_with_the_tests_reads_them_and_its_programs_do_not(backend):
+    task = tools_task("hostile-validator", verifier=VALIDATOR_FILES)
+    honest = "printf '#!/bin/bash\\necho EXPECTED-7b2f10\\n' > /app/prog.sh"
+    r = run_trial(task, CommandAgent(honest), backend)
+    assert r.failure_mode == FailureMode.NONE and r.resolved, (r.report, r.verifier_output[-800:])
+    prog = base64.b64encode(READ_THE_TESTS.encode()).decode()
+    r = run_trial(task, CommandAgent(f"echo {prog} | base64 -d > /app/prog.sh"), backend)
+    assert not r.failure_mode.infrastructure, (r.failure_mode, r.failure_detail)
+    assert r.report.authenticated and r.passed == 0, (r.report, r.verifier_output[-800:])
+    assert "READ-ATTEMPTED" in r.verifier_output, r.verifier_output[-800:]
+
+
 # A verifier that runs pytest in the agent's project (as SWE-bench-style tasks do: the tests
 # next to the agent's code) reads the project's pytest configuration: the agent disables the
 # report channel's plugin there, so that the report falls back to the files a program the

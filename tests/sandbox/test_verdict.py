@@ -300,3 +300,35 @@ def test_the_runner_reads_nothing_the_agent_wrote_as_its_own(tmp_path: Path):
     out = {p.name: p.read_bytes() for p in logs.iterdir()}
     verdict = channel.verdict(out)
     assert verdict.report.passed == 0 and verdict.report.total == 1, (r.stdout, r.stderr)
+
+
+def test_a_program_is_the_tasks_only_when_its_code_lies_in_the_tests(tmp_path, monkeypatch):
+    """`task_program`: the task's own programs (a validator shipped beside the tests, run by
+    the image's interpreter or directly) read the held-out tests; every other program the
+    runner starts is the agent's, also one given a file of the tests as an argument."""
+    from sandbox import verdict_plugin
+
+    tests, app = tmp_path / "tests", tmp_path / "app"
+    (tests / ".t1-git").mkdir(parents=True)
+    app.mkdir()
+    for f in (tests / "validate.py", tests / ".t1-git" / "gpg.sh", app / "prog.sh", app / "py"):
+        f.write_text("#!/bin/sh\n")
+        f.chmod(0o755)
+    v = str(tests / "validate.py")
+    monkeypatch.setenv("T1_AGENT_OUTPUTS", str(app))
+    monkeypatch.setenv("T1_HELD_OUT_SHARED", str(tests / ".t1-git"))
+    task = verdict_plugin.task_program
+    assert not task([sys.executable, v]), "no held-out directory named: nothing is the task's"
+    monkeypatch.setenv("T1_HELD_OUT", str(tests))
+    assert task([sys.executable, v, "/app/out.txt"])
+    assert task(v) and task([v, "x"])
+    assert task(["python3", "validate.py"], cwd=str(tests))
+    assert task(f"python3 {v} /app/out.txt", shell=True)
+    assert not task(f"python3 {v}; bash {app}/prog.sh", shell=True)
+    assert not task(f"python3 {v} $(cat /app/x)", shell=True)
+    assert not task([str(app / "prog.sh"), v]), "the agent's program given a test's file"
+    assert not task([str(app / "py"), v]), "an interpreter in the agent's outputs"
+    assert not task(["bash", str(app / "prog.sh")])
+    assert not task([sys.executable, "-c", "print(1)", v])
+    assert not task([str(tests / ".t1-git" / "gpg.sh")]), "the harness's: everyone's"
+    assert not task(["no-such-program-t1", v])
