@@ -11,7 +11,9 @@ entry point (PYTEST_DISABLE_PLUGIN_AUTOLOAD=1, as LiveCodeBench Pro's verifiers 
 takes it out again, so that no child inherits a module it may not find). In a pytest process
 it first guards the judge (the plugin's `guard_imports`, `guard_pytest_config`: no module,
 conftest or configuration file of the agent's stands in for the image's). Then it hands over
-to the image's own sitecustomize, if any, never to one of the agent's. Stdlib only, Python 3.6.
+to the image's own sitecustomize, if any, never to one of the agent's. In a program of the
+task's that a runner started (a validator in the held-out tests directory) it guards the same
+way: what that program starts is the agent's. Stdlib only, Python 3.6.
 """
 
 import os
