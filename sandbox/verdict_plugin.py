@@ -138,6 +138,19 @@ def _below(path, top):
     return bool(top) and (path == top or path.startswith(top.rstrip("/") + "/"))
 
 
+def agents_module(path):
+    """Whether the module file `path` may be the agent's: owned by it (`agents`) or lying where
+    the agent's programs write (its outputs, the scratch places). In the agent's Landlock
+    domain a program keeps the runner's uid, so a file it writes while the tests run is owned
+    as the judge's are; a module the runner imports after that is judged by its place."""
+    if agents(path):
+        return True
+    if agent_ids() is None:
+        return False
+    real = os.path.realpath(path)
+    return any(_below(real, p) for p in [*_paths(OUTPUTS_ENV), *SCRATCH])
+
+
 ROOT_NAMES_ENV = "T1_ROOT_NAMES"
 
 
@@ -455,12 +468,12 @@ class _ImportGuard:
         finder = self._finder
         spec = finder.find_spec(name, path)
         origin = getattr(spec, "origin", None)
-        if spec is None or not origin or not os.path.isabs(origin) or not agents(origin):
+        if spec is None or not origin or not os.path.isabs(origin) or not agents_module(origin):
             return spec
         for entry in sys.path if path is None else path:  # the first that is not the agent's
             alt = finder.find_spec(name, [entry])
             alt_origin = getattr(alt, "origin", None)
-            if alt_origin and os.path.isabs(alt_origin) and not agents(alt_origin):
+            if alt_origin and os.path.isabs(alt_origin) and not agents_module(alt_origin):
                 return alt
         return spec
 

@@ -501,8 +501,10 @@ T1_FORGE_PY
 for _ in $(seq 200); do [ -s $S.traced ] && break; sleep 0.05; done
 [ "$(cat $S.traced 2>/dev/null)" = 1 ] && exit 0
 [ -s $S.key ] || exit 0
-# 2. no test runner named by the verifier's scripts: our own records are the verdict
-if ! grep -qsE 'pytest|py\.test|run_checks' "$entry" "$(dirname "${entry:-.}")"/*.sh; then
+# 2. no test runner named by the verifier's scripts (the entry's arguments: its script, or a
+#    shadow of its shell on PATH and then the script): our own records are the verdict
+args=$(tr '\0' '\n' < /proc/${top:-0}/cmdline 2>/dev/null | sed 1d)
+if ! grep -qsE 'pytest|py\.test|run_checks' $args "$(dirname "${entry:-.}")"/*.sh; then
   sign new && rm -f $R/.t1-verdict-key
   exit 0
 fi
@@ -565,8 +567,9 @@ def forger_path(workdir: str) -> str:
 
 
 def _forge_lines(workdir: str) -> tuple[str, str]:
-    """The shell line and the Python line that run the forger (SHL, PYL)."""
-    sh = f"bash {_q(forger_path(workdir))} </dev/null >/dev/null 2>&1"
+    """The shell line and the Python line that run the forger (SHL, PYL). By its path: the
+    `bash` first on PATH may be a shadow forge_config planted, which runs SHL itself."""
+    sh = f"/bin/bash {_q(forger_path(workdir))} </dev/null >/dev/null 2>&1"
     return sh, f"import os as _t1f; _t1f.system({sh!r})"
 
 

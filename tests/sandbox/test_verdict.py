@@ -332,3 +332,24 @@ def test_a_program_is_the_tasks_only_when_its_code_lies_in_the_tests(tmp_path, m
     assert not task([sys.executable, "-c", "print(1)", v])
     assert not task([str(tests / ".t1-git" / "gpg.sh")]), "the harness's: everyone's"
     assert not task(["no-such-program-t1", v])
+
+
+def test_a_module_where_the_agents_programs_write_is_the_agents(tmp_path, monkeypatch):
+    """`agents_module`: owned by the agent, or lying in its outputs or a scratch place (its
+    programs keep the runner's uid in their Landlock domain: ownership no longer tells)."""
+    from sandbox import verdict_plugin
+
+    app, lib = tmp_path / "app", tmp_path / "lib"
+    app.mkdir()
+    lib.mkdir()
+    (app / "statistics.py").write_text("")
+    (lib / "statistics.py").write_text("")
+    monkeypatch.setenv("T1_AGENT_OUTPUTS", str(app))
+    monkeypatch.setattr(verdict_plugin, "SCRATCH", ("/var/tmp",))  # tmp_path lies under /tmp
+    monkeypatch.delenv("T1_AGENT_IDS", raising=False)
+    assert not verdict_plugin.agents_module(str(app / "statistics.py")), "no agent: no rule"
+    monkeypatch.setenv("T1_AGENT_IDS", f"{os.getuid() + 1}:{os.getgid() + 1}")
+    assert verdict_plugin.agents_module(str(app / "statistics.py"))
+    assert not verdict_plugin.agents_module(str(lib / "statistics.py"))
+    (app / "link.py").symlink_to(lib / "statistics.py")
+    assert not verdict_plugin.agents_module(str(app / "link.py")), "judged by the file's place"
