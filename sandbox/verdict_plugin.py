@@ -269,8 +269,7 @@ def task_program(args, executable=None, shell=False, cwd=None, path=None):
     prog = resolve(os.fsdecode(executable) if executable else argv[0], True)
     if not prog or held_file(prog):
         return bool(prog)
-    image_program = not agents(prog) and not any(_below(prog, o) for o in _paths(OUTPUTS_ENV))
-    return len(argv) > 1 and image_program and held_file(resolve(argv[1], False))
+    return len(argv) > 1 and not agents_module(prog) and held_file(resolve(argv[1], False))
 
 
 def guard_programs():

@@ -316,6 +316,8 @@ def test_a_program_is_the_tasks_only_when_its_code_lies_in_the_tests(tmp_path, m
         f.chmod(0o755)
     v = str(tests / "validate.py")
     monkeypatch.setenv("T1_AGENT_OUTPUTS", str(app))
+    monkeypatch.setenv("T1_AGENT_IDS", f"{os.getuid() + 1}:{os.getgid() + 1}")
+    monkeypatch.setattr(verdict_plugin, "SCRATCH", ("/var/tmp",))  # tmp_path lies under /tmp
     monkeypatch.setenv("T1_HELD_OUT_SHARED", str(tests / ".t1-git"))
     task = verdict_plugin.task_program
     assert not task([sys.executable, v]), "no held-out directory named: nothing is the task's"
