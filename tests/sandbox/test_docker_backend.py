@@ -57,7 +57,9 @@ def python_task(task_id: str = "py", **limits: float) -> Task:
                 files={"Dockerfile": PYTHON_DOCKERFILE.encode()}, workdir="/srv/job"
             ),
             "verifier": PYTEST_VERIFIER,
-            "limits": base.limits.model_copy(update={"memory_mb": 512, **limits}),
+            # python3 and pip add about 165 MB to the base: a disk that holds them (the
+            # default 64 MB failed the build's size check once the image was built afresh)
+            "limits": base.limits.model_copy(update={"memory_mb": 512, "disk_mb": 512, **limits}),
         }
     )
 
