@@ -207,7 +207,7 @@ def _agent_ruleset(libc, abi, held_out=True):
                 allow(path, FS_READ)
         writable = _paths(OUTPUTS_ENV)
         for path in [*SCRATCH, *writable]:
-            if not any(path == n or path.startswith(n + "/") for n in NO_ACCESS):
+            if not any(_below(path, n) for n in NO_ACCESS):
                 allow(path, handled)
     except BaseException:
         os.close(ruleset)
