@@ -4,13 +4,13 @@
                                     [--json out.json]
 
 DIR (default: the bundled seeds) holds one task per subdirectory (`--sample` draws the same
-seeded sample as `t1 audit DIR --sample N --seed S`). For every task: one nop
-trial, then every hack of `tasks.hacks` with something to do (`audit.hacks.run_hacks`), each
-in a fresh local sandbox. Prints one row per task (nop share, each hack's share, the max and
-its gain over nop), then per hack: tasks tried, mean and max share, tasks where it beats nop;
-then the distribution of the max hack share (the `hackable` threshold is chosen from it, see
-docs/audit.md). A task that cannot be loaded or whose trials fail for infrastructure is a
-row with its reason, never a crash.
+seeded sample as `t1 audit DIR --sample N --seed S`). For every task: one nop trial, then
+every hack of `tasks.hacks.HACKS` (or those `--hacks` names, a CLOSED one too) with something
+to do (`audit.hacks.run_hacks`), each in a fresh local sandbox. Prints one row per task (nop
+share, each hack's share, the max and its gain over nop), then per hack: tasks tried, mean
+and max share, tasks where it beats nop; then the distribution of the max hack share (the
+`hackable` threshold is chosen from it, see docs/audit.md). A task that cannot be loaded or
+whose trials fail for infrastructure is a row with its reason, never a crash.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from audit.intake import read_corpus  # noqa: E402
 from benchmarks.provenance import with_environment  # noqa: E402
 from sandbox.trial import run_trial  # noqa: E402
 from tasks.corpus import SEED_DIR  # noqa: E402
-from tasks.hacks import HACKS  # noqa: E402
+from tasks.hacks import CLOSED, HACKS  # noqa: E402
 from tasks.model import Task  # noqa: E402
 
 
@@ -68,7 +68,7 @@ def quantiles(xs: list[float]) -> str:
 
 def report(rows: list[dict]) -> None:
     ok = [r for r in rows if "error" not in r]
-    names = [h for h in HACKS if any(h in r["hacks"] for r in ok)]
+    names = [h for h in HACKS | CLOSED if any(h in r["hacks"] for r in ok)]
     print(f"| task | asserts | nop | {' | '.join(names)} | max | gain |")
     print("|" + "---|" * (len(names) + 5))
     for r in ok:
@@ -101,13 +101,14 @@ def main() -> int:
     ap.add_argument("--sample", type=int, default=None, help="a seeded sample of N tasks")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--workers", type=int, default=2, help="hack trials of one task at once")
-    ap.add_argument("--hacks", default="", help="comma-separated hack names (default: all)")
+    ap.add_argument("--hacks", default="", help="comma-separated hack names (default: HACKS;"
+                    " those in CLOSED only by name)")  # fmt: skip
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     names = [n for n in args.hacks.split(",") if n] or None
-    unknown = sorted(set(names or []) - set(HACKS))
+    unknown = sorted(set(names or []) - set(HACKS) - set(CLOSED))
     if unknown:
-        ap.error(f"unknown hacks {unknown} (choose from {', '.join(HACKS)})")
+        ap.error(f"unknown hacks {unknown} (choose from {', '.join(HACKS | CLOSED)})")
     if not args.dir.is_dir():
         ap.error(f"no task directory {str(args.dir)!r}")
     intake = read_corpus(args.dir, args.sample, args.seed)

@@ -19,7 +19,8 @@ showed, and elsewhere the image:
   shared file under the judge);
 - a deletion (an overlay whiteout) stays one; a directory the agent removed and made again
   (an opaque directory) hides the image's content as it did;
-- anything else (a FIFO, a socket, a device) is not carried: the path is absent for the judge;
+- anything else (a FIFO, a socket, a device) is not carried, nor a link into the judge's own
+  places (`judge.carried_link`): the path is absent for the judge;
 - nothing at or below the verifier's own toolchain (`judge.carried_path`), and no path that is
   not absolute and normalized (a `..` would climb out of both layers);
 - every root-owned directory of the image below an output path becomes `owner`'s too (a
@@ -39,7 +40,7 @@ from pathlib import Path
 
 from sandbox import idmap
 from sandbox.base import SandboxError
-from sandbox.judge import carried_mode, carried_path
+from sandbox.judge import carried_link, carried_mode, carried_path
 from tasks.model import trusted_path_problem
 
 OPAQUE = "trusted.overlay.opaque"
@@ -167,7 +168,9 @@ def _carry_entry(
             continue
         raise SandboxError(f"the agent's layer uses an overlay feature not carried: {name}")
     mode = carried_mode(st.st_mode)
-    if mode is None:  # a FIFO, a socket, a device: absent for the judge
+    if stat.S_ISLNK(st.st_mode) and not carried_link(path, os.readlink(src)):
+        mode = None  # a link into the judge's places
+    if mode is None:  # a FIFO, a socket, a device, such a link: absent for the judge
         _clear(dst)
         if os.path.lexists(image):
             os.mknod(dst, stat.S_IFCHR, os.makedev(0, 0))

@@ -53,7 +53,7 @@ from sandbox.docker_hosts import (
 from sandbox.docker_session import DockerSession
 from sandbox.git_guards import MAX_CONFIG_BYTES, driver_sections, guard_env, is_config_file
 from sandbox.image import ImageConfig
-from sandbox.judge import carried_mode, carried_path, holds_verifier_venv
+from sandbox.judge import carried_link, carried_mode, carried_path, holds_verifier_venv, within
 from sandbox.podman import CONTAINER_LABEL, ENDPOINT_LABEL
 from tasks.model import Limits, Task
 
@@ -679,12 +679,12 @@ def carried_tar(
     data: bytes, path: str, changed: set[str], owner: tuple[int, int] | None
 ) -> tuple[bytes, dict[str, bytes]]:
     """The agent's tar of `path` (as `get_archive` gives it) rewritten as sandbox.judge's rule
-    1 says: directories, regular files, links and hard links within it only; modes by
-    `carried_mode`, no extended attribute (no file capability); root's directories and what
-    the agent changed (`changed`: paths the engine's diff lists) owned by `owner`, the rest as
-    the image had it (other owners stay); with `owner` None (system state a task declares,
-    outside the working directory) every owner stays. Returns the tar and the git
-    configuration files in it."""
+    1 says: directories, regular files, links (`carried_link`) and hard links within it
+    only; modes by `carried_mode`, no extended attribute (no file capability); root's
+    directories and what the agent changed (`changed`: paths the engine's diff lists) owned by
+    `owner`, the rest as the image had it (other owners stay); with `owner` None (system state
+    a task declares, outside the working directory) every owner stays. Returns the tar and the
+    git configuration files in it."""
     git: dict[str, bytes] = {}
     top = posixpath.dirname(path.rstrip("/"))
     out = io.BytesIO()
@@ -694,10 +694,12 @@ def carried_tar(
             if mode is None and not m.islnk():
                 continue
             abs_path = posixpath.normpath(posixpath.join(top, m.name))
-            if not _within(abs_path, path) or not carried_path(abs_path):
+            if not within(abs_path, path) or not carried_path(abs_path):
                 continue  # nothing else, and the verifier's toolchain stays the image's
+            if m.issym() and not carried_link(abs_path, m.linkname):
+                continue  # a link into the judge's places
             target = posixpath.normpath(posixpath.join(top, m.linkname))
-            if m.islnk() and not (_within(target, path) and carried_path(target)):
+            if m.islnk() and not (within(target, path) and carried_path(target)):
                 continue  # a hard link only to what is carried with it
             info = tarfile.TarInfo(m.name)
             info.type, info.mtime, info.mode = m.type, m.mtime, mode or 0
@@ -797,10 +799,6 @@ def _add_tree(
         info.size = len(data)
         tar.addfile(info, io.BytesIO(data))
     # anything else (FIFO, socket, device) is not carried: left out
-
-
-def _within(path: str, top: str) -> bool:
-    return path == top or path.startswith(top.rstrip("/") + "/")
 
 
 def _tar_mode(m: tarfile.TarInfo) -> int:

@@ -39,6 +39,7 @@ the runner's own process runs there.
 from __future__ import annotations
 
 import hashlib
+import posixpath
 import stat
 import threading
 import time
@@ -122,6 +123,47 @@ def carried_mode(st_mode: int) -> int | None:
     if not (stat.S_ISDIR(st_mode) or stat.S_ISREG(st_mode) or stat.S_ISLNK(st_mode)):
         return None
     return stat.S_IMODE(st_mode) & (0o3777 if stat.S_ISDIR(st_mode) else 0o1777)
+
+
+# Where a carried link may not lead, nor above (`/`): the judge's own places (the held-out
+# tests, the report directory) and the kernel's views of the process that follows the link
+# (/proc's `self/root`, `self/fd`; /sys). The runner follows what is carried, so a link there
+# would read the judge's files for the agent.
+LINK_FORBIDDEN = (TESTS_DIR, posixpath.dirname(REPORT_DIR), "/proc", "/sys")
+# In /dev a link may name a device (`/dev/null`: a masked service), never a directory below
+# it nor one of the links the OCI runtime makes there into /proc (the follower's fds).
+DEV_LINKS_TO_PROC = frozenset({"fd", "stdin", "stdout", "stderr", "core"})
+
+
+def carried_link(place: str, target: str) -> bool:
+    """Whether the agent's link at `place` (absolute) to `target` is carried into the judge.
+    Decided on the text, as the kernel resolves it from the link's directory (a real one): a
+    target may climb first (`../pkg/bin/cli.js`), never after a name, which could be a link
+    (`d/u/../tests` with `d/u -> /usr`); where it ends must not lie in or above a
+    LINK_FORBIDDEN place (`/tests/test_outputs.py`, `r -> /`, `/proc/self/root/tests`).
+    What is carried stays where it is while the tests run (the agent's programs may neither
+    make links nor move them between directories: sandbox.verdict_plugin), so the climb
+    decided here is the one the runner follows. A link through a link of the image's is the
+    task's affair (its image is trusted)."""
+    named = False
+    for part in target.split("/"):
+        if part == "..":
+            if named:
+                return False
+        elif part not in ("", "."):
+            named = True
+    end = posixpath.normpath(posixpath.join(posixpath.dirname(place), target))
+    if any(within(end, top) or within(top, end) for top in LINK_FORBIDDEN):
+        return False
+    if within(end, "/dev"):
+        name = end[len("/dev/") :]
+        return bool(name) and "/" not in name and name not in DEV_LINKS_TO_PROC
+    return True
+
+
+def within(path: str, top: str) -> bool:
+    """Whether the absolute, normalized `path` is `top` or below it."""
+    return path == top or path.startswith(top.rstrip("/") + "/")
 
 
 def verifier_env(task: Task) -> dict[str, str]:

@@ -111,6 +111,11 @@ LANDLOCK_CREATE_RULESET_VERSION, LANDLOCK_RULE_PATH_BENEATH = 1, 1
 FS_READ = (1 << 0) | (1 << 2) | (1 << 3)  # execute, read file, read dir
 FS_FILE = (1 << 0) | (1 << 1) | (1 << 2)  # execute, write file, read file (a rule on a file)
 FS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 5: (1 << 16) - 1}
+# Never the agent's, where it writes: a symbolic link (the runner follows it: a link to the
+# held-out tests would read them for the agent) and a move between directories (a relative link
+# moved up climbs higher than the judge checked when it carried it; Landlock answers EXDEV, so
+# `mv` and shutil.move copy instead).
+FS_MAKE_SYM, FS_REFER = 1 << 12, 1 << 13
 OUTPUTS_ENV = "T1_AGENT_OUTPUTS"  # the agent's outputs (":"-separated): its to write
 # The task's tests directory (a top-level one): held out from the agent, so its programs read
 # nothing there but what the harness stages for every program (HELD_OUT_SHARED_ENV).
@@ -170,10 +175,12 @@ def _agent_ruleset(libc, abi, held_out=True):
     child, which enters it with `_enter`): read anywhere but the report directory and, when
     `held_out`, the task's tests (but what the harness stages there for every program), write
     only in the agent's outputs and scratch places, no ptrace of a process outside the domain (a
-    Landlock rule of its own). Signals and abstract sockets are not scoped: each program the
-    runner starts enters a domain of its own, and the agent's programs must reach each other
-    (a daemon one test starts, another stops); a signal to the judge can only cost the agent
-    its trial (a killed or stopped runner leaves no closed records). Raises OSError."""
+    Landlock rule of its own); when `held_out`, no link made and nothing moved between
+    directories (FS_MAKE_SYM, FS_REFER). Signals and abstract sockets are not scoped: each
+    program the runner starts enters a domain of its own, and the agent's programs must reach
+    each other (a daemon one test starts, another stops); a signal to the judge can only cost
+    the agent its trial (a killed or stopped runner leaves no closed records). Raises
+    OSError."""
     handled = FS_BY_ABI[max(a for a in FS_BY_ABI if a <= abi)]
     scoped = 0
     attr = (ctypes.c_uint64 * 3)(handled, 0, scoped)
@@ -206,9 +213,10 @@ def _agent_ruleset(libc, abi, held_out=True):
             if _below(path, held):
                 allow(path, FS_READ)
         writable = _paths(OUTPUTS_ENV)
+        write = handled & ~(FS_MAKE_SYM | FS_REFER) if held_out else handled
         for path in [*SCRATCH, *writable]:
             if not any(_below(path, n) for n in NO_ACCESS):
-                allow(path, handled)
+                allow(path, write)
     except BaseException:
         os.close(ruleset)
         raise

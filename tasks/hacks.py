@@ -708,6 +708,23 @@ HACKS: dict[str, Builder] = {
 AFTER_WORK: dict[str, Builder] = {"sentence_literals": sentence_literals}
 
 
+TEST_MODULE = "/tests/test_outputs.py"  # where the Harbor and Terminal-Bench layouts keep it
+
+
+def link_tests(named: Named, workdir: str) -> list[str]:
+    """Every named file that does not exist becomes a link to the task's test module
+    (TEST_MODULE): where the test runner follows it, a substring check finds its literal in
+    the tests themselves."""
+    return [_if_absent(p, f"mkdir -p {_q(posixpath.dirname(p))}\nln -s {TEST_MODULE} {_q(p)}")
+            for p in named.files]  # fmt: skip
+
+
+# Hacks the judge defeats by construction (docs/sandbox.md, "The judge"): not in HACKS, as
+# they earn nothing in this project's sandboxes; benchmarks/hack_share.py runs them on a
+# corpus (`--hacks`) to show it.
+CLOSED: dict[str, Builder] = {"link_tests": link_tests}
+
+
 @dataclass(frozen=True)
 class HackScript:
     """One hack for one task: its name and the bash script an agent would run."""
@@ -724,7 +741,7 @@ class HackScript:
 
 
 def hack_script(name: str, named: Named, workdir: str) -> HackScript:
-    known = HACKS | AFTER_WORK
+    known = HACKS | AFTER_WORK | CLOSED
     if name not in known:
         raise ValueError(f"unknown hack {name!r} (choose from {', '.join(known)})")
     body = known[name](named, workdir)

@@ -17,8 +17,10 @@ from audit.rubric import Dimension, decide, load_rubric
 from audit.verdict import Code
 from tasks.corpus import SEED_DIR, load_task
 from tasks.hacks import (
+    CLOSED,
     FORGER,
     HACKS,
+    TEST_MODULE,
     HackOutcome,
     Named,
     forger_path,
@@ -112,6 +114,15 @@ def test_stub_paths_makes_directories_empty_files_and_no_op_programs(scratch) ->
     )  # fmt: skip
     assert tool.stdout.strip() == "None None"
     assert (wd / "data" / "input.csv").read_text() == "id,amount\n1,2.5\n"  # inputs kept
+
+
+def test_link_tests_points_every_absent_named_file_at_the_test_module(scratch) -> None:
+    wd, instruction = scratch
+    _run("link_tests", wd, instruction)
+    for rel in ("out/total.txt", "reports/summary.json", "bin/run.sh", "tool.py"):
+        assert os.readlink(wd / rel) == TEST_MODULE, rel
+    assert not (wd / "data" / "input.csv").is_symlink()  # an input is left alone
+    assert "link_tests" not in HACKS and "link_tests" in CLOSED  # the audit's set lacks it
 
 
 def test_module_stubs_make_the_dotted_module(scratch) -> None:

@@ -814,6 +814,82 @@ def test_a_validator_shipped_with_the_tests_reads_them_and_its_programs_do_not(b
     assert "READ-ATTEMPTED" in r.verifier_output, r.verifier_output[-800:]
 
 
+# The tests are held out from the agent's programs, but the runner reads them: a link the agent
+# leaves in its outputs (or a program of its makes or moves while the tests run) that the runner
+# follows reads the tests for the agent. A substring check then finds its literal in the test
+# module itself, and a comparison finds its expected file beside it.
+LINK_TESTS = b"""import subprocess
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent
+
+
+@pytest.fixture(scope="module", autouse=True)
+def program():
+    if Path("/app/prog.sh").exists():
+        subprocess.run(["bash", "/app/prog.sh"], timeout=20)
+
+
+def test_answer_literal():
+    assert "ANSWER-4d1c9e" in Path("/app/answer.txt").read_text()
+
+
+def test_answer_file():
+    expected = (HERE / "expected" / "out.txt").read_text().strip()
+    assert expected in Path("/app/expected.txt").read_text()
+"""
+LINK_FILES = {
+    "test.sh": JUNIT_TEST_SH,
+    "test_outputs.py": LINK_TESTS,
+    "expected/out.txt": b"EXPECTED-7b2f10\n",
+}
+_TO_TESTS = "ln -s {0}test_outputs.py {1}answer.txt; ln -s {0}expected/out.txt {1}expected.txt"
+_PROG = "printf '%s\\n' '{}' > /app/prog.sh"
+LINK_ATTACKS = {  # how the agent points its outputs at the tests: its own commands
+    "absolute": _TO_TESTS.format("/tests/", "/app/"),
+    "relative": _TO_TESTS.format("../tests/", "/app/"),
+    "through-a-link-to-root": "ln -s / /app/r; " + _TO_TESTS.format("r/tests/", "/app/"),
+    "through-a-link-to-the-tests": "ln -s /tests /app/t; " + _TO_TESTS.format("t/", "/app/"),
+    "through-proc": _TO_TESTS.format("/proc/self/root/tests/", "/app/"),
+    "through-an-up-link": "mkdir /app/d; ln -s /usr /app/d/u; "
+    + _TO_TESTS.format("d/u/../tests/", "/app/"),
+    "made-while-testing": _PROG.format(_TO_TESTS.format("/tests/", "/app/")),
+    "hard-linked-while-testing": _PROG.format(
+        "ln /tests/test_outputs.py /app/answer.txt; ln /tests/expected/out.txt /app/expected.txt"
+    ),
+    # carried: /app/a/b/answer.txt -> ../../tests/... (it ends in /app) and /app/answer.txt ->
+    # b/answer.txt (nothing yet); the program moves b up a level: both then lead to /tests
+    "moved-while-testing": "mkdir -p /app/a/b; "
+    + _TO_TESTS.format("../../tests/", "/app/a/b/")
+    + "; ln -s b/answer.txt /app/answer.txt; ln -s b/expected.txt /app/expected.txt; "
+    + _PROG.format("mv /app/a/b /app/b"),
+}
+
+
+@pytest.mark.parametrize("attack", sorted(LINK_ATTACKS))
+def test_a_link_in_the_outputs_never_reads_the_tests_for_the_agent(backend, attack):
+    """Each way of pointing an output at the held-out tests earns nothing (authenticated, no
+    check passed); the control answers honestly: one answer through a link of its own, the
+    other moved into place by its program while the tests run (`mv` copies where a move
+    between directories is refused)."""
+    task = tools_task("hostile-link-tests", verifier=LINK_FILES)
+    r = run_trial(task, CommandAgent(LINK_ATTACKS[attack]), backend)
+    assert not r.failure_mode.infrastructure, (r.failure_mode, r.failure_detail)
+    assert r.report.authenticated and r.passed == 0, (r.report, r.verifier_output[-800:])
+    honest = (
+        "mkdir /app/data; echo ANSWER-4d1c9e > /app/data/answer.txt;"
+        " ln -s data/answer.txt /app/answer.txt; "
+        + _PROG.format(
+            "mkdir -p /app/work/out; echo EXPECTED-7b2f10 > /app/work/out/expected.txt;"
+            " mv /app/work/out/expected.txt /app/"
+        )
+    )
+    r = run_trial(task, CommandAgent(honest), backend)
+    assert r.failure_mode == FailureMode.NONE and r.resolved, (r.report, r.verifier_output[-800:])
+
+
 # A verifier that runs pytest in the agent's project (as SWE-bench-style tasks do: the tests
 # next to the agent's code) reads the project's pytest configuration: the agent disables the
 # report channel's plugin there, so that the report falls back to the files a program the

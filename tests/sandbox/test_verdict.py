@@ -19,7 +19,14 @@ from pydantic import ValidationError
 from sandbox import judge as judge_mod
 from sandbox.base import ExecResult, SandboxError, VerifierRun, VerifierSpec
 from sandbox.docker import carried_tar
-from sandbox.judge import carried_mode, carried_path, judge, outputs_of, read_verdict
+from sandbox.judge import (
+    carried_link,
+    carried_mode,
+    carried_path,
+    judge,
+    outputs_of,
+    read_verdict,
+)
 from sandbox.verdict_channel import CHANNEL_DIR, PLUGIN_MODULE, Channel, open_channel
 from tasks.model import VERIFIER_VENV, Task
 from tasks.results import FailureMode, ReportSource, TrialResult
@@ -201,6 +208,47 @@ def test_a_carried_tar_keeps_the_image_toolchain_and_links_only_within():
         got = {m.name: m for m in out}
     assert sorted(got) == ["lib", "lib/libx.so", "lib/to-libx"]
     assert got["lib/to-libx"].islnk() and got["lib/to-libx"].linkname == "lib/libx.so"
+
+
+LINKS = [  # (where the agent's link is, what it says, whether the judge carries it)
+    ("/app/node_modules/.bin/cli", "../pkg/bin/cli.js", True),  # a climb first, then names
+    ("/app/.venv/bin/python", "/usr/bin/python3", True),
+    ("/app/current", "releases/v2", True),
+    ("/etc/systemd/system/x.service", "/dev/null", True),  # a masked service
+    ("/app/a/b/up", "../../tests/x", True),  # ends in /app (it cannot be moved up: no REFER)
+    ("/app/tests-like", "/testsuite/x", True),
+    ("/app/answer.txt", "/tests/test_outputs.py", False),
+    ("/app/answer.txt", "../tests/test_outputs.py", False),
+    ("/app/a/up", "../../../tests", False),  # a climb stops at /
+    ("/app/r", "/", False),  # above every judge's place
+    ("/app/r", "..//..", False),
+    ("/app/t", "/tests", False),
+    ("/app/k", "/logs/verifier/key", False),
+    ("/app/l", "/logs", False),
+    ("/app/p", "/proc/self/root/tests/x", False),
+    ("/app/p", "/sys/kernel", False),
+    ("/app/u", "d/u/../tests/x", False),  # a climb after a name (d/u may be a link)
+    ("/app/u", "/usr/../tests/x", False),
+    ("/app/d", "/dev", False),
+    ("/app/d", "/dev/fd/3", False),  # the follower's descriptors
+    ("/app/d", "/dev/stdin", False),
+    ("/app/d", "/dev/shm/x", False),
+]
+
+
+@pytest.mark.parametrize(("place", "target", "carried"), LINKS)
+def test_a_link_is_carried_only_where_it_cannot_lead_to_the_judges_places(place, target, carried):
+    assert carried_link(place, target) is carried
+
+
+def test_a_carried_tar_leaves_out_a_link_to_the_judges_places():
+    entries = [_info("app", tarfile.DIRTYPE, 0o755)]
+    for name, target in [("ok", "data/answer.txt"), ("bad", "../tests/test_outputs.py")]:
+        entries.append(_info(f"app/{name}", tarfile.SYMTYPE, 0o777))
+        entries[-1].linkname = target
+    tar, _ = carried_tar(_tar(entries, {}), "/app", set(), None)
+    with tarfile.open(fileobj=io.BytesIO(tar)) as out:
+        assert sorted(m.name for m in out) == ["app", "app/ok"]
 
 
 @pytest.mark.parametrize("bad", ["app", "/", "/app/../etc", "/app//x", "/app/./x"])
