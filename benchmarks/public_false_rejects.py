@@ -2,6 +2,7 @@
 
     python benchmarks/public_false_rejects.py DIR [--solutions benchmarks/public_solutions]
                                               [--tasks a,b] [--workers 1] [--json out.json]
+                                              [--oracle-only]
 
 DIR is a checkout's `environments_harbor/` of github:zjysteven/terminal-bench-env (stock
 Harbor tasks, pytest run by test.sh, no reference solutions). `--solutions` holds honest
@@ -14,9 +15,13 @@ and which sampled tasks have none, and why). Each task gets its solution, then:
 2. the executable judge runs in full trial mode (every rerun condition, perturbations, answer
    swaps, the traced verifier, mutants, hacks) and the t1 rubric decides (no LLM).
 
-Prints one row per task (verdict, hard-reject codes, the defect findings) and the false-reject
-rate is read from them by hand: a rejection is false when the defect it names is not in the
-task (docs/audit.md explains each). Asserts nothing.
+`--oracle-only` stops after step 1 (verdict `oracle_passes`): whether the judge still passes
+honest work it was not written for, in a few minutes (a check of what each of its rules
+costs).
+
+Prints one row per task (verdict, hard-reject codes, the defect findings) and the
+false-reject rate is read from them by hand: a rejection is false when the defect it names is
+not in the task (docs/audit.md explains each). Asserts nothing.
 """
 
 from __future__ import annotations
@@ -50,7 +55,7 @@ def with_solution(task_dir: Path, solve: Path, build_timeout_s: float | None = N
     return task.model_copy(update=update)
 
 
-def measure(task: Task, rubric) -> dict:
+def measure(task: Task, rubric, oracle_only: bool = False) -> dict:
     t0 = time.monotonic()
     oracle = run_trial(task, "oracle")
     row: dict = {"task": task.id, "oracle": oracle.failure_mode.value}
@@ -60,6 +65,8 @@ def measure(task: Task, rubric) -> dict:
         row |= {"verdict": "oracle_fails", "failing": failing, "detail": detail}
         row["seconds"] = round(time.monotonic() - t0, 1)
         return row
+    if oracle_only:
+        return row | {"verdict": "oracle_passes", "seconds": round(time.monotonic() - t0, 1)}
     ev = run_exec_judge(task, ExecConfig(workers=2))
     d = decide(score_dimensions(ev), ev.codes(), rubric)
     row |= {
@@ -81,6 +88,7 @@ def main() -> int:
     ap.add_argument("--workers", type=int, default=1, help="tasks measured at once")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--build-timeout", type=float, default=None, help="override build_timeout_s")
+    ap.add_argument("--oracle-only", action="store_true", help="step 1 only")
     args = ap.parse_args()
 
     names = sorted(p.name for p in args.solutions.iterdir() if (p / "solve.sh").is_file())
@@ -94,7 +102,7 @@ def main() -> int:
     rubric = load_rubric("t1")
     rows = []
     with ThreadPoolExecutor(max_workers=args.workers) as pool:
-        for row in pool.map(lambda t: measure(t, rubric), tasks):
+        for row in pool.map(lambda t: measure(t, rubric, args.oracle_only), tasks):
             rows.append(row)
             hard = ",".join(row.get("hard", [])) or "-"
             print(f"{row['seconds']:7.1f}s {row['verdict']:12} {hard:40} {row['task']}", flush=True)
