@@ -485,6 +485,36 @@ class DockerSandbox:
             res.close()
 
     # -- the verifier ------------------------------------------------------------------
+    def _carried(
+        self, agent: Any, spec: VerifierSpec, changed: set[str]
+    ) -> tuple[dict[str, bytes], dict[str, bytes]]:
+        """Each output's tar as `carried_tar` rewrites it, and the git configuration files in
+        them. Raises SandboxError for whatever the agent's tree makes fail (names longer than a
+        path, a tree deeper than the walk): the verifier then did not run, and `judge.prove`
+        says whose failure that is."""
+        owner = (spec.agent_uid, spec.agent_gid)
+        carried: dict[str, bytes] = {}
+        git_files: dict[str, bytes] = {}
+        try:
+            root = self._mount_path(agent.id)  # a local Podman: read here, no engine read
+            for path in spec.outputs:
+                if root is not None:
+                    data = self._tree_tar(root, path)
+                else:
+                    data = self._download_tar(agent, path)
+                    data = unshift_tar(data) if self._podman and data else data
+                if data:
+                    project = within(path, spec.cwd)
+                    carried[path], found = carried_tar(
+                        data, path, changed, owner if project else None
+                    )
+                    git_files |= found
+        except SandboxError:
+            raise
+        except Exception as e:  # noqa: BLE001 - OSError, RecursionError, the engine's APIError
+            raise SandboxError(f"sandbox {self.id}: the agent's outputs: {e!r}"[:500]) from e
+        return carried, git_files
+
     def verify(self, spec: VerifierSpec) -> VerifierRun:
         """The verifier as sandbox.judge says, in a container of its own made from the image
         (never the agent's): its first process becomes the entry script (the container and
@@ -497,26 +527,16 @@ class DockerSandbox:
         if self._session is not None:
             self._session.detach()
             self._session = None
-        changed = self._changed_paths() - self._baseline if spec.outputs else set()
+        try:
+            changed = self._changed_paths() - self._baseline if spec.outputs else set()
+        except Exception as e:  # noqa: BLE001 - the engine's diff of what the agent left
+            raise SandboxError(f"sandbox {self.id}: the agent's outputs: {e}") from e
         if not spec.keep_agent_processes:
             try:
                 agent.kill()
             except Exception:  # noqa: BLE001 - already stopped
                 pass
-        owner = (spec.agent_uid, spec.agent_gid)
-        carried: dict[str, bytes] = {}
-        git_files: dict[str, bytes] = {}
-        root = self._mount_path(agent.id)  # a local Podman: read here, no engine read
-        for path in spec.outputs:
-            if root is not None:
-                data = self._tree_tar(root, path)
-            else:
-                data = self._download_tar(agent, path)
-                data = unshift_tar(data) if self._podman and data else data
-            if data:
-                project = path == spec.cwd or path.startswith(spec.cwd.rstrip("/") + "/")
-                carried[path], found = carried_tar(data, path, changed, owner if project else None)
-                git_files |= found
+        carried, git_files = self._carried(agent, spec, changed)
         run_id = f"{self.id}-v{uuid.uuid4().hex[:6]}"
         places = [(TESTS_DIR, "tests"), (REPORT_DIR, "report")]
         # a directory above the verifier's toolchain is laid over the image's (which keeps its

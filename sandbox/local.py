@@ -580,6 +580,8 @@ class LocalSandbox:
                     f"sandbox {self.id}: no room to carry the agent's outputs: {e}"
                 ) from e
             raise SandboxError(f"sandbox {self.id}: the verifier's root: {e}") from e
+        except RecursionError as e:  # the agent's tree deeper than the walk: did not run
+            raise SandboxError(f"sandbox {self.id}: the agent's outputs nest too deep") from e
         return [p for p in carried if is_config_file(p)]
 
     def _set_network(self, policy: NetworkPolicy) -> None:

@@ -457,6 +457,14 @@ def test_verifier_git_runs_no_program_out_of_the_command_scope(backend, where):
         pytest.param("rm -rf /logs; ln -s /nonexistent /logs", id="logs-dangling-link"),
         pytest.param("rm -rf /tests; touch /tests", id="tests-a-file"),
         pytest.param("ln -sfn /nonexistent /tests", id="tests-dangling-link"),
+        pytest.param(  # 2,400 directories deep: deeper than a recursion over it can go
+            "d=$(printf 'd/%.0s' $(seq 1200)); mkdir -p /app/$d && cd /app/$d && mkdir -p $d",
+            id="outputs-deeper-than-the-stack",
+        ),
+        pytest.param(  # each absolute name below /app is longer than PATH_MAX
+            "n=$(printf 'x%.0s' $(seq 250)); cd /app; for i in $(seq 20); do mkdir $n; cd $n; done",
+            id="outputs-longer-than-a-path",
+        ),
     ],
 )
 def test_agent_cannot_void_the_trial(backend, void):
