@@ -14,8 +14,12 @@ the run left, never guessed from the verifier's scripts:
    (sandbox/verdict_plugin.py).
 3. `verdict()` checks the records (pure): authenticated, contiguous and closed is the verdict
    (its first record names the runner); a line that does not authenticate is tampering; records
-   cut short, or a second session's, mean the runner did not finish. When no runner loaded the
-   plugin (`loaded()`: the key is still there as staged), the report directory is read.
+   cut short, or a second session's, mean the runner did not finish. An `agent_code` record
+   (the runner is about to execute a file of the agent's in its own process) is listed in the
+   report, and the records after it are signed under `ratchet(key)`: the runner wiped the key
+   before the agent's code ran, so that code can add records but not hide the mark. When no
+   runner loaded the plugin (`loaded()`: the key is still there as staged), the report
+   directory is read.
 """
 
 from __future__ import annotations
@@ -28,7 +32,14 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
-from tasks.results import AssertionResult, AssertionStatus, ReportSource, VerifierReport
+from sandbox.verdict_plugin import ratchet
+from tasks.results import (
+    AgentCode,
+    AssertionResult,
+    AssertionStatus,
+    ReportSource,
+    VerifierReport,
+)
 
 CHANNEL_DIR = ".t1-verdict"  # under /tests: the plugin, its entry point, the staged key
 PLUGIN_MODULE = "t1_verdict"
@@ -159,6 +170,7 @@ def read_records(data: bytes | None, key: bytes) -> ChannelVerdict:
     if not data:
         return ChannelVerdict(RecordsStatus.MISSING, VerifierReport(), f"{runner} left no records")
     assertions: list[AssertionResult] = []
+    agent_code: list[AgentCode] = []
     closed = False
     lines = data.decode("utf-8", "replace").splitlines()[:MAX_RECORDS]
     for seq, line in enumerate(lines):
@@ -196,13 +208,20 @@ def read_records(data: bytes | None, key: bytes) -> ChannelVerdict:
                     RecordsStatus.FORGED, VerifierReport(), f"record {seq} is no test outcome"
                 )
             assertions.append(assertion)
+        elif kind == "agent_code":
+            if not isinstance(record.get("path"), str) or record.get("tests") != len(assertions):
+                return ChannelVerdict(
+                    RecordsStatus.FORGED, VerifierReport(), f"record {seq} is no agent code"
+                )
+            agent_code.append(AgentCode(path=str(record["path"]), after=len(assertions)))
+            key = bytes(ratchet(key))  # what follows is signed under the next key
         elif kind == "end":
             closed = record.get("tests") == len(assertions)
             if not closed:
                 return ChannelVerdict(
                     RecordsStatus.FORGED, VerifierReport(), "the closing record's count differs"
                 )
-    report = VerifierReport(assertions=assertions, source=source)
+    report = VerifierReport(assertions=assertions, source=source, agent_code=agent_code)
     if not closed:
         return ChannelVerdict(
             RecordsStatus.CUT_SHORT,

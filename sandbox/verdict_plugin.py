@@ -55,12 +55,42 @@ PR_SET_DUMPABLE = 4
 MAX_MESSAGE = 2000
 
 
+RATCHET = b"t1-verdict agent code"
+
+
+def ratchet(key):
+    """The key that signs the records after an `agent_code` one: SHA-256 of RATCHET and the
+    key before (a bytearray; the harness derives the same)."""
+    h = hashlib.sha256(RATCHET)
+    h.update(key)
+    return bytearray(h.digest())
+
+
+def _wipe(buf):
+    for i in range(len(buf)):
+        buf[i] = 0
+
+
 class _Channel:
     def __init__(self, key, fd):
-        self.key = key
+        self.key = bytearray(key)
         self.fd = fd
         self.seq = 0
         self.tests = 0
+        self.agent_files = set()
+
+    def agent_code(self, path):
+        """This runner is about to execute `path`, a file of the agent's, in its own process:
+        an `agent_code` record, then the records go on under `ratchet(key)` and the key is
+        wiped. Once running here the agent's code can add records (what it does in this
+        process is not the judge's own), never remove this one or change one before it."""
+        if path in self.agent_files:
+            return
+        self.agent_files.add(path)
+        self.emit("agent_code", path=path, tests=self.tests)
+        new = ratchet(self.key)
+        _wipe(self.key)
+        self.key = new
 
     def test(self, name, outcome, message="", duration=0.0):
         self.tests += 1
@@ -554,26 +584,49 @@ def _undumpable():
         return False
 
 
+_HEX_DIGITS = b"0123456789abcdefABCDEF"
+
+
+def _unhex(text):
+    """The bytes the hex digits of the bytearray `text` spell (whitespace skipped), as a
+    bytearray, with no copy of them left in an immutable object (`agent_code` wipes the key);
+    empty when anything else is there."""
+    out, half = bytearray(), None
+    for c in text:
+        if c in b" \t\r\n":
+            continue
+        digit = b"0123456789abcdef".find(bytes((c | 0x20,))) if c in _HEX_DIGITS else -1
+        if digit < 0:
+            _wipe(out)
+            return bytearray()
+        if half is None:
+            half = digit
+        else:
+            out.append(half * 16 + digit)
+            half = None
+    return out
+
+
 def _open():
     key_path, records = os.environ.get(KEY_ENV), os.environ.get(RECORDS_ENV)
     if not key_path or not records or os.environ.get(NESTED_ENV):
         return None
     os.environ[NESTED_ENV] = str(os.getpid())  # pytest runs the tests start stay silent
+    text = bytearray(256)
     try:
-        with open(key_path, "rb") as f:
-            text = f.read(256)
+        with open(key_path, "rb", buffering=0) as f:
+            del text[f.readinto(text) :]
     except OSError:
-        text = b""
+        del text[:]
     kept = _destroy(key_path) and _undumpable()
     flags = os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(records, flags, 0o644)
     except OSError:
+        _wipe(text)
         return None  # no records at all: the harness scores the run as cut short
-    try:
-        key = bytes.fromhex(text.decode("ascii").strip())
-    except ValueError:
-        key = b""
+    key = _unhex(text)
+    _wipe(text)
     if len(key) < 32 or not kept:
         reason = "no key" if len(key) < 32 else "key not kept"
         os.write(fd, (json.dumps({"unkeyed": reason, "pid": os.getpid()}) + "\n").encode())
@@ -592,7 +645,30 @@ def open_runner(runner):
     channel = _open()
     if channel is not None:
         channel.emit("start", pid=os.getpid(), runner=str(runner))
+        watch_agent_code(channel)
     return channel
+
+
+def watch_agent_code(channel):
+    """`channel.agent_code(path)` before this process executes Python code from a file of the
+    agent's (`agents_module`: a module the tests import from its outputs, by any route: an
+    import, `spec_from_file_location`, `runpy`), seen through the interpreter's audit hook
+    (Python 3.8; none before). A code object compiled from a string names no file: unseen."""
+    if not hasattr(sys, "addaudithook"):
+        return
+    seen = set()
+
+    def hook(event, args):
+        if event != "exec" or not args:
+            return
+        name = getattr(args[0], "co_filename", None)
+        if not isinstance(name, str) or name in seen or not name.startswith("/"):
+            return
+        seen.add(name)
+        if agents_module(name):
+            channel.agent_code(name)
+
+    sys.addaudithook(hook)
 
 
 def open_early():

@@ -49,6 +49,14 @@ class ReportSource(StrEnum):
     NONE = "none"
 
 
+class AgentCode(BaseModel):
+    """A file of the agent's that the test runner executed in its own process (a module its
+    tests imported from the agent's outputs), after recording `after` outcomes."""
+
+    path: str
+    after: int = Field(ge=0)
+
+
 class VerifierReport(BaseModel):
     """What one verifier run reported. `parse_error` set means no usable record."""
 
@@ -59,6 +67,14 @@ class VerifierReport(BaseModel):
     authenticated: bool = False
     """The verdict came through the report channel (the runner's HMAC-authenticated records),
     not from files or output that any program the verifier runs can write."""
+    agent_code: list[AgentCode] = Field(default_factory=list)
+    """Files of the agent's the authenticated runner executed in its own process: from the
+    first on, what the runner recorded is not the judge's own (the agent's code ran in it)."""
+
+    @property
+    def independent(self) -> bool:
+        """No code of the agent's ran in the process that recorded the verdict."""
+        return not self.agent_code
 
     @property
     def binary(self) -> bool:

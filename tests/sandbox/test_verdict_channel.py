@@ -4,6 +4,7 @@ told apart (sandbox.verdict_channel; the attacks in a sandbox are in test_hostil
 
 from __future__ import annotations
 
+import hmac
 import json
 import os
 import subprocess
@@ -22,6 +23,7 @@ from sandbox.verdict_channel import (
     open_channel,
     read_records,
 )
+from sandbox.verdict_plugin import ratchet
 from tasks.reports import CHECKRUNNER_SOURCE
 from tasks.results import AssertionStatus, ReportSource
 
@@ -198,6 +200,51 @@ def test_edited_records_are_told_apart(tmp_path, edit, status):
     assert read_records("\n".join(lines).encode(), channel.key).status == RecordsStatus.VERIFIED
     edited = "\n".join(edit(lines)).encode()
     assert read_records(edited, channel.key).status == status
+
+
+def _signed(bodies: list[dict], key: bytes, first: int = 0) -> list[str]:
+    """Record lines as the plugin writes them, numbered from `first`: each signed, the key
+    ratcheted after an `agent_code` one (the plugin's `_Channel`, with no process around it)."""
+    out, k = [], bytearray(key)
+    for seq, body in enumerate(bodies, first):
+        text = json.dumps({**body, "seq": seq}, sort_keys=True, separators=(",", ":"))
+        out.append(json.dumps({"b": text, "m": hmac.new(k, text.encode(), "sha256").hexdigest()}))
+        if body["kind"] == "agent_code":
+            k = ratchet(k)
+    return out
+
+
+def _outcome(name: str) -> dict:
+    return {"kind": "test", "name": name, "outcome": "passed", "message": "", "duration": 0.0}
+
+
+RUN = [
+    {"kind": "start", "runner": "pytest", "pid": 1},
+    _outcome("t::a"),
+    {"kind": "agent_code", "path": "/app/solution.py", "tests": 1},
+    _outcome("t::b"),
+    {"kind": "end", "exitstatus": 0, "tests": 2},
+]
+
+
+def test_the_agents_code_in_the_runner_is_listed_and_signs_on_under_the_next_key():
+    """The mark is listed with the outcomes before it; what the agent's code can write once
+    it runs (it holds only the next key) never makes records without the mark verify."""
+    key, data = os.urandom(32), lambda lines: "\n".join(lines).encode()
+    lines = _signed(RUN, key)
+    v = read_records(data(lines), key)
+    assert v.status == RecordsStatus.VERIFIED, v.detail
+    assert [(c.path, c.after) for c in v.report.agent_code] == [("/app/solution.py", 1)]
+    assert not v.report.independent and v.report.passed == 2
+    after = bytes(ratchet(bytearray(key)))  # all the agent's code can sign with
+    for forged in (
+        lines[:2] + lines[3:],  # the mark dropped
+        lines[:2] + _signed(RUN[3:], after, first=2),  # dropped, the rest signed anew
+        _signed([*RUN[:2], {**RUN[2], "tests": 0}, *RUN[3:]], key),  # misplaced
+        _signed(RUN[:3], key) + _signed([{**RUN[3], "outcome": "failed"}, RUN[4]], key, 3),
+    ):
+        assert read_records(data(forged), key).status == RecordsStatus.FORGED
+    assert read_records(data(_signed([*RUN[:2], *RUN[3:]], key)), key).report.independent
 
 
 def test_the_channel_stages_no_key_with_the_tests():
