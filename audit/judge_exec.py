@@ -103,7 +103,8 @@ from tasks.model import Task
 from tasks.results import FailureMode, TrialResult
 from warehouse.records import AuditRecord
 
-EXEC_VERSION = "12"  # 12: "the verifier tracks the inputs" only from outputs written unchanged
+EXEC_VERSION = "13"  # 13: judge_runs_agent_code from the oracle's verdict (12: "the verifier
+# tracks the inputs" only from outputs written unchanged)
 EXEC_JUDGE = "exec"
 
 Runner = Callable[..., TrialResult]
@@ -392,6 +393,18 @@ def run_exec_judge(
                 source=Source.TRIAL,
                 item=oracle.failure_mode.value,
                 evidence=why,
+            )
+        )
+    if oracle.report.agent_code:
+        first = oracle.report.agent_code[0]
+        why = (
+            f"the test runner executed the agent's {first.path} in its own process after "
+            f"{first.after} of {oracle.total} outcomes: what it recorded from then on, the "
+            "agent's code could have written"
+        )
+        findings.append(
+            Finding(
+                code=Code.JUDGE_RUNS_AGENT_CODE, source=Source.TRIAL, item=first.path, evidence=why
             )
         )
     if oracle.report.binary:

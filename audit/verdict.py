@@ -59,6 +59,7 @@ class Code(StrEnum):
     FREE_REWARD = "free_reward"  # outputs the image ships earn assertions before any work
     RACE = "race"  # a background job never waited for, a sleep as synchronization (static)
     NETWORK_USE = "network_use"  # the reference solution connected or resolved a name (traced)
+    JUDGE_RUNS_AGENT_CODE = "judge_runs_agent_code"  # the oracle's verdict ran the agent's code
     # the judge could not decide (never a verdict about the task)
     INFRASTRUCTURE = "infrastructure"
     JUDGE_ERROR = "judge_error"

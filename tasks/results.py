@@ -165,6 +165,18 @@ class TrialResult(BaseModel):
         return self.report.passed
 
     @property
+    def independent_passed(self) -> int:
+        """`passed`, counting only the outcomes the runner recorded before it executed code of
+        the agent's in its own process (`VerifierReport.agent_code`): what the agent's code
+        could not have written. The reward a trainer may trust."""
+        marks = self.report.agent_code
+        if not marks:
+            return self.passed
+        if self.failure_mode in VOID_VERDICTS:
+            return 0
+        return sum(a.ok for a in self.report.assertions[: marks[0].after])
+
+    @property
     def rewardable(self) -> bool:
         """False when the trial says nothing about the agent (an infrastructure failure):
         keep such trials out of rewards, pass rates and training batches."""

@@ -607,7 +607,11 @@ def trained_reward(c: Campaign, r: Rollout) -> float | None:
             return None
         if c.cfg.truncation == "zero":
             return 0.0
-    return trial_reward(c, r.trial.passed, r.trial.total, r.trial.resolved)
+    trial = r.trial  # only what the judge vouches for: no outcome recorded after the agent's
+    # code ran in the test runner's own process (`independent_passed`)
+    return trial_reward(
+        c, trial.independent_passed, trial.total, trial.resolved and trial.report.independent
+    )
 
 
 def assemble(c: Campaign, batch: RolloutBatch) -> list[TrainSample]:

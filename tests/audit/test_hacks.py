@@ -323,6 +323,11 @@ def test_a_verifier_a_stub_satisfies_is_hackable_and_rejected(form: str) -> None
     d = decide(score_dimensions(ev), [c.value for c in ev.codes()], load_rubric("t1"))
     assert "hackable" in d.hard
     assert score_dimensions(ev)[Dimension.COVERAGE] <= 0.5  # the hack's gain feeds coverage
+    # the module's tests import it into the test runner: the oracle's verdict says so, a hard
+    # reject of its own (what the runner records after that, the agent's code could write)
+    runs_agent_code = Code.JUDGE_RUNS_AGENT_CODE in ev.codes()
+    assert runs_agent_code == (form == "module"), ev.findings
+    assert ("judge_runs_agent_code" in d.hard) == runs_agent_code
 
 
 # A seed whose measured max hack share is 0 (benchmarks/hack_share.py, docs/audit.md).

@@ -133,3 +133,26 @@ def test_the_campaign_seed_varies_the_sampling_seed_unless_the_harness_pins_it(t
     assert CampaignConfig(seed=3, harness={"seed": 7}).harness.seed == 7
     for preset in ("fileops-learning", "fileops-conservative-nocancel", "fileops-locked"):
         assert load_campaign_config(preset, seed=2).harness.seed == 2, preset
+
+
+def test_outcomes_recorded_after_the_agents_code_ran_in_the_runner_earn_nothing():
+    """3 of 4 pass, but the runner executed the agent's module after the first outcome: only
+    that one is the judge's own (the module could have written the rest)."""
+    from types import SimpleNamespace
+
+    from tasks.results import AgentCode
+
+    r = rollout([], "finished", Finish(3, 4))
+    c = SimpleNamespace(cfg=SimpleNamespace(reward="dense", truncation="zero"), reward_scale=0.25)
+    assert trained_reward(c, r) == pytest.approx(0.75)  # type: ignore[arg-type]
+    r.trial.report.agent_code = [AgentCode(path="/app/solution.py", after=1)]
+    assert r.trial.independent_passed == 1 and r.trial.passed == 3
+    assert trained_reward(c, r) == pytest.approx(0.25)  # type: ignore[arg-type]
+    r.trial.report.agent_code = [AgentCode(path="/app/solution.py", after=0)]
+    assert trained_reward(c, r) == 0.0  # type: ignore[arg-type]
+    c.cfg.reward = "binary"
+    r.trial.report.agent_code = []
+    r.trial.report.assertions = r.trial.report.assertions[:3]  # all pass: resolved
+    assert trained_reward(c, r) == 1.0  # type: ignore[arg-type]
+    r.trial.report.agent_code = [AgentCode(path="/app/solution.py", after=3)]
+    assert trained_reward(c, r) == 0.0  # type: ignore[arg-type]
