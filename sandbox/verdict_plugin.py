@@ -73,7 +73,7 @@ def _wipe(buf):
 
 class _Channel:
     def __init__(self, key, fd):
-        self.key = bytearray(key)
+        self.key = key if isinstance(key, bytearray) else bytearray(key)  # no copy left over
         self.fd = fd
         self.seq = 0
         self.tests = 0
@@ -591,7 +591,7 @@ def _unhex(text):
     """The bytes the hex digits of the bytearray `text` spell (whitespace skipped), as a
     bytearray, with no copy of them left in an immutable object (`agent_code` wipes the key);
     empty when anything else is there."""
-    out, half = bytearray(), None
+    out, n, half = bytearray(len(text) // 2), 0, None  # filled in place: never reallocated
     for c in text:
         if c in b" \t\r\n":
             continue
@@ -602,8 +602,8 @@ def _unhex(text):
         if half is None:
             half = digit
         else:
-            out.append(half * 16 + digit)
-            half = None
+            out[n], n, half = half * 16 + digit, n + 1, None
+    del out[n:]
     return out
 
 
