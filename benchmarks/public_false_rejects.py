@@ -58,7 +58,8 @@ def with_solution(task_dir: Path, solve: Path, build_timeout_s: float | None = N
 def measure(task: Task, rubric, oracle_only: bool = False) -> dict:
     t0 = time.monotonic()
     oracle = run_trial(task, "oracle")
-    row: dict = {"task": task.id, "oracle": oracle.failure_mode.value}
+    row: dict = {"task": task.id, "oracle": oracle.failure_mode.value,
+                 "agent_code": [c.path for c in oracle.report.agent_code]}  # fmt: skip
     if not oracle.resolved:
         failing = [a.name for a in oracle.assertions if not a.ok][:4]
         detail = (oracle.failure_detail or oracle.verifier_output[-300:])[:300]
@@ -105,14 +106,18 @@ def main() -> int:
         for row in pool.map(lambda t: measure(t, rubric, args.oracle_only), tasks):
             rows.append(row)
             hard = ",".join(row.get("hard", [])) or "-"
-            print(f"{row['seconds']:7.1f}s {row['verdict']:12} {hard:40} {row['task']}", flush=True)
+            marks = " ran the agent's " + ",".join(row["agent_code"]) if row["agent_code"] else ""
+            print(f"{row['seconds']:7.1f}s {row['verdict']:12} {hard:40} {row['task']}{marks}",
+                  flush=True)  # fmt: skip
             for d in row.get("defects", []):
                 print(f"          {d[:300]}", flush=True)
             if args.json:  # after every task: a long run that stops keeps what it measured
                 args.json.write_text(json.dumps(rows, indent=1) + "\n")
     audited = [r for r in rows if r["verdict"] != "oracle_fails"]
     rejected = [r for r in audited if r["verdict"] == "rejected"]
-    print(f"\n{len(rows)} tasks, oracle passes on {len(audited)}, rejected {len(rejected)}")
+    marked = [r for r in rows if r["agent_code"]]
+    print(f"\n{len(rows)} tasks, oracle passes on {len(audited)}, rejected {len(rejected)}; "
+          f"the runner ran the agent's code in {len(marked)}")  # fmt: skip
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1) + "\n")
     return 0
