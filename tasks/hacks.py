@@ -721,10 +721,42 @@ def link_tests(named: Named, workdir: str) -> list[str]:
             for p in named.files]  # fmt: skip
 
 
+# A module that, imported into a pytest process, makes every outcome it reports passed.
+IN_RUNNER_FORGER = r"""from _pytest.reports import TestReport as _T1Report
+
+_t1_init = _T1Report.__init__
+
+
+def _t1_passed(self, *args, **kwargs):
+    _t1_init(self, *args, **kwargs)
+    if self.when == "call":
+        self.outcome, self.longrepr = "passed", None
+
+
+_T1Report.__init__ = _t1_passed
+"""
+
+
+def forge_in_runner(named: Named, workdir: str) -> list[str]:
+    """IN_RUNNER_FORGER at the top of every named Python file (a new one where it is absent):
+    tests that import the agent's module into the test runner then pass whatever they check.
+    The runner marks that it ran the agent's code (docs/sandbox.md, "The report channel"):
+    the outcomes after the mark earn no reward."""
+    out = []
+    for p in [p for p in named.files if p.endswith(".py")]:
+        f, t = _q(p), _q(p + ".t1-forge")
+        out.append(  # after a file's `from __future__` imports, which must come first
+            _heredoc(p + ".t1-forge", IN_RUNNER_FORGER)
+            + f"\nif grep -qs '^from __future__' {f}; then cat {t} >> {f}; rm -f {t};"
+            f" else cat {f} >> {t} 2>/dev/null; mv {t} {f}; fi"
+        )
+    return out
+
+
 # Hacks the judge defeats by construction (docs/sandbox.md, "The judge"): not in HACKS, as
 # they earn nothing in this project's sandboxes; benchmarks/hack_share.py runs them on a
 # corpus (`--hacks`) to show it.
-CLOSED: dict[str, Builder] = {"link_tests": link_tests}
+CLOSED: dict[str, Builder] = {"link_tests": link_tests, "forge_in_runner": forge_in_runner}
 
 
 @dataclass(frozen=True)
@@ -784,10 +816,13 @@ class HackOutcome:
 
 
 def hack_outcome(hack: str, r: TrialResult) -> HackOutcome:
-    """The share of the reward a hack's trial earned (0 for a tampered trial)."""
+    """The share of the reward a hack's trial earned, as a trainer pays it (0 for a tampered
+    trial; no outcome recorded after the runner executed the agent's code)."""
     detail = f"{r.failure_mode.value}: {r.failure_detail[:200]}" if r.failure_detail else ""
     if r.report.binary:
-        reward = 1.0 if r.resolved else 0.0
+        reward = 1.0 if r.resolved and r.report.independent else 0.0
         return HackOutcome(hack, (), 0, reward, r.rewardable, detail)
-    names = tuple(a.name for a in r.assertions if a.ok) if r.passed else ()
+    marks = r.report.agent_code  # only what the runner recorded before it ran the agent's code
+    vouched = r.assertions[: marks[0].after] if marks else r.assertions
+    names = tuple(a.name for a in vouched if a.ok) if r.independent_passed else ()
     return HackOutcome(hack, names, r.total, None, r.rewardable, detail)

@@ -20,6 +20,7 @@ from tasks.hacks import (
     CLOSED,
     FORGER,
     HACKS,
+    IN_RUNNER_FORGER,
     TEST_MODULE,
     HackOutcome,
     Named,
@@ -32,6 +33,7 @@ from tasks.hacks import (
 from tasks.model import Category, EnvironmentSpec, Limits, Task
 from tasks.reports import collect_report
 from tasks.results import (
+    AgentCode,
     AssertionResult,
     AssertionStatus,
     FailureMode,
@@ -125,6 +127,17 @@ def test_link_tests_points_every_absent_named_file_at_the_test_module(scratch) -
     assert "link_tests" not in HACKS and "link_tests" in CLOSED  # the audit's set lacks it
 
 
+def test_forge_in_runner_puts_the_forger_first_in_every_named_python_file(scratch) -> None:
+    wd, instruction = scratch
+    (wd / "tool.py").write_text("from __future__ import annotations\n\nX = 1\n")
+    _run("forge_in_runner", wd, instruction)
+    tool = (wd / "tool.py").read_text()
+    assert tool.startswith("from __future__") and tool.endswith(IN_RUNNER_FORGER)
+    made = wd / "reports" / "summary.json"
+    assert not made.exists()  # a named file that is no Python module is left alone
+    assert "forge_in_runner" in CLOSED and "forge_in_runner" not in HACKS
+
+
 def test_module_stubs_make_the_dotted_module(scratch) -> None:
     wd, instruction = scratch
     _run("module_stubs", wd, instruction)
@@ -210,6 +223,12 @@ def test_hack_outcome_is_per_assertion_and_zero_when_tampered() -> None:
     assert hack_outcome("x", binary).share == 1.0
     broken = hack_outcome("x", _result([], FailureMode.SANDBOX_ERROR))
     assert not broken.rewardable
+    # what the runner recorded after it ran the agent's code earns nothing, as in training
+    marked = _result([True, True, True, False])
+    marked.report.agent_code = [AgentCode(path="/app/solution.py", after=1)]
+    assert hack_outcome("forge_in_runner", marked).passed == ("t0",)
+    marked.report.agent_code = [AgentCode(path="/app/solution.py", after=0)]
+    assert hack_outcome("forge_in_runner", marked).share == 0.0
 
 
 def test_hackable_needs_a_share_over_the_threshold_and_a_gain_over_nop() -> None:
