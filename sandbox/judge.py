@@ -6,24 +6,27 @@ The judge is independent of the judged. Its trust domain, by construction:
    the agent's. What the agent produced enters as data: the task's declared output paths
    (`outputs_of`: `Task.outputs`, default the working directory, plus `trusted_paths`) are
    copied from the agent's sandbox as directories, regular files and symbolic links (no
-   device, FIFO or socket; no setuid or setgid bit, no extended attribute), owned by the
-   agent's uid (AGENT_UID). Everything else (apt, pip and git configuration, env files,
-   profiles, PATH directories, /etc/hosts, the loader) is the image's.
+   device, FIFO or socket; no setuid or setgid bit, no extended attribute; no link into the
+   judge's own places, `carried_link`), owned by the agent's uid (AGENT_UID). Everything
+   else (apt, pip and git configuration, env files, profiles, PATH directories, /etc/hosts,
+   the loader) is the image's.
 2. **The agent's domain.** The entry script, the test runner, the report key and the report
    directory are the verifier's user (root unless the task names one); /logs/verifier is that
    user's alone (mode 0700). The test runners that speak the report channel (pytest, the
    seeds' runner) start every program in the agent's domain (sandbox/verdict_plugin.py): a
-   Landlock domain that cannot read /logs, writes only in the outputs and scratch places
-   (/tmp, /dev), and cannot trace the judge's processes or reach them through /proc (a
-   signal to them only costs the agent its trial); as AGENT_UID where
-   the kernel has no Landlock. In them no module, conftest or configuration file the agent
+   Landlock domain that cannot read /logs or the held-out tests, writes only in the outputs
+   and scratch places (/tmp, /dev) and there makes no link and moves nothing between
+   directories, and cannot trace the judge's processes or reach them through /proc (a
+   signal to them only costs the agent its trial); as AGENT_UID where the kernel has no
+   Landlock. In them no module, conftest or configuration file the agent
    wrote stands in for the image's.
 3. **No reach between processes.** The verifier phase refuses ptrace, process_vm_writev and
    pidfd_getfd (sandbox.seccomp.VERIFIER_REFUSED); its entry script is the first process of its
    own PID namespace, so its whole process tree ends with it, before the report is read.
 4. **The verdict is the runner's.** `read_verdict`: the report channel's authenticated records
-   when a test runner opened it, else the report directory (every format: only the judge
-   writes there) and pytest's summary on the entry script's output.
+   when a test runner opened it (with the runner's marks of the agent's code it executed),
+   else the report directory (every format: only the judge writes there) and pytest's
+   summary on the entry script's output.
 5. **Infrastructure only when proven.** A verifier that did not run (its sandbox could not
    start, its entry was killed, its runner's records never closed) is run once more on the
    pristine image, with no outputs (`prove`, cached per task and backend): if that run
@@ -33,7 +36,8 @@ The judge is independent of the judged. Its trust domain, by construction:
 What stays outside, said plainly: a program the entry *script* runs itself (not through a test
 runner) runs as the judge, so it can write the report (the audit's `forge_reports` hack
 measures which tasks that leaves forgeable); code of the agent's that the tests import into
-the runner's own process runs there.
+the runner's own process runs there, marked in the verdict before it runs (`agent_code`: no
+reward after the mark, and the audit keeps such a task out of T1).
 """
 
 from __future__ import annotations
