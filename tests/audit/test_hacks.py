@@ -305,13 +305,13 @@ STUBBABLE = {
         "text and joins its words with single hyphens.\n",
         "cat > /app/textutil.py <<'EOF'\ndef slugify(text):\n"
         "    return '-'.join(text.lower().split())\nEOF\n",
-        "import importlib.util\n\n"
-        "def _load():\n"
-        "    spec = importlib.util.spec_from_file_location('textutil', '/app/textutil.py')\n"
-        "    mod = importlib.util.module_from_spec(spec)\n    spec.loader.exec_module(mod)\n"
-        "    return mod\n\n"
-        "def test_module_imports():\n    assert _load() is not None\n\n"
-        "def test_slugify_defined():\n    assert callable(getattr(_load(), 'slugify', None))\n",
+        "import subprocess, sys\n\n"  # the module is imported by a program of its own
+        "def _check(code):\n"
+        "    return subprocess.run([sys.executable, '-c', 'import sys; sys.path.insert(0, "
+        '"/app"); import textutil; \' + code]).returncode == 0\n\n'
+        "def test_module_imports():\n    assert _check('pass')\n\n"
+        "def test_slugify_defined():\n"
+        "    assert _check('assert callable(getattr(textutil, \"slugify\", None))')\n",
     ),
     "report": _task(
         "hack-report",
@@ -342,11 +342,34 @@ def test_a_verifier_a_stub_satisfies_is_hackable_and_rejected(form: str) -> None
     d = decide(score_dimensions(ev), [c.value for c in ev.codes()], load_rubric("t1"))
     assert "hackable" in d.hard
     assert score_dimensions(ev)[Dimension.COVERAGE] <= 0.5  # the hack's gain feeds coverage
-    # the module's tests import it into the test runner: the oracle's verdict says so, a hard
-    # reject of its own (what the runner records after that, the agent's code could write)
-    runs_agent_code = Code.JUDGE_RUNS_AGENT_CODE in ev.codes()
-    assert runs_agent_code == (form == "module"), ev.findings
-    assert ("judge_runs_agent_code" in d.hard) == runs_agent_code
+    assert Code.JUDGE_RUNS_AGENT_CODE not in ev.codes()
+
+
+IN_RUNNER = _task(
+    "runner-imports-module",
+    STUBBABLE["module"].instruction,
+    STUBBABLE["module"].solution["solve.sh"].decode(),
+    "import importlib.util\n\n"
+    "def _load():\n"
+    "    spec = importlib.util.spec_from_file_location('textutil', '/app/textutil.py')\n"
+    "    mod = importlib.util.module_from_spec(spec)\n    spec.loader.exec_module(mod)\n"
+    "    return mod\n\n"
+    "def test_slug():\n    assert _load().slugify('A  b C') == 'a-b-c'\n\n"
+    "def test_slug_empty():\n    assert _load().slugify('') == ''\n",
+)
+
+
+@pytest.mark.sandbox
+def test_a_verifier_that_runs_the_agents_module_in_its_runner_is_rejected() -> None:
+    """The tests import the agent's module into the runner: the reference solution's verdict
+    is marked (the runner ran the agent's code before either outcome), a hard reject of its
+    own; the stub a hack leaves is marked too, so it earns nothing a trainer would pay."""
+    ev = run_exec_judge(IN_RUNNER, LEAN)
+    assert ev.measures["oracle_pass_share"] == 1.0, ev.findings
+    assert Code.JUDGE_RUNS_AGENT_CODE in ev.codes()
+    d = decide(score_dimensions(ev), [c.value for c in ev.codes()], load_rubric("t1"))
+    assert "judge_runs_agent_code" in d.hard
+    assert ev.measures["max_hack_share"] == 0.0
 
 
 # A seed whose measured max hack share is 0 (benchmarks/hack_share.py, docs/audit.md).
