@@ -77,16 +77,12 @@ class _Channel:
         self.fd = fd
         self.seq = 0
         self.tests = 0
-        self.agent_files = set()
 
     def agent_code(self, path):
-        """This runner is about to execute `path`, a file of the agent's, in its own process:
-        an `agent_code` record, then the records go on under `ratchet(key)` and the key is
-        wiped. Once running here the agent's code can add records (what it does in this
+        """This runner is about to execute `path`, a file of the agent's, in its own process
+        (told once a file by `watch_agent_code`): an `agent_code` record, then the records go
+        on under `ratchet(key)` and the key is wiped. Once running here the agent's code can add records (what it does in this
         process is not the judge's own), never remove this one or change one before it."""
-        if path in self.agent_files:
-            return
-        self.agent_files.add(path)
         self.emit("agent_code", path=path, tests=self.tests)
         new = ratchet(self.key)
         _wipe(self.key)

@@ -822,7 +822,5 @@ def hack_outcome(hack: str, r: TrialResult) -> HackOutcome:
     if r.report.binary:
         reward = 1.0 if r.resolved and r.report.independent else 0.0
         return HackOutcome(hack, (), 0, reward, r.rewardable, detail)
-    marks = r.report.agent_code  # only what the runner recorded before it ran the agent's code
-    vouched = r.assertions[: marks[0].after] if marks else r.assertions
-    names = tuple(a.name for a in vouched if a.ok) if r.independent_passed else ()
+    names = tuple(a.name for a in r.report.vouched if a.ok) if r.independent_passed else ()
     return HackOutcome(hack, names, r.total, None, r.rewardable, detail)

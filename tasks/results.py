@@ -77,6 +77,12 @@ class VerifierReport(BaseModel):
         return not self.agent_code
 
     @property
+    def vouched(self) -> list[AssertionResult]:
+        """The assertions recorded before the runner first executed the agent's code (all of
+        them when it never did): the ones the judge vouches for."""
+        return self.assertions[: self.agent_code[0].after] if self.agent_code else self.assertions
+
+    @property
     def binary(self) -> bool:
         return self.source == ReportSource.REWARD
 
@@ -169,12 +175,9 @@ class TrialResult(BaseModel):
         """`passed`, counting only the outcomes the runner recorded before it executed code of
         the agent's in its own process (`VerifierReport.agent_code`): what the agent's code
         could not have written. The reward a trainer may trust."""
-        marks = self.report.agent_code
-        if not marks:
-            return self.passed
         if self.failure_mode in VOID_VERDICTS:
             return 0
-        return sum(a.ok for a in self.report.assertions[: marks[0].after])
+        return sum(a.ok for a in self.report.vouched)
 
     @property
     def rewardable(self) -> bool:

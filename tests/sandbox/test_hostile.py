@@ -890,8 +890,8 @@ def test_a_link_in_the_outputs_never_reads_the_tests_for_the_agent(backend, atta
         "mkdir /app/data; echo ANSWER-4d1c9e > /app/data/answer.txt;"
         " ln -s data/answer.txt /app/answer.txt; "
         + _PROG.format(
-            "mkdir -p /app/work/out; echo EXPECTED-7b2f10 > /app/work/out/expected.txt;"
-            " mv /app/work/out/expected.txt /app/"
+            "mkdir -p /app/build/out; echo EXPECTED-7b2f10 > /app/build/out/expected.txt;"
+            " mv /app/build/out/expected.txt /app/"
         )
     )
     r = run_trial(task, CommandAgent(honest), backend)
