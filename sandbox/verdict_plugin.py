@@ -81,8 +81,9 @@ class _Channel:
     def agent_code(self, path):
         """This runner is about to execute `path`, a file of the agent's, in its own process
         (told once a file by `watch_agent_code`): an `agent_code` record, then the records go
-        on under `ratchet(key)` and the key is wiped. Once running here the agent's code can add records (what it does in this
-        process is not the judge's own), never remove this one or change one before it."""
+        on under `ratchet(key)` and the key is wiped. Once running here the agent's code can
+        add records (what it does in this process is not the judge's own), never remove this
+        one or change one before it."""
         self.emit("agent_code", path=path, tests=self.tests)
         new = ratchet(self.key)
         _wipe(self.key)
