@@ -103,8 +103,8 @@ from tasks.model import Task
 from tasks.results import FailureMode, TrialResult
 from warehouse.records import AuditRecord
 
-EXEC_VERSION = "13"  # 13: judge_runs_agent_code from the oracle's verdict (12: "the verifier
-# tracks the inputs" only from outputs written unchanged)
+EXEC_VERSION = "14"  # 14: the runner marks the agent's code by its file (bytecode, native
+# modules, pickles that name a global); 13: judge_runs_agent_code from the oracle's verdict
 EXEC_JUDGE = "exec"
 
 Runner = Callable[..., TrialResult]

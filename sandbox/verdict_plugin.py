@@ -647,25 +647,92 @@ def open_runner(runner):
 
 
 def watch_agent_code(channel):
-    """`channel.agent_code(path)` before this process executes Python code from a file of the
-    agent's (`agents_module`: a module the tests import from its outputs, by any route: an
-    import, `spec_from_file_location`, `runpy`), seen through the interpreter's audit hook
-    (Python 3.8; none before). A code object compiled from a string names no file: unseen."""
+    """`channel.agent_code(path)` before this process runs code of the agent's, known by the
+    file it comes from rather than by the name the code gives itself (the interpreter's audit
+    hook, Python 3.8; none before):
+    - a module whose file is the agent's (`agents_module`), whatever loads it: source,
+      bytecode with no source beside it (its code objects carry any name the compiler was
+      told), a native extension (no Python code object at all), by any route (an import,
+      `spec_from_file_location`): marked as the import system makes the module;
+    - Python code compiled under the name of a file of the agent's (`runpy`, `exec(compile(
+      source, path, ...))`): marked as it executes;
+    - a shared library of the agent's loaded by `ctypes`;
+    - any pickle that names a global: the data chooses the callables it runs (`exec` among
+      them), and whose data it is the judge cannot tell, so every such pickle is marked, named
+      by the agent's file the calling frames hold open or by path, else `<pickle>`.
+    A code object compiled from a string (`eval` of what the agent wrote) is unseen."""
     if not hasattr(sys, "addaudithook"):
         return
-    seen = set()
+    marked, checked = set(), set()
+
+    def mark(path):
+        if path not in marked:
+            marked.add(path)
+            channel.agent_code(path)
 
     def hook(event, args):
-        if event != "exec" or not args:
-            return
-        name = getattr(args[0], "co_filename", None)
-        if not isinstance(name, str) or name in seen or not name.startswith("/"):
-            return
-        seen.add(name)
-        if agents_module(name):
-            channel.agent_code(name)
+        if event == "exec" and args:
+            name = getattr(args[0], "co_filename", None)
+            if isinstance(name, str) and name.startswith("/") and name not in checked:
+                checked.add(name)
+                if agents_module(name):
+                    mark(name)
+        elif event == "ctypes.dlopen" and args and isinstance(args[0], str) and "/" in args[0]:
+            path = os.path.abspath(args[0])
+            if agents_module(path):
+                mark(path)
+        elif event == "pickle.find_class" and PICKLE not in checked:
+            checked.add(PICKLE)
+            mark(_pickled_from(sys._getframe(1)))
 
     sys.addaudithook(hook)
+    _watch_module_specs(lambda path: mark(path) if agents_module(path) else None)
+
+
+PICKLE = "<pickle>"
+
+
+def _pickled_from(frame, depth=64):
+    """The agent's file that the frames calling the unpickler hold: a file open for reading
+    (`with open("/app/model.pkl", "rb") as f: pickle.load(f)`), else a path naming a regular
+    file (`torch.load(path)`), innermost first; else PICKLE."""
+    opened = []  # type: list[str]
+    named = []  # type: list[str]
+    while frame is not None and depth > 0:
+        for value in list(frame.f_locals.values()):
+            try:  # any object: its attributes may run code of their own, or raise
+                is_file = hasattr(value, "read")
+                name = getattr(value, "name", None) if is_file else value
+                fspath = getattr(name, "__fspath__", None)
+                name = fspath() if callable(fspath) else name
+            except Exception:  # noqa: BLE001 - not a file the frame holds
+                continue
+            if isinstance(name, str) and name.startswith("/"):
+                (opened if is_file else named).append(name)
+        frame, depth = frame.f_back, depth - 1
+    for name in opened + [n for n in named if os.path.isfile(n)]:
+        if agents_module(name):
+            return name
+    return PICKLE
+
+
+def _watch_module_specs(before):
+    """`before(origin)` each time the import system makes a module from a file (every
+    loader, every route goes through `module_from_spec`): before a native extension's
+    initialisation runs, before a module's code executes."""
+    import importlib._bootstrap as bootstrap
+    import importlib.util
+
+    real = bootstrap.module_from_spec
+
+    def module_from_spec(spec):
+        origin = getattr(spec, "origin", None)
+        if isinstance(origin, str) and origin.startswith("/"):
+            before(origin)
+        return real(spec)
+
+    bootstrap.module_from_spec = module_from_spec
+    importlib.util.module_from_spec = module_from_spec
 
 
 def open_early():

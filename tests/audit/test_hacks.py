@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -136,6 +137,24 @@ def test_forge_in_runner_puts_the_forger_first_in_every_named_python_file(scratc
     made = wd / "reports" / "summary.json"
     assert not made.exists()  # a named file that is no Python module is left alone
     assert "forge_in_runner" in CLOSED and "forge_in_runner" not in HACKS
+
+
+def test_forge_pickle_leaves_a_model_whose_loading_runs_the_forger(tmp_path) -> None:
+    """At every named model file a pickle that, loaded in a pytest process, has made every
+    outcome pytest reports passed (a plain `pickle.load`); other named files are left alone."""
+    wd = tmp_path / "app"
+    wd.mkdir()
+    instruction = f"Train it and save the model to `{wd}/model.pkl`; report to `{wd}/out.txt`."
+    _run("forge_pickle", wd, instruction)
+    assert not (wd / "out.txt").exists()
+    probe = (
+        "import pickle, sys; pickle.load(open(sys.argv[1], 'rb'));"
+        " from _pytest.reports import TestReport; print(TestReport.__init__.__name__)"
+    )
+    r = subprocess.run([sys.executable, "-c", probe, str(wd / "model.pkl")],
+                       capture_output=True, text=True, check=True)  # fmt: skip
+    assert r.stdout.strip() == "_t1_passed"
+    assert "forge_pickle" in CLOSED and "forge_pickle" not in HACKS
 
 
 def test_module_stubs_make_the_dotted_module(scratch) -> None:

@@ -1079,6 +1079,131 @@ def test_the_agents_code_in_the_runner_is_known_and_cannot_hide(backend, attack)
     assert r.resolved and not r.report.independent, (r.report, r.verifier_output[-800:])
 
 
+# The mark above keyed on the name a code object gives itself (`co_filename`). Three routes
+# run the agent's code in the runner under a name of its choosing, or none: a module the
+# import system loads from bytecode with no source beside it (`solution.pyc`: a name the
+# compiler was told, say the image's json), an extension module (`solution.so`: native code,
+# which runs Python compiled from a string), and a pickle the tests load (the tests of 22 of
+# the 3,566 public Harbor tasks call `pickle.load`, `joblib.load` or `torch.load`, most on the
+# agent's model: the data names the callables it runs, `exec` among them). Each makes both
+# wrong answers pass.
+SYS_PATH_TESTS = b"""import sys
+
+sys.path.insert(0, "/app")
+
+
+def test_square():
+    import solution
+    assert solution.square(3) == 9
+
+
+def test_square_negative():
+    import solution
+    assert solution.square(-4) == 16
+"""
+PICKLE_TESTS = b"""import pickle
+
+
+def model():
+    with open("/app/model.pkl", "rb") as f:
+        return pickle.load(f)
+
+
+def test_square():
+    assert model()["a"] * 3**2 == 9
+
+
+def test_square_negative():
+    assert model()["a"] * (-4) ** 2 == 16
+"""
+FORGED_NAME = "/usr/lib/python3.11/json/__init__.py"  # the image's: not the agent's file
+EXTENSION_C = """#define Py_LIMITED_API 0x030B0000
+#include <Python.h>
+static struct PyModuleDef def = {PyModuleDef_HEAD_INIT, "solution", NULL, -1, NULL};
+PyMODINIT_FUNC PyInit_solution(void) {
+    PyObject *builtins = PyImport_ImportModule("builtins"), *scope = PyDict_New();
+    PyObject *r = builtins ? PyObject_CallMethod(builtins, "exec", "sO", %s, scope) : NULL;
+    Py_XDECREF(r);
+    Py_XDECREF(scope);
+    Py_XDECREF(builtins);
+    return PyModule_Create(&def);
+}
+"""
+
+
+def _bytecode_agent() -> str:
+    """Compiles the forger under the image's json name, in the image (its Python's magic)."""
+    src = base64.b64encode(IN_RUNNER_FORGER.encode()).decode()
+    return (
+        'python3 -c "import base64, importlib.util, marshal; co = compile(base64.b64decode('
+        f"'{src}'), '{FORGED_NAME}', 'exec'); open('/app/solution.pyc', 'wb').write("
+        'importlib.util.MAGIC_NUMBER + bytes(12) + marshal.dumps(co))"'
+    )
+
+
+def _extension_agent(tmp: Path) -> str:
+    """A native module built here (the limited API of 3.11: loads in the image's Python)."""
+    import json
+    import sysconfig
+
+    gcc, include = shutil.which("gcc"), sysconfig.get_paths()["include"]
+    if gcc is None or not (Path(include) / "Python.h").exists():
+        pytest.skip("needs gcc and Python's headers to build the agent's extension module")
+    (tmp / "ext.c").write_text(EXTENSION_C % json.dumps(IN_RUNNER_FORGER))
+    import subprocess
+
+    subprocess.run(  # noqa: S603 - our compiler on our source
+        [gcc, "-shared", "-fPIC", "-O0", f"-I{include}", str(tmp / "ext.c"), "-o",
+         str(tmp / "solution.so")],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    so = base64.b64encode((tmp / "solution.so").read_bytes()).decode()
+    return f"echo {so} | base64 -d > /app/solution.so"
+
+
+class _Exec:  # pickles as a call of builtins.exec with the forger's source
+    def __reduce__(self):
+        return (exec, (IN_RUNNER_FORGER, {}))
+
+
+def _pickle_agent(obj) -> str:
+    import pickle
+
+    return f"echo {base64.b64encode(pickle.dumps(obj, protocol=4)).decode()} | base64 -d" \
+        " > /app/model.pkl"  # fmt: skip
+
+
+IN_RUNNER_ROUTES = {  # route: (tests, where the agent's code lies)
+    "sourceless-bytecode": (SYS_PATH_TESTS, "/app/solution.pyc"),
+    "extension-module": (SYS_PATH_TESTS, "/app/solution.so"),
+    "pickle": (PICKLE_TESTS, "/app/model.pkl"),
+}
+
+
+@pytest.mark.parametrize("route", sorted(IN_RUNNER_ROUTES))
+def test_the_agents_code_in_the_runner_is_known_by_its_file_not_its_name(backend, route, tmp_path):
+    """Code of the agent's the runner runs from bytecode named as the image's, from a native
+    module, or from a pickle, is marked as the agent's before it runs (the file it came from),
+    so the outcomes it forged earn nothing. A pickle of plain data names no code: its verdict
+    stays the judge's own."""
+    tests, where = IN_RUNNER_ROUTES[route]
+    verifier = {"test.sh": JUNIT_TEST_SH, "test_outputs.py": tests}
+    task = tools_task(f"hostile-in-runner-{route}", verifier=verifier)
+    write = {
+        "sourceless-bytecode": _bytecode_agent,
+        "extension-module": lambda: _extension_agent(tmp_path),
+        "pickle": lambda: _pickle_agent(_Exec()),
+    }[route]()
+    r = run_trial(task, CommandAgent(write), backend)
+    assert not r.failure_mode.infrastructure, (r.failure_mode, r.failure_detail)
+    assert r.report.authenticated and r.passed == 2, (r.report, r.verifier_output[-800:])
+    assert [(c.path, c.after) for c in r.report.agent_code] == [(where, 0)], r.report
+    assert not r.report.independent and r.independent_passed == 0
+    if route == "pickle":
+        r = run_trial(task, CommandAgent(_pickle_agent({"a": 1})), backend)
+        assert r.resolved and r.report.independent, (r.report, r.verifier_output[-800:])
+
+
 SH_REPORT_TEST_SH = b"""#!/bin/bash
 out=$(bash /app/prog.sh 2>/dev/null); [ "$out" = 42 ] && a=passed || a=failed
 [ "$(cat /app/done 2>/dev/null)" = ok ] && d=passed || d=failed

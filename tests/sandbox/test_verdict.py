@@ -5,6 +5,7 @@ runner's guards against the agent's files (the attacks in a sandbox: test_judge.
 from __future__ import annotations
 
 import io
+import json
 import os
 import stat
 import subprocess
@@ -403,3 +404,55 @@ def test_a_module_where_the_agents_programs_write_is_the_agents(tmp_path, monkey
     assert not verdict_plugin.agents_module(str(lib / "statistics.py"))
     (app / "link.py").symlink_to(lib / "statistics.py")
     assert not verdict_plugin.agents_module(str(app / "link.py")), "judged by the file's place"
+
+
+WATCH = r"""
+import importlib.util, json, marshal, pickle, sys
+sys.path.insert(0, sys.argv[2])
+import verdict_plugin as vp
+app = sys.argv[1]
+marks = []
+vp.watch_agent_code(type("Ch", (), {"agent_code": lambda self, path: marks.append(path)})())
+steps = []
+def step(name):
+    steps.append((name, list(marks)))
+with open(app + "/data.pkl", "rb") as f:
+    pickle.load(f)
+step("plain-data pickle")
+__import__("json")
+step("the image's module")
+co = compile("VALUE = 1", "/usr/lib/python3/forged_name.py", "exec")
+with open(app + "/solution.pyc", "wb") as f:
+    f.write(importlib.util.MAGIC_NUMBER + bytes(12) + marshal.dumps(co))
+sys.path.insert(0, app)
+import solution
+step("bytecode named as the image's")
+with open(app + "/model.pkl", "rb") as f:
+    pickle.load(f)
+step("a pickle naming a global")
+print(json.dumps(steps))
+"""
+
+
+def test_code_of_the_agents_is_marked_by_its_file(tmp_path):
+    """`watch_agent_code` in a Python of its own (an audit hook cannot be removed): nothing for
+    a pickle of plain data or a module of the image's; the agent's bytecode by its file, not by
+    the name compiled into it; a pickle naming a global by the file the caller holds open."""
+    import collections
+    import pickle
+
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "data.pkl").write_bytes(pickle.dumps({"a": [1, 2.0, "x"]}))
+    (app / "model.pkl").write_bytes(pickle.dumps(collections.OrderedDict(a=1)))
+    env = {**os.environ, "T1_AGENT_OUTPUTS": str(app), "T1_AGENT_IDS": "64999:64999"}
+    out = subprocess.run(
+        [sys.executable, "-c", WATCH, str(app), str(Path(judge_mod.__file__).parent)],
+        env=env, capture_output=True, text=True, timeout=60, check=True,
+    ).stdout  # fmt: skip
+    assert [tuple(s) for s in json.loads(out)] == [
+        ("plain-data pickle", []),
+        ("the image's module", []),
+        ("bytecode named as the image's", [f"{app}/solution.pyc"]),
+        ("a pickle naming a global", [f"{app}/solution.pyc", f"{app}/model.pkl"]),
+    ]
