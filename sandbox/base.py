@@ -47,16 +47,22 @@ class NetworkPolicy:
 # No image account uses it (Debian reserves the range, allocates none of it); below 65536,
 # inside both backends' id maps.
 AGENT_UID = AGENT_GID = 64999
+# The held-out tests' group for a root verifier (sandbox.judge.tests_group): the files the
+# agent's programs may not read are root's and this group's, mode 0640, so that where the kernel
+# has no Landlock a program of the task's (a validator shipped with the tests), which runs as the
+# agent's uid with this as its effective group, reads them, and nothing else of the agent's does.
+TESTS_GID = 64998
 
 
 @dataclass(frozen=True)
 class VerifierSpec:
     """How to run a verifier as the judge (sandbox.judge): in a fresh sandbox of the image,
     with `outputs` (absolute paths of the agent's sandbox; empty for the pristine image)
-    copied in as data owned by `agent_uid`; `tests` at /tests (the judge's, readable by all),
-    `report_files` in /logs/verifier (the judge's alone); `command` run by bash as `user`
-    (root when empty) in `cwd`, with the image's ENV updated by `env`, as the first process of
-    its own PID namespace, under the verifier phase's system-call filter."""
+    copied in as data owned by `agent_uid`; `tests` at /tests (the judge's, with the modes of
+    `judge.tests_layout`), `report_files` in /logs/verifier (the judge's alone); `command` run
+    by bash as `user` (root when empty) in `cwd`, with the image's ENV updated by `env`, as
+    the first process of its own PID namespace, under the verifier phase's system-call
+    filter."""
 
     tests: Mapping[str, bytes]
     report_files: Mapping[str, bytes]

@@ -24,7 +24,7 @@ import tarfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +53,15 @@ from sandbox.docker_hosts import (
 from sandbox.docker_session import DockerSession
 from sandbox.git_guards import MAX_CONFIG_BYTES, driver_sections, guard_env, is_config_file
 from sandbox.image import ImageConfig
-from sandbox.judge import carried_link, carried_mode, carried_path, holds_verifier_venv, within
+from sandbox.judge import (
+    carried_link,
+    carried_mode,
+    carried_path,
+    holds_verifier_venv,
+    tests_group,
+    tests_layout,
+    within,
+)
 from sandbox.podman import CONTAINER_LABEL, ENDPOINT_LABEL
 from tasks.model import Limits, Task
 
@@ -570,7 +578,7 @@ class DockerSandbox:
             ids = _user_ids(self._download(judge, "/etc/passwd").get("passwd", b""), spec.user)
             for path, tar in carried.items():
                 judge.put_archive(posixpath.dirname(path) or "/", tar)
-            self._upload(judge, dict(spec.tests), TESTS_DIR, 0o644)
+            judge.put_archive("/", _tests_tar(spec.tests, ids))
             report: dict[str, bytes | None] = {REPORT_DIR.strip("/"): None}
             report |= {f"{REPORT_DIR.strip('/')}/{n}": b for n, b in spec.report_files.items()}
             judge.put_archive("/", _owned_tar(report, ids, 0o700, 0o600))
@@ -836,6 +844,24 @@ def _is_dir_tar(data: bytes) -> bool:
     with tarfile.open(fileobj=io.BytesIO(data)) as tar:
         first = tar.next()
     return first is not None and first.isdir()
+
+
+def _tests_tar(files: Mapping[str, bytes], ids: tuple[int, int]) -> bytes:
+    """The tests directory as `judge.tests_layout` lays it out: root's, held-out entries in
+    `tests_group` of the verifier's user (`ids`)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for e in tests_layout(dict(files)):
+            info = tarfile.TarInfo(posixpath.join(TESTS_DIR.strip("/"), e.rel).rstrip("/"))
+            info.uid, info.gid = 0, tests_group(ids) if e.held else 0
+            info.mode, info.mtime = e.mode, int(time.time())
+            if e.data is None:
+                info.type = tarfile.DIRTYPE
+                tar.addfile(info)
+            else:
+                info.size = len(e.data)
+                tar.addfile(info, io.BytesIO(e.data))
+    return buf.getvalue()
 
 
 def _owned_tar(

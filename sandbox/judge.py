@@ -43,6 +43,7 @@ reward after the mark, and the audit keeps such a task out of T1).
 from __future__ import annotations
 
 import hashlib
+import os
 import posixpath
 import stat
 import threading
@@ -53,11 +54,13 @@ from dataclasses import dataclass
 from sandbox.base import (
     AGENT_GID,
     AGENT_UID,
+    TESTS_GID,
     DiskFull,
     Sandbox,
     SandboxError,
     VerifierRun,
     VerifierSpec,
+    normalize_dest,
 )
 from sandbox.git_guards import GUARD_FILES, fixed_env
 from sandbox.policy import network_policy
@@ -94,6 +97,49 @@ SIGNAL_EXIT_CODES = range(129, 129 + 64)  # 128 + N: the entry (or its last comm
 CHECKRUNNER_EARLIER = frozenset(
     {"8b475d20dea32c60f0b97273ad0de902acb573d1c2841c110ac50f9d0483f821"}
 )
+
+
+@dataclass(frozen=True)
+class Staged:
+    """One entry of the tests directory as the judge stages it (root's): `rel` below TESTS_DIR
+    ("" for the directory itself), its bytes (None: a directory), its mode, and whether it is
+    held out from the agent (in `tests_group`) or shared with every program (root's group)."""
+
+    rel: str
+    data: bytes | None
+    mode: int
+    held: bool
+
+
+def tests_group(verifier_ids: tuple[int, int]) -> int:
+    """The group the held-out tests belong to: the verifier's user's own (it reads them
+    through it) or, for root, TESTS_GID. A program of the task's runs with it as its
+    effective group where the kernel has no Landlock (sandbox.verdict_plugin reads it from the
+    tests directory)."""
+    return TESTS_GID if verifier_ids[0] == 0 else verifier_ids[1]
+
+
+def tests_layout(files: dict[str, bytes]) -> list[Staged]:
+    """The tests directory with modes that hold it out from the agent's uid by themselves
+    (where the kernel has no Landlock, the agent's programs run as that uid): the directory
+    0751 (others may pass through it, not list it), held-out directories 0750 and files 0640
+    (0750 for scripts), in `tests_group`; SHARED_TESTS_DIRS 0755 / 0644 for every program.
+    Root's, so that no verifier user writes there (a conftest.py its build left would be
+    collected). Parents before children. Pure."""
+    out = [Staged("", None, 0o751, True)]
+    dirs: set[str] = set()
+    for rel in sorted(files):
+        parts = normalize_dest(TESTS_DIR, rel)[len(TESTS_DIR) + 1 :].split("/")  # no escape
+        shared = parts[0] in SHARED_TESTS_DIRS
+        for i in range(1, len(parts)):
+            d = "/".join(parts[:i])
+            if d not in dirs:
+                dirs.add(d)
+                out.append(Staged(d, None, 0o755 if shared else 0o750, not shared))
+        script = 0o111 if rel.endswith(".sh") else 0
+        mode = (0o644 | script) if shared else (0o640 | (script & 0o110))
+        out.append(Staged("/".join(parts), files[rel], mode, not shared))
+    return out
 
 
 def outputs_of(task: Task) -> tuple[str, ...]:
@@ -174,10 +220,20 @@ def verifier_env(task: Task) -> dict[str, str]:
     return {**task.verifier_config.env, "TEST_DIR": TESTS_DIR, **VERIFIER_ENV}
 
 
+# On the host: "off" runs every verifier as on a kernel without Landlock (the agent's programs
+# then held by its uid and the tests' modes alone): to measure that fallback on a host that has it.
+JUDGE_LANDLOCK_ENV = "T1_JUDGE_LANDLOCK"
+
+
+def judge_landlock() -> bool:
+    return os.environ.get(JUDGE_LANDLOCK_ENV, "") != "off"
+
+
 def verifier_spec(
-    task: Task, channel: Channel, workdir: str, outputs: tuple[str, ...]
+    task: Task, channel: Channel, workdir: str, outputs: tuple[str, ...], landlock: bool = True
 ) -> VerifierSpec:
-    """What a backend needs to run the task's verifier as the judge (pure)."""
+    """What a backend needs to run the task's verifier as the judge (pure); without
+    `landlock` its runners hold the agent's programs as on a kernel that has none."""
     tests = {**task.verifier, **{f"{GIT_GUARD_DIR}/{n}": b for n, b in GUARD_FILES.items()}}
     shipped = tests.get(RUNNER)
     if shipped is not None and hashlib.sha256(shipped).hexdigest() in CHECKRUNNER_EARLIER:
@@ -189,6 +245,7 @@ def verifier_spec(
         "T1_AGENT_OUTPUTS": ":".join(outputs),
         "T1_HELD_OUT": TESTS_DIR,
         "T1_HELD_OUT_SHARED": ":".join(f"{TESTS_DIR}/{d}" for d in SHARED_TESTS_DIRS),
+        **({} if landlock else {"T1_LANDLOCK": "off"}),
     }
     return VerifierSpec(
         tests={**tests, **channel.files()},
@@ -299,7 +356,7 @@ def run_verifier(
     its verdict (a sandbox that did not start is a verifier that did not run; a full disk,
     the agent's doing, is DISK_LIMIT)."""
     channel = open_channel()
-    spec = verifier_spec(task, channel, sandbox.workdir, outputs)
+    spec = verifier_spec(task, channel, sandbox.workdir, outputs, judge_landlock())
     try:
         run = sandbox.verify(spec)
     except DiskFull as e:

@@ -55,6 +55,7 @@ from sandbox.carry import carry, give_back, make_dir
 from sandbox.cgroups import SandboxCgroup, cgroup_problem
 from sandbox.git_guards import MAX_CONFIG_BYTES, driver_sections, guard_env, is_config_file
 from sandbox.image import Image
+from sandbox.judge import tests_group, tests_layout
 from sandbox.launcher import helper_path
 from sandbox.layerfs import is_opaque
 from sandbox.session import PtySession
@@ -568,8 +569,7 @@ class LocalSandbox:
                 )  # fmt: skip
             _ensure_workdir(upper, image, spec.cwd, agent if _under(spec.cwd, spec.outputs)
                             else idmap.ROOT)  # fmt: skip
-            make_dir(upper / "tests", 0o755, idmap.ROOT, opaque=True)
-            _write_layer_files(upper / "tests", spec.tests, idmap.ROOT)
+            _stage_tests(upper / "tests", spec.tests, judge_ids)
             if not (upper / "logs").is_dir():
                 make_dir(upper / "logs", 0o755, idmap.ROOT)
             make_dir(upper / "logs" / "verifier", 0o700, judge, opaque=True)
@@ -845,6 +845,20 @@ def _ensure_workdir(upper: Path, image: Path, cwd: str, owner: tuple[int, int]) 
         if not (sub.is_dir() and not sub.is_symlink()):
             make_dir(sub, 0o755, idmap.ROOT)
     make_dir(mine, 0o755, owner, opaque=True)
+
+
+def _stage_tests(dest: Path, files: Mapping[str, bytes], judge_ids: tuple[int, int]) -> None:
+    """The tests directory as `judge.tests_layout` lays it out: root's, held-out entries in
+    `tests_group` of the verifier's user (`judge_ids`: the sandbox's ids)."""
+    held = (idmap.ROOT[0], idmap.host_id(tests_group(judge_ids)))
+    for e in tests_layout(dict(files)):
+        path, owner = dest / e.rel if e.rel else dest, held if e.held else idmap.ROOT
+        if e.data is None:
+            make_dir(path, e.mode, owner, opaque=not e.rel)
+        else:
+            path.write_bytes(e.data)
+            os.chown(path, *owner)
+            path.chmod(e.mode)
 
 
 def _write_layer_files(

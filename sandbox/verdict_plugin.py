@@ -154,7 +154,12 @@ SCRATCH = ("/tmp", "/var/tmp", "/dev", "/proc")
 NO_ACCESS = ("/logs",)  # the report directory and its key: not even readable
 
 
+LANDLOCK_ENV = "T1_LANDLOCK"  # "off": the judge runs as on a kernel without Landlock
+
+
 def _landlock_abi(libc):
+    if os.environ.get(LANDLOCK_ENV) == "off":
+        return -1
     try:
         return int(libc.syscall(SYS_LANDLOCK_CREATE_RULESET, None, 0,
                                 LANDLOCK_CREATE_RULESET_VERSION))  # fmt: skip
@@ -307,6 +312,16 @@ def task_program(args, executable=None, shell=False, cwd=None, path=None):
     return len(argv) > 1 and not agents_module(prog) and held_file(resolve(argv[1], False))
 
 
+def _tests_gid(default):
+    """The group the held-out tests belong to (sandbox.judge.tests_group), read from their
+    directory; `default` where it is root's or cannot be read."""
+    try:
+        gid = os.stat(os.environ.get(HELD_OUT_ENV) or "/nonexistent").st_gid
+    except OSError:
+        return default
+    return gid or default
+
+
 def guard_programs():
     """From now on every program this process starts is the agent's: it runs in the agent's
     Landlock domain (`_agent_ruleset`: the judge's report, key, configuration and processes
@@ -316,10 +331,13 @@ def guard_programs():
     agent's does not run (fail closed). Cost: a child is forked rather than vforked and runs a
     little Python first, about 6 ms of CPU per program (measured on the host)."""
     ids = agent_ids()
-    if ids is None or os.getuid() == ids[0] or getattr(os, "_t1_guarded", False):
+    if ids is None or getattr(os, "_t1_guarded", False):
         return
-    setattr(os, "_t1_guarded", True)  # noqa: B010 - once per process
     uid, gid = ids
+    tests_gid = _tests_gid(gid)
+    if os.getuid() == uid and os.getegid() == gid:
+        return  # the agent's already, holding nothing of the judge's
+    setattr(os, "_t1_guarded", True)  # noqa: B010 - once per process
     libc = ctypes.CDLL(None, use_errno=True)
     libc.syscall.restype = ctypes.c_long
     abi = _landlock_abi(libc)
@@ -328,11 +346,17 @@ def guard_programs():
     done = []  # type: list[bool]  # set in a child once it is the agent's
 
     def become_agent(task=False):
-        if done or os.getuid() == uid:
+        if done:
             return
         if ruleset >= 0:
-            _enter(libc, tasks if task else ruleset)
+            if os.getuid() != uid:
+                _enter(libc, tasks if task else ruleset)
             done.append(True)
+            return
+        group = tests_gid if task else gid  # a program of the task's reads the tests (0640)
+        if os.getuid() == uid:  # started by a program of the task's: its group dropped
+            if os.getegid() != group:
+                os.setresgid(gid, group, group)
             return
         for fd in (0, 1, 2):  # its own pipes and pytest's capture file, reopenable by it
             try:  # (`> /dev/stderr`); never a file of the judge's with a name
@@ -346,7 +370,7 @@ def guard_programs():
             except OSError:
                 pass
         os.setgroups([])
-        os.setresgid(gid, gid, gid)
+        os.setresgid(gid, group, group)
         os.setresuid(uid, uid, uid)
         libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
         if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:

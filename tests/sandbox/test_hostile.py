@@ -822,6 +822,30 @@ def test_a_validator_shipped_with_the_tests_reads_them_and_its_programs_do_not(b
     assert "READ-ATTEMPTED" in r.verifier_output, r.verifier_output[-800:]
 
 
+# Where the kernel has no Landlock (before 5.13; an engine whose seccomp profile predates it)
+# the runner's children run as the agent's uid instead: what holds the tests out from them is
+# then the tests' own modes. `T1_JUDGE_LANDLOCK=off` runs the judge that way on this host.
+@pytest.mark.parametrize("case", ["tests-read", "validator"])
+def test_without_landlock_the_agents_programs_still_cannot_read_the_held_out_tests(
+    backend, case, monkeypatch
+):
+    """As on a kernel without Landlock: the agent's program, run by the tests or by a validator
+    shipped with them, reads nothing there (both wrong); the validator itself reads them and
+    the honest program passes."""
+    monkeypatch.setenv("T1_JUDGE_LANDLOCK", "off")
+    files = ANSWER_FILES if case == "tests-read" else VALIDATOR_FILES
+    task = tools_task(f"hostile-no-landlock-{case}", verifier=files)
+    prog = base64.b64encode(READ_THE_TESTS.encode()).decode()
+    r = run_trial(task, CommandAgent(f"echo {prog} | base64 -d > /app/prog.sh"), backend)
+    assert not r.failure_mode.infrastructure, (r.failure_mode, r.failure_detail)
+    assert r.report.authenticated and r.passed == 0, (r.report, r.verifier_output[-800:])
+    assert "READ-ATTEMPTED" in r.verifier_output, r.verifier_output[-800:]
+    answer = "ANSWER-4d1c9e EXPECTED-7b2f10" if case == "tests-read" else "EXPECTED-7b2f10"
+    r = run_trial(task, CommandAgent(f"printf '#!/bin/bash\\necho {answer}\\n' > /app/prog.sh"),
+                  backend)  # fmt: skip
+    assert r.failure_mode == FailureMode.NONE and r.resolved, (r.report, r.verifier_output[-800:])
+
+
 # The tests are held out from the agent's programs, but the runner reads them: a link the agent
 # leaves in its outputs (or a program of its makes or moves while the tests run) that the runner
 # follows reads the tests for the agent. A substring check then finds its literal in the test

@@ -456,3 +456,27 @@ def test_code_of_the_agents_is_marked_by_its_file(tmp_path):
         ("bytecode named as the image's", [f"{app}/solution.pyc"]),
         ("a pickle naming a global", [f"{app}/solution.pyc", f"{app}/model.pkl"]),
     ]
+
+
+def test_the_tests_modes_hold_them_out_by_themselves():
+    """`tests_layout`: nothing held out is readable by others (the agent's uid, where the kernel
+    has no Landlock), its group (TESTS_GID) reads it; what every program needs is readable by
+    all; each directory comes before what it holds; a name that climbs out is refused."""
+    from sandbox.judge import SHARED_TESTS_DIRS, tests_layout
+
+    names = ["test.sh", "test_outputs.py", "expected/out.txt"]
+    names += [f"{SHARED_TESTS_DIRS[0]}/loader.py", f"{SHARED_TESTS_DIRS[1]}/g.sh"]
+    files = dict.fromkeys(names, b"")
+    layout = tests_layout(files)
+    by = {e.rel: e for e in layout}
+    assert by[""].mode == 0o751 and by[""].data is None
+    for e in layout[1:]:
+        shared = e.rel.split("/")[0] in SHARED_TESTS_DIRS
+        assert e.held is not shared, e
+        assert bool(e.mode & 0o004) is shared, (e.rel, oct(e.mode))
+        assert e.mode & 0o040, (e.rel, oct(e.mode))  # the group reads it
+    assert by["test.sh"].mode & 0o100 and not by["test.sh"].mode & 0o001
+    order = [e.rel for e in layout]
+    assert order.index("expected") < order.index("expected/out.txt")
+    with pytest.raises(ValueError, match="escapes"):
+        tests_layout({"../x": b""})
