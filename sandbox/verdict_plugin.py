@@ -701,9 +701,9 @@ def watch_agent_code(channel):
                 checked.add(name)
                 if agents_module(name):
                     mark(name)
-        elif event == "ctypes.dlopen" and args and isinstance(args[0], str) and "/" in args[0]:
-            path = os.path.abspath(args[0])
-            if agents_module(path):
+        elif event == "ctypes.dlopen" and args and isinstance(args[0], str):
+            path = _library(args[0])
+            if path is not None and agents_module(path):
                 mark(path)
         elif event == "pickle.find_class" and PICKLE not in checked:
             checked.add(PICKLE)
@@ -711,6 +711,19 @@ def watch_agent_code(channel):
 
     sys.addaudithook(hook)
     _watch_module_specs(lambda path: mark(path) if agents_module(path) else None)
+
+
+def _library(name):
+    """The file the dynamic loader takes for `name`: a path as given, else the first of
+    LD_LIBRARY_PATH's directories that holds it (the system's own directories are the
+    image's); None when none does."""
+    if "/" in name:
+        return os.path.abspath(name)
+    for d in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
+        path = os.path.join(d or ".", name)
+        if os.path.exists(path):
+            return os.path.abspath(path)
+    return None
 
 
 PICKLE = "<pickle>"

@@ -430,6 +430,9 @@ step("bytecode named as the image's")
 with open(app + "/model.pkl", "rb") as f:
     pickle.load(f)
 step("a pickle naming a global")
+import ctypes
+ctypes.CDLL("libagent.so")
+step("a library of the agent's by LD_LIBRARY_PATH")
 print(json.dumps(steps))
 """
 
@@ -445,7 +448,17 @@ def test_code_of_the_agents_is_marked_by_its_file(tmp_path):
     app.mkdir()
     (app / "data.pkl").write_bytes(pickle.dumps({"a": [1, 2.0, "x"]}))
     (app / "model.pkl").write_bytes(pickle.dumps(collections.OrderedDict(a=1)))
+    import ctypes.util
+    import shutil
+
+    libm = ctypes.util.find_library("m")
+    real = next((p for d in ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64")
+                 if libm and os.path.exists(p := os.path.join(d, libm))), None)  # fmt: skip
+    if real is None:
+        pytest.skip("no libm to copy as the agent's library")
+    shutil.copy(real, app / "libagent.so")
     env = {**os.environ, "T1_AGENT_OUTPUTS": str(app), "T1_AGENT_IDS": "64999:64999"}
+    env["LD_LIBRARY_PATH"] = str(app)
     out = subprocess.run(
         [sys.executable, "-c", WATCH, str(app), str(Path(judge_mod.__file__).parent)],
         env=env, capture_output=True, text=True, timeout=60, check=True,
@@ -455,6 +468,10 @@ def test_code_of_the_agents_is_marked_by_its_file(tmp_path):
         ("the image's module", []),
         ("bytecode named as the image's", [f"{app}/solution.pyc"]),
         ("a pickle naming a global", [f"{app}/solution.pyc", f"{app}/model.pkl"]),
+        (
+            "a library of the agent's by LD_LIBRARY_PATH",
+            [f"{app}/solution.pyc", f"{app}/model.pkl", f"{app}/libagent.so"],
+        ),
     ]
 
 
