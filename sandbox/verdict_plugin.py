@@ -476,14 +476,35 @@ def give(path, uid, gid, fd=None):
 def _hand_temporaries_over(uid, gid):
     """The tests' temporary files and directories (tempfile, pytest's tmp_path) are made for
     the programs the tests run, which are the agent's uid: they become the agent's (tempfile
-    makes them 0700/0600, the runner's alone)."""
+    makes them 0700/0600, the runner's alone), and so does what the runner writes below such
+    a directory (a project the test copied there for the agent's `make`, a database for its
+    queries), given again before each program starts (`os.register_at_fork`): as in the
+    agent's Landlock domain, where its programs write the temporary places as the runner's
+    uid."""
     import tempfile
 
+    given = []  # type: list[str]
+
+    def give_again():
+        me = os.getuid()
+        for top in given:
+            for d, dirs, files in os.walk(top):
+                for name in dirs + files:
+                    path = os.path.join(d, name)
+                    try:
+                        if os.lstat(path).st_uid == me:
+                            os.lchown(path, uid, gid)
+                    except OSError:
+                        pass
+
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(before=give_again)
     mkdtemp = tempfile.mkdtemp
 
     def mkdtemp_given(*args, **kwargs):
         path = mkdtemp(*args, **kwargs)
         give(path, uid, gid)
+        given.append(os.path.abspath(path))
         return path
 
     tempfile.mkdtemp = mkdtemp_given
@@ -510,6 +531,7 @@ def _hand_temporaries_over(uid, gid):
         except OSError:
             pass
         give(str(path), uid, gid)
+        given.append(os.path.abspath(str(path)))
         return path
 
     pathlib_.make_numbered_dir = make_numbered_dir_given

@@ -46,3 +46,25 @@ def test_seed_oracle_passes_and_nop_fails(path):
     check = check_task(load_harbor(path))
     assert check.ok, check.problems
     assert check.oracle is not None and check.oracle.total >= 3
+
+
+# Seeds whose checks give the agent's program what they wrote in a temporary directory: a
+# project copied there for its `make`, a database for its queries, a log tree to rotate.
+WRITES_THE_TESTS_TEMPORARIES = (
+    "dbg-c-wordfreq-crash",
+    "dbg-makefile-repair",
+    "perf-c-quadratic-algorithms",
+    "perf-sqlite-index-workload",
+    "sa-log-rotate-script",
+)
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize("name", WRITES_THE_TESTS_TEMPORARIES)
+def test_without_landlock_the_agents_programs_still_write_the_tests_temporaries(name, monkeypatch):
+    """As on a kernel without Landlock (the agent's programs run as its uid): what the runner
+    wrote below a temporary directory it gave the agent is the agent's when its program starts,
+    so the oracle passes as it does in the agent's Landlock domain (all five failed before)."""
+    monkeypatch.setenv("T1_JUDGE_LANDLOCK", "off")
+    check = check_task(load_harbor(next(p for p in SEEDS if p.name == name)))
+    assert check.oracle is not None and check.oracle.passed == check.oracle.total, check.problems
