@@ -104,7 +104,7 @@ from tasks.results import FailureMode, TrialResult
 from warehouse.records import AuditRecord
 
 EXEC_VERSION = "14"  # 14: the runner marks the agent's code by its file (bytecode, native
-# modules, pickles that name a global); 13: judge_runs_agent_code from the oracle's verdict
+# modules), pickles that name a global, strings the tests compile; 13: judge_runs_agent_code
 EXEC_JUDGE = "exec"
 
 Runner = Callable[..., TrialResult]

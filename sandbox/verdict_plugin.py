@@ -705,8 +705,11 @@ def watch_agent_code(channel):
     - a shared library of the agent's loaded by `ctypes`;
     - any pickle that names a global: the data chooses the callables it runs (`exec` among
       them), and whose data it is the judge cannot tell, so every such pickle is marked, named
-      by the agent's file the calling frames hold open or by path, else `<pickle>`.
-    A code object compiled from a string (`eval` of what the agent wrote) is unseen."""
+      by the agent's file the calling frames hold open or by path, else `<pickle>`;
+    - any string the tests themselves compile as code (`eval`, `exec`, `compile` called from
+      their own files, `_the_tests_own`): `<eval>`. A string a library compiles (a
+      dataclass's methods, `ast.literal_eval`) is the library's.
+    """
     if not hasattr(sys, "addaudithook"):
         return
     marked, checked = set(), set()
@@ -729,7 +732,9 @@ def watch_agent_code(channel):
                 mark(path)
         elif event == "pickle.find_class" and PICKLE not in checked:
             checked.add(PICKLE)
-            mark(_pickled_from(sys._getframe(1)))
+            mark(_pickled_from(_caller()))
+        elif event == "compile" and EVAL not in marked and _the_tests_own(_caller()):
+            mark(EVAL)
 
     sys.addaudithook(hook)
     _watch_module_specs(lambda path: mark(path) if agents_module(path) else None)
@@ -749,6 +754,27 @@ def _library(name):
 
 
 PICKLE = "<pickle>"
+EVAL = "<eval>"
+
+
+def _caller():
+    """The Python frame that raised the audit event the hook is in (None: raised from C with
+    no Python code above it, as at the interpreter's start)."""
+    try:
+        return sys._getframe(2)
+    except ValueError:
+        return None
+
+
+def _the_tests_own(frame):
+    """Whether `frame` runs the task's tests (a file below the held-out tests directory, not
+    what the harness stages there): code they compile from a string at run time (`eval`,
+    `exec`, `compile`) is made of data, and the data is the agent's as often as not (an answer
+    read as a literal, a file of its outputs)."""
+    name = getattr(getattr(frame, "f_code", None), "co_filename", "")
+    held = os.environ.get(HELD_OUT_ENV, "")
+    shared = _paths(HELD_OUT_SHARED_ENV)
+    return bool(held) and _below(name, held) and not any(_below(name, s) for s in shared)
 
 
 def _pickled_from(frame, depth=64):

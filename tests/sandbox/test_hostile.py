@@ -1140,6 +1140,20 @@ def test_square():
 def test_square_negative():
     assert model()["a"] * (-4) ** 2 == 16
 """
+EVAL_TESTS = b"""from pathlib import Path
+
+
+def answer():  # the answer is a Python list literal, read as one
+    return eval(Path("/app/answer.txt").read_text())
+
+
+def test_square():
+    assert answer()[0] == 9
+
+
+def test_square_negative():
+    assert answer()[1] == 16
+"""
 FORGED_NAME = "/usr/lib/python3.11/json/__init__.py"  # the image's: not the agent's file
 EXTENSION_C = """#define Py_LIMITED_API 0x030B0000
 #include <Python.h>
@@ -1190,6 +1204,12 @@ class _Exec:  # pickles as a call of builtins.exec with the forger's source
         return (exec, (IN_RUNNER_FORGER, {}))
 
 
+def _eval_agent() -> str:
+    """An answer that, evaluated, runs the forger first (`exec` of it, then a list)."""
+    expr = f"[exec({IN_RUNNER_FORGER!r}, {{}}), 0][1:]"
+    return f"echo {base64.b64encode(expr.encode()).decode()} | base64 -d > /app/answer.txt"
+
+
 def _pickle_agent(obj) -> str:
     import pickle
 
@@ -1201,15 +1221,16 @@ IN_RUNNER_ROUTES = {  # route: (tests, where the agent's code lies)
     "sourceless-bytecode": (SYS_PATH_TESTS, "/app/solution.pyc"),
     "extension-module": (SYS_PATH_TESTS, "/app/solution.so"),
     "pickle": (PICKLE_TESTS, "/app/model.pkl"),
+    "eval": (EVAL_TESTS, "<eval>"),
 }
 
 
 @pytest.mark.parametrize("route", sorted(IN_RUNNER_ROUTES))
 def test_the_agents_code_in_the_runner_is_known_by_its_file_not_its_name(backend, route, tmp_path):
     """Code of the agent's the runner runs from bytecode named as the image's, from a native
-    module, or from a pickle, is marked as the agent's before it runs (the file it came from),
-    so the outcomes it forged earn nothing. A pickle of plain data names no code: its verdict
-    stays the judge's own."""
+    module, from a pickle, or from an answer the tests evaluate, is marked as the agent's
+    before it runs (the file it came from; `<eval>`), so the outcomes it forged earn nothing. A
+    pickle of plain data names no code: its verdict stays the judge's own."""
     tests, where = IN_RUNNER_ROUTES[route]
     verifier = {"test.sh": JUNIT_TEST_SH, "test_outputs.py": tests}
     task = tools_task(f"hostile-in-runner-{route}", verifier=verifier)
@@ -1217,15 +1238,20 @@ def test_the_agents_code_in_the_runner_is_known_by_its_file_not_its_name(backend
         "sourceless-bytecode": _bytecode_agent,
         "extension-module": lambda: _extension_agent(tmp_path),
         "pickle": lambda: _pickle_agent(_Exec()),
+        "eval": _eval_agent,
     }[route]()
     r = run_trial(task, CommandAgent(write), backend)
     assert not r.failure_mode.infrastructure, (r.failure_mode, r.failure_detail)
     assert r.report.authenticated and r.passed == 2, (r.report, r.verifier_output[-800:])
-    assert [(c.path, c.after) for c in r.report.agent_code] == [(where, 0)], r.report
+    first = r.report.agent_code[0] if r.report.agent_code else None
+    assert first is not None and (first.path, first.after) == (where, 0), r.report
     assert not r.report.independent and r.independent_passed == 0
     if route == "pickle":
         r = run_trial(task, CommandAgent(_pickle_agent({"a": 1})), backend)
         assert r.resolved and r.report.independent, (r.report, r.verifier_output[-800:])
+    if route == "eval":  # the honest answer is evaluated in the runner too: marked the same
+        r = run_trial(task, CommandAgent("echo '[9, 16]' > /app/answer.txt"), backend)
+        assert r.resolved and not r.report.independent, (r.report, r.verifier_output[-800:])
 
 
 SH_REPORT_TEST_SH = b"""#!/bin/bash

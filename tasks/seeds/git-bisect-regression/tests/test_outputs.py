@@ -1,4 +1,5 @@
 import subprocess
+import sys
 
 REPO = "/app/calc"
 
@@ -9,14 +10,19 @@ def git(*args):
     ).stdout.strip()
 
 
+def mean_is_right(src):
+    # Each commit's calc.py runs in a program of its own, never in this runner: the history is
+    # the agent's to write.
+    probe = src + "\nprint(mean([1, 2, 3, 6]) == 3.0)\n"
+    r = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    return r.stdout.strip() == "True"
+
+
 def first_bad():
     # The first commit whose check.sh fails, computed from the history itself.
     commits = git("rev-list", "--reverse", "HEAD").split()
     for c in commits:
-        src = git("show", f"{c}:calc.py")
-        scope = {}
-        exec(src, scope)
-        if scope["mean"]([1, 2, 3, 6]) != 3.0:
+        if not mean_is_right(git("show", f"{c}:calc.py")):
             return c
     return None
 
