@@ -407,7 +407,7 @@ def test_a_module_where_the_agents_programs_write_is_the_agents(tmp_path, monkey
 
 
 WATCH = r"""
-import importlib.util, json, marshal, pickle, sys
+import json, pickle, sys
 sys.path.insert(0, sys.argv[2])
 import verdict_plugin as vp
 app = sys.argv[1]
@@ -420,11 +420,11 @@ with open(app + "/data.pkl", "rb") as f:
     pickle.load(f)
 step("plain-data pickle")
 __import__("json")
-step("the image's module")
-co = compile("VALUE = 1", "/usr/lib/python3/forged_name.py", "exec")
-with open(app + "/solution.pyc", "wb") as f:
-    f.write(importlib.util.MAGIC_NUMBER + bytes(12) + marshal.dumps(co))
-sys.path.insert(0, app)
+import ast, dataclasses
+dataclasses.make_dataclass("Point", ["x", "y"])
+ast.literal_eval("[1, 2]")
+step("the image's module, strings a library compiles")
+sys.path.insert(0, app)  # solution.pyc: bytecode with no source, named as the image's
 import solution
 step("bytecode named as the image's")
 with open(app + "/model.pkl", "rb") as f:
@@ -433,21 +433,28 @@ step("a pickle naming a global")
 import ctypes
 ctypes.CDLL("libagent.so")
 step("a library of the agent's by LD_LIBRARY_PATH")
+eval("[1, 2]")
+step("a string the tests compile")
 print(json.dumps(steps))
 """
 
 
 def test_code_of_the_agents_is_marked_by_its_file(tmp_path):
     """`watch_agent_code` in a Python of its own (an audit hook cannot be removed): nothing for
-    a pickle of plain data or a module of the image's; the agent's bytecode by its file, not by
-    the name compiled into it; a pickle naming a global by the file the caller holds open."""
+    a pickle of plain data, a module of the image's or a string a library compiles; the agent's
+    bytecode by its file, not by the name compiled into it; a pickle naming a global by the
+    file the caller holds open; a library by LD_LIBRARY_PATH; a string the tests compile."""
     import collections
+    import marshal
     import pickle
+    from importlib.util import MAGIC_NUMBER
 
     app = tmp_path / "app"
     app.mkdir()
     (app / "data.pkl").write_bytes(pickle.dumps({"a": [1, 2.0, "x"]}))
     (app / "model.pkl").write_bytes(pickle.dumps(collections.OrderedDict(a=1)))
+    code = compile("VALUE = 1", "/usr/lib/python3/forged_name.py", "exec")
+    (app / "solution.pyc").write_bytes(MAGIC_NUMBER + bytes(12) + marshal.dumps(code))
     import ctypes.util
     import shutil
 
@@ -459,18 +466,26 @@ def test_code_of_the_agents_is_marked_by_its_file(tmp_path):
     shutil.copy(real, app / "libagent.so")
     env = {**os.environ, "T1_AGENT_OUTPUTS": str(app), "T1_AGENT_IDS": "64999:64999"}
     env["LD_LIBRARY_PATH"] = str(app)
+    tests = tmp_path / "tests"  # the script stands for the tests' own code
+    tests.mkdir()
+    (tests / "watch.py").write_text(WATCH)
+    env["T1_HELD_OUT"] = str(tests)
     out = subprocess.run(
-        [sys.executable, "-c", WATCH, str(app), str(Path(judge_mod.__file__).parent)],
+        [sys.executable, str(tests / "watch.py"), str(app), str(Path(judge_mod.__file__).parent)],
         env=env, capture_output=True, text=True, timeout=60, check=True,
     ).stdout  # fmt: skip
     assert [tuple(s) for s in json.loads(out)] == [
         ("plain-data pickle", []),
-        ("the image's module", []),
+        ("the image's module, strings a library compiles", []),
         ("bytecode named as the image's", [f"{app}/solution.pyc"]),
         ("a pickle naming a global", [f"{app}/solution.pyc", f"{app}/model.pkl"]),
         (
             "a library of the agent's by LD_LIBRARY_PATH",
             [f"{app}/solution.pyc", f"{app}/model.pkl", f"{app}/libagent.so"],
+        ),
+        (
+            "a string the tests compile",
+            [f"{app}/solution.pyc", f"{app}/model.pkl", f"{app}/libagent.so", "<eval>"],
         ),
     ]
 
