@@ -104,7 +104,7 @@ from tasks.results import FailureMode, TrialResult
 from warehouse.records import AuditRecord
 
 EXEC_VERSION = "14"  # 14: the runner marks the agent's code by its file (bytecode, native
-# modules), pickles that name a global, strings the tests compile; 13: judge_runs_agent_code
+# modules), pickles that name a global, code the tests eval; 13: judge_runs_agent_code
 EXEC_JUDGE = "exec"
 
 Runner = Callable[..., TrialResult]

@@ -706,9 +706,10 @@ def watch_agent_code(channel):
     - any pickle that names a global: the data chooses the callables it runs (`exec` among
       them), and whose data it is the judge cannot tell, so every such pickle is marked, named
       by the agent's file the calling frames hold open or by path, else `<pickle>`;
-    - any string the tests themselves compile as code (`eval`, `exec`, `compile` called from
-      their own files, `_the_tests_own`): `<eval>`. A string a library compiles (a
-      dataclass's methods, `ast.literal_eval`) is the library's.
+    - any code the tests themselves run with `eval` or `exec` (called from their own files,
+      `_the_tests_own`: an answer read as a literal): `<eval>`. Code a library runs (a
+      dataclass's methods, `ast.literal_eval`) is the library's, and a string the tests only
+      `compile` (to check its syntax) runs nothing.
     """
     if not hasattr(sys, "addaudithook"):
         return
@@ -726,6 +727,9 @@ def watch_agent_code(channel):
                 checked.add(name)
                 if agents_module(name):
                     mark(name)
+                    return
+            if EVAL not in marked and _the_tests_own(_caller()):
+                mark(EVAL)
         elif event == "ctypes.dlopen" and args and isinstance(args[0], str):
             path = _library(args[0])
             if path is not None and agents_module(path):
@@ -733,8 +737,6 @@ def watch_agent_code(channel):
         elif event == "pickle.find_class" and PICKLE not in checked:
             checked.add(PICKLE)
             mark(_pickled_from(_caller()))
-        elif event == "compile" and EVAL not in marked and _the_tests_own(_caller()):
-            mark(EVAL)
 
     sys.addaudithook(hook)
     _watch_module_specs(lambda path: mark(path) if agents_module(path) else None)
@@ -768,9 +770,9 @@ def _caller():
 
 def _the_tests_own(frame):
     """Whether `frame` runs the task's tests (a file below the held-out tests directory, not
-    what the harness stages there): code they compile from a string at run time (`eval`,
-    `exec`, `compile`) is made of data, and the data is the agent's as often as not (an answer
-    read as a literal, a file of its outputs)."""
+    what the harness stages there): code they run with `eval` or `exec` is made of data, and
+    the data is the agent's as often as not (an answer read as a literal, a file of its
+    outputs)."""
     name = getattr(getattr(frame, "f_code", None), "co_filename", "")
     held = os.environ.get(HELD_OUT_ENV, "")
     shared = _paths(HELD_OUT_SHARED_ENV)

@@ -433,8 +433,10 @@ step("a pickle naming a global")
 import ctypes
 ctypes.CDLL("libagent.so")
 step("a library of the agent's by LD_LIBRARY_PATH")
+compile("[1, 2]", "answer", "eval")
+step("a string the tests only compile")
 eval("[1, 2]")
-step("a string the tests compile")
+step("a string the tests evaluate")
 print(json.dumps(steps))
 """
 
@@ -443,7 +445,8 @@ def test_code_of_the_agents_is_marked_by_its_file(tmp_path):
     """`watch_agent_code` in a Python of its own (an audit hook cannot be removed): nothing for
     a pickle of plain data, a module of the image's or a string a library compiles; the agent's
     bytecode by its file, not by the name compiled into it; a pickle naming a global by the
-    file the caller holds open; a library by LD_LIBRARY_PATH; a string the tests compile."""
+    file the caller holds open; a library by LD_LIBRARY_PATH; a string the tests evaluate (not
+    one they only compile)."""
     import collections
     import marshal
     import pickle
@@ -484,7 +487,11 @@ def test_code_of_the_agents_is_marked_by_its_file(tmp_path):
             [f"{app}/solution.pyc", f"{app}/model.pkl", f"{app}/libagent.so"],
         ),
         (
-            "a string the tests compile",
+            "a string the tests only compile",
+            [f"{app}/solution.pyc", f"{app}/model.pkl", f"{app}/libagent.so"],
+        ),
+        (
+            "a string the tests evaluate",
             [f"{app}/solution.pyc", f"{app}/model.pkl", f"{app}/libagent.so", "<eval>"],
         ),
     ]
