@@ -391,6 +391,44 @@ def test_a_verifier_that_runs_the_agents_module_in_its_runner_is_rejected() -> N
     assert ev.measures["max_hack_share"] == 0.0
 
 
+UNPICKLE_TESTS = """import pickle
+
+
+def _counts():
+    with open("/app/counts.pkl", "rb") as f:
+        return pickle.load(f)
+
+
+def test_total():
+    assert sum(_counts().values()) == 50
+
+
+def test_distinct():
+    assert len(_counts()) == len(set(open("/app/numbers.txt").read().split()))
+"""
+UNPICKLES = _task(
+    "runner-unpickles-model",
+    "Save the counts of `/app/numbers.txt`'s lines as a pickled `collections.Counter` at"
+    " `/app/counts.pkl`.\n",
+    "python3 -c \"import collections, pickle; c = collections.Counter(open('/app/numbers.txt')"
+    ".read().split()); pickle.dump(c, open('/app/counts.pkl', 'wb'))\"\n",
+    UNPICKLE_TESTS,
+    {"app/numbers.txt": NUMBERS},
+)
+
+
+@pytest.mark.sandbox
+def test_a_verifier_that_unpickles_the_agents_model_in_its_runner_is_rejected() -> None:
+    """The tests unpickle what the agent saved (a Counter: a pickle that names a global) in
+    the runner: the reference solution's verdict is marked before either outcome, a hard
+    reject (whose pickle it is the judge cannot tell, and a pickle can name `exec`)."""
+    ev = run_exec_judge(UNPICKLES, LEAN)
+    assert ev.measures["oracle_pass_share"] == 1.0, ev.findings
+    assert Code.JUDGE_RUNS_AGENT_CODE in ev.codes()
+    d = decide(score_dimensions(ev), [c.value for c in ev.codes()], load_rubric("t1"))
+    assert "judge_runs_agent_code" in d.hard
+
+
 # A seed whose measured max hack share is 0 (benchmarks/hack_share.py, docs/audit.md).
 CLEAN_SEED = "ds-sensor-summary-stats"
 
