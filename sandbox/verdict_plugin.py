@@ -720,14 +720,19 @@ def watch_agent_code(channel):
             marked.add(path)
             channel.agent_code(path)
 
+    def from_file(path):
+        """Marks `path` when it is the agent's (each file decided once); whether it is."""
+        if path not in checked:
+            checked.add(path)
+            if agents_module(path):
+                mark(path)
+        return path in marked
+
     def hook(event, args):
         if event == "exec" and args:
             name = getattr(args[0], "co_filename", None)
-            if isinstance(name, str) and name.startswith("/") and name not in checked:
-                checked.add(name)
-                if agents_module(name):
-                    mark(name)
-                    return
+            if isinstance(name, str) and name.startswith("/") and from_file(name):
+                return
             if EVAL not in marked and _the_tests_own(_caller()):
                 mark(EVAL)
         elif event == "ctypes.dlopen" and args and isinstance(args[0], str):
@@ -739,7 +744,7 @@ def watch_agent_code(channel):
             mark(_pickled_from(_caller()))
 
     sys.addaudithook(hook)
-    _watch_module_specs(lambda path: mark(path) if agents_module(path) else None)
+    _watch_module_specs(from_file)
 
 
 def _library(name):
