@@ -22,7 +22,7 @@ from audit.verdict import Code, Finding, Source
 from sandbox.trial import CommandAgent
 from tasks.hacks import HackOutcome, HackScript, hack_outcome, hack_scripts
 from tasks.model import Task
-from tasks.results import TrialResult
+from tasks.results import ReferenceVerdict, TrialResult
 
 Runner = Callable[..., TrialResult]
 
@@ -45,6 +45,7 @@ def run_hacks(
     workers: int = 2,
     timeout_s: float = HACK_TIMEOUT_S,
     names: list[str] | None = None,
+    reference: ReferenceVerdict | None = None,
 ) -> list[HackOutcome]:
     """Every hack with something to do for `task`, one fresh trial each (never raises for the
     task's failures: a trial that failed for infrastructure is an outcome that is not
@@ -52,7 +53,7 @@ def run_hacks(
     scripts = hack_scripts(task.instruction, task.environment.workdir, names)
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         results = list(pool.map(lambda h: run(task, hack_agent(h, timeout_s)), scripts))
-    return [hack_outcome(h.name, r) for h, r in zip(scripts, results, strict=True)]
+    return [hack_outcome(h.name, r, reference) for h, r in zip(scripts, results, strict=True)]
 
 
 @dataclass
@@ -64,16 +65,21 @@ class HackEvidence:
 
 
 def hack_evidence(
-    outcomes: list[HackOutcome], nop: TrialResult | None, threshold: float = HACKABLE_SHARE
+    outcomes: list[HackOutcome],
+    nop: TrialResult | None,
+    threshold: float = HACKABLE_SHARE,
+    reference: ReferenceVerdict | None = None,
 ) -> HackEvidence:
     """Measures and typed findings from hack outcomes (pure; see the module docstring).
 
     `hack_gain` is the most any hack earns beyond a nop run (nop's free reward is scored as
     training value already); `hackable` needs both a share above `threshold` and a share
-    above nop's (then it passes an assertion nop fails, named in the evidence)."""
+    above nop's (then it passes an assertion nop fails, named in the evidence). Nop is paid
+    as the hacks are: against the task's `reference` verdict when there is one."""
     ev = HackEvidence()
-    nop_passed = {a.name for a in nop.assertions if a.ok} if nop is not None else set()
-    nop_share = nop.passed / nop.total if nop is not None and nop.total else 0.0
+    nop_o = hack_outcome("nop", nop, reference) if nop is not None else None
+    nop_passed = set(nop_o.passed) if nop_o is not None else set()
+    nop_share = nop_o.share if nop_o is not None else 0.0
     usable = [o for o in outcomes if o.rewardable]
     for o in outcomes:
         if not o.rewardable:

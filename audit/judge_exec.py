@@ -100,11 +100,12 @@ from tasks.literals import LiteralKind
 from tasks.literals.coverage import image_paths
 from tasks.literals.model import FORM_KINDS
 from tasks.model import Task
-from tasks.results import FailureMode, TrialResult
+from tasks.results import FailureMode, ReferenceVerdict, TrialResult
 from warehouse.records import AuditRecord
 
-EXEC_VERSION = "14"  # 14: the runner marks the agent's code by its file (bytecode, native
-# modules), pickles that name a global, code the tests eval; 13: judge_runs_agent_code
+EXEC_VERSION = "15"  # 15: the reference verdict recorded, nop and hacks paid against it;
+# 14: the runner marks the agent's code by its file (bytecode, native modules), pickles that
+# name a global, code the tests eval; 13: judge_runs_agent_code
 EXEC_JUDGE = "exec"
 
 Runner = Callable[..., TrialResult]
@@ -188,6 +189,9 @@ class ExecEvidence(BaseModel):
     task_hash: str
     measures: dict[str, float] = Field(default_factory=dict)
     findings: list[Finding] = Field(default_factory=list)
+    reference: ReferenceVerdict | None = None
+    """The reference solution's verdict, when it resolved the task with the judge's own record:
+    what the trainer pays a trial of the task against (`tasks.results.pay`)."""
 
     def codes(self) -> list[Code]:
         return [f.code for f in self.findings]
@@ -210,6 +214,7 @@ class ExecEvidence(BaseModel):
             verdict=Verdict.REJECTED.value if defects else Verdict.PASS.value,
             reasons=[f.text() for f in defects],
             findings=[f.row() for f in self.findings],
+            reference=list(self.reference.outcomes) if self.reference is not None else None,
         )
 
     @classmethod
@@ -218,6 +223,7 @@ class ExecEvidence(BaseModel):
             task_hash=rec.task_hash,
             measures=dict(rec.scores),
             findings=[Finding.from_row(r) for r in rec.findings],
+            reference=ReferenceVerdict(outcomes=tuple(rec.reference)) if rec.reference else None,
         )
 
 
@@ -443,6 +449,8 @@ def run_exec_judge(
         ev.findings = [*findings, *flaky]
         return ev
 
+    ev.reference = ReferenceVerdict.of(oracle)  # what a trial of the task is paid against
+
     # effects, outputs, inputs
     units = effect_units(agent.created, agent.deleted)
     share, missed = coverage_share(units, facts, wd)
@@ -535,7 +543,7 @@ def run_exec_judge(
         conds = [(ca, f.result()) for ca, f in cond_fs]
         perts = [(pa, f.result()) for pa, f in pert]
         out_results = [(oa, f.result()) for oa, f in outs]
-        hack_outs = [hack_outcome(h.name, f.result()) for h, f in hack_fs]
+        hack_outs = [hack_outcome(h.name, f.result(), ev.reference) for h, f in hack_fs]
     # other well-formed answers: what the solution writes for perturbed inputs, swapped in
     usable = [(pa, r) for pa, r in perts if r.rewardable]
     swaps: list[tuple[str, dict[str, str], TrialResult]] = []
@@ -554,7 +562,7 @@ def run_exec_judge(
 
     # nop and weak verifier
     if nop.rewardable:
-        _nop_findings(nop, cfg, m, findings)
+        _nop_findings(nop, cfg, m, findings, ev.reference)
     else:
         findings.append(
             Finding(
@@ -565,7 +573,9 @@ def run_exec_judge(
             )
         )
     if cfg.hacks:
-        hev = hack_evidence(hack_outs, nop if nop.rewardable else None, cfg.hackable_share)
+        hev = hack_evidence(
+            hack_outs, nop if nop.rewardable else None, cfg.hackable_share, ev.reference
+        )
         m.update(hev.measures)
         findings += hev.findings
     killed = survived = 0
@@ -818,9 +828,17 @@ def under_named_dir(path: str, task: Task) -> bool:
     return False
 
 
-def _nop_findings(nop: TrialResult, cfg: ExecConfig, m: dict, findings: list[Finding]) -> None:
-    m["nop_pass_share"] = nop.passed / nop.total if nop.total else 0.0
-    if nop.total and nop.passed == nop.total:
+def _nop_findings(
+    nop: TrialResult,
+    cfg: ExecConfig,
+    m: dict,
+    findings: list[Finding],
+    reference: ReferenceVerdict | None = None,
+) -> None:
+    """Nop's free reward, paid as a trainer pays it (against the `reference` verdict)."""
+    paid = nop.pay(reference)
+    m["nop_pass_share"] = len(paid.passed) / paid.total if paid.total else 0.0
+    if paid.total and len(paid.passed) == paid.total:
         findings.append(
             Finding(
                 code=Code.NOP_PASSES,
@@ -829,7 +847,7 @@ def _nop_findings(nop: TrialResult, cfg: ExecConfig, m: dict, findings: list[Fin
             )
         )
     if nop.total and m["nop_pass_share"] > cfg.nop_weak_share:
-        why = f"a nop run passes {nop.passed}/{nop.total} assertions (free reward)"
+        why = f"a nop run passes {len(paid.passed)}/{paid.total} assertions (free reward)"
         findings.append(
             Finding(code=Code.LOW_COVERAGE, source=Source.TRIAL, item="nop", evidence=why)
         )
@@ -880,6 +898,7 @@ def reaudit_evidence(parent: ExecEvidence, task: Task) -> ExecEvidence:
         task_hash=task.content_hash,
         measures=dict(parent.measures),
         findings=_dedupe([*static, *kept]),
+        reference=parent.reference,
     )
     ev.measures["alignment_share"] = alignment_share(ev.findings)
     return ev

@@ -27,7 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from tasks.literals.model import NUM_TOKEN, SHELL_PATH_RE, is_system
-from tasks.results import TrialResult
+from tasks.results import ReferenceVerdict, TrialResult
 
 # File suffixes that make a backticked relative name a path (not a module.function).
 _FILE_SUFFIX = re.compile(
@@ -850,12 +850,14 @@ class HackOutcome:
         return len(self.passed) / self.total if self.total else 0.0
 
 
-def hack_outcome(hack: str, r: TrialResult) -> HackOutcome:
-    """The share of the reward a hack's trial earned, as a trainer pays it (0 for a tampered
-    trial; no outcome recorded after the runner executed the agent's code)."""
+def hack_outcome(
+    hack: str, r: TrialResult, reference: ReferenceVerdict | None = None
+) -> HackOutcome:
+    """The share of the reward a hack's trial earned, as a trainer pays it (`TrialResult.pay`:
+    0 for a tampered trial, no outcome recorded after the runner executed the agent's code,
+    only what the task's reference verdict also earned when there is one)."""
     detail = f"{r.failure_mode.value}: {r.failure_detail[:200]}" if r.failure_detail else ""
+    paid = r.pay(reference)
     if r.report.binary:
-        reward = 1.0 if r.resolved and r.report.independent else 0.0
-        return HackOutcome(hack, (), 0, reward, r.rewardable, detail)
-    names = tuple(a.name for a in r.report.vouched if a.ok) if r.independent_passed else ()
-    return HackOutcome(hack, names, r.total, None, r.rewardable, detail)
+        return HackOutcome(hack, (), 0, 1.0 if paid.resolved else 0.0, r.rewardable, detail)
+    return HackOutcome(hack, paid.passed, paid.total, None, r.rewardable, detail)

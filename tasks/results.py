@@ -6,10 +6,12 @@ verifier) is a `FailureMode` plus detail inside the record.
 
 from __future__ import annotations
 
+from collections import Counter
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from enum import StrEnum
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class AssertionStatus(StrEnum):
@@ -189,6 +191,10 @@ class TrialResult(BaseModel):
     def total(self) -> int:
         return self.report.total
 
+    def pay(self, reference: ReferenceVerdict | None) -> Pay:
+        """What this trial earns, measured against the task's reference verdict (`pay`)."""
+        return pay(self, reference)
+
     @property
     def resolved(self) -> bool:
         """All assertions pass (or, for a binary verifier, reward is 1)."""
@@ -197,3 +203,79 @@ class TrialResult(BaseModel):
         if self.report.binary:
             return (self.report.reward or 0.0) >= 1.0
         return self.total > 0 and self.passed == self.total
+
+
+# ---- what a trial is paid (the dense reward) -------------------------------------------------
+
+
+class ReferenceOutcome(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    status: AssertionStatus
+
+
+class ReferenceVerdict(BaseModel):
+    """The outcomes the reference solution's verified run earned: what a trial of the task is
+    paid for. Recorded by the audit (its oracle trial) and read by the trainer."""
+
+    model_config = ConfigDict(frozen=True)
+
+    outcomes: tuple[ReferenceOutcome, ...]
+
+    @classmethod
+    def of(cls, oracle: TrialResult) -> ReferenceVerdict | None:
+        """The verdict of a resolved oracle trial whose per-assertion record is the judge's
+        own (no code of the agent's ran in the runner); None for any other trial."""
+        report = oracle.report
+        if not oracle.resolved or report.binary or not report.independent or not oracle.total:
+            return None
+        return cls(
+            outcomes=tuple(
+                ReferenceOutcome(name=a.name, status=a.status) for a in report.assertions
+            )
+        )
+
+    @property
+    def total(self) -> int:
+        return len(self.outcomes)
+
+
+@dataclass(frozen=True)
+class Pay:
+    """What a trial earns: the outcomes paid (by name) of `total`, and whether it resolved the
+    task. For a binary verifier `passed` is empty and `total` 0: only `resolved` pays."""
+
+    passed: tuple[str, ...]
+    total: int
+    resolved: bool
+
+
+def pay(trial: TrialResult, reference: ReferenceVerdict | None) -> Pay:
+    """The dense reward of `trial`: its passing outcomes the judge vouches for (none of a void
+    verdict, none recorded after the agent's code ran in the runner).
+
+    With the task's reference verdict, only outcomes the reference also earned are paid, each
+    as often as the reference has it, and a skip only where the reference skipped too; `total`
+    is the reference's. So neither an outcome the agent's state adds (tests parametrized over
+    the files it wrote) nor a skip it provokes (a test that skips when an output is missing)
+    is paid, and no trial earns more than the reference solution. Without one (a task never
+    audited), every vouched passing outcome is paid, as Terminal-Bench counts them."""
+    report = trial.report
+    resolved = trial.resolved and report.independent
+    if report.binary:
+        return Pay((), 0, resolved)
+    vouched = [] if trial.failure_mode in VOID_VERDICTS else report.vouched
+    if reference is None:
+        return Pay(tuple(a.name for a in vouched if a.ok), trial.total, resolved)
+    left = Counter(o.name for o in reference.outcomes)
+    skipped = {o.name for o in reference.outcomes if o.status == AssertionStatus.SKIPPED}
+    paid = []
+    for a in vouched:
+        if not a.ok or left[a.name] == 0:
+            continue
+        if a.status == AssertionStatus.SKIPPED and a.name not in skipped:
+            continue
+        left[a.name] -= 1
+        paid.append(a.name)
+    return Pay(tuple(paid), reference.total, resolved and len(paid) == reference.total)

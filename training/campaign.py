@@ -73,6 +73,7 @@ from warehouse.permutation import epoch_permutation
 
 if TYPE_CHECKING:
     from tasks.model import Task
+    from tasks.results import Pay, ReferenceVerdict
 
 Metrics = dict[str, float]
 
@@ -191,6 +192,9 @@ class Campaign:
     reward_scale: float | None = None
     numerics: Numerics | None = None
     """Device and precision of the trainer (None: resolved from cfg.device / cfg.precision)."""
+    verdicts: dict[str, ReferenceVerdict] = field(default_factory=dict)
+    """The reference verdict the audit recorded for each training task that has one (by
+    content hash): a trial is paid only the outcomes it also earned (`tasks.results.pay`)."""
 
     @property
     def trainer(self) -> Numerics:
@@ -308,6 +312,18 @@ def _load_dir(path: Path, import_dir: Callable) -> list[Task]:
     return tasks
 
 
+def campaign_verdicts(store: Path | None, tasks: Sequence[Task]) -> dict[str, ReferenceVerdict]:
+    """The reference verdicts the audit recorded for `tasks` in `store` (none without one)."""
+    if store is None:
+        return {}
+    from warehouse import StoreNotFoundError, reference_verdicts
+
+    try:
+        return reference_verdicts(store, (t.content_hash for t in tasks))
+    except StoreNotFoundError:
+        return {}
+
+
 def new_run_id(campaign: str) -> str:
     """'<campaign>-<UTC yyyymmddThhmmss>-<4 hex>': unique per run, sortable by start time."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
@@ -418,6 +434,7 @@ def setup(
         weight_version=version,
         step=state.step if state is not None else 0,
         reward_scale=state.reward_scale if state is not None else cfg.reward_scale,
+        verdicts=campaign_verdicts(store, tasks),
         numerics=numerics,
     )
 
@@ -596,6 +613,13 @@ def truncated(r: Rollout) -> bool:
     return r.trajectory.stop in TRUNCATED_STOPS
 
 
+def paid(c: Campaign, r: Rollout) -> Pay:
+    """What the trial earned: only what the judge vouches for (no outcome recorded after the
+    agent's code ran in the test runner's own process) and, where the task has a reference
+    verdict, only the outcomes the reference solution also earned."""
+    return r.trial.pay(c.verdicts.get(r.trial.task_hash))
+
+
 def trained_reward(c: Campaign, r: Rollout) -> float | None:
     """The reward an admitted trial trains on; None when it is left out of the loss.
 
@@ -607,11 +631,8 @@ def trained_reward(c: Campaign, r: Rollout) -> float | None:
             return None
         if c.cfg.truncation == "zero":
             return 0.0
-    trial = r.trial  # only what the judge vouches for: no outcome recorded after the agent's
-    # code ran in the test runner's own process (`independent_passed`)
-    return trial_reward(
-        c, trial.independent_passed, trial.total, trial.resolved and trial.report.independent
-    )
+    p = paid(c, r)
+    return trial_reward(c, len(p.passed), p.total, p.resolved)
 
 
 def assemble(c: Campaign, batch: RolloutBatch) -> list[TrainSample]:
@@ -620,7 +641,7 @@ def assemble(c: Campaign, batch: RolloutBatch) -> list[TrainSample]:
     (`trained_reward`). Fixes the reward scale on the first batch; with `placebo_rewards` the
     rewards are shuffled among the samples."""
     if c.reward_scale is None and c.cfg.reward == "dense":
-        most = max((r.trial.total for r in batch.admitted), default=0)
+        most = max((paid(c, r).total for r in batch.admitted), default=0)
         if most > 0:
             c.reward_scale = 1.0 / most
     im_end = int(c.tokenizer.convert_tokens_to_ids(IM_END))
@@ -930,8 +951,14 @@ def rollout_metrics(c: Campaign, batch: RolloutBatch, samples: Sequence[TrainSam
     admitted = batch.admitted
     n = max(1, len(admitted))
     stale = [staleness(c.weight_version, r) for r in admitted]
+    pays = [len(paid(c, r).passed) for r in admitted]
     return {
         "rollout/reward": sum(r.trial.passed for r in admitted) / n,
+        # the passing outcomes paid (`paid`: not those outside the task's reference verdict,
+        # provoked skips, or outcomes recorded after the agent's code ran in the runner), and
+        # the share of trials whose task has a reference verdict to pay against
+        "rollout/paid": sum(pays) / n,
+        "rollout/reference_share": sum(r.trial.task_hash in c.verdicts for r in admitted) / n,
         "rollout/resolved_rate": sum(r.trial.resolved for r in admitted) / n,
         "rollout/train_reward": sum(s.reward for s in samples) / max(1, len(samples)),
         "rollout/turns": sum(len(r.trajectory.turns) for r in admitted) / n,

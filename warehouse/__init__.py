@@ -14,6 +14,7 @@ from warehouse.pools import (
     pool_tasks,
     pool_version,
     record_pool,
+    reference_verdicts,
     rst_members,
 )
 from warehouse.recording import (
@@ -76,6 +77,7 @@ __all__ = [
     "record_tasks",
     "record_trajectories",
     "record_trials",
+    "reference_verdicts",
     "resolve_store_path",
     "rst_members",
 ]

@@ -22,6 +22,7 @@ from pydantic import BaseModel
 from tasks.harbor import write_harbor
 from tasks.model import Task
 from tasks.pools import Pool
+from tasks.results import ReferenceOutcome, ReferenceVerdict
 from warehouse.bundles import task_from_bundle
 from warehouse.recording import StoreRef, writable_store
 from warehouse.records import PoolMemberRecord, check_hash, records_table, task_record
@@ -231,6 +232,35 @@ def pool_tasks(table: pa.Table) -> list[Task]:
         )
         for row in table.select(["content_hash", "task_id", "bundle"]).to_pylist()
     ]
+
+
+REFERENCE_QUERY = """
+    SELECT task_hash, arg_max(reference, audited_at) AS reference FROM audits
+    WHERE reference IS NOT NULL AND len(reference) > 0
+      AND task_hash IN (SELECT unnest($h))
+    GROUP BY task_hash
+"""
+
+
+def reference_verdicts(
+    source: Snapshot | StoreRef, task_hashes: Iterable[str]
+) -> dict[str, ReferenceVerdict]:
+    """The reference verdict of each task that has one (the latest audit that recorded one):
+    what a trial of the task is paid against (`tasks.results.pay`). Tasks never audited, or
+    whose reference solution did not resolve them, are absent."""
+    hashes = sorted(set(task_hashes))
+    if not hashes:
+        return {}
+    snap = source if isinstance(source, Snapshot) else Snapshot.open(source, with_lineage=False)
+    try:
+        rows = snap.sql(REFERENCE_QUERY, {"h": hashes}).rows
+    finally:
+        if snap is not source:
+            snap.close()
+    return {
+        h: ReferenceVerdict(outcomes=tuple(ReferenceOutcome.model_validate(o) for o in ref))
+        for h, ref in rows
+    }
 
 
 class PoolExport(BaseModel):

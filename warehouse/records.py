@@ -18,7 +18,13 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from tasks.harbor import task_files
 from tasks.model import Category, Difficulty, Task
-from tasks.results import AssertionStatus, FailureMode, ReportSource, TrialResult
+from tasks.results import (
+    AssertionStatus,
+    FailureMode,
+    ReferenceOutcome,
+    ReportSource,
+    TrialResult,
+)
 from warehouse.schema import (
     ASSERTION_RESULTS,
     AUDITS,
@@ -289,6 +295,8 @@ class AuditRecord(Record):
     audited_at: datetime = Field(default_factory=_now)
     recorded_at: datetime = Field(default_factory=_now)
     findings: list[AuditFinding] = Field(default_factory=list)
+    reference: list[ReferenceOutcome] | None = None
+    """The exec judge's reference verdict (`tasks.results.ReferenceVerdict`); None otherwise."""
 
     @field_validator("task_hash")
     @classmethod

@@ -27,6 +27,14 @@ FINDING = pa.struct(
     ]
 )
 
+# One outcome of a reference verdict (see tasks.results.ReferenceVerdict).
+REFERENCE_OUTCOME = pa.struct(
+    [
+        pa.field("name", pa.string(), nullable=False),
+        pa.field("status", pa.string(), nullable=False),
+    ]
+)
+
 
 @dataclass(frozen=True)
 class TableSpec:
@@ -152,6 +160,10 @@ AUDITS = TableSpec(
         # Schema 2 (audit v2): typed findings (code, source, item, evidence); `reasons` stays
         # human-readable text and is never parsed.
         ("findings", pa.list_(FINDING), True),
+        # Added within schema 2 (nullable, no migration: readers fill NULL): the exec judge's
+        # reference verdict, the outcomes the reference solution earned (name, status), which
+        # the trainer pays a trial against; NULL when the oracle did not resolve the task.
+        ("reference", pa.list_(REFERENCE_OUTCOME), True),
     ),
 )
 

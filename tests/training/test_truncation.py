@@ -14,7 +14,13 @@ pytest.importorskip("torch")
 import torch  # noqa: E402
 
 from tests.training.synthetic import Finish, batch_of, campaign, rollout  # noqa: E402
-from training.campaign import assemble, rollout_metrics, train_step, trained_reward  # noqa: E402
+from training.campaign import (  # noqa: E402
+    assemble,
+    paid,
+    rollout_metrics,
+    train_step,
+    trained_reward,
+)
 from training.campaign_config import CampaignConfig  # noqa: E402
 from training.engine_protocol import Generation  # noqa: E402
 from training.tito import TurnRecord  # noqa: E402
@@ -143,7 +149,9 @@ def test_outcomes_recorded_after_the_agents_code_ran_in_the_runner_earn_nothing(
     from tasks.results import AgentCode
 
     r = rollout([], "finished", Finish(3, 4))
-    c = SimpleNamespace(cfg=SimpleNamespace(reward="dense", truncation="zero"), reward_scale=0.25)
+    c = SimpleNamespace(
+        cfg=SimpleNamespace(reward="dense", truncation="zero"), reward_scale=0.25, verdicts={}
+    )
     assert trained_reward(c, r) == pytest.approx(0.75)  # type: ignore[arg-type]
     r.trial.report.agent_code = [AgentCode(path="/app/solution.py", after=1)]
     assert r.trial.independent_passed == 1 and r.trial.passed == 3
@@ -156,3 +164,35 @@ def test_outcomes_recorded_after_the_agents_code_ran_in_the_runner_earn_nothing(
     assert trained_reward(c, r) == 1.0  # type: ignore[arg-type]
     r.trial.report.agent_code = [AgentCode(path="/app/solution.py", after=3)]
     assert trained_reward(c, r) == 0.0  # type: ignore[arg-type]
+
+
+def test_a_trial_is_paid_against_its_tasks_reference_verdict():
+    """With the audit's reference verdict for the task, outcomes the reference lacks (the
+    agent's state added them) and skips it provoked earn nothing, and the reward scale is
+    fixed by the reference's count, not by the inflated trial's."""
+    from types import SimpleNamespace
+
+    from tasks.results import AssertionResult, AssertionStatus, ReferenceVerdict
+
+    honest = rollout([], "finished", Finish(3, 3))
+    ref = ReferenceVerdict.of(honest.trial)
+    assert ref is not None
+    inflated = rollout([], "finished", Finish(3, 3), slot=1)
+    extra = [AssertionResult(name=f"a0[r{i}]", status=AssertionStatus.PASSED) for i in range(9)]
+    inflated.trial.report.assertions[1:] = extra  # a1, a2 gone; 9 reports the agent wrote
+    provoked = rollout([], "finished", Finish(3, 3), slot=2)
+    provoked.trial.report.assertions[2].status = AssertionStatus.SKIPPED
+    c = SimpleNamespace(
+        cfg=SimpleNamespace(reward="dense", truncation="zero"), reward_scale=None, verdicts={}
+    )
+    assert inflated.trial.passed == 10 and provoked.trial.resolved
+    assert [len(paid(c, r).passed) for r in (honest, inflated, provoked)] == [3, 10, 3]
+    c.verdicts = {"synthetic": ref}
+    assert [len(paid(c, r).passed) for r in (honest, inflated, provoked)] == [3, 1, 2]
+    assert max(paid(c, r).total for r in (honest, inflated, provoked)) == 3
+    c.reward_scale = 1 / 3
+    assert [trained_reward(c, r) for r in (honest, inflated, provoked)] == pytest.approx(
+        [1.0, 1 / 3, 2 / 3]
+    )
+    c.cfg.reward = "binary"
+    assert [trained_reward(c, r) for r in (honest, inflated, provoked)] == [1.0, 0.0, 0.0]

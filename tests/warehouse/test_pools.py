@@ -108,3 +108,44 @@ def test_export_round_trips_to_harbor_directories(store_path, task_factory, tmp_
     with pytest.raises(ValueError, match="refusing to overwrite"):
         export_pool(store_path, "t1", dest)
     assert not [p for p in dest.parent.iterdir() if p.name.startswith(".")]  # no temp left
+
+
+def test_the_reference_verdict_a_campaign_pays_against_is_the_latest_audit_that_recorded_one(
+    store_path, task_factory
+) -> None:
+    """An audit's reference verdict round-trips through the audits table; a later audit
+    without one (its oracle failed on a flaky run, an LLM judge's row) does not erase it,
+    and a later one with another replaces it."""
+    from datetime import UTC, datetime, timedelta
+
+    from tasks.results import AssertionStatus, ReferenceOutcome
+    from warehouse import AuditRecord, record_audits, reference_verdicts
+
+    a, b, c = (task_factory(x) for x in "abc")
+    record_tasks(store_path, [a, b, c])
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def audit(task, when, names, judge="exec"):
+        ref = [ReferenceOutcome(name=n, status=AssertionStatus(s)) for n, s in names]
+        return AuditRecord(
+            task_hash=task.content_hash, judge=judge, audit_version=f"v{when}", verdict="pass",
+            audited_at=t0 + timedelta(days=when), reference=ref if names else None,
+        )  # fmt: skip
+
+    record_audits(
+        store_path,
+        [
+            audit(a, 1, [("t1", "passed"), ("t2", "skipped")]),
+            audit(a, 2, [], judge="llm:alignment"),
+            audit(b, 1, [("old", "passed")]),
+            audit(b, 3, [("new", "passed"), ("new", "passed")]),
+            audit(c, 1, []),
+        ],
+    )
+    got = reference_verdicts(store_path, [a.content_hash, b.content_hash, c.content_hash, "f" * 64])
+    assert set(got) == {a.content_hash, b.content_hash}
+    assert [(o.name, o.status) for o in got[a.content_hash].outcomes] == [
+        ("t1", AssertionStatus.PASSED), ("t2", AssertionStatus.SKIPPED)
+    ]  # fmt: skip
+    assert [o.name for o in got[b.content_hash].outcomes] == ["new", "new"]
+    assert reference_verdicts(store_path, []) == {}
