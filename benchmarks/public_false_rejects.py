@@ -17,7 +17,10 @@ and which sampled tasks have none, and why). Each task gets its solution, then:
 
 `--oracle-only` stops after step 1 (verdict `oracle_passes`): whether the judge still passes
 honest work it was not written for, in a few minutes (a check of what each of its rules
-costs).
+costs). It also runs the oracle again and a nop agent, both paid against the first run's
+reference verdict (`tasks.results.pay`): `rerun_paid` is the share of the reference a second
+honest run is paid (below 1: the pay costs honest work), `nop_counted` and `nop_paid` nop's
+share as Terminal-Bench counts it and as the trainer pays it.
 
 Prints one row per task (verdict, hard-reject codes, the defect findings) and the
 false-reject rate is read from them by hand: a rejection is false when the defect it names is
@@ -40,6 +43,7 @@ from audit.rubric import decide, load_rubric  # noqa: E402
 from sandbox.trial import run_trial  # noqa: E402
 from tasks.harbor import load_harbor  # noqa: E402
 from tasks.model import Task  # noqa: E402
+from tasks.results import ReferenceVerdict  # noqa: E402
 
 SOLUTIONS = Path(__file__).resolve().parent / "public_solutions"
 
@@ -67,6 +71,15 @@ def measure(task: Task, rubric, oracle_only: bool = False) -> dict:
         row["seconds"] = round(time.monotonic() - t0, 1)
         return row
     if oracle_only:
+        ref = ReferenceVerdict.of(oracle)
+        rerun, nop = run_trial(task, "oracle"), run_trial(task, "nop")
+        paid = rerun.pay(ref)
+        row |= {
+            "reference": ref.total if ref is not None else None,
+            "rerun_paid": round(len(paid.passed) / paid.total, 3) if paid.total else None,
+            "nop_counted": round(nop.independent_passed / nop.total, 3) if nop.total else None,
+            "nop_paid": round(len(nop.pay(ref).passed) / ref.total, 3) if ref else None,
+        }
         return row | {"verdict": "oracle_passes", "seconds": round(time.monotonic() - t0, 1)}
     ev = run_exec_judge(task, ExecConfig(workers=2))
     d = decide(score_dimensions(ev), ev.codes(), rubric)
@@ -107,7 +120,9 @@ def main() -> int:
             rows.append(row)
             hard = ",".join(row.get("hard", [])) or "-"
             marks = " ran the agent's " + ",".join(row["agent_code"]) if row["agent_code"] else ""
-            print(f"{row['seconds']:7.1f}s {row['verdict']:12} {hard:40} {row['task']}{marks}",
+            pay = (f" rerun paid {row['rerun_paid']} nop counted {row['nop_counted']} paid "
+                   f"{row['nop_paid']}" if "rerun_paid" in row else "")  # fmt: skip
+            print(f"{row['seconds']:7.1f}s {row['verdict']:12} {hard:40} {row['task']}{marks}{pay}",
                   flush=True)  # fmt: skip
             for d in row.get("defects", []):
                 print(f"          {d[:300]}", flush=True)

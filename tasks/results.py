@@ -260,14 +260,17 @@ def pay(trial: TrialResult, reference: ReferenceVerdict | None) -> Pay:
     is the reference's. So neither an outcome the agent's state adds (tests parametrized over
     the files it wrote) nor a skip it provokes (a test that skips when an output is missing)
     is paid, and no trial earns more than the reference solution. Without one (a task never
-    audited), every vouched passing outcome is paid, as Terminal-Bench counts them."""
+    audited, or one without a reference solution), every vouched passing outcome but a skip
+    is paid: a skip is evidence of nothing the agent did (`resolved` still counts skips as
+    passes, as Terminal-Bench does)."""
     report = trial.report
     resolved = trial.resolved and report.independent
     if report.binary:
         return Pay((), 0, resolved)
     vouched = [] if trial.failure_mode in VOID_VERDICTS else report.vouched
     if reference is None:
-        return Pay(tuple(a.name for a in vouched if a.ok), trial.total, resolved)
+        paid = (a.name for a in vouched if a.ok and a.status != AssertionStatus.SKIPPED)
+        return Pay(tuple(paid), trial.total, resolved)
     left = Counter(o.name for o in reference.outcomes)
     skipped = {o.name for o in reference.outcomes if o.status == AssertionStatus.SKIPPED}
     paid = []

@@ -102,8 +102,10 @@ def test_outcomes_the_agents_state_adds_or_skips_are_not_paid(tmp_path, backend)
     assert nop.pay(reference).passed == ()
     honest = oracle.pay(reference)
     assert len(honest.passed) == honest.total == 3 and honest.resolved
-    # Without a reference (a task never audited) the count is Terminal-Bench's.
-    assert len(inflate.pay(None).passed) == 41
+    # Without a reference (a task never audited) the provoked skips (nop's two: an empty
+    # parameter set and the summary's) are still not paid; the reports the agent added are
+    # (nothing tells them from the task's own outcomes).
+    assert len(inflate.pay(None).passed) == 40 and nop.pay(None).passed == ()
 
 
 @pytest.mark.sandbox
@@ -121,3 +123,22 @@ def test_an_honest_answer_that_misses_one_part_is_paid_for_the_rest(tmp_path, mi
     assert r.failure_mode == FailureMode.NONE, r.failure_detail
     got = r.pay(reference)
     assert len(got.passed) == 2 and got.total == 3 and not got.resolved, r.verifier_output
+
+
+@pytest.mark.sandbox
+def test_the_audit_records_the_reference_verdict_and_pays_nop_and_hacks_against_it(tmp_path):
+    """The exec judge's oracle gives the task's reference verdict; its row carries it to the
+    warehouse (`audits.reference`) and nop's free reward is what a trainer would pay nop: the
+    two outcomes it passed (an empty parameter set and a skip) were 'free reward' before."""
+    from audit.judge_exec import ExecConfig, ExecEvidence, run_exec_judge
+    from tests.audit.forms import OFF
+
+    task = _task(tmp_path)
+    ev = run_exec_judge(task, ExecConfig(**{**OFF, "hacks": True}, workers=2))
+    assert ev.reference is not None and ev.reference.total == 3, [f.text() for f in ev.findings]
+    assert ev.measures["nop_pass_share"] == 0.0
+    shares = {k: v for k, v in ev.measures.items() if k.startswith("hack_share.")}
+    assert shares and max(shares.values()) < 1.0, shares
+    row = ev.to_record()
+    assert row.reference is not None and len(row.reference) == 3
+    assert ExecEvidence.from_record(row).reference == ev.reference

@@ -47,11 +47,13 @@ def test_only_a_resolved_independent_per_assertion_oracle_gives_a_reference():
     assert ReferenceVerdict.of(_trial(("a", P), mode=FailureMode.TAMPERED)) is None
 
 
-def test_without_a_reference_every_vouched_passing_outcome_is_paid():
+def test_without_a_reference_every_vouched_passing_outcome_but_a_skip_is_paid():
     r = _trial(("a", P), ("b", S), ("c", F), ("d", X))
     got = r.pay(None)
-    assert got.passed == ("a", "b", "d") and got.total == 4 and not got.resolved
-    assert len(got.passed) == r.independent_passed
+    assert got.passed == ("a", "d") and got.total == 4 and not got.resolved
+    assert r.independent_passed == 3  # Terminal-Bench's count has the skip
+    skipped = _trial(("a", P), ("b", S))
+    assert skipped.resolved and skipped.pay(None).resolved and skipped.pay(None).passed == ("a",)
 
 
 def test_outcomes_the_reference_lacks_are_not_paid_and_the_total_is_the_references():

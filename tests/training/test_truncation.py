@@ -186,7 +186,7 @@ def test_a_trial_is_paid_against_its_tasks_reference_verdict():
         cfg=SimpleNamespace(reward="dense", truncation="zero"), reward_scale=None, verdicts={}
     )
     assert inflated.trial.passed == 10 and provoked.trial.resolved
-    assert [len(paid(c, r).passed) for r in (honest, inflated, provoked)] == [3, 10, 3]
+    assert [len(paid(c, r).passed) for r in (honest, inflated, provoked)] == [3, 10, 2]
     c.verdicts = {"synthetic": ref}
     assert [len(paid(c, r).passed) for r in (honest, inflated, provoked)] == [3, 1, 2]
     assert max(paid(c, r).total for r in (honest, inflated, provoked)) == 3
