@@ -261,16 +261,17 @@ def pay(trial: TrialResult, reference: ReferenceVerdict | None) -> Pay:
     the files it wrote) nor a skip it provokes (a test that skips when an output is missing)
     is paid, and no trial earns more than the reference solution. Without one (a task never
     audited, or one without a reference solution), every vouched passing outcome but a skip
-    is paid: a skip is evidence of nothing the agent did (`resolved` still counts skips as
-    passes, as Terminal-Bench does)."""
+    is paid, and a trial with a skip is not resolved: without the reference's, a skip is
+    evidence of nothing the agent did (`TrialResult.resolved` keeps Terminal-Bench's count,
+    for benchmark numbers)."""
     report = trial.report
     resolved = trial.resolved and report.independent
     if report.binary:
         return Pay((), 0, resolved)
     vouched = [] if trial.failure_mode in VOID_VERDICTS else report.vouched
     if reference is None:
-        paid = (a.name for a in vouched if a.ok and a.status != AssertionStatus.SKIPPED)
-        return Pay(tuple(paid), trial.total, resolved)
+        names = tuple(a.name for a in vouched if a.ok and a.status != AssertionStatus.SKIPPED)
+        return Pay(names, trial.total, resolved and len(names) == trial.total)
     left = Counter(o.name for o in reference.outcomes)
     skipped = {o.name for o in reference.outcomes if o.status == AssertionStatus.SKIPPED}
     paid = []

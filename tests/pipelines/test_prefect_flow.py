@@ -6,6 +6,7 @@ cannot be reached costs a warning, never the campaign."""
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -58,6 +59,27 @@ def test_flow_trains_on_t1_and_reports_with_the_pool_version(
     from training.warm_start import warm_started_policy
 
     store, train, child = t1_store
+    # the audit's reference verdicts of the training tasks: the campaign pays against them
+    from sandbox import run_trial
+    from tasks.results import ReferenceVerdict
+    from warehouse import AuditRecord, record_audits
+
+    refs = [ReferenceVerdict.of(run_trial(t, "oracle")) for t in train]
+    assert all(refs)
+    record_audits(
+        store,
+        [
+            AuditRecord(
+                task_hash=t.content_hash,
+                judge="exec",
+                audit_version="test",
+                verdict="pass",
+                reference=list(r.outcomes),
+            )  # fmt: skip
+            for t, r in zip(train, refs, strict=True)
+            if r is not None
+        ],
+    )
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
     (tmp_path / "dagster_home").mkdir()
     policy = str(warm_started_policy(reuse_stale=True))
@@ -102,6 +124,12 @@ def test_flow_trains_on_t1_and_reports_with_the_pool_version(
             "ORDER BY started_at"
         ).rows
     assert trained == {t.content_hash for t in train}  # never the held-out task's child
+    metrics = [
+        json.loads(line)
+        for line in (tmp_path / "runs" / run_id / "metrics.jsonl").read_text().splitlines()
+    ]
+    shares = [m["rollout/reference_share"] for m in metrics if "rollout/reference_share" in m]
+    assert shares and all(x == 1.0 for x in shares), shares  # every trial paid against one
     assert len(campaigns) == 2  # a re-run is a new run id: its evaluations are kept
     assert len(list((tmp_path / "runs").iterdir())) == 2  # and its own directory
     # Each run is in `campaigns`, finished, with its pool version and flow run id.

@@ -52,8 +52,11 @@ def test_without_a_reference_every_vouched_passing_outcome_but_a_skip_is_paid():
     got = r.pay(None)
     assert got.passed == ("a", "d") and got.total == 4 and not got.resolved
     assert r.independent_passed == 3  # Terminal-Bench's count has the skip
-    skipped = _trial(("a", P), ("b", S))
-    assert skipped.resolved and skipped.pay(None).resolved and skipped.pay(None).passed == ("a",)
+    skipped = _trial(("a", P), ("b", S))  # resolved as Terminal-Bench counts, not as paid
+    assert (
+        skipped.resolved and not skipped.pay(None).resolved and skipped.pay(None).passed == ("a",)
+    )
+    assert _trial(("a", P), ("d", X)).pay(None).resolved
 
 
 def test_outcomes_the_reference_lacks_are_not_paid_and_the_total_is_the_references():
