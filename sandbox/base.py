@@ -86,6 +86,10 @@ class VerifierRun:
     result: ExecResult
     files: dict[str, bytes]
     disk_full: bool = False  # the agent left the sandbox's disk full
+    outputs_changed: bool = False
+    """The verifier changed the agent's own copy of an output (the local backend hands the
+    judge the agent's files themselves, no bytes copied): a later run would not see the
+    outputs as the agent left them."""
 
 
 @runtime_checkable

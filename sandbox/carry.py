@@ -48,6 +48,7 @@ OPAQUE = "trusted.overlay.opaque"
 # module copies plain layers only (they are off unless the kernel or mount enables them)
 UNSUPPORTED = ("trusted.overlay.redirect", "trusted.overlay.metacopy")
 Owner = tuple[int, int]
+Moved = tuple[Path, Path, tuple[int, ...]]  # (agent's path, judge's path, `_signature`)
 
 
 def carry(
@@ -59,11 +60,12 @@ def carry(
     *,
     copy: bool,
     project: str = "",
-    moved: list[tuple[Path, Path]] | None = None,
+    moved: list[Moved] | None = None,
 ) -> list[str]:
     """Write into `dest` the agent's changes below `paths` (see the module docstring); returns
     the regular files carried, as absolute paths of the sandbox, and appends to `moved` the
-    (agent's, judge's) path of each file moved (`give_back` returns them). Raises OSError
+    (agent's, judge's) path of each file moved and its `_signature` (`give_back` returns
+    them). Raises OSError
     (ENOSPC when the disk is full)."""
     files: list[str] = []
     moved = moved if moved is not None else []
@@ -151,7 +153,7 @@ def _carry_entry(
     copy: bool,
     path: str,
     files: list[str],
-    moved: list[tuple[Path, Path]],
+    moved: list[Moved],
 ) -> None:
     if not carried_path(path):  # the verifier's toolchain stays the image's
         return
@@ -190,15 +192,22 @@ def _carry_entry(
         os.symlink(os.readlink(src), dst)
         os.lchown(dst, *owner)
         return
-    if not copy and _move(src, dst):
-        moved.append((src, dst))
-    else:
+    was_moved = not copy and _move(src, dst)
+    if not was_moved:
         _copy(src, dst)
     for name in os.listxattr(dst, follow_symlinks=False):
         os.removexattr(dst, name, follow_symlinks=False)
     os.chown(dst, *owner)
     os.chmod(dst, mode)
+    if was_moved:
+        moved.append((src, dst, _signature(os.lstat(dst))))
     files.append(path)
+
+
+def _signature(st: os.stat_result) -> tuple[int, ...]:
+    """What changes when anyone writes, truncates, links or chmods a file: its change time
+    above all (no process sets it; a rename back sets it only after the comparison)."""
+    return (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_nlink, st.st_mode)
 
 
 def _owned(st: os.stat_result, agent: Owner | None) -> Owner:
@@ -213,16 +222,27 @@ def _owned(st: os.stat_result, agent: Owner | None) -> Owner:
     )
 
 
-def give_back(moved: list[tuple[Path, Path]]) -> None:
+def give_back(moved: list[Moved]) -> list[Path]:
     """The files `carry` moved, back into the agent's layer once the verifier is over (its
     processes gone), so that the agent's layer is whole again; one the verifier removed or
-    replaced stays where it is."""
-    for src, dst in reversed(moved):
+    replaced stays where it is. Returns the agent's paths the verifier changed (written,
+    truncated, linked, its mode changed), removed or replaced: a later verifier of the same
+    sandbox would not see them as the agent left them."""
+    changed = []
+    for src, dst, signature in reversed(moved):
         try:
-            if not os.path.lexists(src) and stat.S_ISREG(os.lstat(dst).st_mode):
+            st = os.lstat(dst)
+        except OSError:
+            changed.append(src)
+            continue
+        if _signature(st) != signature:
+            changed.append(src)
+        try:
+            if not os.path.lexists(src) and stat.S_ISREG(st.st_mode):
                 os.rename(dst, src)
         except OSError:
             continue
+    return changed
 
 
 def _move(src: Path, dst: Path) -> bool:

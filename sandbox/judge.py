@@ -33,11 +33,19 @@ The judge is independent of the judged. Its trust domain, by construction:
    judges, the agent caused the failure (a failed attempt, reward 0, the reason recorded);
    if not, the verifier is broken (`verifier_error`). No exit status decides who caused it.
 
+6. **Reruns without the agent's code.** A test that ran code of the agent's in the runner's
+   own process (`agent_code`, with the test it ran in) makes every outcome after it the
+   agent's. The verifier runs again, in a fresh sandbox from the same outputs, without that
+   test (`rerun_without`), until a run's outcomes are all its own or its mark falls outside
+   any test (collection), within the verifier's time limit: each outcome is taken from the
+   first run that recorded it before it ran the agent's code (`merge_reruns`).
+
 What stays outside, said plainly: a program the entry *script* runs itself (not through a test
 runner) runs as the judge, so it can write the report (the audit's `forge_reports` hack
 measures which tasks that leaves forgeable); code of the agent's that the tests import into
 the runner's own process runs there, marked in the verdict before it runs (`agent_code`: no
-reward after the mark, and the audit keeps such a task out of T1).
+reward for the test that ran it, none after it in that run, and the audit keeps such a task
+out of T1).
 """
 
 from __future__ import annotations
@@ -69,6 +77,7 @@ from tasks.literals.model import RUNNER
 from tasks.model import VERIFIER_VENV, Task, trusted_path_problem
 from tasks.reports import CHECKRUNNER_SOURCE, collect_report
 from tasks.results import (
+    AgentCode,
     AssertionResult,
     AssertionStatus,
     FailureMode,
@@ -230,10 +239,16 @@ def judge_landlock() -> bool:
 
 
 def verifier_spec(
-    task: Task, channel: Channel, workdir: str, outputs: tuple[str, ...], landlock: bool = True
+    task: Task,
+    channel: Channel,
+    workdir: str,
+    outputs: tuple[str, ...],
+    landlock: bool = True,
+    without: tuple[str, ...] = (),
 ) -> VerifierSpec:
     """What a backend needs to run the task's verifier as the judge (pure); without
-    `landlock` its runners hold the agent's programs as on a kernel that has none."""
+    `landlock` its runners hold the agent's programs as on a kernel that has none; `without`:
+    the tests its pytest leaves out (they ran the agent's code in an earlier run)."""
     tests = {**task.verifier, **{f"{GIT_GUARD_DIR}/{n}": b for n, b in GUARD_FILES.items()}}
     shipped = tests.get(RUNNER)
     if shipped is not None and hashlib.sha256(shipped).hexdigest() in CHECKRUNNER_EARLIER:
@@ -246,6 +261,7 @@ def verifier_spec(
         "T1_HELD_OUT": TESTS_DIR,
         "T1_HELD_OUT_SHARED": ":".join(f"{TESTS_DIR}/{d}" for d in SHARED_TESTS_DIRS),
         **({} if landlock else {"T1_LANDLOCK": "off"}),
+        **({"T1_DESELECT": "\n".join(without)} if without else {}),  # the plugin leaves them out
     }
     return VerifierSpec(
         tests={**tests, **channel.files()},
@@ -350,13 +366,13 @@ def prove(task: Task, backend: str, open_pristine: Callable[[], Sandbox]) -> Pro
 
 
 def run_verifier(
-    sandbox: Sandbox, task: Task, outputs: tuple[str, ...]
+    sandbox: Sandbox, task: Task, outputs: tuple[str, ...], without: tuple[str, ...] = ()
 ) -> tuple[Verdict, VerifierRun | None]:
     """The task's verifier in a fresh sandbox of `sandbox`'s image with `outputs` of it, and
     its verdict (a sandbox that did not start is a verifier that did not run; a full disk,
-    the agent's doing, is DISK_LIMIT)."""
+    the agent's doing, is DISK_LIMIT); `without`: tests its pytest leaves out."""
     channel = open_channel()
-    spec = verifier_spec(task, channel, sandbox.workdir, outputs, judge_landlock())
+    spec = verifier_spec(task, channel, sandbox.workdir, outputs, judge_landlock(), without)
     try:
         run = sandbox.verify(spec)
     except DiskFull as e:
@@ -379,6 +395,8 @@ def judge(
     `open_pristine`, a verifier that did not run is `verifier_error` unproven."""
     t0 = time.monotonic()
     verdict, run = run_verifier(sandbox, task, outputs_of(task))
+    if run is not None and verdict.ran and verdict.failure_mode == FailureMode.NONE:
+        verdict = rerun_without(sandbox, task, verdict, run, time.monotonic() - t0)
     result.verifier_s = time.monotonic() - t0
     if run is not None:
         result.verifier_exit_code = run.result.exit_code
@@ -392,6 +410,81 @@ def judge(
             result.failure_detail = verdict.detail
     elif result.failure_mode == FailureMode.NONE:
         result.failure_detail = verdict.detail
+
+
+MAX_RERUNS = 16
+"""At most this many reruns of a verifier without the tests that ran the agent's code."""
+
+
+def rerun_without(
+    sandbox: Sandbox, task: Task, first: Verdict, run: VerifierRun, seconds: float
+) -> Verdict:
+    """`first`, with the outcomes after its mark judged again: the verifier reruns without each
+    test that ran the agent's code (`next_without`) while the runs last as long together as
+    the verifier's time limit allows, and while no run changed the agent's own copy of its
+    outputs (`VerifierRun.outputs_changed`: the agent's code, running in the runner, could
+    have); a rerun that is no clean verdict ends them (one the agent tampered with is the
+    trial's verdict)."""
+    runs, spent = [first.report], seconds
+    while len(runs) <= MAX_RERUNS and not run.outputs_changed:
+        without = next_without(runs)
+        if without is None or spent + seconds > task.limits.verifier_timeout_s:
+            break
+        t0 = time.monotonic()
+        verdict, again = run_verifier(sandbox, task, outputs_of(task), without)
+        spent += time.monotonic() - t0
+        if verdict.failure_mode == FailureMode.TAMPERED:
+            return verdict
+        if again is None or not verdict.ran or verdict.failure_mode != FailureMode.NONE:
+            break
+        runs.append(verdict.report)
+        run = again
+    if len(runs) == 1:
+        return first
+    return Verdict(merge_reruns(runs), detail=f"judged again {len(runs) - 1} time(s) without "
+                   "the tests that ran the agent's code")  # fmt: skip
+
+
+def next_without(runs: list[VerifierReport]) -> tuple[str, ...] | None:
+    """The tests the next rerun leaves out (pure): every test that ran the agent's code in a
+    run so far; None when the last run's outcomes are all its own, its mark fell outside any
+    test, or it was no pytest run (only pytest leaves tests out)."""
+    last = runs[-1]
+    if not last.agent_code or not last.agent_code[0].test:
+        return None
+    if last.source != ReportSource.PYTEST or not last.authenticated:
+        return None
+    return tuple(dict.fromkeys(r.agent_code[0].test for r in runs if r.agent_code))
+
+
+def merge_reruns(runs: list[VerifierReport]) -> VerifierReport:
+    """One report of a verifier run and its reruns (pure; each rerun left out the tests that
+    ran the agent's code in the runs before it). Each outcome is taken from the first run
+    that recorded it before its runner ran the agent's code; those come first, vouched. Then,
+    the agent's: the outcome of each test that ran its code (from the run it ran in) and what
+    the last run recorded after its own mark. The marks of every run follow them."""
+    own: dict[str, AssertionResult] = {}
+    for r in runs:
+        for a in r.vouched:
+            own.setdefault(a.name, a)
+    theirs: dict[str, AssertionResult] = {}
+    for r in runs:
+        if not r.agent_code:
+            continue
+        mark = r.agent_code[0]
+        tail = r.assertions[mark.after :] if r is runs[-1] else [
+            a for a in r.assertions[mark.after :] if a.name == mark.test
+        ]  # fmt: skip
+        for a in tail:
+            if a.name not in own:
+                theirs.setdefault(a.name, a)
+    after = len(own)
+    marks = [
+        AgentCode(path=c.path, after=after, test=c.test) for r in runs for c in r.agent_code[:1]
+    ]
+    return runs[0].model_copy(
+        update={"assertions": [*own.values(), *theirs.values()], "agent_code": marks}
+    )
 
 
 def _proven(

@@ -51,7 +51,7 @@ from sandbox.base import (
     VerifierSpec,
     normalize_dest,
 )
-from sandbox.carry import carry, give_back, make_dir
+from sandbox.carry import Moved, carry, give_back, make_dir
 from sandbox.cgroups import SandboxCgroup, cgroup_problem
 from sandbox.git_guards import MAX_CONFIG_BYTES, driver_sections, guard_env, is_config_file
 from sandbox.image import Image
@@ -189,7 +189,7 @@ class LocalSandbox:
         self._reclaim_queued = False
         self._lease = RUN_DIR / f"{self.id}.json"
         self._judges = 0  # verifier roots made so far (NS/j0, NS/j1, ...)
-        self._moved: list[tuple[Path, Path]] = []  # files carried out of the agent's layer
+        self._moved: list[Moved] = []  # files carried out of the agent's layer
 
     # -- lifecycle ---------------------------------------------------------------------
     def start(self) -> None:
@@ -538,10 +538,12 @@ class LocalSandbox:
             )  # fmt: skip
         finally:
             self._cgroup.child("verify").kill_all()  # nothing of the verifier runs on
-            give_back(self._moved)  # the agent's layer whole again (a second verifier sees it)
-            self._moved.clear()
+            changed = give_back(self._moved)  # the agent's layer whole again, as far as the
+            self._moved.clear()  # verifier left its files as they were
         files = _read_report(layer / "upper")
-        return VerifierRun(result=result, files=files, disk_full=disk_full)
+        return VerifierRun(
+            result=result, files=files, disk_full=disk_full, outputs_changed=bool(changed)
+        )
 
     def _prepare_judge(self, spec: VerifierSpec, layer: Path) -> list[str]:
         """The writable layer of the judge's root, before it is mounted: the agent's outputs

@@ -209,11 +209,16 @@ def read_records(data: bytes | None, key: bytes) -> ChannelVerdict:
                 )
             assertions.append(assertion)
         elif kind == "agent_code":
-            if not isinstance(record.get("path"), str) or record.get("tests") != len(assertions):
+            test = record.get("test", "")
+            if (
+                not isinstance(record.get("path"), str)
+                or record.get("tests") != len(assertions)
+                or not isinstance(test, str)
+            ):
                 return ChannelVerdict(
                     RecordsStatus.FORGED, VerifierReport(), f"record {seq} is no agent code"
                 )
-            agent_code.append(AgentCode(path=str(record["path"]), after=len(assertions)))
+            agent_code.append(AgentCode(path=str(record["path"]), after=len(assertions), test=test))
             key = bytes(ratchet(key))  # what follows is signed under the next key
         elif kind == "end":
             closed = record.get("tests") == len(assertions)

@@ -77,6 +77,7 @@ class _Channel:
         self.fd = fd
         self.seq = 0
         self.tests = 0
+        self.current = ""  # the test running now ('' between tests)
 
     def agent_code(self, path):
         """This runner is about to execute `path`, a file of the agent's, in its own process
@@ -84,7 +85,7 @@ class _Channel:
         on under `ratchet(key)` and the key is wiped. Once running here the agent's code can
         add records (what it does in this process is not the judge's own), never remove this
         one or change one before it."""
-        self.emit("agent_code", path=path, tests=self.tests)
+        self.emit("agent_code", path=path, tests=self.tests, test=self.current)
         new = ratchet(self.key)
         _wipe(self.key)
         self.key = new
@@ -882,9 +883,29 @@ def _outcome(report):
     return None
 
 
+DESELECT_ENV = "T1_DESELECT"  # tests (node ids, one a line) the judge runs again without
+
+
 class _Recorder:
     def __init__(self, channel):
         self.channel = channel
+
+    def pytest_collection_modifyitems(self, session, config, items):
+        """Leave out the tests the judge names: they ran the agent's code in an earlier run
+        of this verifier, and this run judges the others in a runner that has not."""
+        names = set(os.environ.get(DESELECT_ENV, "").split("\n")) - {""}
+        if not names:
+            return
+        left = [i for i in items if i.nodeid in names]
+        if left:
+            items[:] = [i for i in items if i.nodeid not in names]
+            config.hook.pytest_deselected(items=left)
+
+    def pytest_runtest_logstart(self, nodeid, location):
+        self.channel.current = nodeid
+
+    def pytest_runtest_logfinish(self, nodeid, location):
+        self.channel.current = ""
 
     def pytest_runtest_logreport(self, report):
         outcome = _outcome(report)

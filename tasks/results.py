@@ -53,10 +53,12 @@ class ReportSource(StrEnum):
 
 class AgentCode(BaseModel):
     """A file of the agent's that the test runner executed in its own process (a module its
-    tests imported from the agent's outputs), after recording `after` outcomes."""
+    tests imported from the agent's outputs), after recording `after` outcomes, while running
+    `test` ('' outside any test: collecting the tests, the runner's own start)."""
 
     path: str
     after: int = Field(ge=0)
+    test: str = ""
 
 
 class VerifierReport(BaseModel):

@@ -67,7 +67,7 @@ INNER = "def test_inner():\n    assert False\n"
 
 
 def run_pytest(
-    tmp: Path, channel: Channel, *extra_runs: str, prefix: str = "true"
+    tmp: Path, channel: Channel, *extra_runs: str, prefix: str = "true", **env_extra: str
 ) -> dict[str, bytes]:
     """pytest on TESTS with the plugin staged as the harness stages it; `extra_runs` are
     further shell commands the entry script runs afterwards."""
@@ -90,7 +90,7 @@ def run_pytest(
         ]
     )
     (tmp / "entry.sh").write_text(script + "\n")
-    env = {**os.environ, **channel.env(str(logs))}
+    env = {**os.environ, **channel.env(str(logs)), **env_extra}
     env.pop("PYTHONPATH", None)
     subprocess.run(
         ["bash", "-c", channel.command(f"bash {tmp}/entry.sh", str(tests))],
@@ -121,6 +121,19 @@ def test_pytest_records_are_the_verdict(tmp_path):
     # under another key nothing authenticates
     records = run_pytest(tmp_path / "b", channel)[RECORDS_FILE]
     assert read_records(records, os.urandom(32)).status == RecordsStatus.FORGED
+
+
+def test_the_tests_the_judge_names_are_left_out(tmp_path):
+    """A rerun of the verifier leaves out the tests that ran the agent's code before
+    (sandbox.judge.rerun_without): named by node id, one a line; the others run as before."""
+    channel = open_channel()
+    tests = tmp_path / "tests"
+    named = "\n".join(f"{tests}/test_x.py::{n}" for n in ("test_bad", "test_error", "test_nope"))
+    files = run_pytest(tmp_path, channel, T1_DESELECT=named.replace(f"{tests}/", ""))
+    verdict = channel.verdict(files)
+    assert verdict.status == RecordsStatus.VERIFIED, verdict.detail
+    got = {a.name.rsplit("::", 1)[1] for a in verdict.report.assertions}
+    assert got == {"test_ok", "test_skipped", "test_known", "test_runs_pytest_inside"}
 
 
 def test_a_pytest_without_plugin_autoload_still_reports(tmp_path):
@@ -221,7 +234,7 @@ def _outcome(name: str) -> dict:
 RUN = [
     {"kind": "start", "runner": "pytest", "pid": 1},
     _outcome("t::a"),
-    {"kind": "agent_code", "path": "/app/solution.py", "tests": 1},
+    {"kind": "agent_code", "path": "/app/solution.py", "tests": 1, "test": "t::b"},
     _outcome("t::b"),
     {"kind": "end", "exitstatus": 0, "tests": 2},
 ]
@@ -234,13 +247,16 @@ def test_the_agents_code_in_the_runner_is_listed_and_signs_on_under_the_next_key
     lines = _signed(RUN, key)
     v = read_records(data(lines), key)
     assert v.status == RecordsStatus.VERIFIED, v.detail
-    assert [(c.path, c.after) for c in v.report.agent_code] == [("/app/solution.py", 1)]
+    assert [(c.path, c.after, c.test) for c in v.report.agent_code] == [
+        ("/app/solution.py", 1, "t::b")
+    ]
     assert not v.report.independent and v.report.passed == 2
     after = bytes(ratchet(bytearray(key)))  # all the agent's code can sign with
     for forged in (
         lines[:2] + lines[3:],  # the mark dropped
         lines[:2] + _signed(RUN[3:], after, first=2),  # dropped, the rest signed anew
         _signed([*RUN[:2], {**RUN[2], "tests": 0}, *RUN[3:]], key),  # misplaced
+        _signed([*RUN[:2], {**RUN[2], "test": 7}, *RUN[3:]], key),  # no test's name
         _signed(RUN[:3], key) + _signed([{**RUN[3], "outcome": "failed"}, RUN[4]], key, 3),
     ):
         assert read_records(data(forged), key).status == RecordsStatus.FORGED
