@@ -38,7 +38,9 @@ The judge is independent of the judged. Its trust domain, by construction:
    agent's. The verifier runs again, in a fresh sandbox from the same outputs, without that
    test (`rerun_without`), until a run's outcomes are all its own or its mark falls outside
    any test (collection), within the verifier's time limit: each outcome is taken from the
-   first run that recorded it before it ran the agent's code (`merge_reruns`).
+   first run that recorded it before it ran the agent's code (`merge_reruns`). Not where the
+   agent's processes live on through the verifier, nor after a run that changed the agent's
+   own copy of an output (the local backend moves the files, `VerifierRun.outputs_changed`).
 
 What stays outside, said plainly: a program the entry *script* runs itself (not through a test
 runner) runs as the judge, so it can write the report (the audit's `forge_reports` hack
@@ -424,7 +426,10 @@ def rerun_without(
     the verifier's time limit allows, and while no run changed the agent's own copy of its
     outputs (`VerifierRun.outputs_changed`: the agent's code, running in the runner, could
     have); a rerun that is no clean verdict ends them (one the agent tampered with is the
-    trial's verdict)."""
+    trial's verdict). None for a task whose agent's processes live on through the verifier:
+    the agent's code in one run could tell them what to write for the next."""
+    if task.keep_agent_processes:
+        return first
     runs, spent = [first.report], seconds
     while len(runs) <= MAX_RERUNS and not run.outputs_changed:
         without = next_without(runs)

@@ -106,6 +106,16 @@ def test_the_tests_after_one_that_ran_the_agents_code_are_judged_again(tmp_path,
 
 
 @pytest.mark.sandbox
+def test_no_rerun_where_the_agents_processes_live_on_through_the_verifier(tmp_path):
+    """With the agent's processes running beside the verifier, its code loaded in one run
+    could tell them what to write for the next: the first run's verdict stands."""
+    task = _task(tmp_path).model_copy(update={"keep_agent_processes": True})
+    r = run_trial(task, "oracle")
+    assert r.failure_mode == FailureMode.NONE and r.resolved, r.verifier_output
+    assert _vouched(r) == [NAMES[0]] and len(r.report.agent_code) == 1
+
+
+@pytest.mark.sandbox
 def test_a_task_whose_tests_all_run_the_agents_code_is_judged_once_a_test(tmp_path):
     """Every test loads the module: each rerun leaves one more out and none vouches for
     anything; the reruns stop when no test is left to leave out."""
