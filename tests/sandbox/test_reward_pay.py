@@ -139,6 +139,8 @@ def test_the_audit_records_the_reference_verdict_and_pays_nop_and_hacks_against_
     assert ev.measures["nop_pass_share"] == 0.0
     shares = {k: v for k, v in ev.measures.items() if k.startswith("hack_share.")}
     assert shares and max(shares.values()) < 1.0, shares
+    # the audit's oracle runs traced; its verdict is the one a plain oracle run gives
+    assert ev.reference == ReferenceVerdict.of(run_trial(task, "oracle"))
     row = ev.to_record()
     assert row.reference is not None and len(row.reference) == 3
     assert ExecEvidence.from_record(row).reference == ev.reference
