@@ -265,6 +265,62 @@ def _enter(libc, ruleset):
         raise OSError(ctypes.get_errno(), "landlock_restrict_self")
 
 
+# Where the kernel has no Landlock: the agent's programs make no symbolic link (Landlock's
+# MAKE_SYM), by a seccomp filter (linux/seccomp.h, linux/filter.h): the runner would follow a
+# link made to the tests. Per audit architecture: symlink, symlinkat (x32 numbers included).
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER = 22, 2
+SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO, EACCES = 0x7FFF0000, 0x00050000, 13
+NO_LINK_SYSCALLS = (
+    (0xC000003E, (88, 266, 0x40000000 | 88, 0x40000000 | 266)),  # x86_64 (and x32)
+    (0xC00000B7, (36,)),  # aarch64
+    (0x40000003, (83, 304)),  # i386
+)
+
+
+def no_links_program():
+    """The classic BPF program (code, jt, jf, k) that refuses NO_LINK_SYSCALLS with EACCES and
+    allows every other call, on every architecture (pure)."""
+    ld_word, jeq, ret = (
+        0x20,
+        0x15,
+        0x06,
+    )  # BPF_LD|BPF_W|BPF_ABS, BPF_JMP|BPF_JEQ|BPF_K, BPF_RET|BPF_K
+    prog = [(ld_word, 0, 0, 4)]  # seccomp_data.arch
+    deny_at = []  # (index of a jump to the refusal)
+    for arch, numbers in NO_LINK_SYSCALLS:
+        prog.append((jeq, 0, len(numbers) + 2, arch))
+        prog.append((ld_word, 0, 0, 0))  # seccomp_data.nr
+        for nr in numbers:
+            deny_at.append(len(prog))
+            prog.append((jeq, 0, 0, nr))
+        prog.append((ret, 0, 0, SECCOMP_RET_ALLOW))
+    prog.append((ret, 0, 0, SECCOMP_RET_ALLOW))  # an architecture not listed
+    deny = len(prog)
+    prog.append((ret, 0, 0, SECCOMP_RET_ERRNO | EACCES))
+    for i in deny_at:
+        code, _, jf, k = prog[i]
+        prog[i] = (code, deny - i - 1, jf, k)
+    return prog
+
+
+def _no_links(libc):
+    """Install `no_links_program` in this process (no_new_privs already set); raises OSError
+    when the kernel refuses it."""
+
+    class Insn(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte),
+                    ("k", ctypes.c_uint32)]  # fmt: skip
+
+    class Prog(ctypes.Structure):
+        _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(Insn))]
+
+    insns = no_links_program()
+    table = (Insn * len(insns))(*[Insn(*i) for i in insns])
+    prog = Prog(len(insns), ctypes.cast(table, ctypes.POINTER(Insn)))
+    if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "seccomp")
+
+
 _SHELL_OPERATORS = set(";&|<>$`(){}[]*?~!#\\\n'\"")
 
 
@@ -358,6 +414,8 @@ def guard_programs():
         if os.getuid() == uid:  # started by a program of the task's: its group dropped
             if os.getegid() != group:
                 os.setresgid(gid, group, group)
+            if not task:
+                _no_links(libc)
             return
         for fd in (0, 1, 2):  # its own pipes and pytest's capture file, reopenable by it
             try:  # (`> /dev/stderr`); never a file of the judge's with a name
@@ -376,6 +434,8 @@ def guard_programs():
         libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
         if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
             raise OSError(ctypes.get_errno(), "no_new_privs")
+        if not task:
+            _no_links(libc)
 
     import subprocess
     import threading

@@ -922,6 +922,25 @@ def test_a_link_in_the_outputs_never_reads_the_tests_for_the_agent(backend, atta
     assert r.failure_mode == FailureMode.NONE and r.resolved, (r.report, r.verifier_output[-800:])
 
 
+def test_without_landlock_a_program_the_tests_run_still_makes_no_link(backend, monkeypatch):
+    """As on a kernel without Landlock: the program the tests run links the agent's outputs
+    to the tests, which the runner then reads for it. Before: resolved, on both backends (the
+    program ran as the agent's uid, and a symbolic link needs no access to its target). Now a
+    seccomp filter refuses it the link, as Landlock's MAKE_SYM does; the honest control (its
+    answer moved into place) passes."""
+    monkeypatch.setenv("T1_JUDGE_LANDLOCK", "off")
+    task = tools_task("hostile-no-landlock-link", verifier=LINK_FILES)
+    r = run_trial(task, CommandAgent(LINK_ATTACKS["made-while-testing"]), backend)
+    assert not r.failure_mode.infrastructure, (r.failure_mode, r.failure_detail)
+    assert r.report.authenticated and r.passed == 0, (r.report, r.verifier_output[-800:])
+    honest = "echo ANSWER-4d1c9e > /app/answer.txt; " + _PROG.format(
+        "mkdir -p /app/build; echo EXPECTED-7b2f10 > /app/build/expected.txt;"
+        " mv /app/build/expected.txt /app/"
+    )
+    r = run_trial(task, CommandAgent(honest), backend)
+    assert r.failure_mode == FailureMode.NONE and r.resolved, (r.report, r.verifier_output[-800:])
+
+
 # A verifier that runs pytest in the agent's project (as SWE-bench-style tasks do: the tests
 # next to the agent's code) reads the project's pytest configuration: the agent disables the
 # report channel's plugin there, so that the report falls back to the files a program the

@@ -519,3 +519,35 @@ def test_the_tests_modes_hold_them_out_by_themselves():
     assert order.index("expected") < order.index("expected/out.txt")
     with pytest.raises(ValueError, match="escapes"):
         tests_layout({"../x": b""})
+
+
+def _run_bpf(prog: list[tuple[int, int, int, int]], arch: int, nr: int) -> int:
+    """What a classic BPF program of loads, equality jumps and returns returns for one call."""
+    data, acc, pc = {0: nr, 4: arch}, 0, 0
+    while True:
+        code, jt, jf, k = prog[pc]
+        if code == 0x20:
+            acc = data[k]
+        elif code == 0x15:
+            pc += jt if acc == k else jf
+        elif code == 0x06:
+            return k
+        else:
+            raise AssertionError(f"unexpected instruction {code:#x}")
+        pc += 1
+
+
+def test_without_landlock_the_agents_programs_are_refused_symbolic_links_only():
+    """The fallback's seccomp program refuses symlink and symlinkat with EACCES on each
+    architecture it names (x32 numbers too) and allows every other call, and every call of
+    an architecture it does not name."""
+    from sandbox.verdict_plugin import NO_LINK_SYSCALLS, no_links_program
+
+    prog, deny, allow = no_links_program(), 0x00050000 | 13, 0x7FFF0000
+    x86_64, aarch64, i386 = (a for a, _ in NO_LINK_SYSCALLS)
+    refused = {(x86_64, 88), (x86_64, 266), (x86_64, 0x40000058), (x86_64, 0x4000010A),
+               (aarch64, 36), (i386, 83), (i386, 304)}  # fmt: skip
+    for arch in (x86_64, aarch64, i386, 0xDEADBEEF):
+        for nr in (0, 1, 36, 82, 83, 86, 88, 265, 266, 304, 316, 0x40000058, 0x4000010A):
+            want = deny if (arch, nr) in refused else allow
+            assert _run_bpf(prog, arch, nr) == want, (hex(arch), nr)
