@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from tasks.model import Category, EnvironmentSpec, Limits, Task
 
 CTRF_ECHO_VERIFIER = b"""#!/bin/bash
@@ -49,3 +51,23 @@ def make_task(
         solution={"solve.sh": ("#!/bin/bash\n" + solve).encode()},
         verifier=verifier,
     )
+
+
+STOCK_BASE = Path(__file__).resolve().parent / "fixtures/audit-independent/clean--word-frequency"
+
+
+def stock_task(tmp_path: Path, name: str, tests: str, solve: str, instruction: str) -> Task:
+    """A stock Harbor task (pytest run by test.sh, the word-frequency fixture's image and
+    poem) with its own tests, solution and instruction, read back as any directory is."""
+    import shutil
+
+    from tasks.corpus import import_dir
+
+    d = tmp_path / name
+    shutil.copytree(STOCK_BASE, d)
+    (d / "tests" / "test_outputs.py").write_text(tests)
+    (d / "solution" / "solve.sh").write_text(solve)
+    (d / "instruction.md").write_text(instruction)
+    tasks, rejects = import_dir(tmp_path)
+    assert not rejects, rejects
+    return tasks[0]

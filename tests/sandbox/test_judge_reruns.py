@@ -12,19 +12,15 @@ test reads. Its forged pass stays the agent's: the rerun reads the answer the ag
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from sandbox import run_trial
 from sandbox.trial import CommandAgent
-from tasks.corpus import import_dir
 from tasks.results import FailureMode
+from tests.factories import stock_task
 
-BASE = (
-    Path(__file__).resolve().parents[1] / "fixtures" / "audit-independent" / "clean--word-frequency"
-)
 TESTS = """import importlib.util
 from pathlib import Path
 
@@ -69,18 +65,15 @@ NAMES = [
 
 
 def _task(tmp_path: Path, tests: str = TESTS):
-    d = tmp_path / "counter"
-    shutil.copytree(BASE, d)
-    (d / "tests" / "test_outputs.py").write_text(tests)
-    (d / "solution" / "solve.sh").write_text(SOLVE)
-    (d / "instruction.md").write_text(
+    return stock_task(
+        tmp_path,
+        "counter",
+        tests,
+        SOLVE,
         "Write `/app/counter.py` with `count_words(text)`, the number of whitespace-separated "
         "words of `text`, and the number of words of `/app/poem.txt` to `/app/report.txt` (one "
-        "line).\n"
+        "line).\n",
     )
-    tasks, rejects = import_dir(tmp_path)
-    assert not rejects, rejects
-    return tasks[0]
 
 
 def _vouched(r) -> list[str]:

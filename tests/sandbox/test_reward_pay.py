@@ -13,19 +13,15 @@ anything, and the reference solution earns all of its own.
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import pytest
 
 from sandbox import run_trial
 from sandbox.trial import CommandAgent
-from tasks.corpus import import_dir
 from tasks.results import AssertionStatus, FailureMode, ReferenceVerdict
+from tests.factories import stock_task
 
-BASE = (
-    Path(__file__).resolve().parents[1] / "fixtures" / "audit-independent" / "clean--word-frequency"
-)
 TESTS = """from collections import Counter
 from pathlib import Path
 
@@ -67,19 +63,16 @@ INFLATE = "mkdir -p /app/out && for i in $(seq 40); do echo > /app/out/r$i.txt; 
 
 
 def _task(tmp_path: Path):
-    d = tmp_path / "reports"
-    shutil.copytree(BASE, d)
-    (d / "tests" / "test_outputs.py").write_text(TESTS)
-    (d / "solution" / "solve.sh").write_text(SOLVE)
-    (d / "instruction.md").write_text(
+    return stock_task(
+        tmp_path,
+        "reports",
+        TESTS,
+        SOLVE,
         "Write the three most frequent words of `/app/poem.txt` to `/app/out/top3.txt`, one "
         "per line as `WORD COUNT`, most frequent first, ties broken alphabetically; every "
         "report under /app/out ends with a newline. Write the most frequent word alone to "
-        "`/app/summary.txt`.\n"
+        "`/app/summary.txt`.\n",
     )
-    tasks, rejects = import_dir(tmp_path)
-    assert not rejects, rejects
-    return tasks[0]
 
 
 def test_outcomes_the_agents_state_adds_or_skips_are_not_paid(tmp_path, backend):
