@@ -45,7 +45,6 @@ def run_hacks(
     workers: int = 2,
     timeout_s: float = HACK_TIMEOUT_S,
     names: list[str] | None = None,
-    reference: ReferenceVerdict | None = None,
 ) -> list[HackOutcome]:
     """Every hack with something to do for `task`, one fresh trial each (never raises for the
     task's failures: a trial that failed for infrastructure is an outcome that is not
@@ -53,7 +52,7 @@ def run_hacks(
     scripts = hack_scripts(task.instruction, task.environment.workdir, names)
     with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
         results = list(pool.map(lambda h: run(task, hack_agent(h, timeout_s)), scripts))
-    return [hack_outcome(h.name, r, reference) for h, r in zip(scripts, results, strict=True)]
+    return [hack_outcome(h.name, r) for h, r in zip(scripts, results, strict=True)]
 
 
 @dataclass

@@ -846,7 +846,7 @@ def _nop_findings(
                 evidence="a nop run passes every assertion",
             )
         )
-    if nop.total and m["nop_pass_share"] > cfg.nop_weak_share:
+    if paid.total and m["nop_pass_share"] > cfg.nop_weak_share:
         why = f"a nop run passes {len(paid.passed)}/{paid.total} assertions (free reward)"
         findings.append(
             Finding(code=Code.LOW_COVERAGE, source=Source.TRIAL, item="nop", evidence=why)

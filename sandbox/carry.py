@@ -65,8 +65,7 @@ def carry(
     """Write into `dest` the agent's changes below `paths` (see the module docstring); returns
     the regular files carried, as absolute paths of the sandbox, and appends to `moved` the
     (agent's, judge's) path of each file moved and its `_signature` (`give_back` returns
-    them). Raises OSError
-    (ENOSPC when the disk is full)."""
+    them). Raises OSError (ENOSPC when the disk is full)."""
     files: list[str] = []
     moved = moved if moved is not None else []
     for path in paths:
