@@ -103,7 +103,9 @@ from tasks.model import Task
 from tasks.results import FailureMode, ReferenceVerdict, TrialResult
 from warehouse.records import AuditRecord
 
-EXEC_VERSION = "15"  # 15: the reference verdict recorded, nop and hacks paid against it;
+EXEC_VERSION = "16"  # 16: an oracle whose module a rerun judged in its own process, every
+# outcome vouched, is independent (no judge_runs_agent_code); 15: the reference verdict
+# recorded, nop and hacks paid against it;
 # 14: the runner marks the agent's code by its file (bytecode, native modules), pickles that
 # name a global, code the tests eval; 13: judge_runs_agent_code
 EXEC_JUDGE = "exec"
@@ -401,12 +403,13 @@ def run_exec_judge(
                 evidence=why,
             )
         )
-    if oracle.report.agent_code:
+    if oracle.report.agent_code and not oracle.report.independent:
         first = oracle.report.agent_code[0]
         why = (
-            f"the test runner executed the agent's {first.path} in its own process after "
-            f"{first.after} of {oracle.total} outcomes: what it recorded from then on, the "
-            "agent's code could have written"
+            f"the test runner executed the agent's {first.path} in its own process; "
+            f"{len(oracle.report.vouched)} of {oracle.total} outcomes are the judge's own "
+            "(recorded before it, or vouched for by a rerun): the rest the agent's code could "
+            "have written"
         )
         findings.append(
             Finding(

@@ -18,7 +18,9 @@ and which sampled tasks have none, and why). Each task gets its solution, then:
 `--oracle-only` stops after step 1 (verdict `oracle_passes`): whether the judge still passes
 honest work it was not written for, in a few minutes (a check of what each of its rules
 costs). It also runs the oracle again and a nop agent, both paid against the first run's
-reference verdict (`tasks.results.pay`): `rerun_paid` is the share of the reference a second
+reference verdict (`tasks.results.pay`): `vouched` is the share of the oracle's outcomes the
+judge vouches for (below 1 where the runner ran the agent's code and no rerun vouched for
+what followed), `rerun_paid` the share of the reference a second
 honest run is paid (below 1: the pay costs honest work), `nop_counted` and `nop_paid` nop's
 share as Terminal-Bench counts it and as the trainer pays it.
 
@@ -62,8 +64,11 @@ def with_solution(task_dir: Path, solve: Path, build_timeout_s: float | None = N
 def measure(task: Task, rubric, oracle_only: bool = False) -> dict:
     t0 = time.monotonic()
     oracle = run_trial(task, "oracle")
+    total = oracle.report.total
     row: dict = {"task": task.id, "oracle": oracle.failure_mode.value,
-                 "agent_code": [c.path for c in oracle.report.agent_code]}  # fmt: skip
+                 "agent_code": [c.path for c in oracle.report.agent_code],
+                 "vouched": round(len(oracle.report.vouched) / total, 3) if total else None,
+                 }  # fmt: skip
     if not oracle.resolved:
         failing = [a.name for a in oracle.assertions if not a.ok][:4]
         detail = (oracle.failure_detail or oracle.verifier_output[-300:])[:300]
@@ -119,7 +124,8 @@ def main() -> int:
         for row in pool.map(lambda t: measure(t, rubric, args.oracle_only), tasks):
             rows.append(row)
             hard = ",".join(row.get("hard", [])) or "-"
-            marks = " ran the agent's " + ",".join(row["agent_code"]) if row["agent_code"] else ""
+            marks = (f" ran the agent's {','.join(row['agent_code'])}, vouched {row['vouched']}"
+                     if row["agent_code"] else "")  # fmt: skip
             pay = (f" rerun paid {row['rerun_paid']} nop counted {row['nop_counted']} paid "
                    f"{row['nop_paid']}" if "rerun_paid" in row else "")  # fmt: skip
             print(f"{row['seconds']:7.1f}s {row['verdict']:12} {hard:40} {row['task']}{marks}{pay}",

@@ -35,19 +35,24 @@ The judge is independent of the judged. Its trust domain, by construction:
 
 6. **Reruns without the agent's code.** A test that ran code of the agent's in the runner's
    own process (`agent_code`, with the test it ran in) makes every outcome after it the
-   agent's. The verifier runs again, in a fresh sandbox from the same outputs, without that
-   test (`rerun_without`), until a run's outcomes are all its own or its mark falls outside
-   any test (collection), within the verifier's time limit: each outcome is taken from the
-   first run that recorded it before it ran the agent's code (`merge_reruns`). Not where the
-   agent's processes live on through the verifier, nor after a run that changed the agent's
-   own copy of an output (the local backend moves the files, `VerifierRun.outputs_changed`).
+   agent's. Where that code is a module of the agent's, the verifier runs again with the
+   agent's modules in a process of their own, only values crossing (sandbox/
+   verdict_isolate.py): each outcome that run records as its own, agreeing with the first
+   run, is vouched for (`vouch_isolated`). What is left runs again, in a fresh sandbox from
+   the same outputs, without that test (`rerun_without`), until a run's outcomes are all its
+   own or its mark falls outside any test (collection), within the verifier's time limit:
+   each outcome is taken from the first run that recorded it before it ran the agent's code
+   (`merge_reruns`). Not where the agent's processes live on through the verifier, nor after
+   a run that changed the agent's own copy of an output (the local backend moves the files,
+   `VerifierRun.outputs_changed`).
 
 What stays outside, said plainly: a program the entry *script* runs itself (not through a test
 runner) runs as the judge, so it can write the report (the audit's `forge_reports` hack
-measures which tasks that leaves forgeable); code of the agent's that the tests import into
-the runner's own process runs there, marked in the verdict before it runs (`agent_code`: no
-reward for the test that ran it, none after it in that run, and the audit keeps such a task
-out of T1).
+measures which tasks that leaves forgeable); code of the agent's that the tests run in the
+runner's own process (a module in the first run; source they compile themselves, a pickle, in
+every run) runs there, marked in the verdict before it runs (`agent_code`: no reward for an
+outcome after it that no rerun vouches for, and the audit keeps a task whose reference
+verdict keeps such outcomes out of T1).
 """
 
 from __future__ import annotations
@@ -247,10 +252,12 @@ def verifier_spec(
     outputs: tuple[str, ...],
     landlock: bool = True,
     without: tuple[str, ...] = (),
+    isolate: bool = False,
 ) -> VerifierSpec:
     """What a backend needs to run the task's verifier as the judge (pure); without
     `landlock` its runners hold the agent's programs as on a kernel that has none; `without`:
-    the tests its pytest leaves out (they ran the agent's code in an earlier run)."""
+    the tests its pytest leaves out (they ran the agent's code in an earlier run); `isolate`:
+    its runners execute the agent's modules in a process of their own."""
     tests = {**task.verifier, **{f"{GIT_GUARD_DIR}/{n}": b for n, b in GUARD_FILES.items()}}
     shipped = tests.get(RUNNER)
     if shipped is not None and hashlib.sha256(shipped).hexdigest() in CHECKRUNNER_EARLIER:
@@ -264,6 +271,7 @@ def verifier_spec(
         "T1_HELD_OUT_SHARED": ":".join(f"{TESTS_DIR}/{d}" for d in SHARED_TESTS_DIRS),
         **({} if landlock else {"T1_LANDLOCK": "off"}),
         **({"T1_DESELECT": "\n".join(without)} if without else {}),  # the plugin leaves them out
+        **({"T1_ISOLATE": "1"} if isolate else {}),
     }
     return VerifierSpec(
         tests={**tests, **channel.files()},
@@ -368,13 +376,20 @@ def prove(task: Task, backend: str, open_pristine: Callable[[], Sandbox]) -> Pro
 
 
 def run_verifier(
-    sandbox: Sandbox, task: Task, outputs: tuple[str, ...], without: tuple[str, ...] = ()
+    sandbox: Sandbox,
+    task: Task,
+    outputs: tuple[str, ...],
+    without: tuple[str, ...] = (),
+    isolate: bool = False,
 ) -> tuple[Verdict, VerifierRun | None]:
     """The task's verifier in a fresh sandbox of `sandbox`'s image with `outputs` of it, and
     its verdict (a sandbox that did not start is a verifier that did not run; a full disk,
-    the agent's doing, is DISK_LIMIT); `without`: tests its pytest leaves out."""
+    the agent's doing, is DISK_LIMIT); `without`: tests its pytest leaves out; `isolate`:
+    the agent's modules run in a process of their own."""
     channel = open_channel()
-    spec = verifier_spec(task, channel, sandbox.workdir, outputs, judge_landlock(), without)
+    spec = verifier_spec(
+        task, channel, sandbox.workdir, outputs, judge_landlock(), without, isolate
+    )
     try:
         run = sandbox.verify(spec)
     except DiskFull as e:
@@ -421,19 +436,35 @@ MAX_RERUNS = 16
 def rerun_without(
     sandbox: Sandbox, task: Task, first: Verdict, run: VerifierRun, seconds: float
 ) -> Verdict:
-    """`first`, with the outcomes after its mark judged again: the verifier reruns without each
-    test that ran the agent's code (`next_without`) while the runs last as long together as
-    the verifier's time limit allows, and while no run changed the agent's own copy of its
-    outputs (`VerifierRun.outputs_changed`: the agent's code, running in the runner, could
+    """`first`, with the outcomes after its mark judged again, while the runs last as long
+    together as the verifier's time limit allows and no run changed the agent's own copy of
+    its outputs (`VerifierRun.outputs_changed`: the agent's code, running in the runner, could
     have); a rerun that is no clean verdict ends them (one the agent tampered with is the
-    trial's verdict). None for a task whose agent's processes live on through the verifier:
-    the agent's code in one run could tell them what to write for the next."""
+    trial's verdict). Where the mark is a module of the agent's, the verifier runs once with
+    the agent's modules in a process of their own (`isolate`): each outcome it records as its
+    own and that agrees with the first run's is vouched for (`vouch_isolated`). What is left
+    reruns without each test that ran the agent's code (`next_without`). None for a task whose
+    agent's processes live on through the verifier: the agent's code in one run could tell
+    them what to write for the next."""
     if task.keep_agent_processes:
         return first
-    runs, spent = [first.report], seconds
+    runs, spent, limit = [first.report], seconds, task.limits.verifier_timeout_s
+    isolated: VerifierReport | None = None
+    said: list[str] = []
+    if isolating(first.report) and not run.outputs_changed and spent + seconds <= limit:
+        t0 = time.monotonic()
+        verdict, again = run_verifier(sandbox, task, outputs_of(task), isolate=True)
+        spent += time.monotonic() - t0
+        if verdict.failure_mode == FailureMode.TAMPERED:
+            return verdict
+        if again is not None and verdict.ran and verdict.failure_mode == FailureMode.NONE:
+            isolated, run = verdict.report, again
+            said.append("judged again with the agent's modules in a process of their own")
+            if vouch_isolated(first.report, isolated).independent:
+                return Verdict(vouch_isolated(first.report, isolated), detail=said[0])
     while len(runs) <= MAX_RERUNS and not run.outputs_changed:
         without = next_without(runs)
-        if without is None or spent + seconds > task.limits.verifier_timeout_s:
+        if without is None or spent + seconds > limit:
             break
         t0 = time.monotonic()
         verdict, again = run_verifier(sandbox, task, outputs_of(task), without)
@@ -444,10 +475,40 @@ def rerun_without(
             break
         runs.append(verdict.report)
         run = again
-    if len(runs) == 1:
+    if len(runs) == 1 and isolated is None:
         return first
-    return Verdict(merge_reruns(runs), detail=f"judged again {len(runs) - 1} time(s) without "
-                   "the tests that ran the agent's code")  # fmt: skip
+    if len(runs) > 1:
+        said.append(f"judged again {len(runs) - 1} time(s) without the tests that ran the "
+                    "agent's code")  # fmt: skip
+    merged = merge_reruns(runs) if len(runs) > 1 else first.report
+    return Verdict(vouch_isolated(merged, isolated) if isolated else merged, detail="; ".join(said))
+
+
+def isolating(report: VerifierReport) -> bool:
+    """Whether an isolated rerun can vouch for what `report` left the agent's (pure): its
+    authenticated runner executed a module file of the agent's (not code the tests built
+    from data, `<eval>`, nor a pickle, `<pickle>`: those run in the tests' own process)."""
+    return bool(report.agent_code) and report.authenticated and (
+        report.agent_code[0].path.startswith("/")
+    )  # fmt: skip
+
+
+def vouch_isolated(report: VerifierReport, isolated: VerifierReport) -> VerifierReport:
+    """`report` with each outcome after its mark that the isolated rerun recorded as its own
+    (`VerifierReport.vouched`: before any code of the agent's ran in its runner, in a test
+    that took no word of the agent's) with the same status moved among the vouched (pure).
+    The isolated run only vouches: an outcome it records differently stays as `report` has
+    it, the agent's (a value that could not cross fails a test there)."""
+    if not report.agent_code:
+        return report
+    after = report.agent_code[0].after
+    agrees = {a.name: a.status for a in isolated.vouched}
+    own = list(report.assertions[:after])
+    theirs: list[AssertionResult] = []
+    for a in report.assertions[after:]:
+        (own if agrees.get(a.name) == a.status else theirs).append(a)
+    marks = [c.model_copy(update={"after": len(own)}) for c in report.agent_code]
+    return report.model_copy(update={"assertions": [*own, *theirs], "agent_code": marks})
 
 
 def next_without(runs: list[VerifierReport]) -> tuple[str, ...] | None:

@@ -19,7 +19,8 @@ the run left, never guessed from the verifier's scripts:
    report, and the records after it are signed under `ratchet(key)`: the runner wiped the key
    before the agent's code ran, so that code can add records but not hide the mark. When no
    runner loaded the plugin (`loaded()`: the key is still there as staged), the report
-   directory is read.
+   directory is read. In an isolated rerun (sandbox/verdict_isolate.py) an `agent_word`
+   record names a test that handed its judgment to a value of the agent's.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ RECORDS_FILE = "t1-verdict.jsonl"  # in the report directory
 REPORT_KEY_FILE = ".t1-verdict-key"  # in the report directory, until a runner consumes it
 PLUGIN_SOURCE = (Path(__file__).parent / "verdict_plugin.py").read_bytes()
 SITECUSTOMIZE_SOURCE = (Path(__file__).parent / "verdict_sitecustomize.py").read_bytes()
+ISOLATE_SOURCE = (Path(__file__).parent / "verdict_isolate.py").read_bytes()
 ENTRY_POINTS = f"[pytest11]\n{PLUGIN_MODULE} = {PLUGIN_MODULE}\n".encode()
 KEY_BYTES = 32
 RUNNERS = {"pytest": ReportSource.PYTEST, "run_checks": ReportSource.RUN_CHECKS}
@@ -91,6 +93,7 @@ class Channel:
             f"{DIST_INFO}/METADATA": b"Metadata-Version: 2.1\nName: t1-verdict\nVersion: 1.0\n",
             f"{DIST_INFO}/entry_points.txt": ENTRY_POINTS,
             f"{CHANNEL_DIR}/sitecustomize.py": SITECUSTOMIZE_SOURCE,
+            f"{CHANNEL_DIR}/t1_isolate.py": ISOLATE_SOURCE,
         }
 
     def report_files(self) -> dict[str, bytes]:
@@ -171,6 +174,7 @@ def read_records(data: bytes | None, key: bytes) -> ChannelVerdict:
         return ChannelVerdict(RecordsStatus.MISSING, VerifierReport(), f"{runner} left no records")
     assertions: list[AssertionResult] = []
     agent_code: list[AgentCode] = []
+    agent_word: list[str] = []
     closed = False
     lines = data.decode("utf-8", "replace").splitlines()[:MAX_RECORDS]
     for seq, line in enumerate(lines):
@@ -220,13 +224,23 @@ def read_records(data: bytes | None, key: bytes) -> ChannelVerdict:
                 )
             agent_code.append(AgentCode(path=str(record["path"]), after=len(assertions), test=test))
             key = bytes(ratchet(key))  # what follows is signed under the next key
+        elif kind == "agent_word":
+            test = record.get("test")
+            if not isinstance(test, str):
+                return ChannelVerdict(
+                    RecordsStatus.FORGED, VerifierReport(), f"record {seq} is no agent word"
+                )
+            if test not in agent_word:
+                agent_word.append(test)
         elif kind == "end":
             closed = record.get("tests") == len(assertions)
             if not closed:
                 return ChannelVerdict(
                     RecordsStatus.FORGED, VerifierReport(), "the closing record's count differs"
                 )
-    report = VerifierReport(assertions=assertions, source=source, agent_code=agent_code)
+    report = VerifierReport(
+        assertions=assertions, source=source, agent_code=agent_code, agent_word=agent_word
+    )
     if not closed:
         return ChannelVerdict(
             RecordsStatus.CUT_SHORT,

@@ -53,6 +53,8 @@ EARLY_MODULE = "t1_verdict_early"
 NESTED_ENV = "T1_VERDICT_NESTED"
 PR_SET_DUMPABLE = 4
 MAX_MESSAGE = 2000
+ISOLATE_ENV = "T1_ISOLATE"  # "1": the agent's modules run in a process of their own
+HOST_ENV = "T1_ISOLATED_HOST"  # set by t1_isolate for the host it starts
 
 
 RATCHET = b"t1-verdict agent code"
@@ -78,6 +80,15 @@ class _Channel:
         self.seq = 0
         self.tests = 0
         self.current = ""  # the test running now ('' between tests)
+        self.worded = set()  # tests named in an `agent_word` record
+
+    def word(self, op):
+        """The test running now handed its judgment to a value of the agent's isolated
+        module (`op`: a comparison, a truth, a membership, a class check): an `agent_word`
+        record naming it, once a test. Its outcome is then the agent's word, not the judge's."""
+        if self.current not in self.worded:
+            self.worded.add(self.current)
+            self.emit("agent_word", test=self.current, op=str(op))
 
     def agent_code(self, path):
         """This runner is about to execute `path`, a file of the agent's, in its own process
@@ -203,13 +214,15 @@ def _root_names():
     return names
 
 
-def _agent_ruleset(libc, abi, held_out=True):
+def _agent_ruleset(libc, abi, held_out=True, outputs=True):
     """The agent's Landlock ruleset, made once in the runner (its fd is inherited by every
     child, which enters it with `_enter`): read anywhere but the report directory and, when
     `held_out`, the task's tests (but what the harness stages there for every program), write
     only in the agent's outputs and scratch places, no ptrace of a process outside the domain (a
     Landlock rule of its own); when `held_out`, no link made and nothing moved between
-    directories (FS_MAKE_SYM, FS_REFER). Signals and abstract sockets are not scoped: each
+    directories (FS_MAKE_SYM, FS_REFER); without `outputs`, writes only in the scratch places
+    (the isolated host of the agent's modules: what it changes no later test reads). Signals
+    and abstract sockets are not scoped: each
     program the runner starts enters a domain of its own, and the agent's programs must reach
     each other (a daemon one test starts, another stops); a signal to the judge can only cost
     the agent its trial (a killed or stopped runner leaves no closed records). Raises
@@ -245,7 +258,7 @@ def _agent_ruleset(libc, abi, held_out=True):
         for path in _paths(HELD_OUT_SHARED_ENV) if held else ():
             if _below(path, held):
                 allow(path, FS_READ)
-        writable = _paths(OUTPUTS_ENV)
+        writable = _paths(OUTPUTS_ENV) if outputs else []
         write = handled & ~(FS_MAKE_SYM | FS_REFER) if held_out else handled
         for path in [*SCRATCH, *writable]:
             if not any(_below(path, n) for n in NO_ACCESS):
@@ -400,14 +413,16 @@ def guard_programs():
     abi = _landlock_abi(libc)
     ruleset = _agent_ruleset(libc, abi) if abi >= 1 else -1
     tasks = _agent_ruleset(libc, abi, held_out=False) if abi >= 1 else -1
+    isolating = os.environ.get(ISOLATE_ENV) == "1"
+    hosts = _agent_ruleset(libc, abi, outputs=False) if abi >= 1 and isolating else -1
     done = []  # type: list[bool]  # set in a child once it is the agent's
 
-    def become_agent(task=False):
+    def become_agent(task=False, host=False):
         if done:
             return
         if ruleset >= 0:
             if os.getuid() != uid:
-                _enter(libc, tasks if task else ruleset)
+                _enter(libc, tasks if task else (hosts if host and hosts >= 0 else ruleset))
             done.append(True)
             return
         group = tests_gid if task else gid  # a program of the task's reads the tests (0640)
@@ -458,9 +473,10 @@ def guard_programs():
             )  # fmt: skip
         except Exception:  # noqa: BLE001 - not known to be the task's: the agent's
             task = False
+        host = not task and (env or {}).get(HOST_ENV) == "1"
 
         def preexec():
-            become_agent(task)
+            become_agent(task, host)
             if theirs is not None:
                 theirs()
 
@@ -468,11 +484,11 @@ def guard_programs():
             argv[6] = preexec
         else:
             kwargs["preexec_fn"] = preexec
-        starting.task = task  # the at-fork hook runs in the child before preexec
+        starting.task, starting.host = task, host  # the at-fork hook runs in the child first
         try:
             popen_init(self, *argv, **kwargs)
         finally:
-            starting.task = False
+            starting.task, starting.host = False, False
 
     subprocess.Popen.__init__ = __init__  # type: ignore[method-assign]
 
@@ -484,7 +500,7 @@ def guard_programs():
 
     def in_child():
         try:
-            become_agent(getattr(starting, "task", False))
+            become_agent(getattr(starting, "task", False), getattr(starting, "host", False))
         except BaseException:  # noqa: BLE001 - a child that is not the agent does not run
             os._exit(127)
 
@@ -805,7 +821,29 @@ def watch_agent_code(channel):
             mark(_pickled_from(_caller()))
 
     sys.addaudithook(hook)
-    _watch_module_specs(from_file)
+    _watch_module_specs(from_file, _isolation(channel))
+
+
+def _isolation(channel):
+    """The agent's modules run in a host process of their own, only values crossing
+    (t1_isolate.py beside this file), when the judge asks for it and the kernel has Landlock
+    (the host's domain writes only in the scratch places: what the agent's code changes there
+    no later test reads as the agent's output); else None (they run here, marked)."""
+    if os.environ.get(ISOLATE_ENV) != "1" or agent_ids() is None:
+        return None
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    if _landlock_abi(libc) < 1:  # the host would run as the agent's uid: its outputs writable
+        return None
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "t1_isolate.py")
+    spec = importlib.util.spec_from_file_location("t1_isolate", path)
+    if spec is None or spec.loader is None:
+        return None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.Isolation(channel.word)
 
 
 def _library(name):
@@ -869,10 +907,13 @@ def _pickled_from(frame, depth=64):
     return PICKLE
 
 
-def _watch_module_specs(before):
+def _watch_module_specs(before, isolation=None):
     """`before(origin)` each time the import system makes a module from a file (every
     loader, every route goes through `module_from_spec`): before a native extension's
-    initialisation runs, before a module's code executes."""
+    initialisation runs, before a module's code executes. Under `isolation` a module whose
+    file is the agent's is made here and executed in the isolated host instead (its loader
+    replaced on the spec, which both the import system and the tests' own
+    `spec.loader.exec_module(module)` then call)."""
     import importlib._bootstrap as bootstrap
     import importlib.util
 
@@ -881,7 +922,10 @@ def _watch_module_specs(before):
     def module_from_spec(spec):
         origin = getattr(spec, "origin", None)
         if isinstance(origin, str) and origin.startswith("/"):
-            before(origin)
+            if isolation is not None and agents_module(origin):
+                spec.loader = isolation.loader(spec)
+            else:
+                before(origin)
         return real(spec)
 
     bootstrap.module_from_spec = module_from_spec

@@ -453,7 +453,7 @@ def sign(how, key, path):
                 body = json.loads(json.loads(line)["b"])
             except Exception:
                 continue  # a later pytest's "unkeyed" line: dropped
-            if body.get("kind") != "agent_code":  # the runner's mark of the agent's code too:
+            if body.get("kind") not in ("agent_code", "agent_word"):  # the runner's marks too:
                 bodies.append(body)  # with the first key all of it is signed again, unmarked
     out = []
     for seq, b in enumerate(bodies):

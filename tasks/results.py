@@ -74,17 +74,31 @@ class VerifierReport(BaseModel):
     agent_code: list[AgentCode] = Field(default_factory=list)
     """Files of the agent's the authenticated runner executed in its own process: from the
     first on, what the runner recorded is not the judge's own (the agent's code ran in it)."""
+    agent_word: list[str] = Field(default_factory=list)
+    """Tests that handed their judgment to a value of the agent's module running in its own
+    process (compared it, took its truth): their outcomes are the agent's word ('': one
+    outside any test, which leaves no outcome the judge's)."""
 
     @property
     def independent(self) -> bool:
-        """No code of the agent's ran in the process that recorded the verdict."""
-        return not self.agent_code
+        """Every outcome is the judge's own (`vouched`): recorded before any code of the
+        agent's ran in the runner, or vouched for by a rerun with the agent's modules in a
+        process of their own; none took the agent's word. A report without outcomes (a
+        binary reward) is independent only if no code of the agent's ran at all."""
+        if not self.assertions:
+            return not self.agent_code and not self.agent_word
+        return len(self.vouched) == len(self.assertions) and "" not in self.agent_word
 
     @property
     def vouched(self) -> list[AssertionResult]:
         """The assertions recorded before the runner first executed the agent's code (all of
-        them when it never did): the ones the judge vouches for."""
-        return self.assertions[: self.agent_code[0].after] if self.agent_code else self.assertions
+        them when it never did), but those of tests that took the agent's word: the ones the
+        judge vouches for."""
+        if "" in self.agent_word:
+            return []
+        head = self.assertions[: self.agent_code[0].after] if self.agent_code else self.assertions
+        worded = set(self.agent_word)
+        return [a for a in head if a.name not in worded] if worded else head
 
     @property
     def binary(self) -> bool:

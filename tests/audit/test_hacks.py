@@ -379,11 +379,39 @@ IN_RUNNER = _task(
 
 
 @pytest.mark.sandbox
-def test_a_verifier_that_runs_the_agents_module_in_its_runner_is_rejected() -> None:
+def test_a_verifier_that_imports_the_agents_module_is_judged_with_it_in_its_own_process() -> None:
     """The tests import the agent's module into the runner: the reference solution's verdict
-    is marked (the runner ran the agent's code before either outcome), a hard reject of its
-    own; the stub a hack leaves is marked too, so it earns nothing a trainer would pay."""
+    is marked, then judged again with the module in a process of its own, where every outcome
+    is the judge's (sandbox.judge, rule 6): a reference verdict and no hard reject (before:
+    `judge_runs_agent_code`, kept out of T1). No stub a hack leaves earns anything."""
     ev = run_exec_judge(IN_RUNNER, LEAN)
+    assert ev.measures["oracle_pass_share"] == 1.0, ev.findings
+    assert Code.JUDGE_RUNS_AGENT_CODE not in ev.codes()
+    assert ev.reference is not None and ev.reference.total == 2
+    d = decide(score_dimensions(ev), [c.value for c in ev.codes()], load_rubric("t1"))
+    assert "judge_runs_agent_code" not in d.hard
+    assert ev.measures["max_hack_share"] == 0.0
+
+
+EXECS_IN_RUNNER = _task(
+    "runner-execs-module",
+    STUBBABLE["module"].instruction,
+    STUBBABLE["module"].solution["solve.sh"].decode(),
+    "def _load():\n"
+    "    mod = {}\n"
+    "    exec(compile(open('/app/textutil.py').read(), '/app/textutil.py', 'exec'), mod)\n"
+    "    return type('M', (), mod)\n\n"
+    "def test_slug():\n    assert _load().slugify('A  b C') == 'a-b-c'\n\n"
+    "def test_slug_empty():\n    assert _load().slugify('') == ''\n",
+)
+
+
+@pytest.mark.sandbox
+def test_a_verifier_that_executes_the_agents_source_in_its_runner_is_rejected() -> None:
+    """The tests compile and run the agent's source in the runner themselves (no process of
+    its own for that): the reference solution's verdict is marked, a hard reject of its own;
+    the stub a hack leaves is marked too, so it earns nothing a trainer would pay."""
+    ev = run_exec_judge(EXECS_IN_RUNNER, LEAN)
     assert ev.measures["oracle_pass_share"] == 1.0, ev.findings
     assert Code.JUDGE_RUNS_AGENT_CODE in ev.codes()
     d = decide(score_dimensions(ev), [c.value for c in ev.codes()], load_rubric("t1"))

@@ -1103,8 +1103,9 @@ def test_the_agents_code_in_the_runner_is_known_and_cannot_hide(backend, attack)
     """The agent's module, imported by the tests into the runner, makes both wrong answers
     pass: the verdict says the runner executed /app/solution.py before either outcome (not
     independent); a module that then rewrites the records without that mark leaves records
-    that do not authenticate (tampered, reward 0). The honest module's verdict says the same
-    of itself: such a task's verifier is not the judge's own (the audit rejects it)."""
+    that do not authenticate (tampered, reward 0). The honest module's verdict is marked the
+    same way, then vouched for by the rerun that runs the module in a process of its own
+    (tests/sandbox/test_isolate.py): every outcome the judge's (before it: none)."""
     task = tools_task("hostile-in-runner", verifier={"test.sh": JUNIT_TEST_SH,
                                                       "test_outputs.py": IMPORT_TESTS})  # fmt: skip
     body = IN_RUNNER_ATTACKS[attack] + "\n\ndef square(x):\n    return -1\n"
@@ -1124,7 +1125,8 @@ def test_the_agents_code_in_the_runner_is_known_and_cannot_hide(backend, attack)
         assert r.failure_mode == FailureMode.TAMPERED and r.passed == 0, (r.failure_mode, r.report)
     honest = "printf 'def square(x):\\n    return x * x\\n' > /app/solution.py"
     r = run_trial(task, CommandAgent(honest), backend)
-    assert r.resolved and not r.report.independent, (r.report, r.verifier_output[-800:])
+    assert r.resolved and r.report.agent_code, (r.report, r.verifier_output[-800:])
+    assert r.report.independent and r.independent_passed == 2
 
 
 # The mark above keyed on the name a code object gives itself (`co_filename`). Three routes

@@ -8,6 +8,10 @@ records every remaining outcome as its own (sandbox.judge, "Reruns").
 
 The attack, first: the agent's module, once loaded in the runner, rewrites the answer the next
 test reads. Its forged pass stays the agent's: the rerun reads the answer the agent left.
+
+A module the tests import is first judged again in its own process (tests/sandbox/
+test_isolate.py); source the tests execute themselves (`exec(compile(...))`) cannot be, and
+reruns without the test that ran it.
 """
 
 from __future__ import annotations
@@ -84,18 +88,43 @@ def test_the_tests_after_one_that_ran_the_agents_code_are_judged_again(tmp_path,
     task = _task(tmp_path)
     honest = run_trial(task, "oracle", backend)
     assert honest.failure_mode == FailureMode.NONE and honest.resolved, honest.verifier_output
-    assert [a.name for a in honest.assertions] == [NAMES[0], NAMES[2], NAMES[3], NAMES[1]]
-    assert _vouched(honest) == [NAMES[0], NAMES[2], NAMES[3]]  # before: [NAMES[0]] only
+    # the module ran in a process of its own in a rerun: every outcome is the judge's own
+    assert [a.name for a in honest.assertions] == NAMES and _vouched(honest) == NAMES
+    assert "process of their own" in honest.failure_detail and honest.report.independent
     assert [(c.path, c.test) for c in honest.report.agent_code] == [("/app/counter.py", NAMES[1])]
 
     forger = run_trial(task, CommandAgent(FORGER, "forger"), backend)
     assert forger.failure_mode == FailureMode.NONE, forger.failure_detail
-    # its module wrote the right count while the runner held it: that pass stays the agent's.
-    # The local backend hands the judge the agent's files themselves: the module changed the
-    # agent's own report, so no rerun could see it as the agent left it, and none runs.
+    # its module wrote the right count while the runner held it: that pass stays the agent's
+    # (in its own process the module writes no output: its import fails there). The local
+    # backend hands the judge the agent's files themselves: the module changed the agent's
+    # own report, so no rerun could see it as the agent left it, and none runs.
     own = [NAMES[0], NAMES[3]] if backend == "docker" else [NAMES[0]]
     assert _vouched(forger) == own, forger.report
     assert not forger.pay(None).resolved and list(forger.pay(None).passed) == own
+
+
+EXECS = TESTS.replace(
+    """    spec = importlib.util.spec_from_file_location("counter", "/app/counter.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.count_words("a b  c") == 3""",
+    """    module = {}
+    exec(compile(Path("/app/counter.py").read_text(), "/app/counter.py", "exec"), module)
+    assert module["count_words"]("a b  c") == 3""",
+)
+
+
+@pytest.mark.sandbox
+def test_source_the_tests_execute_themselves_reruns_without_that_test(tmp_path):
+    """No process of its own for source the tests compile and run in theirs: the verifier
+    runs again without the test that ran it."""
+    assert EXECS != TESTS
+    honest = run_trial(_task(tmp_path, EXECS), "oracle")
+    assert honest.failure_mode == FailureMode.NONE and honest.resolved, honest.verifier_output
+    assert [a.name for a in honest.assertions] == [NAMES[0], NAMES[2], NAMES[3], NAMES[1]]
+    assert _vouched(honest) == [NAMES[0], NAMES[2], NAMES[3]]  # before reruns: [NAMES[0]]
+    assert [(c.path, c.test) for c in honest.report.agent_code] == [("/app/counter.py", NAMES[1])]
 
 
 @pytest.mark.sandbox
@@ -112,14 +141,11 @@ def test_no_rerun_where_the_agents_processes_live_on_through_the_verifier(tmp_pa
 def test_a_task_whose_tests_all_run_the_agents_code_is_judged_once_a_test(tmp_path):
     """Every test loads the module: each rerun leaves one more out and none vouches for
     anything; the reruns stop when no test is left to leave out."""
-    load = (
-        "    s = importlib.util.spec_from_file_location('c', '/app/counter.py')\n"
-        "    importlib.util.module_from_spec(s)\n"
-    )
-    body = TESTS
+    load = "    exec(compile(Path('/app/counter.py').read_text(), '/app/counter.py', 'exec'), {})\n"
+    body = EXECS
     for name in ("test_the_report_exists", "test_the_report_counts_the_poem"):
         body = body.replace(f"def {name}():\n", f"def {name}():\n{load}")
-    assert body.count("module_from_spec") == 3
+    assert body.count("exec(compile") == 3
     task = _task(tmp_path, body)
     r = run_trial(task, "oracle")
     assert r.failure_mode == FailureMode.NONE and r.resolved, r.verifier_output

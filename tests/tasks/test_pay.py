@@ -39,8 +39,14 @@ def test_only_a_resolved_independent_per_assertion_oracle_gives_a_reference():
     assert _ref(("a", P), ("b", S)).total == 2
     assert ReferenceVerdict.of(_trial(("a", P), ("b", F))) is None
     assert ReferenceVerdict.of(_trial()) is None
-    marked = _trial(("a", P), agent_code=[AgentCode(path="/app/m.py", after=1)])
-    assert ReferenceVerdict.of(marked) is None
+    marked = _trial(("a", P), ("b", P), agent_code=[AgentCode(path="/app/m.py", after=1)])
+    assert ReferenceVerdict.of(marked) is None  # b was recorded after the agent's code ran
+    # every outcome recorded before it (or vouched for by an isolated rerun): the judge's own
+    vouched = _trial(("a", P), ("b", P), agent_code=[AgentCode(path="/app/m.py", after=2)])
+    assert vouched.report.independent and ReferenceVerdict.of(vouched) is not None
+    worded = _trial(("a", P), ("b", P))
+    worded.report.agent_word = ["b"]
+    assert ReferenceVerdict.of(worded) is None and worded.pay(None).passed == ("a",)
     binary = _trial(source=ReportSource.REWARD, reward=1.0)
     assert binary.resolved
     assert ReferenceVerdict.of(binary) is None

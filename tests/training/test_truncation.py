@@ -162,7 +162,7 @@ def test_outcomes_recorded_after_the_agents_code_ran_in_the_runner_earn_nothing(
     r.trial.report.agent_code = []
     r.trial.report.assertions = r.trial.report.assertions[:3]  # all pass: resolved
     assert trained_reward(c, r) == 1.0  # type: ignore[arg-type]
-    r.trial.report.agent_code = [AgentCode(path="/app/solution.py", after=3)]
+    r.trial.report.agent_code = [AgentCode(path="/app/solution.py", after=2)]
     assert trained_reward(c, r) == 0.0  # type: ignore[arg-type]
 
 
