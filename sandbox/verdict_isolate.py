@@ -118,9 +118,16 @@ class IsolationError(TypeError):
 
 
 class Remote:
-    """A value of the agent's that lives in the host: every operation asks it."""
+    # A value of the agent's that lives in the host: every operation asks it (its name, its
+    # documentation and its signature too: what the tests introspect is the agent's answer).
 
     __slots__ = ("_t1_id", "_t1_iso", "__weakref__")
+    __doc__ = property(lambda self: self._t1_iso.ask("getattr", self, "__doc__"))  # type: ignore[assignment]
+    __name__ = property(lambda self: self._t1_iso.ask("getattr", self, "__name__"))
+    __signature__ = property(lambda self: self._t1_iso.signature(self))
+
+    def __dir__(self):
+        return self._t1_iso.ask("dir", self)
 
     def __init__(self, iso, ident):
         object.__setattr__(self, "_t1_id", ident)
@@ -243,6 +250,13 @@ class RemoteType(type):
     def __subclasscheck__(cls, sub):
         return isinstance(sub, RemoteType) and cls._t1_iso.ask("issubclass", sub, cls)
 
+    def __dir__(cls):
+        return cls._t1_iso.ask("dir", cls)
+
+    @property
+    def __signature__(cls):
+        return cls._t1_iso.signature(cls)
+
 
 class RemoteModule(types.ModuleType):
     """A module of the agent's made here and executed in the host."""
@@ -252,6 +266,11 @@ class RemoteModule(types.ModuleType):
         if ident is None or name.startswith("_t1_"):
             raise AttributeError(name)
         return self.__dict__["_t1_iso"].ask("getattr", self, name)
+
+    def __dir__(self):
+        iso = self.__dict__.get("_t1_iso")
+        theirs = iso.ask("dir", self) if iso is not None else []
+        return sorted(set(self.__dict__) - {"_t1_id", "_t1_iso"} | set(theirs))
 
 
 class Isolation:
@@ -346,7 +365,8 @@ class Isolation:
         if kind == "class":
             cls = self.classes.get(ident)
             if cls is None:
-                cls = RemoteType(str(tag.get("n", "AgentClass")), (object,), {})
+                doc = tag.get("d") if isinstance(tag.get("d"), str) else None
+                cls = RemoteType(str(tag.get("n", "AgentClass")), (object,), {"__doc__": doc})
                 type.__setattr__(cls, "_t1_id", ident)
                 type.__setattr__(cls, "_t1_iso", self)
                 self.classes[ident] = cls
@@ -379,6 +399,18 @@ class Isolation:
         if isinstance(note, str):
             exc.__cause__ = IsolationError("raised in the agent's isolated module:\n" + note)
         return exc
+
+    def signature(self, value):
+        """`inspect.Signature` of a callable of the agent's, from the host's description."""
+        import inspect
+
+        params = []
+        for name, kind, has_default, default in self.ask("signature", value):
+            params.append(inspect.Parameter(
+                str(name), inspect._ParameterKind(int(kind)),
+                default=default if has_default else inspect.Parameter.empty,
+            ))  # fmt: skip
+        return inspect.Signature(params)
 
     def execute(self, module, spec):
         ident = self.ask(
@@ -455,7 +487,8 @@ def serve():
             if issubclass(value, BaseException):
                 return {"$h": keep(value), "k": "exc", "n": value.__name__,
                         "b": [encode(b, handle) for b in value.__bases__]}  # fmt: skip
-            return {"$h": keep(value), "k": "class", "n": value.__name__}
+            doc = value.__doc__ if isinstance(value.__doc__, str) else None
+            return {"$h": keep(value), "k": "class", "n": value.__name__, "d": doc}
         return {"$h": keep(value)}
 
     def incoming(tag):
@@ -553,6 +586,14 @@ def _operate(op, args):
         return isinstance(args[0], args[1])
     if op == "issubclass":
         return issubclass(args[0], args[1])
+    if op == "dir":
+        return [str(name) for name in dir(args[0])]
+    if op == "signature":
+        import inspect
+
+        params = inspect.signature(args[0]).parameters.values()
+        return [[p.name, int(p.kind), p.default is not p.empty,
+                 None if p.default is p.empty else p.default] for p in params]  # fmt: skip
     if op == "format":
         return format(args[0], args[1])
     if op == "enter":

@@ -16,6 +16,7 @@ comparison would be the agent's own), and one that rewrites the runner's reports
 from __future__ import annotations
 
 import importlib.util
+import inspect
 from pathlib import Path
 
 import pytest
@@ -234,8 +235,13 @@ def echo(value):
 
 
 def evens(n):
+    "Even numbers."
     for i in range(n):
         yield 2 * i
+
+
+def scaled(values, factor=2, *, offset=0):
+    return [v * factor + offset for v in values]
 
 
 def pid():
@@ -267,6 +273,10 @@ def test_values_cross_as_data_and_everything_else_as_handles(tmp_path):
     with pytest.raises(RuntimeError):  # its SystemExit ends nothing here
         m.leave()
     assert not hasattr(m, "missing") and hasattr(m, "Node")
+    # what the tests introspect is the agent's answer too: names, documentation, signatures
+    assert "Node" in dir(m) and "total" in dir(node) and m.evens.__doc__ == "Even numbers."
+    assert str(inspect.signature(m.scaled)) == "(values, factor=2, *, offset=0)"
+    assert str(inspect.signature(m.Node)) == "(value)" and m.scaled.__name__ == "scaled"
     with pytest.raises(iso.IsolationError):  # a value that cannot cross fails the test
         m.echo(lambda: 1)
     assert words == []  # calls, attributes, lengths and iteration are answers, not judgments
