@@ -143,6 +143,8 @@ LOCAL_ENV = {
     "T1_DEMO_ROUNDS": "rounds",
     "T1_DEMO_PER_ROUND": "per_round",
     "T1_DEMO_SEED_IDS": "seed_ids",
+    "T1_DEMO_PREFLIGHT_N": "preflight_n",
+    "T1_DEMO_AUDIT_MUTANTS": "audit_mutants",
     "T1_RAY_ADDRESS": "cluster_address",
 }
 # Configured: each of these must be set (read when a run starts).

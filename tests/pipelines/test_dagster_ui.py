@@ -109,6 +109,8 @@ def ui_command(tmp: Path, port: int, prefect_port: int) -> tuple[list[str], dict
         "T1_DEMO_ROUNDS": "2",
         "T1_DEMO_PER_ROUND": "2",
         "T1_DEMO_SEED_IDS": SEEDS,
+        "T1_DEMO_PREFLIGHT_N": "2",  # the main job test's budget
+        "T1_DEMO_AUDIT_MUTANTS": "2",
     }
     env.pop("PREFECT_API_URL", None)
     t1 = str(Path(sys.executable).parent / "t1")
