@@ -307,7 +307,13 @@ class Isolation:
         line = self.proc.stdout.readline(MAX_LINE + 1)
         if not line.endswith(b"\n"):
             raise IsolationError("the agent's isolated module ended or answered too much")
-        return json.loads(line.decode("utf-8"))
+        try:
+            reply = json.loads(line.decode("utf-8"))
+        except (ValueError, RecursionError) as e:
+            raise IsolationError(f"the agent's isolated module answered no JSON: {e!r}") from e
+        if not isinstance(reply, dict):
+            raise IsolationError("the agent's isolated module answered no reply")
+        return reply
 
     def ask(self, op, *args):
         if op in WORD_OPS:
@@ -393,8 +399,12 @@ class Isolation:
             cls, args = IsolationError, ()
         if not isinstance(cls, type) or not issubclass(cls, Exception):
             cls = type(getattr(cls, "__name__", "AgentError"), (RuntimeError,), {})
-        exc = cls.__new__(cls, *(args if isinstance(args, tuple) else (args,)))
-        exc.args = args if isinstance(args, tuple) else (args,)
+        args = args if isinstance(args, tuple) else (args,)
+        try:
+            exc = cls.__new__(cls, *args)
+            exc.args = args
+        except Exception:  # noqa: BLE001 - a class that will not take these arguments
+            exc = IsolationError(*args)
         note = err.get("tb")
         if isinstance(note, str):
             exc.__cause__ = IsolationError("raised in the agent's isolated module:\n" + note)

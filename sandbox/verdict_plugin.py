@@ -34,7 +34,10 @@ The judge's side of the trust boundary (docs/sandbox.md, "The judge"), in every 
 - no module file of the agent's (owned by its uid) stands in for a module the image provides:
   an import resolves as if the agent's files were not on the path (`guard_imports`: a
   `pytest.py` or `xml/` in the working directory of `python -m pytest`);
-- pytest reads no conftest and no configuration file of the agent's (`guard_pytest_config`).
+- pytest reads no conftest and no configuration file of the agent's (`guard_pytest_config`);
+- in a rerun the judge asks for (T1_ISOLATE), a module of the agent's executes in a host
+  process of its own, in the agent's domain narrowed to the scratch places, and only values
+  cross (`_isolation`, t1_isolate.py beside this file).
 """
 
 import ctypes

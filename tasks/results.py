@@ -190,9 +190,10 @@ class TrialResult(BaseModel):
 
     @property
     def independent_passed(self) -> int:
-        """`passed`, counting only the outcomes the runner recorded before it executed code of
-        the agent's in its own process (`VerifierReport.agent_code`): what the agent's code
-        could not have written. The reward a trainer may trust."""
+        """`passed`, counting only the outcomes the judge vouches for (`VerifierReport.
+        vouched`: recorded before the runner executed code of the agent's in its own process,
+        or vouched for by a rerun with the agent's modules in a process of their own): what
+        the agent's code could not have written. The reward a trainer may trust."""
         if self.failure_mode in VOID_VERDICTS:
             return 0
         return sum(a.ok for a in self.report.vouched)
