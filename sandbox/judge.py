@@ -96,8 +96,15 @@ from tasks.results import (
 TESTS_DIR = "/tests"
 REPORT_DIR = "/logs/verifier"
 # Fixed parts of every verifier's environment (the image's ENV and the task's verifier env come
-# first; these win): no user site directory, no bytecode written into the agent's tree.
-VERIFIER_ENV = {"PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
+# first; these win): no user site directory, no bytecode written into the agent's tree, and
+# none read from it where a source lies beside it (Python 3.8+: the cache is looked for under a
+# prefix that does not exist): a module runs as its source says, not as a `__pycache__` entry
+# with the same size and second says (an audit mutant of a compiled source was not run).
+VERIFIER_ENV = {
+    "PYTHONNOUSERSITE": "1",
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "PYTHONPYCACHEPREFIX": "/nonexistent/t1-pycache",
+}
 # git run by the verifier in the agent's repositories ignores programs the agent configured
 # there (sandbox.git_guards): the settings here, the programs they name staged with the tests,
 # the drivers the agent named added by the backend from the configuration it copies.

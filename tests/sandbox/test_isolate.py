@@ -188,6 +188,34 @@ def test_a_module_every_test_imports_is_judged_in_its_own_process(tmp_path, back
     assert _paid(forger) == [], forger.report  # in its own process its answers fail
 
 
+STALE_TESTS = """import sys
+
+sys.path.insert(0, "/app")
+
+
+def test_the_module_says_two():
+    import answer
+    assert answer.X == 2
+"""
+# the source compiled (its bytecode cached beside it), then rewritten: the same size and second
+REWRITTEN = """#!/bin/bash
+cd /app && printf 'X = 1\\n' > answer.py && cp -p answer.py /tmp/ref
+PYTHONDONTWRITEBYTECODE= python3 -c 'import answer' && ls __pycache__ >/dev/null
+printf 'X = 2\\n' > answer.py && touch -r /tmp/ref answer.py
+"""
+
+
+def test_a_module_runs_as_its_source_says_not_as_bytecode_left_beside_it(tmp_path, backend):
+    """The audit's output mutants keep a file's size, and land in the second the solution
+    compiled it: the verifier's Python took the bytecode cached beside the source, ran the
+    solution's code, and a public task's verifier was called weak (every assertion passed
+    after its module was corrupted). The judge reads no bytecode where a source lies beside
+    it (`PYTHONPYCACHEPREFIX`)."""
+    task = stock_task(tmp_path, "stale", STALE_TESTS, REWRITTEN, "Write /app/answer.py.\n")
+    r = run_trial(task, "oracle", backend)
+    assert r.failure_mode == FailureMode.NONE and r.resolved, r.verifier_output[-1500:]
+
+
 # ---- the pieces, without a sandbox ------------------------------------------------------------
 
 
