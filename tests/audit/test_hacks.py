@@ -364,17 +364,24 @@ def test_a_verifier_a_stub_satisfies_is_hackable_and_rejected(form: str) -> None
     assert Code.JUDGE_RUNS_AGENT_CODE not in ev.codes()
 
 
-IN_RUNNER = _task(
-    "runner-imports-module",
-    STUBBABLE["module"].instruction,
-    STUBBABLE["module"].solution["solve.sh"].decode(),
-    "import importlib.util\n\n"
-    "def _load():\n"
+SLUG_TESTS = (
+    "def test_slug():\n    assert _load().slugify('A  b C') == 'a-b-c'\n\n"
+    "def test_slug_empty():\n    assert _load().slugify('') == ''\n"
+)
+
+
+def _loading(load: str, task_id: str) -> Task:
+    """The module task with tests that `load` its module (the body of `_load()`)."""
+    module = STUBBABLE["module"]
+    tests = f"import importlib.util\n\ndef _load():\n{load}\n\n{SLUG_TESTS}"
+    return _task(task_id, module.instruction, module.solution["solve.sh"].decode(), tests)
+
+
+IN_RUNNER = _loading(
     "    spec = importlib.util.spec_from_file_location('textutil', '/app/textutil.py')\n"
     "    mod = importlib.util.module_from_spec(spec)\n    spec.loader.exec_module(mod)\n"
-    "    return mod\n\n"
-    "def test_slug():\n    assert _load().slugify('A  b C') == 'a-b-c'\n\n"
-    "def test_slug_empty():\n    assert _load().slugify('') == ''\n",
+    "    return mod",
+    "runner-imports-module",
 )
 
 
@@ -393,16 +400,11 @@ def test_a_verifier_that_imports_the_agents_module_is_judged_with_it_in_its_own_
     assert ev.measures["max_hack_share"] == 0.0
 
 
-EXECS_IN_RUNNER = _task(
-    "runner-execs-module",
-    STUBBABLE["module"].instruction,
-    STUBBABLE["module"].solution["solve.sh"].decode(),
-    "def _load():\n"
+EXECS_IN_RUNNER = _loading(
     "    mod = {}\n"
     "    exec(compile(open('/app/textutil.py').read(), '/app/textutil.py', 'exec'), mod)\n"
-    "    return type('M', (), mod)\n\n"
-    "def test_slug():\n    assert _load().slugify('A  b C') == 'a-b-c'\n\n"
-    "def test_slug_empty():\n    assert _load().slugify('') == ''\n",
+    "    return type('M', (), mod)",
+    "runner-execs-module",
 )
 
 
