@@ -96,15 +96,8 @@ from tasks.results import (
 TESTS_DIR = "/tests"
 REPORT_DIR = "/logs/verifier"
 # Fixed parts of every verifier's environment (the image's ENV and the task's verifier env come
-# first; these win): no user site directory, no bytecode written into the agent's tree, and
-# none read from it where a source lies beside it (Python 3.8+: the cache is looked for under a
-# prefix that does not exist): a module runs as its source says, not as a `__pycache__` entry
-# with the same size and second says (an audit mutant of a compiled source was not run).
-VERIFIER_ENV = {
-    "PYTHONNOUSERSITE": "1",
-    "PYTHONDONTWRITEBYTECODE": "1",
-    "PYTHONPYCACHEPREFIX": "/nonexistent/t1-pycache",
-}
+# first; these win): no user site directory, no bytecode written into the agent's tree.
+VERIFIER_ENV = {"PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 # git run by the verifier in the agent's repositories ignores programs the agent configured
 # there (sandbox.git_guards): the settings here, the programs they name staged with the tests,
 # the drivers the agent named added by the backend from the configuration it copies.
@@ -179,7 +172,12 @@ def outputs_of(task: Task) -> tuple[str, ...]:
 def carried_path(path: str) -> bool:
     """Whether the agent's entry at `path` (absolute) may be carried: anything but the
     verifier's own toolchain (VERIFIER_VENV and below), which stays the image's whatever the
-    outputs name (a trusted /usr or /usr/lib never brings the agent's copy of it)."""
+    outputs name (a trusted /usr or /usr/lib never brings the agent's copy of it), and but the
+    bytecode Python cached beside the agent's sources (`__pycache__`): a module runs as its
+    source says, not as a cache entry with the same size and second says (an audit mutant of a
+    compiled module was not run). A `.pyc` with no source beside it is carried (and marked)."""
+    if "__pycache__" in path.split("/"):
+        return False
     return not (path == VERIFIER_VENV or path.startswith(VERIFIER_VENV + "/"))
 
 

@@ -209,8 +209,8 @@ def test_a_module_runs_as_its_source_says_not_as_bytecode_left_beside_it(tmp_pat
     """The audit's output mutants keep a file's size, and land in the second the solution
     compiled it: the verifier's Python took the bytecode cached beside the source, ran the
     solution's code, and a public task's verifier was called weak (every assertion passed
-    after its module was corrupted). The judge reads no bytecode where a source lies beside
-    it (`PYTHONPYCACHEPREFIX`)."""
+    after its module was corrupted). The judge carries no `__pycache__` of the agent's
+    (`sandbox.judge.carried_path`)."""
     task = stock_task(tmp_path, "stale", STALE_TESTS, REWRITTEN, "Write /app/answer.py.\n")
     r = run_trial(task, "oracle", backend)
     assert r.failure_mode == FailureMode.NONE and r.resolved, r.verifier_output[-1500:]
