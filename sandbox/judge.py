@@ -465,8 +465,9 @@ def rerun_without(
         if again is not None and verdict.ran and verdict.failure_mode == FailureMode.NONE:
             isolated, run = verdict.report, again
             said.append("judged again with the agent's modules in a process of their own")
-            if vouch_isolated(first.report, isolated).independent:
-                return Verdict(vouch_isolated(first.report, isolated), detail=said[0])
+            vouched = vouch_isolated(first.report, isolated)
+            if vouched.independent:
+                return Verdict(vouched, detail=said[0])
     while len(runs) <= MAX_RERUNS and not run.outputs_changed:
         without = next_without(runs)
         if without is None or spent + seconds > limit:
