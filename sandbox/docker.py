@@ -41,7 +41,7 @@ from sandbox.base import (
     normalize_dest,
 )
 from sandbox.cgroups import oom_file_of, oom_kill_count
-from sandbox.docker_api import docker_client, endpoint, exec_exit_code
+from sandbox.docker_api import docker_client, endpoint, exec_exit_code, force_remove
 from sandbox.docker_build import build_image, image_config, tar_bytes
 from sandbox.docker_hosts import (
     HOSTS_ENV,
@@ -271,7 +271,7 @@ class DockerSandbox:
             if not isinstance(policy, str):
                 self._apply_network(container, policy)
         except BaseException:
-            container.remove(force=True)
+            force_remove(container)
             raise
         return container
 
@@ -334,7 +334,7 @@ class DockerSandbox:
         for obj in sorted((o for o in objs if o is not None), key=lambda o: not _is_container(o)):
             try:
                 if _is_container(obj):
-                    obj.remove(force=True)
+                    force_remove(obj)
                 elif hasattr(obj, "tags"):
                     self.client.images.remove(obj.id, force=True)
                 else:
@@ -991,7 +991,7 @@ def _engine_profile(client: Any, image: str, profile: str) -> str:
                 try:
                     helper.put_archive("/profiles", tar_bytes({name: profile.encode()}))
                 finally:
-                    helper.remove(force=True)
+                    force_remove(helper)
                 mountpoint = str(volume.attrs["Mountpoint"])
                 break
             except Exception as e:  # noqa: BLE001 - APIError, KeyError

@@ -72,6 +72,26 @@ def endpoint(client: Any) -> str:
     return str(getattr(client, "_t1_endpoint", "default"))
 
 
+def force_remove(container: Any, tries: int = 5, pause: float = 0.5) -> bool:
+    """Force-remove a container: True once removed, False if it was gone before. Podman
+    under load removes the container but answers 500 because its /dev/shm is still mounted
+    ("device or resource busy"; the storage goes a moment later): an engine error is retried,
+    and a container gone after a try of ours was removed by it. The last error is raised."""
+    from docker.errors import NotFound
+
+    for attempt in range(tries):
+        try:
+            container.remove(force=True)
+            return True
+        except NotFound:
+            return attempt > 0
+        except Exception:  # noqa: BLE001 - APIError, a timeout: retried, then raised
+            if attempt == tries - 1:
+                raise
+            time.sleep(pause * (attempt + 1))
+    return False
+
+
 def docker_problem() -> str | None:
     try:
         docker_client().close()

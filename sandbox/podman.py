@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from sandbox import idmap, userns_runtime
+from sandbox.docker_api import force_remove
 from sandbox.idmap import unshift_map
 from sandbox.image import ImageConfig
 from sandbox.local import STATE_DIR
@@ -387,9 +388,8 @@ def remove_containers(client: Any, endpoint: str | None = None) -> int:
     removed = 0
     for c in client.containers.list(all=True, filters={"label": label}):
         try:
-            c.remove(force=True)
-            removed += 1
-        except Exception:  # noqa: BLE001 - removed concurrently
+            removed += force_remove(c)
+        except Exception:  # noqa: BLE001 - the engine refused it: left for the next sweep
             pass
     return removed
 

@@ -22,6 +22,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
+from sandbox.docker_api import force_remove
 from sandbox.idmap import STORAGE_TAG, shift_tree
 from sandbox.image import DEFAULT_PATH, ImageConfig
 
@@ -116,6 +117,6 @@ def _export(client: Any, image: Any, root: Path) -> tuple[Path, ImageConfig, str
             (tmp / "config.json").write_text(json.dumps(image.attrs.get("Config") or {}))
             tmp.rename(final)
         finally:
-            container.remove(force=True)
+            force_remove(container)
             shutil.rmtree(tmp, ignore_errors=True)
     return final / "rootfs", config, key

@@ -132,3 +132,45 @@ def test_a_killed_services_containers_are_removed_by_the_next_start(tmp_path):
         for service in (later, live, killed):
             service.stop()
         unmount_under(tmp_path)
+
+
+class _Busy:
+    """A container the engine answers 500 for `busy` times ("device or resource busy" on its
+    /dev/shm, as Podman does under load), then removes; with `removed_anyway` the first 500
+    came after removing it (Podman's case: the next try finds nothing); or one gone before."""
+
+    def __init__(self, busy: int, gone: bool = False, removed_anyway: bool = False) -> None:
+        self.busy, self.gone, self.removed_anyway, self.calls = busy, gone, removed_anyway, 0
+
+    def remove(self, force: bool = False) -> None:
+        from docker.errors import APIError, NotFound
+
+        assert force
+        self.calls += 1
+        if self.gone:
+            raise NotFound("no such container")
+        if self.calls <= self.busy:
+            self.gone = self.removed_anyway
+            raise APIError("removing container root filesystem: device or resource busy")
+
+
+def test_a_container_the_engine_is_still_unmounting_is_removed_on_a_later_try():
+    from sandbox.docker_api import force_remove
+
+    busy = _Busy(busy=2)
+    assert force_remove(busy, pause=0.01) is True and busy.calls == 3
+    answered_500 = _Busy(busy=1, removed_anyway=True)
+    assert force_remove(answered_500, pause=0.01) is True and answered_500.calls == 2
+    gone = _Busy(busy=0, gone=True)
+    assert force_remove(gone, pause=0.01) is False and gone.calls == 1
+
+
+def test_a_container_the_engine_never_removes_raises_its_last_error():
+    from docker.errors import APIError
+
+    from sandbox.docker_api import force_remove
+
+    stuck = _Busy(busy=10)
+    with pytest.raises(APIError, match="busy"):
+        force_remove(stuck, tries=3, pause=0.01)
+    assert stuck.calls == 3
