@@ -3,8 +3,9 @@
 - the solution's *steps*: remove each top-level command of solve.sh (a line with its
   continuations, a heredoc with its body, a whole compound block) or a heredoc body line,
   run the mutant as the agent, and count the mutants the verifier kills;
-- the solution's *outputs*: after the reference solution ran, delete, empty, truncate or
-  corrupt one output the verifier names (`mutate_output`), whatever the solution's length.
+- the solution's *outputs*: after the reference solution ran, delete, empty, truncate,
+  corrupt or re-pair one output the verifier names (`mutate_output`), whatever the
+  solution's length.
 
 Mutants are pure text/bytes; the sandbox runs are `run_mutants` and the judge's output-mutant
 trials (`audit.trials.OutputMutantAgent`). A verifier that accepts a corrupted output, or
@@ -229,13 +230,32 @@ def run_mutants(
 
 # ---- output mutants ----------------------------------------------------------------------
 
-OUTPUT_OPS = ("delete", "empty", "truncate", "corrupt")
+OUTPUT_OPS = ("delete", "empty", "truncate", "corrupt", "repair")
 _ROT13 = str.maketrans(
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
     "NOPQRSTUVWXYZABCDEFGHIJKLMnopqrstuvwxyzabcdefghijklm",
 )
 _DIGITS = str.maketrans("0123456789", "1234567890")
 _SEPARATOR = re.compile(r"[:=,\t|]")
+_NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])")
+_LETTER = re.compile(r"[A-Za-z]")
+
+
+def _repair(text: str) -> str:
+    """Each value paired with another name: the first number of every line that also has a
+    name (a letter outside the number: `"food": 12.5,`, `rent,800`) moves to the next such
+    line, the last one's to the first. Every line keeps its form and the numbers their
+    multiset (sums, counts, types, key sets unchanged): a verifier that checks only those
+    accepts an answer that pairs no name with its own value."""
+    lines = text.splitlines(keepends=True)
+    found = [(i, m) for i, ln in enumerate(lines) if (m := _NUMBER.search(ln))]
+    named = [(i, m) for i, m in found if _LETTER.search(_NUMBER.sub("", lines[i]))]
+    if len(named) < 2:
+        return text
+    values = [m.group() for _, m in named]
+    for (i, m), v in zip(named, values[1:] + values[:1], strict=True):
+        lines[i] = lines[i][: m.start()] + v + lines[i][m.end() :]
+    return "".join(lines)
 
 
 def _corrupt_line(line: str) -> str:
@@ -254,11 +274,18 @@ def mutate_output(data: bytes, op: str) -> bytes:
     """One output mutant (pure): `empty`; `truncate` (the first half of its lines, or of
     its bytes, at least one fewer, when it has one line; trailing whitespace not counted);
     `corrupt` (every line's values changed, see `_corrupt_line`; binary data has its middle
-    third inverted). `delete` is done in the sandbox."""
+    third inverted); `repair` (values paired with other names, see `_repair`; the data
+    unchanged, so no mutant, when there are not two such lines). `delete` is done in the
+    sandbox."""
     if op not in OUTPUT_OPS or op == "delete":
         raise ValueError(f"unknown output mutation {op!r} (choose from {OUTPUT_OPS[1:]})")
     if op == "empty":
         return b""
+    if op == "repair":
+        try:
+            return _repair(data.decode("utf-8")).encode()
+        except UnicodeDecodeError:
+            return data
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:

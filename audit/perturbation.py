@@ -314,7 +314,9 @@ def answer_leaks(
     visible: Mapping[str, str],
     inputs: set[str],
 ) -> list[Finding]:
-    """Computed output values (or whole computed outputs) visible to the agent, in context.
+    """Computed output values (or whole computed outputs) visible to the agent, in context;
+    or every computed line of an output, each somewhere in one file that is not an input (an
+    answer kept as a shell history's `printf 'a 1\\nb 2\\n'`, a Dockerfile's `ENV X="a 1;b 2"`).
 
     `visible`: {where: text} for the instruction and environment files; `inputs`: the
     `where` names of the declared inputs (data the agent must read: values in them are
@@ -343,6 +345,12 @@ def answer_leaks(
                 found.append(
                     (content[:60], f"{where} holds a computed line of {p} and nothing else")
                 )
+            if len(lines) >= 2 and where not in inputs and where != "instruction.md":
+                flat = text + "\n" + text.replace("\\n", "\n").replace("\\t", "\t")
+                if all(_bounded(ln, flat) for ln in lines):
+                    first = sorted(lines)[0]
+                    why = f"{where} holds every computed line of {p} ({len(lines)} lines)"
+                    found.append((first[:60], why))
             for v in sorted(values):
                 if not _bounded(v, text):
                     continue

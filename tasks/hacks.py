@@ -333,13 +333,19 @@ def copy_inputs(named: Named, workdir: str) -> list[str]:
 
 
 def exit_zero(named: Named, workdir: str) -> list[str]:
-    """Every named program (a script name, a file in a bin directory, or an executable that
-    exists) is replaced by one that exits 0, existing ones included."""
+    """Every named program is replaced by one that exits 0: a script name or a file in a bin
+    directory, made or replaced; an executable that exists; and a named file with no suffix
+    that does not exist (`Write an executable /app/bin/lint-hosts`: what the instruction asks
+    to be made is as often a program as data)."""
     out = []
     for p in named.files:
         body = _heredoc(p, _program(p, _functions(named)), True)
         if _is_script(p):
             out.append(body)
+        elif "." not in posixpath.basename(p):
+            out.append(
+                f"if [ ! -e {_q(p)} ] || {{ [ -f {_q(p)} ] && [ -x {_q(p)} ]; }}; then\n{body}\nfi"
+            )
         else:
             out.append(f"if [ -f {_q(p)} ] && [ -x {_q(p)} ]; then\n{body}\nfi")
     return out

@@ -49,6 +49,23 @@ def test_output_mutants_change_every_value_and_keep_structure():
         mutate_output(b"x", "delete")
 
 
+def test_the_repair_mutant_pairs_each_name_with_another_value_and_keeps_the_multiset():
+    """A blind fixture's tests checked the key set, the value types and the sum: an answer
+    that pairs no category with its own total passed them all. The mutant is that answer."""
+    import json
+
+    text = b'{\n  "food": 12.5,\n  "rent": 800.0,\n  "fun": 3\n}\n'
+    was, now = json.loads(text), json.loads(mutate_output(text, "repair"))
+    assert set(now) == set(was) and sorted(now.values()) == sorted(was.values())
+    assert all(now[k] != was[k] for k in was)
+    assert mutate_output(b"name,total\nalice,30\nbob,5\n", "repair") == (
+        b"name,total\nalice,5\nbob,30\n"
+    )
+    # Bare numbers (a list whose order may be free), one named line, equal values: no mutant.
+    for same in (b"1\n2\n3\n", b"total: 6\n", b"a 1\nb 1\n", b"\xff\x00 1\nb 2\n"):
+        assert mutate_output(same, "repair") == same
+
+
 def test_a_one_step_solution_still_gets_a_mutant():
     """Regression: mutation testing needed two mutants, so a one-line solution escaped."""
     mutants = make_mutants("#!/bin/bash\necho 300 > /app/out.txt\n")
@@ -121,6 +138,23 @@ def test_answer_leaks_are_judged_in_context():
     assert found == {"environment/app/notes.md", "environment/app/.state"}
     assert labelled_line("tests passed", 'diff a tests/expected.txt && echo "tests passed"') is None
     assert labelled_line("300", "# expected: 300") == "# expected: 300"
+
+
+def test_every_computed_line_kept_in_one_file_is_a_leak_whatever_joins_them():
+    """Two blind fixtures kept the answer as a shell history's printf (lines joined by `\\n`)
+    and as a Dockerfile ENV (joined by `;`): no single value was labelled, every line was
+    there. An input holding them (a filter's log) is not a leak, nor one line alone."""
+    computed = {"/app/o.txt": {"A-1013", "120", "B-1042", "91", "89"}}
+    texts = {"/app/o.txt": "A-1013 120 125\nB-1042 91 89\n"}
+    visible = {
+        "environment/history": "cd /app\nprintf 'A-1013 120 125\\nB-1042 91 89\\n' > o.txt\n",
+        "environment/Dockerfile": 'FROM x\nENV WANT="A-1013 120 125;B-1042 91 89"\n',
+        "environment/app/moves.log": "in A-1013 120 125\nout B-1042 91 89\n",
+        "environment/app/README": "for example: A-1013 120 125\n",
+    }
+    given = {"environment/app/moves.log"}
+    found = {f.evidence.split(" ", 1)[0] for f in answer_leaks(computed, texts, visible, given)}
+    assert found == {"environment/history", "environment/Dockerfile"}
 
 
 def test_a_one_digit_answer_is_a_leak_only_as_a_whole_line_of_a_hidden_channel():

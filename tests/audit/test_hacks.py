@@ -197,6 +197,22 @@ def test_exit_zero_replaces_a_named_program_that_exists(scratch) -> None:
     assert subprocess.run([str(wd / "bin" / "run.sh")]).returncode == 0
 
 
+def test_exit_zero_makes_a_named_program_with_no_suffix(tmp_path: Path) -> None:
+    """`Write an executable linter /app/bin/lint-hosts`: a suffixless name that does not exist
+    is made a program that exits 0 (a blind fixture's tests ran it on valid input only); a
+    named file with a data suffix is not, nor an existing suffixless file that is data."""
+    wd = tmp_path / "app"
+    wd.mkdir()
+    (wd / "hosts").write_text("127.0.0.1 localhost\n")
+    instruction = (f"Write an executable linter `{wd}/tools/lint-hosts` for files like "
+                   f"`{wd}/hosts`; log to `{wd}/lint.log`.")  # fmt: skip
+    _run("exit_zero", wd, instruction)
+    r = subprocess.run([str(wd / "tools" / "lint-hosts"), str(wd / "hosts")], capture_output=True)
+    assert (r.returncode, r.stdout) == (0, b"")
+    assert (wd / "hosts").read_text() == "127.0.0.1 localhost\n"
+    assert not (wd / "lint.log").exists()
+
+
 def test_timestamp_games_and_modes(scratch) -> None:
     wd, instruction = scratch
     target = wd / "data" / "input.csv"
