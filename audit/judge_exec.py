@@ -103,11 +103,12 @@ from tasks.model import Task
 from tasks.results import FailureMode, ReferenceVerdict, TrialResult
 from warehouse.records import AuditRecord
 
-EXEC_VERSION = "16"  # 16: an oracle whose module a rerun judged in its own process, every
-# outcome vouched, is independent (no judge_runs_agent_code); 15: the reference verdict
-# recorded, nop and hacks paid against it;
-# 14: the runner marks the agent's code by its file (bytecode, native modules), pickles that
-# name a global, code the tests eval; 13: judge_runs_agent_code
+EXEC_VERSION = "17"  # 17: the blind set's forms (a `repair` output mutant, every computed
+# line in one non-input file a leak, exit_zero makes suffixless named programs);
+# 16: an oracle whose module a rerun judged in its own process, every outcome vouched, is
+# independent (no judge_runs_agent_code); 15: the reference verdict recorded, nop and hacks
+# paid against it; 14: the runner marks the agent's code by its file (bytecode, native
+# modules), pickles that name a global, code the tests eval; 13: judge_runs_agent_code
 EXEC_JUDGE = "exec"
 
 Runner = Callable[..., TrialResult]
