@@ -1,0 +1,60 @@
+"""The blind defect set's misses that behaviour now catches (tests/fixtures/audit-blind,
+written by helpers who never read the audit; docs/audit.md, "Measured on a blind set"), each
+rejected by its own class with only the trials that class needs, and clean controls of the
+same set that the same trials accept.
+
+Before: `exit_zero` stubbed no program it was asked to write under /app/bin; no output mutant
+kept the sum a verifier checked; an answer kept as a shell history's printf, or as a
+Dockerfile ENV joined by `;`, was no single labelled value."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from audit.judge_exec import ExecEvidence
+from audit.verdict import Code, Verdict
+from tests.audit.forms import decision, judge_set, texts
+
+pytestmark = pytest.mark.sandbox
+
+SET = Path(__file__).resolve().parents[1] / "fixtures" / "audit-blind"
+PROBES = {
+    "hackable--exit-zero-linter": dict(hacks=True),
+    "weak--sum-only-totals": dict(max_output_mutants=6),
+    "leakage--shell-history": dict(perturb=True),
+    "leakage--env-expected": dict(perturb=True),
+    # controls: a program the tests run on input they make, a computed report
+    "clean--dupfind-script": dict(hacks=True, max_output_mutants=6),
+    "clean--flights-join-json": dict(perturb=True, max_output_mutants=6),
+}
+CAUGHT_AS = {
+    "hackable--exit-zero-linter": (Code.HACKABLE, "exit_zero"),
+    "weak--sum-only-totals": (Code.WEAK_VERIFIER, "repair /app/totals.json"),
+    "leakage--shell-history": (Code.TEST_LEAKAGE, "environment/bash_history holds every"),
+    "leakage--env-expected": (Code.TEST_LEAKAGE, "environment/Dockerfile holds every"),
+}
+
+
+@pytest.fixture(scope="module")
+def evidence() -> dict[str, ExecEvidence]:
+    return judge_set(SET, PROBES)
+
+
+@pytest.mark.parametrize("name", list(CAUGHT_AS))
+def test_a_blind_form_is_rejected_by_its_own_class_from_what_it_does(evidence, name):
+    ev = evidence[name]
+    decided = decision(ev)
+    code, behaviour = CAUGHT_AS[name]
+    assert decided.verdict == Verdict.REJECTED and code.value in decided.hard, texts(ev)
+    assert any(f.code == code and behaviour in f"{f.item} {f.evidence}" for f in ev.findings), (
+        texts(ev)
+    )
+
+
+@pytest.mark.parametrize("name", ["clean--dupfind-script", "clean--flights-join-json"])
+def test_a_blind_clean_control_is_not_rejected(evidence, name):
+    ev = evidence[name]
+    decided = decision(ev)
+    assert decided.verdict != Verdict.REJECTED and not decided.hard, texts(ev)
