@@ -248,8 +248,11 @@ def _repair(text: str) -> str:
     multiset (sums, counts, types, key sets unchanged): a verifier that checks only those
     accepts an answer that pairs no name with its own value."""
     lines = text.splitlines(keepends=True)
-    found = [(i, m) for i, ln in enumerate(lines) if (m := _NUMBER.search(ln))]
-    named = [(i, m) for i, m in found if _LETTER.search(_NUMBER.sub("", lines[i]))]
+    named = [
+        (i, m)
+        for i, ln in enumerate(lines)
+        if (m := _NUMBER.search(ln)) and _LETTER.search(_NUMBER.sub("", ln))
+    ]
     if len(named) < 2:
         return text
     values = [m.group() for _, m in named]

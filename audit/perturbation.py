@@ -323,6 +323,8 @@ def answer_leaks(
     not leaks unless a line labels them as the answer)."""
     out: list[Finding] = []
     seen: set[tuple[str, str]] = set()
+    # each text as written and with its `\n`, `\t` escapes read as what they write
+    flat = {w: t + "\n" + t.replace("\\n", "\n").replace("\\t", "\t") for w, t in visible.items()}
     for p, values in sorted(computed.items()):
         whole = texts.get(p, "").strip()
         for where, text in visible.items():
@@ -346,8 +348,7 @@ def answer_leaks(
                     (content[:60], f"{where} holds a computed line of {p} and nothing else")
                 )
             if len(lines) >= 2 and where not in inputs and where != "instruction.md":
-                flat = text + "\n" + text.replace("\\n", "\n").replace("\\t", "\t")
-                if all(_bounded(ln, flat) for ln in lines):
+                if all(_bounded(ln, flat[where]) for ln in lines):
                     first = sorted(lines)[0]
                     why = f"{where} holds every computed line of {p} ({len(lines)} lines)"
                     found.append((first[:60], why))
