@@ -46,6 +46,7 @@ from audit.behaviour import (
     stale_outputs,
     swap_findings,
 )
+from audit.databases import changed_views, view_hash
 from audit.hacks import HACK_TIMEOUT_S, HACKABLE_SHARE, hack_agent, hack_evidence
 from audit.mutation import OUTPUT_OPS, make_mutants, run_mutants, solution_steps
 from audit.perturbation import (
@@ -103,8 +104,10 @@ from tasks.model import Task
 from tasks.results import FailureMode, ReferenceVerdict, TrialResult
 from warehouse.records import AuditRecord
 
-EXEC_VERSION = "17"  # 17: the blind set's forms (a `repair` output mutant, every computed
-# line in one non-input file a leak, exit_zero makes suffixless named programs);
+EXEC_VERSION = "18"  # 18: SQLite databases the instruction names are inputs perturbed table
+# by table, and the tables a solution makes or changes in them outputs; 17: the blind set's
+# forms (a `repair` output mutant, every computed line in one non-input file a leak,
+# exit_zero makes suffixless named programs);
 # 16: an oracle whose module a rerun judged in its own process, every outcome vouched, is
 # independent (no judge_runs_agent_code); 15: the reference verdict recorded, nop and hacks
 # paid against it; 14: the runner marks the agent's code by its file (bytecode, native
@@ -365,10 +368,23 @@ def run_exec_judge(
     probe_lits = [lit.value for lit in st.hidden if lit.kind not in skip]  # fmt: skip
     env_image = image_paths(task.environment.files, wd)
 
+    # the paths the instruction names, read as inputs (and outputs, table by table) where
+    # they are SQLite databases
+    named_paths = {p if p.startswith("/") else posixpath.join(wd, p) for p in facts.paths}
+    named_paths |= set(_ABSOLUTE.findall(task.instruction))
+    databases = sorted(p for p in named_paths if named_in(p, task))[:8]
+
     def effects_agent(trace: bool) -> EffectsOracleAgent:
         built = set(env_image.values()) if cfg.built else None
         return EffectsOracleAgent(
-            probe_paths, probe_lits, dirs, cfg.max_effect_bytes, cfg.max_effect_files, trace, built
+            probe_paths,
+            probe_lits,
+            dirs,
+            cfg.max_effect_bytes,
+            cfg.max_effect_files,
+            trace,
+            built,
+            databases if cfg.perturb else None,
         )
 
     agent = effects_agent(cfg.trace)
@@ -466,6 +482,13 @@ def run_exec_judge(
     inputs = {n: env_image[n] for n in declared_inputs(task) if n in env_image and is_data(n)}
     input_bytes = {p: task.environment.files[n] for n, p in inputs.items()}
     text_inputs = {p: t for p, b in input_bytes.items() if (t := decode(b)) is not None}
+    db_inputs = sorted(agent.db_before)
+    db_outputs: dict[str, str] = {}  # tables the solution made or changed: {view: text}
+    for p in db_inputs:
+        db_outputs |= changed_views(p, agent.db_before[p], agent.db_after.get(p, {}))
+    db_outputs = dict(list(db_outputs.items())[:20])
+    # a database's tables, as text, are data the solution works from like a text input's
+    db_texts = {p: "\n".join(agent.db_before[p].values()) for p in db_inputs}
     given = set(env_image.values()) | agent.before  # what existed before the solution ran
     checked = [p for p in agent.created if covered(p, facts, wd) and "/.git/" not in p]
     new_outputs = [p for p in checked if p not in given and not _scratch(p)][:20]
@@ -519,10 +542,12 @@ def run_exec_judge(
             redo["fast-clock"] = partial(_fast_clock_rerun, run, task, budget)
         pert: list[tuple[PerturbedOracleAgent, Future]] = []
         removed_f = None
-        if cfg.perturb and text_inputs and new_outputs:
+        if cfg.perturb and (text_inputs or db_inputs) and (new_outputs or db_outputs):
             for mode in PERTURBATIONS:
                 given_inputs = {p: input_bytes[p] for p in text_inputs}
-                pa = PerturbedOracleAgent(mode, given_inputs, new_outputs)
+                pa = PerturbedOracleAgent(
+                    mode, given_inputs, new_outputs, db_inputs, list(db_outputs)
+                )
                 pert.append((pa, pool.submit(run, task, _Bounded(pa, budget))))
             if sources:  # the undeclared files it read, deleted
                 removed = PerturbedOracleAgent(
@@ -724,8 +749,9 @@ def run_exec_judge(
     # shortcut and computed values visible to the agent
     if usable:
         baseline = {p: agent.hashes.get(p) for p in new_outputs}
+        baseline |= {v: view_hash(t) for v, t in db_outputs.items()}
         perturbed = {pa.mode: pa.hashes for pa, _ in usable}
-        texts = {p: agent.outputs[p] for p in new_outputs if p in agent.outputs}
+        texts = {p: agent.outputs[p] for p in new_outputs if p in agent.outputs} | db_outputs
         asserted = [lit.value for lit in facts.literals]
         tracks = verifier_tracks_inputs(
             baseline,
@@ -738,14 +764,16 @@ def run_exec_judge(
             texts,
             script,
             task.instruction,
-            text_inputs,
+            text_inputs | db_texts,
             asserted,
             tracks,
             cache,
             (sources, removed_r[0].hashes)
             if removed_r is not None and removed_r[1].rewardable
             else None,
-            set(inputs.values()) & set(agent.first_open) if agent.traced else None,
+            (set(inputs.values()) | set(db_inputs)) & set(agent.first_open)
+            if agent.traced
+            else None,
         )
         computed = computed_tokens(texts, {pa.mode: pa.texts for pa, _ in usable})
         visible = readable_texts(task) | built
@@ -758,6 +786,9 @@ def run_exec_judge(
     m["solution_steps"] = float(len(solution_steps(script)[0]))
     ev.findings = _dedupe(findings)
     return ev
+
+
+_ABSOLUTE = re.compile(r"(?<![\w.~/-])/(?:[\w.+-]+/)*[\w.+-]*\w")
 
 
 def named_in(path: str, task: Task) -> bool:

@@ -71,7 +71,7 @@ def unchanged_outputs(
     ]
 
 
-_AUTHORED_SUFFIXES = (".sh", ".bash", ".py", ".pl", ".rb", ".js", ".service", ".timer",
+_AUTHORED_SUFFIXES = (".sh", ".bash", ".py", ".pl", ".rb", ".js", ".sql", ".service", ".timer",
                       ".socket", ".conf", ".cfg", ".ini", ".toml", ".yaml", ".yml", ".mk",
                       ".desktop", ".rules", ".cron", ".env")  # fmt: skip
 _AUTHORED_NAMES = ("Makefile", "Dockerfile", "crontab", "config")

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from audit.behaviour import network_use
+from audit.databases import SEP, is_sqlite, perturb, table_views, view_hash, view_name
 from audit.hashes import hash_files
 from audit.traces import SYSTEM_PATHS, TRACE_CALLS, Trace, parse_trace
 from sandbox.base import Sandbox
@@ -344,6 +345,34 @@ def built_files(
     return out, left
 
 
+MAX_DATABASE_BYTES = 16_000_000
+
+
+def database_bytes(sandbox: Sandbox, paths: list[str]) -> dict[str, bytes]:
+    """{path: bytes} of the `paths` that are SQLite databases (by their header) of at most
+    `MAX_DATABASE_BYTES`, read from the sandbox."""
+    if not paths:
+        return {}
+    script = "\n".join(
+        f"[ -f {q} ] && [ $(stat -c %s {q}) -le {MAX_DATABASE_BYTES} ] && "
+        f"head -c 15 {q} | grep -qa 'SQLite format 3' && printf '%s\\n' {q}"
+        for q in map(shlex.quote, paths)
+    )
+    found = sandbox.exec(script + "\ntrue", timeout_s=30, cwd="/").stdout.splitlines()
+    out = {}
+    for p in found:
+        if p in paths:
+            data = sandbox.download(p).get(posixpath.basename(p), b"")
+            if is_sqlite(data):
+                out[p] = data
+    return out
+
+
+def database_views(sandbox: Sandbox, paths: list[str]) -> dict[str, dict[str, str]]:
+    """{path: {table: view}} of the `paths` that are SQLite databases (`table_views`)."""
+    return {p: table_views(data) for p, data in database_bytes(sandbox, paths).items()}
+
+
 def _solve(sandbox: Sandbox, task: Task, deadline: float) -> AgentOutcome:
     if task.solution is None:
         return AgentOutcome(exit_code=None, detail="task has no reference solution")
@@ -371,6 +400,7 @@ class EffectsOracleAgent:
         max_files: int = 40,
         trace: bool = True,
         given: set[str] | None = None,
+        databases: list[str] | None = None,
     ) -> None:
         self.probe_paths = probe_paths
         self.probe_literals = probe_literals
@@ -394,6 +424,9 @@ class EffectsOracleAgent:
         self.given = given  # image paths of the task's own files; None: do not collect
         self.built: dict[str, bytes] = {}  # what the build wrote that the task's files are not
         self.built_left: list[str] = []
+        self.databases = databases or []  # named paths read as SQLite databases if they are
+        self.db_before: dict[str, dict[str, str]] = {}  # {path: {table: view}} before solve.sh
+        self.db_after: dict[str, dict[str, str]] = {}  # the same databases after it
 
     def _probe(self, sandbox: Sandbox, wd: str) -> None:
         lines = []
@@ -421,6 +454,7 @@ class EffectsOracleAgent:
             self.built, self.built_left = built_files(sandbox, dirs, self.given)
         q = shlex.quote(wd)
         before = sandbox.exec(f"find {q} -xdev 2>/dev/null | head -n 20000", timeout_s=30).stdout
+        self.db_before = database_views(sandbox, self.databases)
         sandbox.exec(f"touch {MARK} && sleep 0.05", timeout_s=10, cwd="/")
         if self.trace:
             outcome, trace, self.trace_detail = _solve_traced(sandbox, task, deadline)
@@ -451,6 +485,7 @@ class EffectsOracleAgent:
             except UnicodeDecodeError:
                 continue
         self.hashes = hash_files(sandbox, self.created[:200])
+        self.db_after = database_views(sandbox, sorted(self.db_before))
         if trace is not None:
             parsed = parse_trace(trace)
             self.first_open = parsed.first_opens()
@@ -487,15 +522,32 @@ def perturb_command(mode: str, paths: list[str]) -> str:
     return "\n".join(out) + "\ntrue"
 
 
+def _replace(sandbox: Sandbox, path: str, data: bytes) -> None:
+    """Write `data` over the file at `path`, keeping its mode."""
+    parent, base = posixpath.split(path)
+    mode = sandbox.exec(f"stat -c %a {shlex.quote(path)}", timeout_s=10).stdout
+    sandbox.upload({base: data}, parent)
+    sandbox.exec(f"chmod {shlex.quote(mode.strip() or '644')} {shlex.quote(path)}")
+
+
 class PerturbedOracleAgent:
     """Perturbs the declared inputs, runs the reference solution, hashes `outputs`. Mode
     `delete-sources` deletes `inputs` once the solution is uploaded (files it read that
     nothing declares, its own fixtures under /solution included)."""
 
-    def __init__(self, mode: str, inputs: dict[str, bytes], outputs: list[str]) -> None:
+    def __init__(
+        self,
+        mode: str,
+        inputs: dict[str, bytes],
+        outputs: list[str],
+        databases: list[str] | None = None,
+        views: list[str] | None = None,
+    ) -> None:
         self.mode = mode
         self.inputs = inputs  # image path -> the bytes the environment gives
         self.outputs = outputs
+        self.databases = databases or []  # SQLite inputs in the image, perturbed table by table
+        self.views = views or []  # tables checked as outputs (`audit.databases.view_name`)
         self.name = f"perturbed-{mode}"
         self.hashes: dict[str, str | None] = {}
         self.texts: dict[str, str] = {}
@@ -505,12 +557,13 @@ class PerturbedOracleAgent:
             from audit.perturbation import rot13_words
 
             for path, data in self.inputs.items():
-                parent, base = posixpath.split(path)
-                mode = sandbox.exec(f"stat -c %a {shlex.quote(path)}", timeout_s=10).stdout
-                sandbox.upload({base: rot13_words(data)}, parent)
-                sandbox.exec(f"chmod {shlex.quote(mode.strip() or '644')} {shlex.quote(path)}")
+                _replace(sandbox, path, rot13_words(data))
         elif self.mode != "delete-sources":
-            sandbox.exec(perturb_command(self.mode, sorted(self.inputs)), timeout_s=60, cwd="/")
+            paths = sorted(self.inputs) + (self.databases if self.mode == "delete" else [])
+            sandbox.exec(perturb_command(self.mode, paths), timeout_s=60, cwd="/")
+        if self.mode in ("shift-digits", "drop-lines", "rot13-words"):
+            for path, data in database_bytes(sandbox, self.databases).items():
+                _replace(sandbox, path, perturb(data, self.mode))
         if self.mode == "delete-sources" and task.solution is not None:
             # after the solution's upload: its own fixtures under /solution go too
             sandbox.upload(task.solution, SOLUTION_DIR)
@@ -527,6 +580,16 @@ class PerturbedOracleAgent:
                 data = sandbox.download(p).get(posixpath.basename(p), b"")
                 if len(data) <= 65536:
                     self.texts[p] = data.decode("utf-8", "replace")
+        dbs = sorted({v.rpartition(SEP)[0] for v in self.views})
+        tables = {
+            view_name(p, t): text
+            for p, vs in database_views(sandbox, dbs).items()
+            for t, text in vs.items()
+        }
+        for v in self.views:
+            self.hashes[v] = view_hash(tables[v]) if v in tables else None
+            if v in tables:
+                self.texts[v] = tables[v]
         return outcome
 
 
