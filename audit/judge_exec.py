@@ -70,6 +70,7 @@ from audit.static_checks import (
     readable_texts,
     solution_text,
     static_findings,
+    under_named_dir,
     value_leaks,
     verifier_texts,
 )
@@ -91,6 +92,7 @@ from audit.variants import (
     conditions,
     flaky_findings,
     starved_task,
+    verdict_changed,
 )
 from audit.verdict import FAILURE_CODES, Code, Finding, Source, Verdict
 from sandbox.base import Sandbox
@@ -105,7 +107,9 @@ from tasks.results import FailureMode, ReferenceVerdict, TrialResult
 from warehouse.records import AuditRecord
 
 EXEC_VERSION = "18"  # 18: SQLite databases the instruction names are inputs perturbed table
-# by table, and the tables a solution makes or changes in them outputs; 17: the blind set's
+# by table, and the tables a solution makes or changes in them outputs; a broken input the
+# traced solution never opens is no defect; a fast-clock change its real-rate control
+# repeats is the library's; 17: the blind set's
 # forms (a `repair` output mutant, every computed line in one non-input file a leak,
 # exit_zero makes suffixless named programs);
 # 16: an oracle whose module a rerun judged in its own process, every outcome vouched, is
@@ -402,6 +406,9 @@ def run_exec_judge(
         ev.findings = [*findings, _infra(oracle, "oracle")]
         return ev
     findings = _discoverable(findings, agent.found)
+    if agent.traced:  # an input the solution never opens is a stand-in, whatever it holds
+        opened = set(agent.first_open)
+        findings = [f for f in findings if f.code != Code.BROKEN_INPUT or f.item in opened]
     m["alignment_share"] = alignment_share(findings)
     m["oracle_s"] = oracle.agent_s
     m["assertions"] = float(oracle.total)
@@ -690,6 +697,7 @@ def run_exec_judge(
             Finding(code=Code.RERUN_SKIPPED, source=Source.TRIAL, item="starved", evidence=why)
         )
     runs = retry_timeouts(oracle, runs, redo, cfg.workers)
+    runs = [_clock_control(run, task, budget, oracle, entry) for entry in runs]
     flaky = flaky_findings(oracle, runs)
     findings += flaky
     m["reruns"] = float(sum(f.code != Code.RERUN_SKIPPED for f in flaky))
@@ -841,26 +849,32 @@ def _condition_rerun(run: Runner, variant: Task, c, budget: float) -> tuple[Tria
     return r, ca.applied, ca.detail
 
 
+def _clock_control(
+    run: Runner,
+    task: Task,
+    budget: float,
+    base: TrialResult,
+    entry: tuple[str, TrialResult, bool, str],
+) -> tuple[str, TrialResult, bool, str]:
+    """A fast-clock rerun whose verdict changed, against its control: the same library
+    preloaded with the clock at its real rate. Where the control changes the verdict as well,
+    the library broke the solution (tools that switch users refuse it), not the clock's
+    rate: the rerun is set aside (`rerun_skipped`), never a flaky verifier."""
+    name, r, applied, detail = entry
+    if name != "fast-clock" or not applied or not r.rewardable or not verdict_changed(base, r):
+        return entry
+    control = run(task, _Bounded(FastClockOracleAgent(rate=1), budget))
+    if control.rewardable and verdict_changed(base, control):
+        why = f"{detail}: the library at the real clock rate changes the verdict as well (the "
+        why += "change is the library's, not the clock's)"
+        return name, r, False, why
+    return entry
+
+
 def _fast_clock_rerun(run: Runner, task: Task, budget: float) -> tuple[TrialResult, bool, str]:
     fast = FastClockOracleAgent()
     r = run(task, _Bounded(fast, budget))
     return r, fast.applied, fast.detail
-
-
-def under_named_dir(path: str, task: Task) -> bool:
-    """Is `path` inside a directory the instruction names (absolute or relative to the
-    working directory, the working directory itself aside)? Its files are the agent's data
-    even when no one names them one by one (`the logs in /data/logs/`)."""
-    wd = task.environment.workdir.rstrip("/")
-    d = posixpath.dirname(path)
-    while d not in ("", "/", wd):
-        forms = [d] + ([d[len(wd) + 1 :]] if d.startswith(wd + "/") else [])
-        if any(
-            re.search(rf"(?<![\w/.-]){re.escape(f)}/?(?![\w.-])", task.instruction) for f in forms
-        ):
-            return True
-        d = posixpath.dirname(d)
-    return False
 
 
 def _nop_findings(

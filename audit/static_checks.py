@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from audit.channels import ChannelLimits, channel_views
+from audit.formats import format_problem
 from audit.verdict import Code, Finding, Source
 from tasks.literals import (
     CONVENTION_KINDS,
@@ -481,6 +482,46 @@ def declared_inputs(task: Task) -> set[str]:
     return out
 
 
+def under_named_dir(path: str, task: Task) -> bool:
+    """Is `path` inside a directory the instruction names (absolute or relative to the
+    working directory, the working directory itself aside)? Its files are the agent's data
+    even when no one names them one by one (`the logs in /data/logs/`)."""
+    wd = task.environment.workdir.rstrip("/")
+    d = posixpath.dirname(path)
+    while d not in ("", "/", wd):
+        forms = [d] + ([d[len(wd) + 1 :]] if d.startswith(wd + "/") else [])
+        if any(
+            re.search(rf"(?<![\w/.-]){re.escape(f)}/?(?![\w.-])", task.instruction) for f in forms
+        ):
+            return True
+        d = posixpath.dirname(d)
+    return False
+
+
+def broken_inputs(task: Task, facts: VerifierFacts) -> list[Finding]:
+    """Data files the task gives by name (the instruction or the verifier names each) that do
+    not begin as the format their name claims (`audit.formats`): a `.db` that is prose, a
+    `.npy` that is the script meant to make it. A file the Dockerfile's build steps name is
+    left alone (the build may make it what it claims to be)."""
+    image = image_paths(task.environment.files, task.environment.workdir)
+    declared = declared_inputs(task)
+    build = "\n".join(
+        ln for ln in task.environment.files.get("Dockerfile", b"").decode("utf-8", "replace")
+        .splitlines() if not ln.lstrip().upper().startswith(("COPY", "ADD"))
+    )  # fmt: skip
+    out = []
+    for name, data in sorted(task.environment.files.items()):
+        path = image.get(name, "")
+        # named one by one: a directory of stand-ins (photos sorted by their names) is not
+        given = name in declared or (path and path in facts.paths)
+        if not given or posixpath.basename(name) in build:
+            continue
+        why = format_problem(name, data)
+        if why is not None:
+            out.append(Finding(code=Code.BROKEN_INPUT, item=path or name, evidence=why))
+    return out
+
+
 def _has_checks(name: str, text: str) -> bool:
     if name.endswith(".py"):
         return (
@@ -663,6 +704,7 @@ def solution_risks(task: Task) -> list[Finding]:
 _HEREDOC = re.compile(r"<<-?\s*(['\"]?)(\w+)\1")
 _BACKGROUND = re.compile(r"(?<![&|>])&(?![&>])\s*(?:$|[;#)]|\w)")
 _WAIT = re.compile(r"(?<![\w-])wait\b")
+_ARITH = re.compile(r"\$?\(\((?:[^()]|\([^()]*\))*\)\)")
 _SLEEP = re.compile(r"(?<![\w-])sleep\s+(\S+)")
 
 
@@ -689,7 +731,8 @@ def races(name: str, text: str) -> list[tuple[str, str]]:
     lines = shell_lines(text)
     out = []
     waits = any(_WAIT.search(code) for _, code in lines)
-    jobs = [(i, code) for i, code in lines if _BACKGROUND.search(code)]
+    # `&` inside an arithmetic expansion is a bitwise and, not a job
+    jobs = [(i, code) for i, code in lines if _BACKGROUND.search(_ARITH.sub("0", code))]
     if jobs and not waits:
         i, code = jobs[0]
         sleeps = [j for j, c in lines if j > i and _SLEEP.search(c)]
@@ -785,6 +828,7 @@ def static_findings(task: Task) -> StaticEvidence:
         *shortcuts,
         *flaky_risks(facts),
         *solution_risks(task),
+        *broken_inputs(task, facts),
     ]
     if task.binary_verifier:
         findings.append(

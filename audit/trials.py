@@ -871,9 +871,9 @@ class FastClockOracleAgent:
     solution that synchronizes by sleeping (a background job it never waits for) loses the
     race its author won. `applied` is False where the library does not load."""
 
-    name = "oracle-fast-clock"
-
-    def __init__(self) -> None:
+    def __init__(self, rate: int = FAST_CLOCK_RATE) -> None:
+        self.rate = rate  # 1: the library loaded, the clock at its real rate (the control)
+        self.name = "oracle-fast-clock" if rate != 1 else "oracle-clock-control"
         self.applied = False
         self.detail = ""
 
@@ -889,18 +889,18 @@ class FastClockOracleAgent:
                 self.detail = "libfaketime is neither in the image nor on the host"
                 return _solve(sandbox, task, deadline)
             sandbox.upload({"libfaketime.so.1": data}, TRACE_DIR)
-        fake = f"FAKETIME='+0 x{FAST_CLOCK_RATE}' LD_PRELOAD={lib}"
+        fake = f"FAKETIME='+0 x{self.rate}' LD_PRELOAD={lib}"
         probe = sandbox.exec(
             f"s=$(date +%s%N); {fake} sleep 2; echo $(( ($(date +%s%N) - s) / 1000000 ))",
             timeout_s=30,
         )
         took = probe.stdout.strip().splitlines()[-1:] or ["x"]
-        if not took[0].isdigit() or int(took[0]) > 1500:
+        if self.rate > 1 and (not took[0].isdigit() or int(took[0]) > 1500):
             self.detail = f"{lib} did not speed the clock up (sleep 2 took {took[0]} ms)"
             sandbox.exec("rm -rf /tmp/.t1-probe", timeout_s=10)
             return _solve(sandbox, task, deadline)
         self.applied = True
-        self.detail = f"the solution's clocks {FAST_CLOCK_RATE}x faster ({lib})"
+        self.detail = f"the solution's clocks {self.rate}x faster ({lib})"
         sandbox.upload(task.solution, SOLUTION_DIR)
         r = sandbox.session().run(
             f"{fake} bash {SOLUTION_DIR}/solve.sh",

@@ -192,6 +192,13 @@ def verdict_vector(r: TrialResult) -> tuple:
     return (r.failure_mode.value, tuple(sorted(outcomes(r).items())))
 
 
+def verdict_changed(base: TrialResult, r: TrialResult) -> bool:
+    """Whether `r` ended otherwise than `base` (its failure mode, or any assertion's outcome)."""
+    return r.failure_mode != base.failure_mode or bool(
+        changed_assertions(outcomes(base), outcomes(r))
+    )
+
+
 def flaky_findings(
     base: TrialResult, reruns: list[tuple[str, TrialResult, bool, str]]
 ) -> list[Finding]:
@@ -212,7 +219,7 @@ def flaky_findings(
             out.append(
                 Finding(code=Code.RERUN_SKIPPED, source=Source.TRIAL, item=name, evidence=detail)
             )
-        elif r.failure_mode == base.failure_mode and not changed_assertions(want, outcomes(r)):
+        elif not verdict_changed(base, r):
             why = f"same verdict on all {len(r.assertions)} assertions" + (
                 f" ({detail})" if detail else ""
             )

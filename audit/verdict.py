@@ -60,6 +60,7 @@ class Code(StrEnum):
     RACE = "race"  # a background job never waited for, a sleep as synchronization (static)
     NETWORK_USE = "network_use"  # the reference solution connected or resolved a name (traced)
     JUDGE_RUNS_AGENT_CODE = "judge_runs_agent_code"  # the oracle's verdict ran the agent's code
+    BROKEN_INPUT = "broken_input"  # a data file its own format's reader refuses (audit.formats)
     # the judge could not decide (never a verdict about the task)
     INFRASTRUCTURE = "infrastructure"
     JUDGE_ERROR = "judge_error"

@@ -1,12 +1,13 @@
 """The static evidence of the audit on a sample of a real corpus, finding by finding.
 
-    python benchmarks/corpus_findings.py DIR [--sample 50] [--seed 0] [--all]
+    python benchmarks/corpus_findings.py DIR [--sample 50] [--seed 0] [--all] [--code CODE]
 
 Draws the same sample as `t1 audit DIR --sample N --seed S` (`audit.intake.read_corpus`),
 measures each task with the executable judge in static mode (no sandbox) and prints every
 finding other than a stated or derived literal (with `--all`, those too), then the count of
 findings and of tasks per code. `t1 audit DIR` stores the stage verdicts; this prints the
-per-literal evidence behind them, for reading the flags by hand. Asserts nothing.
+per-literal evidence behind them, for reading the flags by hand (`--code broken_input`: only
+that code's findings are printed). Asserts nothing.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def main() -> int:
     ap.add_argument("--sample", type=int, default=50)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--all", action="store_true", help="print stated literals too")
+    ap.add_argument("--code", default=None, help="print only this code's findings")
     args = ap.parse_args()
 
     intake = read_corpus(args.dir, args.sample, args.seed)
@@ -42,6 +44,8 @@ def main() -> int:
     for task in intake.tasks:
         ev = run_exec_judge(task, ExecConfig(static_only=True))
         for f in ev.findings:
+            if args.code is not None and f.code.value != args.code:
+                continue
             if args.all or f.code not in QUIET:
                 print(f"{task.id}  {f.code.value}  {f.item[:60]!r}  {f.evidence[:140]}")
         findings.update(f.code.value for f in ev.findings)

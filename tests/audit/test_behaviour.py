@@ -15,8 +15,8 @@ from audit.behaviour import (
     stale_outputs,
     swap_findings,
 )
-from audit.judge_exec import retry_timeouts, under_named_dir
-from audit.static_checks import races
+from audit.judge_exec import retry_timeouts
+from audit.static_checks import races, under_named_dir
 from audit.traces import checked_files, parse_trace
 from audit.variants import flaky_findings
 from audit.verdict import Code
@@ -156,6 +156,7 @@ def test_races_are_background_jobs_never_waited_for_and_random_sleeps():
     assert where == "solve.sh:2" and "line 4 sleeps" in why
     assert races("s", "cmd &\npid=$!\nwait $pid\n") == []
     assert races("s", "a 2>&1 && b &>/dev/null || c |& d\n") == []
+    assert races("s", "[ $(( 0$perm & 04 )) -eq 0 ] && echo private\n(( m & 2 )) || x\n") == []
     assert races("s", "python3 - <<'EOF'\nx = a & b\nEOF\n") == []  # another language's `&`
     assert "random delay" in races("s", "sleep $((RANDOM % 3))\n")[0][1]
 
