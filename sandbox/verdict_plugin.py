@@ -151,7 +151,8 @@ def agents(path):
 SYS_LANDLOCK_CREATE_RULESET, SYS_LANDLOCK_ADD_RULE, SYS_LANDLOCK_RESTRICT_SELF = 444, 445, 446
 LANDLOCK_CREATE_RULESET_VERSION, LANDLOCK_RULE_PATH_BENEATH = 1, 1
 FS_READ = (1 << 0) | (1 << 2) | (1 << 3)  # execute, read file, read dir
-FS_FILE = (1 << 0) | (1 << 1) | (1 << 2)  # execute, write file, read file (a rule on a file)
+# execute, write file, read file, truncate (ABI 3): the rights a rule on a file may give
+FS_FILE = (1 << 0) | (1 << 1) | (1 << 2) | (1 << 14)
 FS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 5: (1 << 16) - 1}
 # Never the agent's, where it writes: a symbolic link (the runner follows it: a link to the
 # held-out tests would read them for the agent) and a move between directories (a relative link
@@ -246,7 +247,8 @@ def _agent_ruleset(libc, abi, held_out=True, outputs=True):
         try:
             is_dir = stat.S_ISDIR(os.fstat(fd).st_mode)
             rule = ctypes.create_string_buffer(12)  # struct landlock_path_beneath_attr, packed
-            ctypes.c_uint64.from_buffer(rule, 0).value = access & (handled if is_dir else FS_FILE)
+            mask = handled if is_dir else FS_FILE & handled
+            ctypes.c_uint64.from_buffer(rule, 0).value = access & mask
             ctypes.c_int32.from_buffer(rule, 8).value = fd
             if libc.syscall(SYS_LANDLOCK_ADD_RULE, ruleset, LANDLOCK_RULE_PATH_BENEATH, rule, 0):
                 raise OSError(ctypes.get_errno(), "landlock_add_rule " + path)

@@ -714,6 +714,34 @@ def test_honest_program_run_by_the_tests_is_judged(backend, user):
         assert [a.status.value for a in r.report.assertions] == ["passed", "passed"]
 
 
+REWRITE_TESTS = b"""import subprocess
+from pathlib import Path
+
+
+def test_program_runs():
+    subprocess.run(["bash", "/app/prog.sh"], check=True, timeout=20)
+
+
+def test_report_says_ok():
+    assert Path("/solution/report.txt").read_text().strip() == "ok"
+"""
+
+
+def test_an_honest_program_the_tests_run_rewrites_a_file_output(backend):
+    """An output the tests name as a file outside the working directory (a public task's
+    `/solution/report.txt`) is the agent's to write: its program, run again by the tests,
+    truncates and rewrites it. Before, the agent's Landlock rule on a file left out the
+    right to truncate, so `> /solution/report.txt` was refused in the judge alone. (On a
+    kernel without Landlock the program runs as the agent's uid, and a file outside the
+    working directory keeps the owner the agent gave it, root: docs/sandbox.md says so.)"""
+    task = tools_task(
+        "rewrite-output", verifier={"test.sh": JUNIT_TEST_SH, "test_outputs.py": REWRITE_TESTS}
+    ).model_copy(update={"outputs": ["/app", "/solution/report.txt"]})
+    prog = "mkdir -p /solution; echo ok > /solution/report.txt"
+    r = run_trial(task, CommandAgent(f"echo '{prog}' > /app/prog.sh; bash /app/prog.sh"), backend)
+    assert r.failure_mode == FailureMode.NONE and r.resolved, (r.report, r.verifier_output[-800:])
+
+
 @pytest.mark.parametrize("forger", sorted(FORGERS))
 def test_program_run_by_the_tests_cannot_forge_the_report(backend, forger):
     """The verifier's tests run the agent's program; the program leaves the test runner alive
