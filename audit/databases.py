@@ -23,6 +23,8 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
+from audit.perturbation import ROT13
+
 HEADER = b"SQLite format 3\x00"
 MAX_ROWS = 2000  # rows read per table view
 MAX_VIEW_CHARS = 65536
@@ -106,10 +108,6 @@ def changed_views(path: str, before: Mapping[str, str], after: Mapping[str, str]
 
 
 _SHIFT = str.maketrans("0123456789", "1234567890")
-_ROT13 = str.maketrans(
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
-    "NOPQRSTUVWXYZABCDEFGHIJKLMnopqrstuvwxyzabcdefghijklm",
-)
 
 
 def _shift(v: object) -> object:
@@ -126,7 +124,7 @@ def _shift(v: object) -> object:
 
 
 def _rot(v: object) -> object:
-    return v.translate(_ROT13) if isinstance(v, str) else v
+    return v.translate(ROT13) if isinstance(v, str) else v
 
 
 def perturb(data: bytes, mode: str) -> bytes:
@@ -158,7 +156,7 @@ def perturb(data: bytes, mode: str) -> bytes:
                         con.executemany(f"INSERT OR IGNORE INTO {q} VALUES ({marks})", new)
                 except sqlite3.Error:
                     continue
-            con.close()
+            con.commit()
             with open(path, "rb") as out:
                 return out.read()
     except sqlite3.Error:

@@ -20,6 +20,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from audit.hashes import hash_files
+from audit.perturbation import ROT13
 from sandbox.base import Sandbox
 from sandbox.trial import AgentOutcome, run_solution
 from tasks.model import Task
@@ -231,10 +232,6 @@ def run_mutants(
 # ---- output mutants ----------------------------------------------------------------------
 
 OUTPUT_OPS = ("delete", "empty", "truncate", "corrupt", "repair")
-_ROT13 = str.maketrans(
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
-    "NOPQRSTUVWXYZABCDEFGHIJKLMnopqrstuvwxyzabcdefghijklm",
-)
 _DIGITS = str.maketrans("0123456789", "1234567890")
 _SEPARATOR = re.compile(r"[:=,\t|]")
 _NUMBER = re.compile(r"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])")
@@ -269,8 +266,8 @@ def _corrupt_line(line: str) -> str:
         return line.translate(_DIGITS)
     m = _SEPARATOR.search(line)
     if m is None:
-        return line.translate(_ROT13)
-    return line[: m.end()] + line[m.end() :].translate(_ROT13)
+        return line.translate(ROT13)
+    return line[: m.end()] + line[m.end() :].translate(ROT13)
 
 
 def mutate_output(data: bytes, op: str) -> bytes:

@@ -228,7 +228,8 @@ def shortcut_findings(
 
 
 CONTENT_PERTURBATIONS = ("shift-digits", "drop-lines", "rot13-words")
-_ROT13 = str.maketrans(
+# letters rotated by 13: the word perturbation, a database's text cells, the corrupt mutant
+ROT13 = str.maketrans(
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz",
     "NOPQRSTUVWXYZABCDEFGHIJKLMnopqrstuvwxyzabcdefghijklm",
 )
@@ -236,7 +237,7 @@ _ROT13 = str.maketrans(
 
 def _rot(value: object) -> object:
     if isinstance(value, str):
-        return value.translate(_ROT13)
+        return value.translate(ROT13)
     if isinstance(value, list):
         return [_rot(v) for v in value]
     if isinstance(value, dict):
@@ -266,7 +267,7 @@ def rot13_words(data: bytes) -> bytes:
     header = (
         lines[:1] if lines and "," in lines[0] and not any(c.isdigit() for c in lines[0]) else []
     )
-    return ("".join(header) + "".join(ln.translate(_ROT13) for ln in lines[len(header) :])).encode()
+    return ("".join(header) + "".join(ln.translate(ROT13) for ln in lines[len(header) :])).encode()
 
 
 def computed_outputs(
