@@ -1,6 +1,6 @@
 """Shared test setup: skip hardware/service-bound tests with a stated reason; the one private
-Podman engine of a test session (`docker_engine`), for every folder that runs the docker
-backend."""
+Podman engine of a test session (`docker_engine`; one per worker under `make test`'s two
+pytest-xdist workers), for every folder that runs the docker backend."""
 
 from __future__ import annotations
 

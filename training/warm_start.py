@@ -9,6 +9,7 @@ with T1_FORGE_CACHE); a build writes to a temporary directory and renames it int
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import os
@@ -115,23 +116,43 @@ def warm_started_policy(
     texts = tokenizer_corpus(trajectories)
     key = recipe_key(policy, warm, texts)
     target = cache_root() / "policy" / key
+    found = _cached(target, policy, warm, reuse_stale)
+    if found is not None:
+        return found
+    # One build per recipe on this machine: a second process asking meanwhile (the demo and
+    # the UI, two test workers) waits for the first one's checkpoint instead of building it
+    # again beside it.
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with open(target.parent / f"{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        found = _cached(target, policy, warm, reuse_stale)
+        if found is not None:
+            return found
+        tmp = target.with_name(f"{key}.tmp-{os.getpid()}")
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        _build(policy, warm, trajectories, texts, tmp, log=log, device=device)
+        try:
+            tmp.rename(target)
+        except OSError:
+            if not (target / "warm_start.json").is_file():
+                raise
+            shutil.rmtree(tmp, ignore_errors=True)  # another process finished first
+    return target
+
+
+def _cached(
+    target: Path, policy: PolicyConfig, warm: WarmStartConfig, reuse_stale: bool
+) -> Path | None:
+    """The finished checkpoint at `target`, else (with `reuse_stale`) the newest of the same
+    configs, else None."""
     if (target / "warm_start.json").is_file():
         return target
     if reuse_stale:
         stale = _same_recipe_checkpoints(policy, warm)
         if stale:
             return stale[0]
-    tmp = target.with_name(f"{key}.tmp-{os.getpid()}")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    _build(policy, warm, trajectories, texts, tmp, log=log, device=device)
-    try:
-        tmp.rename(target)
-    except OSError:
-        if not (target / "warm_start.json").is_file():
-            raise
-        shutil.rmtree(tmp, ignore_errors=True)  # another process finished first
-    return target
+    return None
 
 
 def _same_recipe_checkpoints(policy: PolicyConfig, warm: WarmStartConfig) -> list[Path]:

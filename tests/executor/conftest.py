@@ -1,14 +1,33 @@
 """Simulated Ray clusters on this machine (`ray.cluster_utils.Cluster`): a head without sandbox
 slots (the driver's node) and worker nodes that each offer their own `t1_sandbox_slot`s, with
 small object stores and no dashboard. Node death is detected within ~2 s (health checks
-every 500 ms, 3 misses) so a node-loss test stays short."""
+every 500 ms, 3 misses) so a node-loss test stays short.
+
+One simulated cluster on the machine at a time: under `make test`'s two workers a module that
+starts one (marked `ray`) waits for the other worker's to finish (`one_cluster_at_a_time`)."""
 
 from __future__ import annotations
 
+import fcntl
+import tempfile
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+
+CLUSTER_LOCK = Path(tempfile.gettempdir()) / "t1-forge-tests-ray.lock"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_cluster_at_a_time(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Hold the machine's Ray-test lock while a module marked `ray` runs."""
+    if request.node.get_closest_marker("ray") is None:
+        yield
+        return
+    with open(CLUSTER_LOCK, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def start_cluster(head_slots: float, worker_slots: list[float]) -> tuple[Any, list[Any]]:

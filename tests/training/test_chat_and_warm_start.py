@@ -130,3 +130,33 @@ def test_weights_digest_follows_the_weights_not_the_path(tmp_path):
         (tmp_path / d / "model.safetensors").write_bytes(data)
     a, b, c = (weights_digest(tmp_path / d) for d in "abc")
     assert a == b != c
+
+
+def test_two_callers_of_a_missing_recipe_build_it_once(tmp_path, monkeypatch):
+    """Two processes (the demo and the UI, two test workers) asking for the same checkpoint at
+    once: one builds it, the other waits and gets the same directory. Before: both built it
+    side by side (twice the minutes, both CPUs)."""
+    import json
+    import threading
+    import time
+
+    import training.warm_start as ws
+
+    monkeypatch.setenv("T1_FORGE_CACHE", str(tmp_path / "cache"))
+    builds: list[str] = []
+
+    def fake_build(policy, warm, trajectories, texts, out, **_):
+        builds.append(out.name)
+        time.sleep(0.5)  # long enough for the other caller to arrive meanwhile
+        out.mkdir(parents=True)
+        (out / "warm_start.json").write_text(json.dumps({"policy": policy.model_dump()}))
+
+    monkeypatch.setattr(ws, "_build", fake_build)
+    got: list = []
+    callers = [threading.Thread(target=lambda: got.append(ws.warm_started_policy())) for _ in "ab"]
+    for t in callers:
+        t.start()
+    for t in callers:
+        t.join()
+    assert len(builds) == 1, builds
+    assert len(got) == 2 and got[0] == got[1] and (got[0] / "warm_start.json").is_file()
