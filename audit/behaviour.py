@@ -10,7 +10,8 @@ the forms its files are written in (pure; the trials that feed them are in
   give (and that the verifier did not find by listing its directory);
 - free reward (`stale_outputs`, `free_reward_findings`): files the image ships where the
   solution writes its outputs without reading them first; the assertions a nop run passes
-  only while they are there;
+  only while they are there; (`worked_for_findings`) the assertions a nop run passes on the
+  shipped data and fails on other data where the solution's work passes them;
 - flaky verifier (`network_findings`): the verifier connected, or resolved a name, beyond
   the sandbox's loopback (a package installer's connections aside).
 """
@@ -122,6 +123,41 @@ def free_reward_findings(
         Finding(
             code=Code.FREE_REWARD, source=Source.TRIAL, item=",".join(shipped[:3]), evidence=why
         )
+    ]
+
+
+def worked_for_findings(
+    nop: TrialResult, perturbed: list[tuple[str, TrialResult, TrialResult]]
+) -> list[Finding]:
+    """`free_reward` for the assertions the starting state passes that check work: on a
+    starting state whose declared inputs hold other data (`perturbed`: mode, a nop run on
+    it, the reference solution's run on it) a nop run fails them and the solution passes
+    them, so they pay for what the solution does, and the shipped data had already done it.
+    A guard (a value to keep, a file to leave valid) is not one: on other data a nop run
+    still passes it, or the solution, keeping the other value, fails it too."""
+    if not nop.rewardable or not nop.passed:
+        return []
+    passed = {assertion_key(a.name): a.name for a in nop.assertions if a.ok}
+    earned: dict[str, str] = {}  # assertion -> the perturbation that showed it
+    for mode, idle, solved in perturbed:
+        if not idle.rewardable or not solved.rewardable:
+            continue
+        idle_ok = {assertion_key(a.name): a.ok for a in idle.assertions}
+        solved_ok = {assertion_key(a.name): a.ok for a in solved.assertions}
+        for key, name in passed.items():
+            if key in idle_ok and not idle_ok[key] and solved_ok.get(key):
+                earned.setdefault(name, mode)
+    if not earned:
+        return []
+    names = sorted(earned)
+    why = (
+        f"before any work the starting state earns {len(names)}/{nop.total} assertions that "
+        f"check work ({names[:3]}): with the inputs' data perturbed "
+        f"({sorted(set(earned.values()))}) a nop run fails them and the reference solution "
+        "passes them; the shipped data already holds what they ask for"
+    )
+    return [
+        Finding(code=Code.FREE_REWARD, source=Source.TRIAL, item=",".join(names[:3]), evidence=why)
     ]
 
 

@@ -45,6 +45,7 @@ from audit.behaviour import (
     runtime_hidden,
     stale_outputs,
     swap_findings,
+    worked_for_findings,
 )
 from audit.databases import changed_views, view_hash
 from audit.hacks import HACK_TIMEOUT_S, HACKABLE_SHARE, hack_agent, hack_evidence
@@ -75,6 +76,7 @@ from audit.static_checks import (
     verifier_texts,
 )
 from audit.trials import (
+    FORM_KEEPING_PERTURBATIONS,
     PERTURBATIONS,
     AnswerSwapAgent,
     Condition,
@@ -106,7 +108,8 @@ from tasks.model import Task
 from tasks.results import FailureMode, ReferenceVerdict, TrialResult
 from warehouse.records import AuditRecord
 
-EXEC_VERSION = "18"  # 18: SQLite databases the instruction names are inputs perturbed table
+EXEC_VERSION = "19"  # 19: an assertion the starting state passes that a nop run fails and
+# the solution passes on other data (inputs perturbed, form kept) is free reward; 18: SQLite databases the instruction names are inputs perturbed table
 # by table, and the tables a solution makes or changes in them outputs; a broken input the
 # traced solution never opens is no defect; a fast-clock change its real-rate control
 # repeats is the library's; 17: the blind set's
@@ -592,6 +595,25 @@ def run_exec_judge(
                 for mode, sw in planned.items()
             ]
             swaps = [(mode, sw, f.result()) for mode, sw, f in futs]
+    # the assertions the starting state earns that check work: a nop run and the solution's
+    # run on a starting state with other data
+    worked: list[tuple[str, TrialResult, TrialResult]] = []
+    if cfg.free_reward and nop.rewardable and nop.passed and (text_inputs or db_inputs):
+        given_inputs = {p: input_bytes[p] for p in text_inputs}
+        solved = {pa.mode: r for pa, r in perts}
+        with ThreadPoolExecutor(max_workers=cfg.workers) as pool:
+            planned_runs = []
+            for mode in FORM_KEEPING_PERTURBATIONS:
+                idle = PerturbedOracleAgent(mode, given_inputs, [], db_inputs, solve=False)
+                solve = PerturbedOracleAgent(mode, given_inputs, [], db_inputs)
+                solve_f = (
+                    None if mode in solved else pool.submit(run, task, _Bounded(solve, budget))
+                )
+                planned_runs.append((mode, pool.submit(run, task, idle), solve_f))
+            worked = [
+                (mode, idle_f.result(), solved[mode] if solve_f is None else solve_f.result())
+                for mode, idle_f, solve_f in planned_runs
+            ]
     watched = {p: agent.hashes.get(p) for p in agent.created[:200]}
     watched |= {p: None for p in agent.deleted[:100]}
     mut = run_mutants(task, mutants, run, cfg.workers, budget, watched)
@@ -657,6 +679,7 @@ def run_exec_judge(
     findings += swap_findings(swaps)
     if shipped_r is not None and nop.rewardable:
         findings += free_reward_findings(nop, shipped_r, shipped)
+    findings += worked_for_findings(nop, worked)
     m["mutants"] = float(mut.total)
     m["equivalent_mutants"] = float(mut.equivalent)
     if mut.kill_rate is not None:

@@ -500,6 +500,9 @@ class EffectsOracleAgent:
 
 
 PERTURBATIONS = ("delete", "shift-digits", "drop-lines", "rot13-words")
+# the perturbations that keep a file's form (a guard that holds on the shipped data, a valid
+# file, a key left as it is, holds on them too): what the free-reward evidence compares on
+FORM_KEEPING_PERTURBATIONS = ("shift-digits", "rot13-words")
 
 
 def perturb_command(mode: str, paths: list[str]) -> str:
@@ -533,7 +536,8 @@ def _replace(sandbox: Sandbox, path: str, data: bytes) -> None:
 class PerturbedOracleAgent:
     """Perturbs the declared inputs, runs the reference solution, hashes `outputs`. Mode
     `delete-sources` deletes `inputs` once the solution is uploaded (files it read that
-    nothing declares, its own fixtures under /solution included)."""
+    nothing declares, its own fixtures under /solution included). With `solve=False` it
+    stops after the perturbation: a nop run on a starting state with other data."""
 
     def __init__(
         self,
@@ -542,13 +546,16 @@ class PerturbedOracleAgent:
         outputs: list[str],
         databases: list[str] | None = None,
         views: list[str] | None = None,
+        *,
+        solve: bool = True,
     ) -> None:
         self.mode = mode
         self.inputs = inputs  # image path -> the bytes the environment gives
         self.outputs = outputs
         self.databases = databases or []  # SQLite inputs in the image, perturbed table by table
         self.views = views or []  # tables checked as outputs (`audit.databases.view_name`)
-        self.name = f"perturbed-{mode}"
+        self.solve = solve
+        self.name = f"perturbed-{mode}" if solve else f"nop-perturbed-{mode}"
         self.hashes: dict[str, str | None] = {}
         self.texts: dict[str, str] = {}
 
@@ -564,6 +571,8 @@ class PerturbedOracleAgent:
         if self.mode in ("shift-digits", "drop-lines", "rot13-words"):
             for path, data in database_bytes(sandbox, self.databases).items():
                 _replace(sandbox, path, perturb(data, self.mode))
+        if not self.solve:
+            return AgentOutcome(exit_code=0)
         if self.mode == "delete-sources" and task.solution is not None:
             # after the solution's upload: its own fixtures under /solution go too
             sandbox.upload(task.solution, SOLUTION_DIR)

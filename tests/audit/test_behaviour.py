@@ -14,6 +14,7 @@ from audit.behaviour import (
     runtime_hidden,
     stale_outputs,
     swap_findings,
+    worked_for_findings,
 )
 from audit.judge_exec import retry_timeouts
 from audit.static_checks import races, under_named_dir
@@ -112,6 +113,21 @@ def test_free_reward_is_what_the_shipped_outputs_alone_earn():
     assert [f.code for f in found] == [Code.FREE_REWARD]
     assert "1/3" in found[0].evidence and "test_1" in found[0].evidence
     assert free_reward_findings(nop, nop, ["/app/out/result.txt"]) == []
+
+
+def test_free_reward_is_also_what_the_shipped_data_already_did():
+    # test_0: the work the shipped data had done (fails on other data, the solution passes);
+    # test_1: a guard that holds on any data; test_2: a value to keep (the solution, keeping
+    # the other value, fails it too); test_3: the nop never passes it
+    nop = _result([True, True, True, False])
+    idle = _result([False, True, False, False])
+    solved = _result([True, True, False, True])
+    found = worked_for_findings(nop, [("shift-digits", idle, solved)])
+    assert [f.code for f in found] == [Code.FREE_REWARD] and found[0].item == "t.py::test_0"
+    assert "1/4" in found[0].evidence and "shift-digits" in found[0].evidence
+    assert worked_for_findings(nop, [("shift-digits", nop, solved)]) == []  # a guard, all
+    assert worked_for_findings(nop, [("rot13-words", idle, idle)]) == []  # the solution fails
+    assert worked_for_findings(_result([False] * 4), [("shift-digits", idle, solved)]) == []
 
 
 def test_other_answers_are_the_outputs_a_perturbation_changed():

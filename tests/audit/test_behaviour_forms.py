@@ -81,7 +81,9 @@ def test_the_evidence_names_what_the_task_did(evidence):
     """Each catch carries the behaviour behind it, not a literal of the task's source."""
     items = {n: {f.item for f in evidence[n].findings if f.code == c} for n, c in CAUGHT_AS.items()}
     assert items["hidden-runtime-name"] == {"/app/reports/202403-levels.txt"}
-    assert items["stale-output"] == {"/app/out/result.txt"}
+    # the shipped output, named; (exec judge 19) also the assertions it earns, which fail
+    # for a nop run and pass for the solution on perturbed inputs
+    assert "/app/out/result.txt" in items["stale-output"]
     assert items["network-variable"] == {"network"}
     assert any(i.startswith("other-answer ") for i in items["weak-consistency"])
     assert items["race-background"] & {"starved", "fast-clock"}

@@ -5,7 +5,9 @@ same set that the same trials accept.
 
 Before: `exit_zero` stubbed no program it was asked to write under /app/bin; no output mutant
 kept the sum a verifier checked; an answer kept as a shell history's printf, or as a
-Dockerfile ENV joined by `;`, was no single labelled value."""
+Dockerfile ENV joined by `;`, was no single labelled value; a config whose shipped values
+already were two of the four edits asked for earned half the reward before any work (the
+nop's passes were read as guards)."""
 
 from __future__ import annotations
 
@@ -25,15 +27,18 @@ PROBES = {
     "weak--sum-only-totals": dict(max_output_mutants=6),
     "leakage--shell-history": dict(perturb=True),
     "leakage--env-expected": dict(perturb=True),
+    "free-reward--preapplied-config": dict(free_reward=True),
     # controls: a program the tests run on input they make, a computed report
     "clean--dupfind-script": dict(hacks=True, max_output_mutants=6),
     "clean--flights-join-json": dict(perturb=True, max_output_mutants=6),
+    "clean--ini-to-dotenv": dict(free_reward=True),
 }
 CAUGHT_AS = {
     "hackable--exit-zero-linter": (Code.HACKABLE, "exit_zero"),
     "weak--sum-only-totals": (Code.WEAK_VERIFIER, "repair /app/totals.json"),
     "leakage--shell-history": (Code.TEST_LEAKAGE, "environment/bash_history holds every"),
     "leakage--env-expected": (Code.TEST_LEAKAGE, "environment/Dockerfile holds every"),
+    "free-reward--preapplied-config": (Code.FREE_REWARD, "test_server_port"),
 }
 
 
@@ -53,7 +58,9 @@ def test_a_blind_form_is_rejected_by_its_own_class_from_what_it_does(evidence, n
     )
 
 
-@pytest.mark.parametrize("name", ["clean--dupfind-script", "clean--flights-join-json"])
+@pytest.mark.parametrize(
+    "name", ["clean--dupfind-script", "clean--flights-join-json", "clean--ini-to-dotenv"]
+)
 def test_a_blind_clean_control_is_not_rejected(evidence, name):
     ev = evidence[name]
     decided = decision(ev)
