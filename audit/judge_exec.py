@@ -109,8 +109,9 @@ from tasks.results import FailureMode, ReferenceVerdict, TrialResult
 from warehouse.records import AuditRecord
 
 EXEC_VERSION = "19"  # 19: an assertion the starting state passes that a nop run fails and
-# the solution passes on other data (inputs perturbed, form kept) is free reward; 18: SQLite databases the instruction names are inputs perturbed table
-# by table, and the tables a solution makes or changes in them outputs; a broken input the
+# the solution passes on other data (inputs perturbed, form kept) is free reward; 18: SQLite
+# databases the instruction names are inputs perturbed table by table, and the tables a
+# solution makes or changes in them outputs; a broken input the
 # traced solution never opens is no defect; a fast-clock change its real-rate control
 # repeats is the library's; 17: the blind set's
 # forms (a `repair` output mutant, every computed line in one non-input file a leak,
