@@ -1,0 +1,76 @@
+"""Where the executable judge finds free reward, with only that probe on (every other probe
+off, as tests/audit/forms.py does): the seeds, the three fixture sets (labelled defects and
+clean controls) and the public tasks with honest solutions (benchmarks/public_solutions).
+
+    python benchmarks/free_reward_sweep.py [--seeds] [--sets] [--public DIR]
+
+DIR is a checkout's `environments_harbor/` of github:zjysteven/terminal-bench-env. Prints one
+row per task: seconds, its label, its id, the `free_reward` evidence or `-`. A flag on a
+clean control or a public task is read by hand (docs/audit.md). Asserts nothing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from audit.judge_exec import ExecConfig, run_exec_judge  # noqa: E402
+from audit.verdict import Code  # noqa: E402
+from tasks.corpus import import_dir, load_seeds  # noqa: E402
+from tasks.model import Task  # noqa: E402
+from tests.audit.forms import OFF  # noqa: E402
+
+SETS = ("audit-blind", "audit-independent", "audit-forms")
+
+
+def tasks(seeds: bool, sets: bool, public: Path | None) -> list[tuple[str, Task]]:
+    out: list[tuple[str, Task]] = []
+    if seeds:
+        out += [("seed", t) for t in load_seeds()]
+    for name in SETS if sets else ():
+        base = ROOT / "tests" / "fixtures" / name
+        labels_path = base / "labels.json"
+        labels = json.loads(labels_path.read_text()) if labels_path.exists() else {}
+        out += [(f"{name}:{labels.get(t.id, '?')}", t) for t in import_dir(base)[0]]
+    if public is not None:
+        from public_false_rejects import SOLUTIONS, with_solution
+
+        for d in sorted(p for p in SOLUTIONS.iterdir() if (p / "solve.sh").is_file()):
+            out.append(("public", with_solution(public / d.name, d / "solve.sh", 1800)))
+    return out
+
+
+def row(item: tuple[str, Task]) -> str:
+    label, task = item
+    t0 = time.monotonic()
+    try:
+        ev = run_exec_judge(task, ExecConfig(**{**OFF, "free_reward": True}, workers=1))
+        found = [f.evidence[:170] for f in ev.findings if f.code == Code.FREE_REWARD]
+        said = " | ".join(found) or "-"
+    except Exception as e:  # noqa: BLE001 - a row, the sweep goes on
+        said = f"error: {e!r:.150}"
+    return f"{time.monotonic() - t0:6.1f}s {label:34s} {task.id:50s} {said}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seeds", action="store_true")
+    ap.add_argument("--sets", action="store_true")
+    ap.add_argument("--public", type=Path)
+    ap.add_argument("--workers", type=int, default=2)
+    a = ap.parse_args()
+    with ThreadPoolExecutor(a.workers) as pool:
+        for line in pool.map(row, tasks(a.seeds, a.sets, a.public)):
+            print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
