@@ -606,10 +606,10 @@ def run_exec_judge(
             planned_runs = []
             for mode in FORM_KEEPING_PERTURBATIONS:
                 idle = PerturbedOracleAgent(mode, given_inputs, [], db_inputs, solve=False)
-                solve = PerturbedOracleAgent(mode, given_inputs, [], db_inputs)
-                solve_f = (
-                    None if mode in solved else pool.submit(run, task, _Bounded(solve, budget))
-                )
+                solve_f = None  # the shortcut evidence's run on these inputs, where there is one
+                if mode not in solved:
+                    solve = PerturbedOracleAgent(mode, given_inputs, [], db_inputs)
+                    solve_f = pool.submit(run, task, _Bounded(solve, budget))
                 planned_runs.append((mode, pool.submit(run, task, idle), solve_f))
             worked = [
                 (mode, idle_f.result(), solved[mode] if solve_f is None else solve_f.result())
