@@ -1,11 +1,13 @@
 """Shared test setup: skip hardware/service-bound tests with a stated reason; the one private
 Podman engine of a test session (`docker_engine`; one per worker under `make test`'s two
-pytest-xdist workers), for every folder that runs the docker backend."""
+pytest-xdist workers), for every folder that runs the docker backend; the warm-started policy
+(`warm_policy`), built before a test that needs it starts its own clock."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -43,3 +45,13 @@ def docker_engine() -> Iterator[str]:
             yield service.docker_host
     finally:
         service.stop()
+
+
+@pytest.fixture(scope="session")
+def warm_policy() -> Path:
+    """The default warm-started checkpoint: read from the cache, or built once (about two
+    minutes on a clean clone; a second worker asking meanwhile waits for the first one's build)
+    here, in a fixture, rather than inside a run some test times."""
+    from training.warm_start import warm_started_policy
+
+    return warm_started_policy(reuse_stale=True)

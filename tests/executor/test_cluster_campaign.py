@@ -31,13 +31,6 @@ EVALUATION_COLUMNS = (
 )
 
 
-@pytest.fixture(scope="module")
-def warm_policy() -> Path:
-    from training.warm_start import warm_started_policy
-
-    return warm_started_policy(reuse_stale=True)
-
-
 def run(tmp: Path, policy: Path, address: str, spy: list[Any]) -> tuple[list, list, list]:
     from training.campaign import run_campaign
     from training.campaign_config import CampaignConfig

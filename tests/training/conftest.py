@@ -1,5 +1,5 @@
-"""Session fixtures for the training tests: one trained tokenizer, one tiny random checkpoint,
-and the warm-started policy (built once into .cache/t1-forge/policy/<key>, then reused)."""
+"""Session fixtures for the training tests: one trained tokenizer, one tiny random checkpoint
+(the warm-started policy is tests/conftest.py's `warm_policy`)."""
 
 from __future__ import annotations
 
@@ -43,11 +43,3 @@ def random_checkpoint(tmp_path_factory, tokenizer, tiny_config) -> Path:
     save_policy(model, out)
     save_chat_tokenizer(tokenizer, out)
     return out
-
-
-@pytest.fixture(scope="session")
-def warm_policy() -> Path:
-    """The default warm-started checkpoint (about two minutes to build on a cold cache)."""
-    from training.warm_start import warm_started_policy
-
-    return warm_started_policy(reuse_stale=True)
