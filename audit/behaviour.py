@@ -129,10 +129,11 @@ def free_reward_findings(
 def worked_for_findings(
     nop: TrialResult, perturbed: list[tuple[str, TrialResult, TrialResult]]
 ) -> list[Finding]:
-    """`free_reward` for the assertions the starting state passes that check work: on a
-    starting state whose declared inputs hold other data (`perturbed`: mode, a nop run on
-    it, the reference solution's run on it) a nop run fails them and the solution passes
-    them, so they pay for what the solution does, and the shipped data had already done it.
+    """`free_reward` for the assertions the starting state passes that check work: on
+    another starting state (`perturbed`: mode, a nop run on it, the reference solution's run
+    on it; the declared inputs holding other data, or the image built without one of its
+    steps) a nop run fails them and the solution passes them, so they pay for what the
+    solution does, and the shipped state had already done it.
     A guard (a value to keep, a file to leave valid) is not one: on other data a nop run
     still passes it, or the solution, keeping the other value, fails it too."""
     if not nop.rewardable or not nop.passed:
@@ -152,9 +153,9 @@ def worked_for_findings(
     names = sorted(earned)
     why = (
         f"before any work the starting state earns {len(names)}/{nop.total} assertions that "
-        f"check work ({names[:3]}): with the inputs' data perturbed "
+        f"check work ({names[:3]}): on another starting state "
         f"({sorted(set(earned.values()))}) a nop run fails them and the reference solution "
-        "passes them; the shipped data already holds what they ask for"
+        "passes them; the shipped state already holds what they ask for"
     )
     return [
         Finding(code=Code.FREE_REWARD, source=Source.TRIAL, item=",".join(names[:3]), evidence=why)

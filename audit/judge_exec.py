@@ -47,6 +47,7 @@ from audit.behaviour import (
     swap_findings,
     worked_for_findings,
 )
+from audit.build_steps import dropped_steps, without_step
 from audit.databases import changed_views, view_hash
 from audit.hacks import HACK_TIMEOUT_S, HACKABLE_SHARE, hack_agent, hack_evidence
 from audit.mutation import OUTPUT_OPS, make_mutants, run_mutants, solution_steps
@@ -98,6 +99,7 @@ from audit.variants import (
 )
 from audit.verdict import FAILURE_CODES, Code, Finding, Source, Verdict
 from sandbox.base import Sandbox
+from sandbox.build import dockerfile_of
 from sandbox.judge import verifier_env
 from sandbox.trial import AgentOutcome, OracleAgent, run_trial
 from tasks.hacks import hack_outcome, hack_scripts
@@ -105,21 +107,23 @@ from tasks.literals import LiteralKind
 from tasks.literals.coverage import image_paths
 from tasks.literals.model import FORM_KINDS
 from tasks.model import Task
+from tasks.reports import assertion_key
 from tasks.results import FailureMode, ReferenceVerdict, TrialResult
 from warehouse.records import AuditRecord
 
-EXEC_VERSION = "19"  # 19: an assertion the starting state passes that a nop run fails and
-# the solution passes on other data (inputs perturbed, form kept) is free reward; 18: SQLite
-# databases the instruction names are inputs perturbed table by table, and the tables a
-# solution makes or changes in them outputs; a broken input the
-# traced solution never opens is no defect; a fast-clock change its real-rate control
-# repeats is the library's; 17: the blind set's
-# forms (a `repair` output mutant, every computed line in one non-input file a leak,
-# exit_zero makes suffixless named programs);
-# 16: an oracle whose module a rerun judged in its own process, every outcome vouched, is
-# independent (no judge_runs_agent_code); 15: the reference verdict recorded, nop and hacks
-# paid against it; 14: the runner marks the agent's code by its file (bytecode, native
-# modules), pickles that name a global, code the tests eval; 13: judge_runs_agent_code
+EXEC_VERSION = "20"  # 20: the same where the other starting state is the image built
+# without one of its RUN steps (system state the build made); 19: an assertion the starting
+# state passes that a nop run fails and the solution passes on other data (inputs
+# perturbed, form kept) is free reward; 18: SQLite databases the instruction names are
+# inputs perturbed table by table, and the tables a solution makes or changes in them
+# outputs; a broken input the traced solution never opens is no defect; a fast-clock change
+# its real-rate control repeats is the library's; 17: the blind set's forms (a `repair`
+# output mutant, every computed line in one non-input file a leak, exit_zero makes
+# suffixless named programs); 16: an oracle whose module a rerun judged in its own process,
+# every outcome vouched, is independent (no judge_runs_agent_code); 15: the reference
+# verdict recorded, nop and hacks paid against it; 14: the runner marks the agent's code by
+# its file (bytecode, native modules), pickles that name a global, code the tests eval;
+# 13: judge_runs_agent_code
 EXEC_JUDGE = "exec"
 
 Runner = Callable[..., TrialResult]
@@ -615,6 +619,10 @@ def run_exec_judge(
                 (mode, idle_f.result(), solved[mode] if solve_f is None else solve_f.result())
                 for mode, idle_f, solve_f in planned_runs
             ]
+    if cfg.free_reward and nop.rewardable and nop.passed:
+        # the same for system state the build made (an account, a package, a config): the
+        # image built without one of its RUN steps is the other starting state
+        worked += _dropped_step_runs(task, nop, run, budget, cfg.workers)
     watched = {p: agent.hashes.get(p) for p in agent.created[:200]}
     watched |= {p: None for p in agent.deleted[:100]}
     mut = run_mutants(task, mutants, run, cfg.workers, budget, watched)
@@ -865,6 +873,29 @@ def retry_timeouts(
         why = f"the first run hit {first.failure_mode.value}; retried once"
         out[i] = (name, r, applied, f"{detail}; {why}" if detail else why)
     return out
+
+
+def _dropped_step_runs(
+    task: Task, nop: TrialResult, run: Runner, budget: float, workers: int
+) -> list[tuple[str, TrialResult, TrialResult]]:
+    """(mode, nop run, solution run) on the image built without each of its last RUN steps
+    (`audit.build_steps`); the solution runs only where the nop run lost an assertion it
+    passes on the shipped image (nothing to tell apart otherwise). A variant that does not
+    build is a run that is not rewardable, which no finding reads."""
+    passed = {assertion_key(a.name) for a in nop.assertions if a.ok}
+    steps = dropped_steps(dockerfile_of(task))
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        idle = [(s, pool.submit(run, without_step(task, s), "nop")) for s in steps]
+        planned = []
+        for s, f in idle:
+            r = f.result()
+            lost = r.rewardable and any(
+                assertion_key(a.name) in passed and not a.ok for a in r.assertions
+            )
+            if lost:
+                solve = _Bounded(OracleAgent(), budget)
+                planned.append((s.mode, r, pool.submit(run, without_step(task, s), solve)))
+        return [(mode, r, f.result()) for mode, r, f in planned]
 
 
 def _condition_rerun(run: Runner, variant: Task, c, budget: float) -> tuple[TrialResult, bool, str]:

@@ -36,6 +36,8 @@ PROBES = {
     "clean-edit": dict(
         perturb=True, answer_swaps=True, trace_verifier=True, free_reward=True, starved=True
     ),  # fmt: skip
+    # an account the Dockerfile makes as a precondition, its fields checked as guards
+    "clean-existing-account": dict(free_reward=True),
 }
 CAUGHT_AS = {
     "weak-consistency": Code.WEAK_VERIFIER,
@@ -61,7 +63,7 @@ def test_a_defect_form_is_rejected_by_its_own_class(evidence, name):
     assert CAUGHT_AS[name].value in decided.hard, texts(ev)
 
 
-@pytest.mark.parametrize("name", ["clean-sales", "clean-edit"])
+@pytest.mark.parametrize("name", ["clean-sales", "clean-edit", "clean-existing-account"])
 def test_a_clean_control_in_the_same_layout_is_not_rejected(evidence, name):
     ev = evidence[name]
     decided = decision(ev)

@@ -7,7 +7,9 @@ Before: `exit_zero` stubbed no program it was asked to write under /app/bin; no 
 kept the sum a verifier checked; an answer kept as a shell history's printf, or as a
 Dockerfile ENV joined by `;`, was no single labelled value; a config whose shipped values
 already were two of the four edits asked for earned half the reward before any work (the
-nop's passes were read as guards)."""
+nop's passes were read as guards), and so did an account the task asks for that the
+Dockerfile had created (system state: no declared input to perturb; its clean twin, where the
+account is a precondition, is tests/fixtures/audit-forms/clean-existing-account)."""
 
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ PROBES = {
     "leakage--shell-history": dict(perturb=True),
     "leakage--env-expected": dict(perturb=True),
     "free-reward--preapplied-config": dict(free_reward=True),
+    "free-reward--precreated-account": dict(free_reward=True),
     # controls: a program the tests run on input they make, a computed report
     "clean--dupfind-script": dict(hacks=True, max_output_mutants=6),
     "clean--flights-join-json": dict(perturb=True, max_output_mutants=6),
@@ -39,6 +42,7 @@ CAUGHT_AS = {
     "leakage--shell-history": (Code.TEST_LEAKAGE, "environment/bash_history holds every"),
     "leakage--env-expected": (Code.TEST_LEAKAGE, "environment/Dockerfile holds every"),
     "free-reward--preapplied-config": (Code.FREE_REWARD, "test_server_port"),
+    "free-reward--precreated-account": (Code.FREE_REWARD, "built without line 4 (RUN useradd"),
 }
 
 
@@ -65,3 +69,20 @@ def test_a_blind_clean_control_is_not_rejected(evidence, name):
     ev = evidence[name]
     decided = decision(ev)
     assert decided.verdict != Verdict.REJECTED and not decided.hard, texts(ev)
+
+
+@pytest.mark.docker
+def test_an_account_the_dockerfile_made_is_free_reward_on_the_docker_backend(docker_engine):
+    """The same probe through the Docker API: the engine builds the image without the step,
+    and the clean twin, whose solution needs the account, is still accepted."""
+    from audit.judge_exec import ExecConfig, run_exec_judge
+    from tasks.corpus import import_dir
+    from tests.audit.forms import OFF
+
+    forms = SET.parent / "audit-forms"
+    tasks = {t.id: t for t in [*import_dir(SET)[0], *import_dir(forms)[0]]}
+    cfg = ExecConfig(**{**OFF, "free_reward": True}, backend="docker", workers=2)
+    made = run_exec_judge(tasks["free-reward--precreated-account"], cfg)
+    assert Code.FREE_REWARD.value in decision(made).hard, texts(made)
+    twin = run_exec_judge(tasks["clean-existing-account"], cfg)
+    assert decision(twin).verdict != Verdict.REJECTED and not decision(twin).hard, texts(twin)
