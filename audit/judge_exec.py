@@ -622,7 +622,8 @@ def run_exec_judge(
     if cfg.free_reward and nop.rewardable and nop.passed:
         # the same for system state the build made (an account, a package, a config): the
         # image built without one of its RUN steps is the other starting state
-        worked += _dropped_step_runs(task, nop, run, budget, cfg.workers)
+        dropped, m["dropped_build_steps"] = _dropped_step_runs(task, nop, run, budget, cfg.workers)
+        worked += dropped
     watched = {p: agent.hashes.get(p) for p in agent.created[:200]}
     watched |= {p: None for p in agent.deleted[:100]}
     mut = run_mutants(task, mutants, run, cfg.workers, budget, watched)
@@ -877,11 +878,12 @@ def retry_timeouts(
 
 def _dropped_step_runs(
     task: Task, nop: TrialResult, run: Runner, budget: float, workers: int
-) -> list[tuple[str, TrialResult, TrialResult]]:
+) -> tuple[list[tuple[str, TrialResult, TrialResult]], float]:
     """(mode, nop run, solution run) on the image built without each of its last RUN steps
-    (`audit.build_steps`); the solution runs only where the nop run lost an assertion it
-    passes on the shipped image (nothing to tell apart otherwise). A variant that does not
-    build is a run that is not rewardable, which no finding reads."""
+    (`audit.build_steps`), and how many steps were dropped; the solution runs only where the
+    nop run lost an assertion it passes on the shipped image (nothing to tell apart
+    otherwise). A variant that does not build is a run that is not rewardable, which no
+    finding reads."""
     passed = {assertion_key(a.name) for a in nop.assertions if a.ok}
     steps = dropped_steps(dockerfile_of(task))
     with ThreadPoolExecutor(max_workers=workers) as pool:
@@ -895,7 +897,7 @@ def _dropped_step_runs(
             if lost:
                 solve = _Bounded(OracleAgent(), budget)
                 planned.append((s.mode, r, pool.submit(run, without_step(task, s), solve)))
-        return [(mode, r, f.result()) for mode, r, f in planned]
+        return [(mode, r, f.result()) for mode, r, f in planned], float(len(steps))
 
 
 def _condition_rerun(run: Runner, variant: Task, c, budget: float) -> tuple[TrialResult, bool, str]:

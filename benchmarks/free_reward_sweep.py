@@ -5,8 +5,9 @@ clean controls) and the public tasks with honest solutions (benchmarks/public_so
     python benchmarks/free_reward_sweep.py [--seeds] [--sets] [--public DIR]
 
 DIR is a checkout's `environments_harbor/` of github:zjysteven/terminal-bench-env. Prints one
-row per task: seconds, its label, its id, the `free_reward` evidence or `-`. A flag on a
-clean control or a public task is read by hand (docs/audit.md). Asserts nothing.
+row per task: seconds, its label, its id, how many build steps the image was built without
+(the probe runs only where a nop run passes something), the `free_reward` evidence or `-`.
+A flag on a clean control or a public task is read by hand (docs/audit.md). Asserts nothing.
 """
 
 from __future__ import annotations
@@ -55,9 +56,10 @@ def row(item: tuple[str, Task]) -> str:
         ev = run_exec_judge(task, ExecConfig(**{**OFF, "free_reward": True}, workers=1))
         found = [f.evidence[:170] for f in ev.findings if f.code == Code.FREE_REWARD]
         said = " | ".join(found) or "-"
+        dropped = f"{ev.measures.get('dropped_build_steps', 0):.0f}"
     except Exception as e:  # noqa: BLE001 - a row, the sweep goes on
-        said = f"error: {e!r:.150}"
-    return f"{time.monotonic() - t0:6.1f}s {label:34s} {task.id:50s} {said}"
+        said, dropped = f"error: {e!r:.150}", "?"
+    return f"{time.monotonic() - t0:6.1f}s {label:34s} {task.id:50s} {dropped:>2s} {said}"
 
 
 def main() -> None:
