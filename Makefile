@@ -66,12 +66,12 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
-# TEST_WORKERS=2 runs the suite on two pytest-xdist workers (it mostly waits on sandboxes,
-# engines and servers: one process 56 min, two 37 on an idle 2-core machine). A file's tests
-# stay on one worker, in order (--dist loadfile); the Ray modules take turns
-# (tests/executor/conftest.py). The default stays one process (0): on two workers under
-# outside load one documented command timed out waiting for the warm start.
-TEST_WORKERS ?= 0
+# The suite runs on two pytest-xdist workers (it mostly waits on sandboxes, engines and
+# servers: one process 56 min, two 37 on an idle 2-core machine, 50 under a load of 4-6).
+# A file's tests stay on one worker, in order (--dist loadfile); the Ray modules take turns
+# (tests/executor/conftest.py); a test that times a training run gets the warm start from
+# the `warm_policy` fixture first (tests/conftest.py). TEST_WORKERS=0: one process.
+TEST_WORKERS ?= 2
 
 test: lint typecheck
 	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25
