@@ -67,7 +67,8 @@ typecheck: install
 	$(BIN)/mypy
 
 # The suite runs on two pytest-xdist workers (it mostly waits on sandboxes, engines and
-# servers: one process 56 min, two 37 on an idle 2-core machine, 50 under a load of 4-6).
+# servers: pytest in one process 56 min, on two 37-43 on an idle 2-core machine, 50 under a
+# load of 4-6).
 # A file's tests stay on one worker, in order (--dist loadfile); the Ray modules take turns
 # (tests/executor/conftest.py); a test that times a training run gets the warm start from
 # the `warm_policy` fixture first (tests/conftest.py). TEST_WORKERS=0: one process.
