@@ -885,19 +885,18 @@ def _dropped_step_runs(
     otherwise). A variant that does not build is a run that is not rewardable, which no
     finding reads."""
     passed = {assertion_key(a.name) for a in nop.assertions if a.ok}
-    steps = dropped_steps(dockerfile_of(task))
+    variants = [(s.mode, without_step(task, s)) for s in dropped_steps(dockerfile_of(task))]
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        idle = [(s, pool.submit(run, without_step(task, s), "nop")) for s in steps]
+        idle = [(mode, v, pool.submit(run, v, "nop")) for mode, v in variants]
         planned = []
-        for s, f in idle:
+        for mode, v, f in idle:
             r = f.result()
             lost = r.rewardable and any(
                 assertion_key(a.name) in passed and not a.ok for a in r.assertions
             )
             if lost:
-                solve = _Bounded(OracleAgent(), budget)
-                planned.append((s.mode, r, pool.submit(run, without_step(task, s), solve)))
-        return [(mode, r, f.result()) for mode, r, f in planned], float(len(steps))
+                planned.append((mode, r, pool.submit(run, v, _Bounded(OracleAgent(), budget))))
+        return [(mode, r, f.result()) for mode, r, f in planned], float(len(variants))
 
 
 def _condition_rerun(run: Runner, variant: Task, c, budget: float) -> tuple[TrialResult, bool, str]:

@@ -14,12 +14,13 @@ dg = pytest.importorskip("dagster")
 pytestmark = [pytest.mark.orchestration, pytest.mark.torch, pytest.mark.slow, pytest.mark.sandbox]
 
 
-def test_campaign_on_t1_reports_back_with_its_pool_version(t1_store, tmp_path, monkeypatch):
+def test_campaign_on_t1_reports_back_with_its_pool_version(
+    t1_store, tmp_path, monkeypatch, warm_policy
+):
+    # warm_policy: the warm start, built once outside the flow run's subprocess
     from pipelines.campaign_loop import run_campaign_loop
     from pipelines.defs.resources import ForgeConfig
-    from training.warm_start import warm_started_policy
 
-    warm_started_policy(reuse_stale=True)  # built once, outside the flow run's subprocess
     store, _, _ = t1_store
     monkeypatch.chdir(tmp_path)  # the served flow writes runs/ under its working directory
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster"))

@@ -437,7 +437,7 @@ def test_train_resume_without_a_checkpoint_or_its_config_is_one_line(tmp_path):
 @pytest.mark.torch
 @pytest.mark.sandbox
 @pytest.mark.slow
-def test_train_resume_continues_the_run(t1_store, tmp_path):
+def test_train_resume_continues_the_run(t1_store, tmp_path, warm_policy):
     """`t1 train --resume RUN_DIR` continues that run (its id, its directory) from its last
     checkpoint with its own recorded settings, printing only the steps it adds; an option
     given replaces the recorded one (`--steps 4`: to 4 in all).
@@ -448,7 +448,6 @@ def test_train_resume_continues_the_run(t1_store, tmp_path):
     metrics.jsonl and rewrote config.json with tiny-cpu's settings."""
     from training.campaign_config import PRESETS
     from training.checkpoint import checkpoint_dir
-    from training.warm_start import warm_started_policy
 
     store, _, _ = t1_store
     runs = tmp_path / "runs"
@@ -458,7 +457,7 @@ def test_train_resume_continues_the_run(t1_store, tmp_path):
         .replace('campaign = "tiny-cpu"', 'campaign = "mine"\ncheckpoint_every = 1')
         .replace("eval_every = 2", "eval_every = 5")
     )  # fmt: skip
-    policy = str(warm_started_policy(reuse_stale=True))  # built once, cached
+    policy = str(warm_policy)
     first = t1("train", "--no-flow", "--no-report", "--store", str(store), "--runs-dir",
                str(runs), "--policy-path", policy, "--preset", str(preset),
                "--steps", "3")  # fmt: skip

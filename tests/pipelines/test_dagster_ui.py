@@ -236,12 +236,10 @@ def test_build_pools_in_one_launch(ui: UI, page):
 
 @pytest.mark.sandbox
 @pytest.mark.torch
-def test_start_a_campaign_on_t1_from_dagster(ui: UI, page):
+def test_start_a_campaign_on_t1_from_dagster(ui: UI, page, request):
     if not any(r["status"] == "SUCCESS" for r in ui.runs("build_pools")):
         pytest.skip("needs t1, built by test_build_pools_in_one_launch")
-    from training.warm_start import warm_started_policy
-
-    warm_started_policy(reuse_stale=True)  # built once (minutes on a clean clone), outside the run
+    request.getfixturevalue("warm_policy")  # built once (minutes on a clean clone), outside the run
     page.goto(f"{ui.dagster}/jobs", timeout=120_000)
     dismiss_welcome(page)
     click(page, page.get_by_role("link", name="train_campaign").first)

@@ -50,13 +50,12 @@ def test_tasks_related_to_held_out_ones_never_train(t1_store):
 @pytest.mark.slow
 @pytest.mark.sandbox
 def test_flow_trains_on_t1_and_reports_with_the_pool_version(
-    t1_store, tmp_path, monkeypatch, prefect_harness
+    t1_store, tmp_path, monkeypatch, prefect_harness, warm_policy
 ):
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
 
     import pipelines.flows as flows
-    from training.warm_start import warm_started_policy
 
     store, train, child = t1_store
     # the audit's reference verdicts of the training tasks: the campaign pays against them
@@ -82,7 +81,7 @@ def test_flow_trains_on_t1_and_reports_with_the_pool_version(
     )
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path / "dagster_home"))
     (tmp_path / "dagster_home").mkdir()
-    policy = str(warm_started_policy(reuse_stale=True))
+    policy = str(warm_policy)
     common = {"pool": Pool.T1, "steps": 1, "store": str(store), "policy_path": policy}
     state = flows.ppo_campaign(**common, runs_dir=str(tmp_path / "runs"), return_state=True)
     assert state.is_completed(), state.message
