@@ -13,7 +13,11 @@ the forms its files are written in (pure; the trials that feed them are in
   only while they are there; (`worked_for_findings`) the assertions a nop run passes on the
   shipped data and fails on other data where the solution's work passes them;
 - flaky verifier (`network_findings`): the verifier connected, or resolved a name, beyond
-  the sandbox's loopback (a package installer's connections aside).
+  the sandbox's loopback (a package installer's connections aside);
+- solution shortcut (`lost_on_other_inputs`, `other_inputs_findings`): on perturbed inputs
+  the reference solution runs through and writes other outputs, yet fails assertions it
+  passed, whose expectation moved with the inputs (the shipped answer fails them there too):
+  it does not compute what the task asks of other inputs (line numbers picked by hand).
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import posixpath
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from audit.traces import Trace, checked_files
 from audit.verdict import Code, Finding, Source
@@ -78,6 +83,74 @@ def swap_findings(results: list[tuple[str, dict[str, str], TrialResult]]) -> lis
             out.append(
                 Finding(code=Code.MUTANT_KILLED, source=Source.TRIAL, item=item, evidence=why)
             )
+    return out
+
+
+# ---- solution shortcut: other inputs ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Lost:
+    """What the reference solution lost on inputs perturbed by `mode`: the `assertions` it
+    passes on the shipped inputs and fails there, having written other `changed` outputs."""
+
+    mode: str
+    assertions: list[str]
+    changed: list[str]
+
+
+def lost_on_other_inputs(
+    mode: str,
+    oracle: TrialResult,
+    solved: TrialResult,
+    baseline: Mapping[str, str | None],
+    hashes: Mapping[str, str | None],
+) -> Lost | None:
+    """The assertions the reference solution passes on the shipped inputs and fails on
+    inputs perturbed by `mode` (`solved`: its run there; `baseline`, `hashes`: its checked
+    outputs' hashes on the shipped and the perturbed inputs), where that run says something of
+    the solution: it ran to its end (exit status 0), wrote every output it writes on the
+    shipped inputs, and changed one (it read the inputs; an output left unchanged is
+    `perturbation.shortcut_findings`' evidence). None when it lost nothing."""
+    if not solved.rewardable or solved.agent_exit_code != 0:
+        return None
+    written = sorted(p for p, h in baseline.items() if h is not None)
+    if not written or any(hashes.get(p) is None for p in written):
+        return None
+    changed = [p for p in written if hashes[p] != baseline[p]]
+    now = {assertion_key(a.name): a.ok for a in solved.assertions}
+    lost = [a.name for a in oracle.assertions if a.ok and now.get(assertion_key(a.name)) is False]
+    return Lost(mode, lost, changed) if changed and lost else None
+
+
+def other_inputs_findings(runs: list[tuple[Lost, TrialResult]]) -> list[Finding]:
+    """`solution_shortcut` where the reference solution does not compute what the verifier
+    expects of other inputs: each `Lost` with a run of the shipped answer (the outputs the
+    solution writes on the shipped inputs, put in place of those it wrote on the perturbed
+    ones). An assertion the shipped answer fails there too expects something that follows
+    the inputs, and the solution's own answer for them is not it. A verifier that expects a
+    fixed value passes the shipped answer: no evidence (the solution computed, the verifier
+    did not follow)."""
+    seen: dict[str, tuple[list[str], list[str], list[str]]] = {}  # output -> modes, ...
+    for lost, shipped in runs:
+        if not shipped.rewardable:
+            continue
+        failed = {assertion_key(a.name) for a in shipped.assertions if not a.ok}
+        follow = [n for n in lost.assertions if assertion_key(n) in failed]
+        if follow:
+            modes, changed, names = seen.setdefault(lost.changed[0], ([], lost.changed, follow))
+            modes.append(lost.mode)
+    out = []
+    for item, (modes, changed, names) in sorted(seen.items()):
+        why = (
+            f"on the declared inputs perturbed by {modes} the reference solution runs to its end "
+            f"and writes other {changed[:3]}, yet fails {names[:3]}, which it passes on the "
+            "shipped inputs and which expect an answer that follows the inputs (the shipped "
+            "answer fails them there too): it does not compute what the task asks of other inputs"
+        )
+        out.append(
+            Finding(code=Code.SOLUTION_SHORTCUT, source=Source.TRIAL, item=item, evidence=why)
+        )
     return out
 
 

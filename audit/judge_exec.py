@@ -38,10 +38,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from audit.answers import oracle_answers
 from audit.behaviour import (
+    Lost,
     answer_swaps,
     free_reward_findings,
+    lost_on_other_inputs,
     network_findings,
     network_use,
+    other_inputs_findings,
     runtime_hidden,
     stale_outputs,
     swap_findings,
@@ -111,7 +114,9 @@ from tasks.reports import assertion_key
 from tasks.results import FailureMode, ReferenceVerdict, TrialResult
 from warehouse.records import AuditRecord
 
-EXEC_VERSION = "20"  # 20: the same where the other starting state is the image built
+EXEC_VERSION = "21"  # 21: the reference solution that runs through on perturbed inputs and
+# loses assertions whose expectation moved with them (the shipped answer fails them there too)
+# is a shortcut; 20: the same where the other starting state is the image built
 # without one of its RUN steps (system state the build made); 19: an assertion the starting
 # state passes that a nop run fails and the solution passes on other data (inputs
 # perturbed, form kept) is free reward; 18: SQLite databases the instruction names are
@@ -185,6 +190,10 @@ class ExecConfig(BaseModel):
     """A hack earning more than this share of the reward (and more than nop) is `hackable`."""
     hack_timeout_s: float = Field(HACK_TIMEOUT_S, gt=0)
     """A hack's script is cut after this long."""
+    other_inputs: bool = True
+    """Where the solution, run on perturbed inputs, writes other outputs and loses an
+    assertion, judge the shipped answer on those inputs: an expectation that moved with them
+    and that the solution's answer misses is a shortcut (with `perturb`)."""
     answer_swaps: bool = True
     """Replace the outputs with what the solution writes for perturbed inputs (other
     well-formed answers): a verifier passing one is weak."""
@@ -600,6 +609,30 @@ def run_exec_judge(
                 for mode, sw in planned.items()
             ]
             swaps = [(mode, sw, f.result()) for mode, sw, f in futs]
+    # the solution's answer for other inputs: where it runs through on perturbed inputs yet
+    # loses an assertion, the shipped answer on those inputs shows whether the verifier's
+    # expectation moved with them
+    other: list[tuple[Lost, TrialResult]] = []
+    if cfg.other_inputs and usable and not db_outputs:
+        baseline = {p: agent.hashes.get(p) for p in new_outputs}
+        shipped_answer = {p: agent.outputs[p] for p in new_outputs if p in agent.outputs}
+        lost = [
+            lo
+            for pa, r in usable
+            if pa.mode in CONTENT_PERTURBATIONS
+            and (lo := lost_on_other_inputs(pa.mode, oracle, r, baseline, pa.hashes)) is not None
+        ]
+        if lost and all(p in shipped_answer for p, h in baseline.items() if h is not None):
+            given_inputs = {p: input_bytes[p] for p in text_inputs}
+            with ThreadPoolExecutor(max_workers=cfg.workers) as pool:
+                shipped_fs = [
+                    (lo, pool.submit(run, task, _Bounded(PerturbedOracleAgent(
+                        lo.mode, given_inputs, new_outputs, db_inputs, answers=shipped_answer
+                    ), budget)))
+                    for lo in lost
+                ]  # fmt: skip
+                other = [(lo, f.result()) for lo, f in shipped_fs]
+        m["other_inputs_lost"] = float(len(lost))
     # the assertions the starting state earns that check work: a nop run and the solution's
     # run on a starting state with other data
     worked: list[tuple[str, TrialResult, TrialResult]] = []
@@ -824,6 +857,7 @@ def run_exec_judge(
         findings += answer_leaks(computed, texts, visible, input_where)
         by_mode = {pa.mode: pa.texts for pa, _ in usable}
         findings += oracle_answers(texts, by_mode, visible, asserted)  # what no repair states
+        findings += other_inputs_findings(other)
     m["solution_steps"] = float(len(solution_steps(script)[0]))
     ev.findings = _dedupe(findings)
     return ev

@@ -537,7 +537,9 @@ class PerturbedOracleAgent:
     """Perturbs the declared inputs, runs the reference solution, hashes `outputs`. Mode
     `delete-sources` deletes `inputs` once the solution is uploaded (files it read that
     nothing declares, its own fixtures under /solution included). With `solve=False` it
-    stops after the perturbation: a nop run on a starting state with other data."""
+    stops after the perturbation: a nop run on a starting state with other data. With
+    `answers` (path -> text) the solution's outputs are then replaced by them: the shipped
+    answer judged against other inputs (does the verifier's expectation follow them?)."""
 
     def __init__(
         self,
@@ -548,6 +550,7 @@ class PerturbedOracleAgent:
         views: list[str] | None = None,
         *,
         solve: bool = True,
+        answers: dict[str, str] | None = None,
     ) -> None:
         self.mode = mode
         self.inputs = inputs  # image path -> the bytes the environment gives
@@ -555,7 +558,10 @@ class PerturbedOracleAgent:
         self.databases = databases or []  # SQLite inputs in the image, perturbed table by table
         self.views = views or []  # tables checked as outputs (`audit.databases.view_name`)
         self.solve = solve
+        self.answers = answers or {}
         self.name = f"perturbed-{mode}" if solve else f"nop-perturbed-{mode}"
+        if self.answers:
+            self.name += "-shipped-answer"
         self.hashes: dict[str, str | None] = {}
         self.texts: dict[str, str] = {}
 
@@ -583,6 +589,8 @@ class PerturbedOracleAgent:
             outcome = AgentOutcome.from_exec(r)
         else:
             outcome = _solve(sandbox, task, deadline)
+        if self.answers:
+            _write_answers(sandbox, task, self.answers)
         self.hashes = hash_files(sandbox, self.outputs)
         for p, h in self.hashes.items():
             if h is not None:
@@ -844,15 +852,20 @@ class AnswerSwapAgent:
 
     def run(self, sandbox: Sandbox, task: Task, deadline: float) -> AgentOutcome:
         outcome = _solve(sandbox, task, deadline)
-        if not task.keep_agent_processes:  # a job it left running must not write after us
-            sandbox.session().close()
-        for path, text in self.answers.items():
-            q = shlex.quote(path)
-            mode = sandbox.exec(f"stat -c %a {q}", timeout_s=10).stdout.strip() or "644"
-            parent, base = posixpath.split(path)
-            sandbox.upload({base: text.encode()}, parent)
-            sandbox.exec(f"chmod {shlex.quote(mode)} {q}", timeout_s=10)
+        _write_answers(sandbox, task, self.answers)
         return outcome
+
+
+def _write_answers(sandbox: Sandbox, task: Task, answers: dict[str, str]) -> None:
+    """Replace the solution's outputs by `answers` (path -> text), keeping each file's mode."""
+    if not task.keep_agent_processes:  # a job it left running must not write after us
+        sandbox.session().close()
+    for path, text in answers.items():
+        q = shlex.quote(path)
+        mode = sandbox.exec(f"stat -c %a {q}", timeout_s=10).stdout.strip() or "644"
+        parent, base = posixpath.split(path)
+        sandbox.upload({base: text.encode()}, parent)
+        sandbox.exec(f"chmod {shlex.quote(mode)} {q}", timeout_s=10)
 
 
 class StartingStateAgent:

@@ -1,13 +1,17 @@
-"""Where the executable judge finds free reward, with only that probe on (every other probe
-off, as tests/audit/forms.py does): the seeds, the three fixture sets (labelled defects and
-clean controls) and the public tasks with honest solutions (benchmarks/public_solutions).
+"""Where one probe of the executable judge flags a task, with only that probe on (every
+other probe off, as tests/audit/forms.py does): the seeds, the three fixture sets (labelled
+defects and clean controls) and the public tasks with honest solutions
+(benchmarks/public_solutions).
 
-    python benchmarks/free_reward_sweep.py [--seeds] [--sets] [--public DIR]
+    python benchmarks/free_reward_sweep.py [--probe free_reward|other_inputs] \
+        [--seeds] [--sets] [--public DIR]
 
 DIR is a checkout's `environments_harbor/` of github:zjysteven/terminal-bench-env. Prints one
-row per task: seconds, its label, its id, how many build steps the image was built without
-(the probe runs only where a nop run passes something), the `free_reward` evidence or `-`.
-A flag on a clean control or a public task is read by hand (docs/audit.md). Asserts nothing.
+row per task: seconds, its label, its id, the probe's count (`free_reward`: how many build
+steps the image was built without, run only where a nop run passes something;
+`other_inputs`: on how many perturbations the solution ran through and lost an assertion),
+the probe's evidence or `-`. A flag on a clean control or a public task is read by hand
+(docs/audit.md). Asserts nothing.
 """
 
 from __future__ import annotations
@@ -49,28 +53,37 @@ def tasks(seeds: bool, sets: bool, public: Path | None) -> list[tuple[str, Task]
     return out
 
 
-def row(item: tuple[str, Task]) -> str:
+# probe -> (what it turns on, the code it finds, its measure, a phrase only its findings say)
+PROBES = {
+    "free_reward": (dict(free_reward=True), Code.FREE_REWARD, "dropped_build_steps", ""),
+    "other_inputs": (dict(perturb=True), Code.SOLUTION_SHORTCUT, "other_inputs_lost", "runs to"),
+}
+
+
+def row(item: tuple[str, Task], probe: str) -> str:
     label, task = item
+    on, code, measure, phrase = PROBES[probe]
     t0 = time.monotonic()
     try:
-        ev = run_exec_judge(task, ExecConfig(**{**OFF, "free_reward": True}, workers=1))
-        found = [f.evidence[:170] for f in ev.findings if f.code == Code.FREE_REWARD]
+        ev = run_exec_judge(task, ExecConfig(**{**OFF, **on}, workers=1))
+        found = [f.evidence[:170] for f in ev.findings if f.code == code and phrase in f.evidence]
         said = " | ".join(found) or "-"
-        dropped = f"{ev.measures.get('dropped_build_steps', 0):.0f}"
+        count = f"{ev.measures.get(measure, 0):.0f}"
     except Exception as e:  # noqa: BLE001 - a row, the sweep goes on
-        said, dropped = f"error: {e!r:.150}", "?"
-    return f"{time.monotonic() - t0:6.1f}s {label:34s} {task.id:50s} {dropped:>2s} {said}"
+        said, count = f"error: {e!r:.150}", "?"
+    return f"{time.monotonic() - t0:6.1f}s {label:34s} {task.id:50s} {count:>2s} {said}"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--probe", choices=sorted(PROBES), default="free_reward")
     ap.add_argument("--seeds", action="store_true")
     ap.add_argument("--sets", action="store_true")
     ap.add_argument("--public", type=Path)
     ap.add_argument("--workers", type=int, default=2)
     a = ap.parse_args()
     with ThreadPoolExecutor(a.workers) as pool:
-        for line in pool.map(row, tasks(a.seeds, a.sets, a.public)):
+        for line in pool.map(lambda t: row(t, a.probe), tasks(a.seeds, a.sets, a.public)):
             print(line, flush=True)
 
 

@@ -126,7 +126,7 @@ def test_t1_pool_is_quality_ranked_and_capped(funnel):
 
 def test_audit_version_names_rubric_and_judges():
     r = load_rubric("t1")
-    assert audit_version(r) == "t1-4+exec-20"
+    assert audit_version(r) == "t1-4+exec-21"
     later = r.model_copy(update={"version": str(int(r.version) + 1)})
     assert audit_version(later) != audit_version(r)
 
