@@ -88,38 +88,52 @@ def swap_findings(results: list[tuple[str, dict[str, str], TrialResult]]) -> lis
 
 # ---- solution shortcut: other inputs ---------------------------------------------------------
 
+OTHER_INPUTS_MODES = ("drop-lines",)
+"""The perturbations whose inputs are other well-formed inputs of the task: a subset of the
+records, every value left in its domain. Digits shifted and words rotated leave it (a month
+13, a status no rule names, a section renamed) where an honest solution and the verifier part
+on what the instruction never settles (measured: benchmarks/results/other_inputs_sweep.txt)."""
+
 
 @dataclass(frozen=True)
 class Lost:
-    """What the reference solution lost on inputs perturbed by `mode`: the `assertions` it
-    passes on the shipped inputs and fails there, having written other `changed` outputs."""
+    """What the reference solution lost on inputs perturbed by `mode`: the assertions
+    (name -> its failure message) it passes on the shipped inputs and fails there, having
+    written other `changed` outputs."""
 
     mode: str
-    assertions: list[str]
+    assertions: dict[str, str]
     changed: list[str]
 
 
 def lost_on_other_inputs(
     mode: str,
     oracle: TrialResult,
+    nop: TrialResult,
     solved: TrialResult,
     baseline: Mapping[str, str | None],
     hashes: Mapping[str, str | None],
 ) -> Lost | None:
-    """The assertions the reference solution passes on the shipped inputs and fails on
-    inputs perturbed by `mode` (`solved`: its run there; `baseline`, `hashes`: its checked
-    outputs' hashes on the shipped and the perturbed inputs), where that run says something of
-    the solution: it ran to its end (exit status 0), wrote every output it writes on the
-    shipped inputs, and changed one (it read the inputs; an output left unchanged is
+    """The assertions that check work (on the shipped inputs the reference solution passes
+    them, a nop run fails them) and that the solution fails on inputs perturbed by `mode`
+    (`solved`: its run there; `baseline`, `hashes`: its checked outputs' hashes on the
+    shipped and the perturbed inputs), where that run says something of the solution: it ran
+    to its end (exit status 0), wrote every output it writes on the shipped inputs, and
+    changed one (it read the inputs; an output left unchanged is
     `perturbation.shortcut_findings`' evidence). None when it lost nothing."""
-    if not solved.rewardable or solved.agent_exit_code != 0:
+    if not solved.rewardable or solved.agent_exit_code != 0 or not nop.rewardable:
         return None
     written = sorted(p for p, h in baseline.items() if h is not None)
     if not written or any(hashes.get(p) is None for p in written):
         return None
     changed = [p for p in written if hashes[p] != baseline[p]]
-    now = {assertion_key(a.name): a.ok for a in solved.assertions}
-    lost = [a.name for a in oracle.assertions if a.ok and now.get(assertion_key(a.name)) is False]
+    idle = {assertion_key(a.name): a.ok for a in nop.assertions}
+    now = {assertion_key(a.name): a for a in solved.assertions}
+    lost = {
+        a.name: now[k].message
+        for a in oracle.assertions
+        if a.ok and idle.get(k := assertion_key(a.name)) is False and k in now and not now[k].ok
+    }
     return Lost(mode, lost, changed) if changed and lost else None
 
 
@@ -127,16 +141,21 @@ def other_inputs_findings(runs: list[tuple[Lost, TrialResult]]) -> list[Finding]
     """`solution_shortcut` where the reference solution does not compute what the verifier
     expects of other inputs: each `Lost` with a run of the shipped answer (the outputs the
     solution writes on the shipped inputs, put in place of those it wrote on the perturbed
-    ones). An assertion the shipped answer fails there too expects something that follows
-    the inputs, and the solution's own answer for them is not it. A verifier that expects a
-    fixed value passes the shipped answer: no evidence (the solution computed, the verifier
-    did not follow)."""
+    ones). An assertion the shipped answer fails there too, for another reason than the
+    solution's answer (its failure message differs), expects an answer that follows the
+    inputs, and the solution's own answer for them is not it. No evidence where the verifier
+    expects a fixed value (the shipped answer passes) or fails whatever the answer (the same
+    message: it cannot read the perturbed inputs, a record another refers to was dropped)."""
     seen: dict[str, tuple[list[str], list[str], list[str]]] = {}  # output -> modes, ...
     for lost, shipped in runs:
         if not shipped.rewardable:
             continue
-        failed = {assertion_key(a.name) for a in shipped.assertions if not a.ok}
-        follow = [n for n in lost.assertions if assertion_key(n) in failed]
+        failed = {assertion_key(a.name): a.message for a in shipped.assertions if not a.ok}
+        follow = [
+            n
+            for n, why in lost.assertions.items()
+            if (k := assertion_key(n)) in failed and failed[k].strip() != why.strip()
+        ]
         if follow:
             modes, changed, names = seen.setdefault(lost.changed[0], ([], lost.changed, follow))
             modes.append(lost.mode)
@@ -144,9 +163,10 @@ def other_inputs_findings(runs: list[tuple[Lost, TrialResult]]) -> list[Finding]
     for item, (modes, changed, names) in sorted(seen.items()):
         why = (
             f"on the declared inputs perturbed by {modes} the reference solution runs to its end "
-            f"and writes other {changed[:3]}, yet fails {names[:3]}, which it passes on the "
-            "shipped inputs and which expect an answer that follows the inputs (the shipped "
-            "answer fails them there too): it does not compute what the task asks of other inputs"
+            f"and writes other {changed[:3]}, yet fails {names[:3]}, which check work (a nop run "
+            "fails them) and which it passes on the shipped inputs; there the shipped answer "
+            "fails them too, otherwise: the verifier's expectation follows the inputs and the "
+            "solution does not compute it for other inputs"
         )
         out.append(
             Finding(code=Code.SOLUTION_SHORTCUT, source=Source.TRIAL, item=item, evidence=why)

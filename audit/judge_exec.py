@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from audit.answers import oracle_answers
 from audit.behaviour import (
+    OTHER_INPUTS_MODES,
     Lost,
     answer_swaps,
     free_reward_findings,
@@ -58,6 +59,8 @@ from audit.perturbation import (
     CONTENT_PERTURBATIONS,
     answer_leaks,
     computed_tokens,
+    drop_lines,
+    keeps_form,
     shortcut_findings,
     verifier_tracks_inputs,
 )
@@ -609,25 +612,27 @@ def run_exec_judge(
                 for mode, sw in planned.items()
             ]
             swaps = [(mode, sw, f.result()) for mode, sw, f in futs]
-    # the solution's answer for other inputs: where it runs through on perturbed inputs yet
-    # loses an assertion, the shipped answer on those inputs shows whether the verifier's
-    # expectation moved with them
+    # the solution's answer for other inputs (a subset of the records of text inputs that
+    # keep their form; a database's rows dropped break the references between its tables):
+    # where it runs through yet loses an assertion that checks work, the shipped answer on
+    # those inputs shows whether the verifier's expectation moved with them
     other: list[tuple[Lost, TrialResult]] = []
-    if cfg.other_inputs and usable and not db_outputs:
+    formed = all(keeps_form(t, drop_lines(t)) for t in text_inputs.values())
+    if cfg.other_inputs and usable and formed and not db_inputs:
         baseline = {p: agent.hashes.get(p) for p in new_outputs}
         shipped_answer = {p: agent.outputs[p] for p in new_outputs if p in agent.outputs}
         lost = [
             lo
             for pa, r in usable
-            if pa.mode in CONTENT_PERTURBATIONS
-            and (lo := lost_on_other_inputs(pa.mode, oracle, r, baseline, pa.hashes)) is not None
+            if pa.mode in OTHER_INPUTS_MODES
+            and (lo := lost_on_other_inputs(pa.mode, oracle, nop, r, baseline, pa.hashes))
         ]
         if lost and all(p in shipped_answer for p, h in baseline.items() if h is not None):
             given_inputs = {p: input_bytes[p] for p in text_inputs}
             with ThreadPoolExecutor(max_workers=cfg.workers) as pool:
                 shipped_fs = [
                     (lo, pool.submit(run, task, _Bounded(PerturbedOracleAgent(
-                        lo.mode, given_inputs, new_outputs, db_inputs, answers=shipped_answer
+                        lo.mode, given_inputs, new_outputs, answers=shipped_answer
                     ), budget)))
                     for lo in lost
                 ]  # fmt: skip

@@ -270,6 +270,27 @@ def rot13_words(data: bytes) -> bytes:
     return ("".join(header) + "".join(ln.translate(ROT13) for ln in lines[len(header) :])).encode()
 
 
+def drop_lines(text: str) -> str:
+    """The `drop-lines` perturbation of `text` (pure; `trials.perturb_command` runs it as awk
+    in the sandbox): the first line (a header) kept, every third line after it dropped."""
+    lines = text.splitlines(keepends=True)
+    return "".join(ln for i, ln in enumerate(lines, 1) if i == 1 or i % 3)
+
+
+def keeps_form(text: str, perturbed: str) -> bool:
+    """Whether a perturbed input is still of its kind: a JSON document still parses (other
+    text is records, a line each)."""
+    try:
+        json.loads(text)
+    except ValueError:
+        return True
+    try:
+        json.loads(perturbed)
+    except ValueError:
+        return False
+    return True
+
+
 def computed_outputs(
     texts: Mapping[str, str], perturbed_texts: Mapping[str, Mapping[str, str]]
 ) -> set[str]:
