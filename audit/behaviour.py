@@ -88,12 +88,6 @@ def swap_findings(results: list[tuple[str, dict[str, str], TrialResult]]) -> lis
 
 # ---- solution shortcut: other inputs ---------------------------------------------------------
 
-OTHER_INPUTS_MODES = ("drop-lines",)
-"""The perturbations whose inputs are other well-formed inputs of the task: a subset of the
-records, every value left in its domain. Digits shifted and words rotated leave it (a month
-13, a status no rule names, a section renamed) where an honest solution and the verifier part
-on what the instruction never settles (measured: benchmarks/results/other_inputs_sweep.txt)."""
-
 
 @dataclass(frozen=True)
 class Lost:
@@ -162,11 +156,11 @@ def other_inputs_findings(runs: list[tuple[Lost, TrialResult]]) -> list[Finding]
     out = []
     for item, (modes, changed, names) in sorted(seen.items()):
         why = (
-            f"on the declared inputs perturbed by {modes} the reference solution runs to its end "
-            f"and writes other {changed[:3]}, yet fails {names[:3]}, which check work (a nop run "
-            "fails them) and which it passes on the shipped inputs; there the shipped answer "
-            "fails them too, otherwise: the verifier's expectation follows the inputs and the "
-            "solution does not compute it for other inputs"
+            f"on other records of the declared inputs ({modes}) the reference solution runs "
+            f"to its end and writes other {changed[:3]}, yet fails {names[:3]}, which check "
+            "work (a nop run fails them) and which it passes on the shipped inputs; there the "
+            "shipped answer fails them too, otherwise: the verifier's expectation follows the "
+            "inputs and the solution does not compute it for other inputs"
         )
         out.append(
             Finding(code=Code.SOLUTION_SHORTCUT, source=Source.TRIAL, item=item, evidence=why)

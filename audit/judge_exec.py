@@ -38,7 +38,6 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from audit.answers import oracle_answers
 from audit.behaviour import (
-    OTHER_INPUTS_MODES,
     Lost,
     answer_swaps,
     free_reward_findings,
@@ -57,10 +56,11 @@ from audit.hacks import HACK_TIMEOUT_S, HACKABLE_SHARE, hack_agent, hack_evidenc
 from audit.mutation import OUTPUT_OPS, make_mutants, run_mutants, solution_steps
 from audit.perturbation import (
     CONTENT_PERTURBATIONS,
+    REORDER,
     answer_leaks,
     computed_tokens,
-    drop_lines,
     keeps_form,
+    reverse_records,
     shortcut_findings,
     verifier_tracks_inputs,
 )
@@ -194,9 +194,10 @@ class ExecConfig(BaseModel):
     hack_timeout_s: float = Field(HACK_TIMEOUT_S, gt=0)
     """A hack's script is cut after this long."""
     other_inputs: bool = True
-    """Where the solution, run on perturbed inputs, writes other outputs and loses an
-    assertion, judge the shipped answer on those inputs: an expectation that moved with them
-    and that the solution's answer misses is a shortcut (with `perturb`)."""
+    """Run the solution on other records of the declared text inputs (their order reversed);
+    where it writes other outputs and loses an assertion that checks work, judge the shipped
+    answer there: an expectation that moved with the records and that the solution's answer
+    misses is a shortcut (with `perturb`; not where a database is an input)."""
     answer_swaps: bool = True
     """Replace the outputs with what the solution writes for perturbed inputs (other
     well-formed answers): a verifier passing one is weak."""
@@ -581,6 +582,17 @@ def run_exec_judge(
                     "delete-sources", dict.fromkeys(sources, b""), new_outputs
                 )
                 removed_f = (removed, pool.submit(run, task, _Bounded(removed, budget)))
+        # other records of the same text inputs (their order reversed; every record and every
+        # reference between them kept; a database's tables are sets): what the solution
+        # answers there (`other_inputs_findings`)
+        reordered, reorder_f = None, None
+        formed = not db_inputs and all(
+            keeps_form(t, reverse_records(t)) for t in text_inputs.values()
+        )
+        if cfg.perturb and cfg.other_inputs and text_inputs and new_outputs and formed:
+            given_inputs = {p: input_bytes[p] for p in text_inputs}
+            reordered = PerturbedOracleAgent(REORDER, given_inputs, new_outputs)
+            reorder_f = pool.submit(run, task, _Bounded(reordered, budget))
         hacks = hack_scripts(task.instruction, wd) if cfg.hacks else []
         hack_fs = [(h, pool.submit(run, task, hack_agent(h, cfg.hack_timeout_s))) for h in hacks]
         outs: list[tuple[OutputMutantAgent, Future]] = []
@@ -612,32 +624,21 @@ def run_exec_judge(
                 for mode, sw in planned.items()
             ]
             swaps = [(mode, sw, f.result()) for mode, sw, f in futs]
-    # the solution's answer for other inputs (a subset of the records of text inputs that
-    # keep their form; a database's rows dropped break the references between its tables):
-    # where it runs through yet loses an assertion that checks work, the shipped answer on
-    # those inputs shows whether the verifier's expectation moved with them
+    # the solution's answer for other records: where it runs through yet loses an assertion
+    # that checks work, the shipped answer there shows whether the expectation moved with them
     other: list[tuple[Lost, TrialResult]] = []
-    formed = all(keeps_form(t, drop_lines(t)) for t in text_inputs.values())
-    if cfg.other_inputs and usable and formed and not db_inputs:
+    if reordered is not None and reorder_f is not None:
         baseline = {p: agent.hashes.get(p) for p in new_outputs}
         shipped_answer = {p: agent.outputs[p] for p in new_outputs if p in agent.outputs}
-        lost = [
-            lo
-            for pa, r in usable
-            if pa.mode in OTHER_INPUTS_MODES
-            and (lo := lost_on_other_inputs(pa.mode, oracle, nop, r, baseline, pa.hashes))
-        ]
-        if lost and all(p in shipped_answer for p, h in baseline.items() if h is not None):
-            given_inputs = {p: input_bytes[p] for p in text_inputs}
-            with ThreadPoolExecutor(max_workers=cfg.workers) as pool:
-                shipped_fs = [
-                    (lo, pool.submit(run, task, _Bounded(PerturbedOracleAgent(
-                        lo.mode, given_inputs, new_outputs, answers=shipped_answer
-                    ), budget)))
-                    for lo in lost
-                ]  # fmt: skip
-                other = [(lo, f.result()) for lo, f in shipped_fs]
-        m["other_inputs_lost"] = float(len(lost))
+        lost = lost_on_other_inputs(
+            REORDER, oracle, nop, reorder_f.result(), baseline, reordered.hashes
+        )
+        if lost is not None and all(p in shipped_answer for p, h in baseline.items() if h):
+            control = PerturbedOracleAgent(
+                REORDER, reordered.inputs, new_outputs, answers=shipped_answer
+            )
+            other = [(lost, run(task, _Bounded(control, budget)))]
+        m["other_inputs_lost"] = float(lost is not None)
     # the assertions the starting state earns that check work: a nop run and the solution's
     # run on a starting state with other data
     worked: list[tuple[str, TrialResult, TrialResult]] = []
@@ -862,7 +863,7 @@ def run_exec_judge(
         findings += answer_leaks(computed, texts, visible, input_where)
         by_mode = {pa.mode: pa.texts for pa, _ in usable}
         findings += oracle_answers(texts, by_mode, visible, asserted)  # what no repair states
-        findings += other_inputs_findings(other)
+    findings += other_inputs_findings(other)
     m["solution_steps"] = float(len(solution_steps(script)[0]))
     ev.findings = _dedupe(findings)
     return ev

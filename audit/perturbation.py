@@ -270,11 +270,16 @@ def rot13_words(data: bytes) -> bytes:
     return ("".join(header) + "".join(ln.translate(ROT13) for ln in lines[len(header) :])).encode()
 
 
-def drop_lines(text: str) -> str:
-    """The `drop-lines` perturbation of `text` (pure; `trials.perturb_command` runs it as awk
-    in the sandbox): the first line (a header) kept, every third line after it dropped."""
-    lines = text.splitlines(keepends=True)
-    return "".join(ln for i, ln in enumerate(lines, 1) if i == 1 or i % 3)
+REORDER = "reverse-records"
+"""Other records of the same inputs: every line after the first (a header) in reverse order.
+Each record and each reference between records is kept; only their order changes."""
+
+
+def reverse_records(text: str) -> str:
+    """The `reverse-records` perturbation of `text` (pure): the first line kept, the others
+    reversed, each ending in a newline."""
+    lines = [ln.rstrip("\n") for ln in text.splitlines(keepends=True)]
+    return "".join(ln + "\n" for ln in lines[:1] + lines[:0:-1])
 
 
 def keeps_form(text: str, perturbed: str) -> bool:

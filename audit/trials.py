@@ -571,6 +571,12 @@ class PerturbedOracleAgent:
 
             for path, data in self.inputs.items():
                 _replace(sandbox, path, rot13_words(data))
+        elif self.mode == "reverse-records":
+            from audit.perturbation import reverse_records
+
+            for path, data in self.inputs.items():
+                text = data.decode("utf-8", "surrogateescape")
+                _replace(sandbox, path, reverse_records(text).encode("utf-8", "surrogateescape"))
         elif self.mode != "delete-sources":
             paths = sorted(self.inputs) + (self.databases if self.mode == "delete" else [])
             sandbox.exec(perturb_command(self.mode, paths), timeout_s=60, cwd="/")

@@ -9,7 +9,7 @@ defects and clean controls) and the public tasks with honest solutions
 DIR is a checkout's `environments_harbor/` of github:zjysteven/terminal-bench-env. Prints one
 row per task: seconds, its label, its id, the probe's count (`free_reward`: how many build
 steps the image was built without, run only where a nop run passes something;
-`other_inputs`: on how many perturbations the solution ran through and lost an assertion),
+`other_inputs`: 1 where the solution ran through on other records and lost an assertion),
 the probe's evidence or `-`. A flag on a clean control or a public task is read by hand
 (docs/audit.md). Asserts nothing.
 """

@@ -19,7 +19,7 @@ from audit.behaviour import (
     worked_for_findings,
 )
 from audit.judge_exec import retry_timeouts
-from audit.perturbation import drop_lines, keeps_form
+from audit.perturbation import keeps_form, reverse_records
 from audit.static_checks import races, under_named_dir
 from audit.traces import checked_files, parse_trace
 from audit.variants import flaky_findings
@@ -148,13 +148,13 @@ def test_a_solution_that_misses_what_other_records_ask_for_is_a_shortcut():
     oracle, nop = _result([True, True, True]), _result([False, True, False])
     solved = _failing([None, "guard: input changed", "got [l1, l3] != want [l1, l2]"])
     base, other = {"/app/out.csv": "h1", "/app/log": None}, {"/app/out.csv": "h2"}
-    lost = lost_on_other_inputs("drop-lines", oracle, nop, solved, base, other)
+    lost = lost_on_other_inputs("reverse-records", oracle, nop, solved, base, other)
     assert lost is not None and list(lost.assertions) == ["t.py::test_2"]
     # the shipped answer fails it there too, with another message: the expectation moved
     shipped = _failing([None, "guard: input changed", "got [l1, l2, l4] != want [l1, l2]"])
     found = other_inputs_findings([(lost, shipped)])
     assert [(f.code, f.item) for f in found] == [(Code.SOLUTION_SHORTCUT, "/app/out.csv")]
-    assert "drop-lines" in found[0].evidence and "test_2" in found[0].evidence
+    assert "reverse-records" in found[0].evidence and "test_2" in found[0].evidence
     # no evidence: a fixed expectation (the shipped answer passes), a verifier that fails
     # whatever the answer (the same message: a record another refers to was dropped)
     assert other_inputs_findings([(lost, _failing([None, "x", None]))]) == []
@@ -163,33 +163,35 @@ def test_a_solution_that_misses_what_other_records_ask_for_is_a_shortcut():
     # no loss measured: the solution stopped on the inputs, wrote nothing new, lost only
     # a guard, or kept its output (an unchanged output is the older shortcut evidence's)
     assert (
-        lost_on_other_inputs("drop-lines", oracle, nop, _failing([None, "g", "w"], 1), base, other)
+        lost_on_other_inputs(
+            "reverse-records", oracle, nop, _failing([None, "g", "w"], 1), base, other
+        )
         is None
     )
     assert (
-        lost_on_other_inputs("drop-lines", oracle, nop, solved, base, {"/app/out.csv": None})
+        lost_on_other_inputs("reverse-records", oracle, nop, solved, base, {"/app/out.csv": None})
         is None
     )
     assert (
-        lost_on_other_inputs("drop-lines", oracle, nop, _failing([None, "g", None]), base, other)
+        lost_on_other_inputs(
+            "reverse-records", oracle, nop, _failing([None, "g", None]), base, other
+        )
         is None
     )
     assert (
-        lost_on_other_inputs("drop-lines", oracle, nop, solved, base, {"/app/out.csv": "h1"})
+        lost_on_other_inputs("reverse-records", oracle, nop, solved, base, {"/app/out.csv": "h1"})
         is None
     )
 
 
-def test_dropped_records_keep_the_header_and_a_json_document_is_checked_for_its_form():
-    rows = "id,v\n1,a\n2,b\n3,c\n4,d\n"
-    assert drop_lines(rows) == "id,v\n1,a\n3,c\n4,d\n"  # the awk of trials.perturb_command
-    assert keeps_form(rows, drop_lines(rows))
-    doc = '{\n "a": [\n  1,\n  2\n ]\n}\n'  # its closing brace dropped
-    assert not keeps_form(doc, drop_lines(doc))
-    flat = '{\n "a": 1,\n "b": 2,\n "c": 3\n}\n'  # one member dropped: still a document
-    assert keeps_form(flat, drop_lines(flat))
+def test_other_records_keep_the_header_and_a_json_document_is_checked_for_its_form():
+    rows = "id,v\n1,a\n2,b\n3,c"
+    assert reverse_records(rows) == "id,v\n3,c\n2,b\n1,a\n"  # every record kept
+    assert keeps_form(rows, reverse_records(rows))
+    doc = '{\n "a": [\n  1,\n  2\n ]\n}\n'
+    assert not keeps_form(doc, reverse_records(doc))
     lines = '{"a": 1}\n{"a": 2}\n{"a": 3}\n'  # JSON lines: each record still parses
-    assert keeps_form(lines, drop_lines(lines))
+    assert keeps_form(lines, reverse_records(lines))
 
 
 def test_other_answers_are_the_outputs_a_perturbation_changed():

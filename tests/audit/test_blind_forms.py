@@ -11,7 +11,7 @@ nop's passes were read as guards), and so did an account the task asks for that 
 Dockerfile had created (system state: no declared input to perturb; its clean twin, where the
 account is a precondition, is tests/fixtures/audit-forms/clean-existing-account); a solution
 that copies the overdue rows by their line numbers read its inputs, so no output stayed the
-same under perturbation (it is caught on other records: a subset of the rows, where the
+same under perturbation (it is caught on other records, the rows in reverse order, where the
 shipped answer and its own both fail the check that follows the inputs)."""
 
 from __future__ import annotations
@@ -102,8 +102,8 @@ def test_an_account_the_dockerfile_made_is_free_reward_on_the_docker_backend(doc
 
 @pytest.mark.docker
 def test_rows_picked_by_line_number_are_a_shortcut_on_the_docker_backend(docker_engine):
-    """Other records through the Docker API: the solution's answer for a subset of the rows
-    misses what the verifier expects of them; the control's computed answer does not."""
+    """Other records through the Docker API: the solution's answer for the rows in reverse
+    order misses what the verifier expects of them; the control's computed answer does not."""
     from audit.judge_exec import ExecConfig, run_exec_judge
     from tasks.corpus import import_dir
     from tests.audit.forms import OFF
