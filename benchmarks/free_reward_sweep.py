@@ -7,9 +7,11 @@ defects and clean controls) and the public tasks with honest solutions
         [--seeds] [--sets] [--public DIR]
 
 DIR is a checkout's `environments_harbor/` of github:zjysteven/terminal-bench-env. Prints one
-row per task: seconds, its label, its id, the probe's count (`free_reward`: how many build
-steps the image was built without, run only where a nop run passes something;
-`other_inputs`: 1 where the solution ran through on other records and lost an assertion),
+row per task: seconds, its label, its id, the probe's count, `.` where it did not run
+(`free_reward`: how many build steps the image was built without, run only where a nop run
+passes something; `other_inputs`: 1 where the solution ran through on other records and lost
+an assertion that checks work, run where the instruction declares text inputs and the
+solution writes a new checked output),
 the probe's evidence or `-`. A flag on a clean control or a public task is read by hand
 (docs/audit.md). Asserts nothing.
 """
@@ -68,7 +70,7 @@ def row(item: tuple[str, Task], probe: str) -> str:
         ev = run_exec_judge(task, ExecConfig(**{**OFF, **on}, workers=1))
         found = [f.evidence[:170] for f in ev.findings if f.code == code and phrase in f.evidence]
         said = " | ".join(found) or "-"
-        count = f"{ev.measures.get(measure, 0):.0f}"
+        count = f"{ev.measures[measure]:.0f}" if measure in ev.measures else "."
     except Exception as e:  # noqa: BLE001 - a row, the sweep goes on
         said, count = f"error: {e!r:.150}", "?"
     return f"{time.monotonic() - t0:6.1f}s {label:34s} {task.id:50s} {count:>2s} {said}"
