@@ -28,10 +28,11 @@ The judge is independent of the judged. Its trust domain, by construction:
    else the report directory (every format: only the judge writes there) and pytest's
    summary on the entry script's output.
 5. **Infrastructure only when proven.** A verifier that did not run (its sandbox could not
-   start, its entry was killed, its runner's records never closed) is run once more on the
-   pristine image, with no outputs (`prove`, cached per task and backend): if that run
-   judges, the agent caused the failure (a failed attempt, reward 0, the reason recorded);
-   if not, the verifier is broken (`verifier_error`). No exit status decides who caused it.
+   start twice from the same outputs, its entry was killed, its runner's records never
+   closed) is run once more on the pristine image, with no outputs (`prove`, cached per task
+   and backend): if that run judges within its time limit, the agent caused the failure (a
+   failed attempt, reward 0, the reason recorded); if not, the verifier is broken
+   (`verifier_error`). No exit status decides who caused it.
 
 6. **Reruns without the agent's code.** A test that ran code of the agent's in the runner's
    own process (`agent_code`, with the test it ran in) makes every outcome after it the
@@ -374,7 +375,10 @@ def prove(task: Task, backend: str, open_pristine: Callable[[], Sandbox]) -> Pro
         verdict, _ = run_verifier(sandbox, task, outputs=())
     finally:
         sandbox.stop()
-    proof = Proof(verdict.ran, verdict.detail)
+    # run to its end: a verifier that times out on the image puts nothing on the agent
+    proof = Proof(
+        verdict.ran and verdict.failure_mode != FailureMode.VERIFIER_TIMEOUT, verdict.detail
+    )
     with _PROOF_LOCK:
         _PROOFS[key] = proof
     return proof
@@ -417,6 +421,9 @@ def judge(
     `open_pristine`, a verifier that did not run is `verifier_error` unproven."""
     t0 = time.monotonic()
     verdict, run = run_verifier(sandbox, task, outputs_of(task))
+    if run is None and not verdict.ran:  # its sandbox did not start: once more before a proof
+        verdict, run = run_verifier(sandbox, task, outputs_of(task))  # (a start the harness
+        # lost under load is not the agent's failure; one the agent causes fails again)
     if run is not None and verdict.ran and verdict.failure_mode == FailureMode.NONE:
         verdict = rerun_without(sandbox, task, verdict, run, time.monotonic() - t0)
     result.verifier_s = time.monotonic() - t0

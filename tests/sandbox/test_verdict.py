@@ -155,6 +155,36 @@ def test_a_verifier_that_runs_nowhere_is_infrastructure():
     assert (task.content_hash, "fake") not in judge_mod._PROOFS
 
 
+def test_a_judge_sandbox_that_did_not_start_once_is_started_again_before_any_proof():
+    """A start that failed once (the harness under load) is not the agent's failure: the
+    judge's sandbox is made once more from the same outputs, and its verdict counts; one that
+    fails again is proven as before."""
+    judge_mod._PROOFS.clear()
+    task = make_task("proof-retry")
+    tries: list[int] = []
+
+    def second_time(spec: VerifierSpec) -> VerifierRun:
+        tries.append(1)
+        return does_not_start(spec) if len(tries) == 1 else reported(spec)
+
+    pristine = FakeSandbox(reported)
+    r = trial(task, FakeSandbox(second_time), pristine)
+    assert r.failure_mode == FailureMode.NONE and r.report.assertions, r.failure_detail
+    assert "the agent's doing" not in r.failure_detail and not pristine.specs
+    assert len(tries) == 2
+
+
+def test_a_verifier_that_times_out_on_the_image_proves_nothing_against_the_agent():
+    """The pristine run must go to its end to put a failure on the agent: a verifier that
+    times out on the task's own image does not (before: counted as run, so a judge sandbox
+    that did not start became the agent's failed attempt)."""
+    judge_mod._PROOFS.clear()
+    task = make_task("proof-timeout")
+    r = trial(task, FakeSandbox(does_not_start), FakeSandbox(lambda spec: run(-9, timed_out=True)))
+    assert r.failure_mode == FailureMode.VERIFIER_ERROR and not r.rewardable, r.failure_detail
+    assert "timed out" in r.failure_detail
+
+
 def test_the_judge_asks_for_the_outputs_and_the_verifiers_own_places():
     task = make_task("spec").model_copy(
         update={"outputs": ["/app", "/etc/nginx"], "trusted_paths": ["/usr/local"]}
