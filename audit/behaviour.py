@@ -140,7 +140,7 @@ def other_inputs_findings(runs: list[tuple[Lost, TrialResult]]) -> list[Finding]
     inputs, and the solution's own answer for them is not it. No evidence where the verifier
     expects a fixed value (the shipped answer passes) or fails whatever the answer (the same
     message: it cannot read the perturbed inputs, a record another refers to was dropped)."""
-    seen: dict[str, tuple[list[str], list[str], list[str]]] = {}  # output -> modes, ...
+    out = []
     for lost, shipped in runs:
         if not shipped.rewardable:
             continue
@@ -150,18 +150,16 @@ def other_inputs_findings(runs: list[tuple[Lost, TrialResult]]) -> list[Finding]
             for n, why in lost.assertions.items()
             if (k := assertion_key(n)) in failed and failed[k].strip() != why.strip()
         ]
-        if follow:
-            modes, changed, names = seen.setdefault(lost.changed[0], ([], lost.changed, follow))
-            modes.append(lost.mode)
-    out = []
-    for item, (modes, changed, names) in sorted(seen.items()):
+        if not follow:
+            continue
         why = (
-            f"on other records of the declared inputs ({modes}) the reference solution runs "
-            f"to its end and writes other {changed[:3]}, yet fails {names[:3]}, which check "
-            "work (a nop run fails them) and which it passes on the shipped inputs; there the "
-            "shipped answer fails them too, otherwise: the verifier's expectation follows the "
-            "inputs and the solution does not compute it for other inputs"
+            f"on other records of the declared inputs ({lost.mode}) the reference solution runs "
+            f"to its end and writes other {lost.changed[:3]}, yet fails {follow[:3]}, which "
+            "check work (a nop run fails them) and which it passes on the shipped inputs; there "
+            "the shipped answer fails them too, otherwise: the verifier's expectation follows "
+            "the inputs and the solution does not compute it for other inputs"
         )
+        item = lost.changed[0]
         out.append(
             Finding(code=Code.SOLUTION_SHORTCUT, source=Source.TRIAL, item=item, evidence=why)
         )

@@ -117,21 +117,20 @@ from tasks.reports import assertion_key
 from tasks.results import FailureMode, ReferenceVerdict, TrialResult
 from warehouse.records import AuditRecord
 
-EXEC_VERSION = "21"  # 21: the reference solution that runs through on perturbed inputs and
-# loses assertions whose expectation moved with them (the shipped answer fails them there too)
-# is a shortcut; 20: the same where the other starting state is the image built
-# without one of its RUN steps (system state the build made); 19: an assertion the starting
-# state passes that a nop run fails and the solution passes on other data (inputs
-# perturbed, form kept) is free reward; 18: SQLite databases the instruction names are
-# inputs perturbed table by table, and the tables a solution makes or changes in them
-# outputs; a broken input the traced solution never opens is no defect; a fast-clock change
-# its real-rate control repeats is the library's; 17: the blind set's forms (a `repair`
-# output mutant, every computed line in one non-input file a leak, exit_zero makes
-# suffixless named programs); 16: an oracle whose module a rerun judged in its own process,
-# every outcome vouched, is independent (no judge_runs_agent_code); 15: the reference
-# verdict recorded, nop and hacks paid against it; 14: the runner marks the agent's code by
-# its file (bytecode, native modules), pickles that name a global, code the tests eval;
-# 13: judge_runs_agent_code
+EXEC_VERSION = "21"  # 21: the reference solution that runs through on other records (the inputs'
+# lines reversed) and loses assertions whose expectation moved with them (the shipped answer fails
+# them there too) is a shortcut; 20: the same where the other starting state is the image built
+# without one of its RUN steps (system state the build made); 19: an assertion the starting state
+# passes that a nop run fails and the solution passes on other data (inputs perturbed, form kept) is
+# free reward; 18: SQLite databases the instruction names are inputs perturbed table by table, and
+# the tables a solution makes or changes in them outputs; a broken input the traced solution never
+# opens is no defect; a fast-clock change its real-rate control repeats is the library's; 17: the
+# blind set's forms (a `repair` output mutant, every computed line in one non-input file a leak,
+# exit_zero makes suffixless named programs); 16: an oracle whose module a rerun judged in its own
+# process, every outcome vouched, is independent (no judge_runs_agent_code); 15: the reference
+# verdict recorded, nop and hacks paid against it; 14: the runner marks the agent's code by its file
+# (bytecode, native modules), pickles that name a global, code the tests eval; 13:
+# judge_runs_agent_code
 EXEC_JUDGE = "exec"
 
 Runner = Callable[..., TrialResult]
@@ -585,14 +584,14 @@ def run_exec_judge(
         # other records of the same text inputs (their order reversed; every record and every
         # reference between them kept; a database's tables are sets): what the solution
         # answers there (`other_inputs_findings`)
-        reordered, reorder_f = None, None
-        formed = not db_inputs and all(
-            keeps_form(t, reverse_records(t)) for t in text_inputs.values()
-        )
-        if cfg.perturb and cfg.other_inputs and text_inputs and new_outputs and formed:
+        reorder: tuple[PerturbedOracleAgent, Future] | None = None
+        if (
+            cfg.perturb and cfg.other_inputs and text_inputs and new_outputs and not db_inputs
+            and all(keeps_form(t, reverse_records(t)) for t in text_inputs.values())
+        ):  # fmt: skip
             given_inputs = {p: input_bytes[p] for p in text_inputs}
             reordered = PerturbedOracleAgent(REORDER, given_inputs, new_outputs)
-            reorder_f = pool.submit(run, task, _Bounded(reordered, budget))
+            reorder = (reordered, pool.submit(run, task, _Bounded(reordered, budget)))
         hacks = hack_scripts(task.instruction, wd) if cfg.hacks else []
         hack_fs = [(h, pool.submit(run, task, hack_agent(h, cfg.hack_timeout_s))) for h in hacks]
         outs: list[tuple[OutputMutantAgent, Future]] = []
@@ -627,7 +626,8 @@ def run_exec_judge(
     # the solution's answer for other records: where it runs through yet loses an assertion
     # that checks work, the shipped answer there shows whether the expectation moved with them
     other: list[tuple[Lost, TrialResult]] = []
-    if reordered is not None and reorder_f is not None:
+    if reorder is not None:
+        reordered, reorder_f = reorder
         baseline = {p: agent.hashes.get(p) for p in new_outputs}
         shipped_answer = {p: agent.outputs[p] for p in new_outputs if p in agent.outputs}
         lost = lost_on_other_inputs(
