@@ -76,7 +76,7 @@ typecheck: install
 # use one core, rather than inside the suite, where it held a worker for 8 minutes under the
 # other's load; a test that needs it before it is done waits for it (training/warm_start.py).
 # Fresh clones, idle: pytest 2,699 s before, 2,414 s so (README.md); mypy and a nice-19 build
-# both beside the suite were slower (the build ran 885 s and a worker waited on it).
+# both beside the suite: pytest 2,844 s (the build ran 885 s and a worker waited on it).
 TEST_WORKERS ?= 2
 WARM_START := $(BIN)/python -c 'from training.warm_start import warm_started_policy as w; w(reuse_stale=True)'
 
