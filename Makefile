@@ -67,16 +67,13 @@ typecheck: install
 	$(BIN)/mypy
 
 # The suite runs on two pytest-xdist workers (it mostly waits on sandboxes, engines and
-# servers: pytest in one process 56 min, on two 37-43 on an idle 2-core machine, 50 under a
-# load of 4-6).
+# servers; its measured times are in README.md, one place).
 # A file's tests stay on one worker, in order (--dist loadfile); the Ray modules take turns
 # (tests/executor/conftest.py); a test that times a training run gets the warm start from
 # the `warm_policy` fixture first (tests/conftest.py). TEST_WORKERS=0: one process.
 # The warm start (a few CPU minutes on a clean checkout) starts beside lint and mypy, which
 # use one core, rather than inside the suite, where it held a worker for 8 minutes under the
 # other's load; a test that needs it before it is done waits for it (training/warm_start.py).
-# Fresh clones, idle: pytest 2,699 s before, 2,414 s so (README.md); mypy and a nice-19 build
-# both beside the suite: pytest 2,844 s (the build ran 885 s and a worker waited on it).
 TEST_WORKERS ?= 2
 WARM_START := $(BIN)/python -c 'from training.warm_start import warm_started_policy as w; w(reuse_stale=True)'
 
