@@ -32,6 +32,10 @@ from warehouse.locks import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
+# The held lease's ttl. The store's clock (S3 `LastModified` and `Date`) counts whole seconds,
+# so a lease's measured age is within 1 s of its true age: with 4 s a check 2 s after the
+# holder's last heartbeat (every ttl / 4) still sees it held, and one 5.5 s after sees it expired.
+HOLD_TTL_S = 4.0
 HOLD = textwrap.dedent(
     """
     import os, sys, time
@@ -41,8 +45,8 @@ HOLD = textwrap.dedent(
     if len(sys.argv) > 3:  # pretend to be another machine: no dead-pid shortcut for us
         import warehouse.locks as locks
         locks.machine_id = lambda: "another-machine"
-    store = Store.at(sys.argv[1])
-    with exclusive(store, sys.argv[2], command="t1 synth --campaign c1", ttl_s=2.0):
+    store, ttl_s = Store.at(sys.argv[1]), float(os.environ["HOLD_TTL_S"])
+    with exclusive(store, sys.argv[2], command="t1 synth --campaign c1", ttl_s=ttl_s):
         print("held", flush=True)
         time.sleep(120)
     """
@@ -55,7 +59,12 @@ def hold(url: str, job: str, cache: Path, *extra: str) -> subprocess.Popen:
         [sys.executable, "-c", HOLD, url, job, *extra],
         stdout=subprocess.PIPE,
         text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT), "T1_WAREHOUSE_CACHE": str(cache)},
+        env={
+            **os.environ,
+            "PYTHONPATH": str(ROOT),
+            "T1_WAREHOUSE_CACHE": str(cache),
+            "HOLD_TTL_S": str(HOLD_TTL_S),
+        },
     )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "held"
     return proc
@@ -86,13 +95,16 @@ def test_a_driver_on_another_machine_is_refused_naming_the_holder(s3_store_url, 
 
 
 def test_heartbeats_keep_a_lease_and_an_unrenewed_one_expires(s3_store_url, tmp_path):
-    """A holder on another machine keeps its 2-s lease for 3 s by renewing it; once it is
-    SIGKILLed (no release, no pid this machine can check) the lease expires after 2 s."""
+    """A holder on another machine keeps its 4-s lease for 6 s by renewing it; once it is
+    SIGKILLed (no release, no pid this machine can check) the lease expires after its ttl.
+
+    Regression (CI, under load): with a 2-s ttl and a 2.5-s wait after the kill, the store's
+    whole-second clock measured the age as 2 s and the lease was still held."""
     Store.open(s3_store_url, create=True)
     store = Store.at(s3_store_url)
     proc = hold(s3_store_url, "pool build", tmp_path / "other-cache", "another")
     try:
-        time.sleep(3.0)
+        time.sleep(1.5 * HOLD_TTL_S)
         with pytest.raises(LockHeldError, match=f"pid {proc.pid} on "):
             with exclusive(store, "pool build"):
                 pass
@@ -102,10 +114,10 @@ def test_heartbeats_keep_a_lease_and_an_unrenewed_one_expires(s3_store_url, tmp_
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-    with pytest.raises(LockHeldError):  # not expired yet (renewed within the last 0.5 s)
+    with pytest.raises(LockHeldError):  # not expired yet (renewed within the last ttl / 4)
         with exclusive(store, "pool build"):
             pass
-    time.sleep(2.5)
+    time.sleep(HOLD_TTL_S + 1.5)  # the ttl, the clock's whole second and a margin
     with exclusive(store, "pool build") as stale:
         assert stale is not None and stale.pid == proc.pid and stale.machine == "another-machine"
     with exclusive(store, "pool build") as stale:  # released normally: nothing stale
