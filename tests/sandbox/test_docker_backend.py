@@ -768,3 +768,36 @@ def test_leftovers_are_removed_per_endpoint(docker_engine):
     assert len(sb.client.containers.list(all=True, filters=label)) == 1
     assert remove_containers(sb.client, docker_engine) >= 1
     assert sb.client.containers.list(all=True, filters=label) == []
+
+
+def test_a_killed_agents_outputs_are_read_once_for_every_verifier_run(docker_engine, monkeypatch):
+    """The engine's diff of the agent's container runs once per trial: the judge's start retry
+    and its reruns take the first answer, and a failure the agent's tree caused (a diff of a
+    2,400-deep tree fails after 40 s here) is raised again without the engine walking it."""
+    from sandbox.base import SandboxError
+
+    task = make_task("once")
+    for fails in (False, True):
+        sb = opened("docker", task)
+        diffs: list[int] = []
+        real = sb._changed_paths  # type: ignore[attr-defined]
+
+        def diff(real=real, fails=fails, diffs=diffs) -> set[str]:
+            diffs.append(1)
+            if fails:
+                raise RuntimeError("lstat /var/.../d/d/d: file name too long")
+            return real()
+
+        monkeypatch.setattr(sb, "_changed_paths", diff)
+        try:
+            sb.exec("touch /app/done")
+            for _ in range(2):
+                if fails:
+                    with pytest.raises(SandboxError, match="file name too long"):
+                        run_verifier(sb, task)
+                else:
+                    run, report = run_verifier(sb, task)
+                    assert rewarded(run, report), report  # the second run got the outputs too
+        finally:
+            sb.stop()
+        assert len(diffs) == 1, (fails, diffs)
