@@ -189,6 +189,17 @@ def _stored(store: Store, version: str) -> dict[tuple[str, str], AuditRecord]:
     return out
 
 
+def _repairs(recs: Iterable[AuditRecord]) -> dict[str, str]:
+    """Original task hash -> its repaired version's, from stage-4 rows."""
+    out = {}
+    for r in recs:
+        if r.judge == STAGE_JUDGE[Stage.REPAIR] and r.verdict == Verdict.REPAIRED:
+            links = [f.item for f in r.findings if f.code == Code.REPAIRED_AS.value]
+            if links:
+                out[r.task_hash] = links[0]
+    return out
+
+
 def _recorded_hashes(store: Store, hashes: list[str]) -> set[str]:
     with Snapshot.open(store, with_lineage=False) as snap:
         rows = snap.sql(
@@ -436,9 +447,14 @@ def _run_selection(
     if cfg.exec.static_only:  # nothing ran: the pre-check decides, under its own version
         upto = min(upto, STAGES.index(Stage.PRECHECK))
         version = f"{version}+static"
-    unique = list({t.content_hash: t for t in tasks}.values())
-    result = SelectionResult(version=version)
     stored = _stored(st, version)
+    # A repaired version is decided through its original (stage 5) when both are candidates:
+    # the repair records it with the original's origin, so the store's candidates list it too.
+    unique = list({t.content_hash: t for t in tasks}.values())
+    originals = {new: old for old, new in _repairs(stored.values()).items()}
+    listed = {t.content_hash for t in unique}
+    unique = [t for t in unique if originals.get(t.content_hash) not in listed]
+    result = SelectionResult(version=version)
 
     def fresh(h: str, stage: Stage) -> AuditRecord | None:
         return stored.get((h, STAGE_JUDGE[stage]))
@@ -661,20 +677,20 @@ def final_decisions(store: StoreRef, version: str, only: set[str] | None = None)
     """
     recs = stage_rows(store, version, only)
     by = {(r.task_hash, r.judge): r for r in recs}
-    repaired = {}
-    for r in recs:
-        if r.judge == STAGE_JUDGE[Stage.REPAIR] and r.verdict == Verdict.REPAIRED:
-            links = [f.item for f in r.findings if f.code == Code.REPAIRED_AS.value]
-            if links:
-                repaired[r.task_hash] = links[0]
-    finals: list[tuple[AuditRecord, Stage]] = []
+    repaired = _repairs(recs)
+    # One decision a task: its own stage-3 one (its evidence measured) before a re-audit
+    # reached through another task's repair (evidence carried over from the original).
+    finals: dict[str, tuple[AuditRecord, Stage]] = {}
     for r in recs:
         if r.judge != STAGE_JUDGE[Stage.SEMANTIC]:
             continue
         new = repaired.get(r.task_hash)
         again = by.get((new, STAGE_JUDGE[Stage.REAUDIT])) if new else None
-        finals.append((again, Stage.REAUDIT) if again else (r, Stage.SEMANTIC))
-    hashes = [r.task_hash for r, _ in finals]
+        if again is None:
+            finals[r.task_hash] = (r, Stage.SEMANTIC)
+        elif again.task_hash not in finals:
+            finals[again.task_hash] = (again, Stage.REAUDIT)
+    hashes = list(finals)
     with Snapshot.open(writable_store(store), with_lineage=False) as snap:
         meta = {
             h: (i, c)
@@ -685,7 +701,7 @@ def final_decisions(store: StoreRef, version: str, only: set[str] | None = None)
             ).fetchall()
         }
     out = []
-    for r, stage in finals:
+    for r, stage in finals.values():
         task_id, category = meta.get(r.task_hash, ("?", "other"))
         out.append(
             FinalRow(

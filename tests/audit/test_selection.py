@@ -124,6 +124,31 @@ def test_t1_pool_is_quality_ranked_and_capped(funnel):
     assert [m.composite for m in ranked] == sorted((m.composite for m in ranked), reverse=True)
 
 
+@pytest.mark.sandbox
+def test_a_repaired_version_is_decided_once(funnel):
+    """Regression: the repair records its new version with the original's origin, so the
+    t1_pool asset's selection over the store's candidates audited it again as a task of its
+    own, and T1 listed it twice ("pool 't1' lists tasks more than once"). Listed with its
+    original it is decided through it (stage 5); audited alone, its own stage-3 decision is
+    its one decision."""
+    store, tasks, cfg, first = funnel
+    original = tasks[1]  # audit-hidden, repaired
+    new = repair_instruction(original, static_findings(original).findings)
+    assert new is not None and first.repaired[original.content_hash] == new.content_hash
+    again = run_selection(store, [*tasks, new], cfg)
+    assert again.measured == [] and again.scored == []
+    assert new.content_hash not in {o.task_hash for o in again.by_stage(Stage.SEMANTIC)}
+    assert again.repaired[original.content_hash] == new.content_hash
+    alone = run_selection(store, [new], cfg)  # decided as a task of its own (stage 3)
+    assert alone.scored == [new.content_hash]
+    finals = final_decisions(store, first.version)
+    assert Counter(f.task_hash for f in finals)[new.content_hash] == 1
+    mine = next(f for f in finals if f.task_hash == new.content_hash)
+    assert mine.stage == Stage.SEMANTIC
+    pv, members = record_t1(store, first.version, size=10)
+    assert pv is not None and len({m.task_hash for m in members}) == len(members) == pv.tasks
+
+
 def test_audit_version_names_rubric_and_judges():
     r = load_rubric("t1")
     assert audit_version(r) == "t1-4+exec-21"
