@@ -68,10 +68,7 @@ typecheck: install
 
 # The suite runs on two pytest-xdist workers (it mostly waits on sandboxes, engines and
 # servers; its measured times are in README.md, one place).
-# A file's tests stay on one worker, in order (--dist loadfile), files in tests/schedule.py's
-# order (--no-loadscope-reorder: those needing the warm start last, the longest first; the
-# run rewrites the record of each file's seconds it orders by, .venv/durations.json, which
-# `cp .venv/durations.json tests/durations.json` commits); the Ray modules take turns
+# A file's tests stay on one worker, in order (--dist loadfile); the Ray modules take turns
 # (tests/executor/conftest.py); a test that times a training run gets the warm start from
 # the `warm_policy` fixture first (tests/conftest.py). TEST_WORKERS=0: one process.
 # The warm start (a few CPU minutes on a clean checkout) starts beside lint and mypy, which
@@ -83,8 +80,7 @@ WARM_START := $(BIN)/python -c 'from training.warm_start import warm_started_pol
 test: install
 	@$(WARM_START) >$(VENV)/warm-start.log 2>&1 & ws=$$!; trap 'kill $$ws 2>/dev/null' INT TERM; \
 	$(MAKE) --no-print-directory lint typecheck || { kill $$ws 2>/dev/null; exit 1; }; \
-	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25 \
-	  --record-durations $(VENV)/durations.json; rc=$$?; \
+	$(BIN)/pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25; rc=$$?; \
 	wait $$ws || echo "the warm-start build beside lint failed (log: $(VENV)/warm-start.log)"; \
 	exit $$rc
 

@@ -12,20 +12,9 @@ from pathlib import Path
 import pytest
 
 
-def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption(
-        "--record-durations",
-        metavar="PATH",
-        help="write each test file's seconds (setup, call, teardown) as JSON to PATH, for "
-        "the suite's schedule (tests/schedule.py)",
-    )
-
-
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     from sandbox.local import local_backend_problem
-    from tests.schedule import load_durations, ordered
 
-    items[:] = ordered(items, load_durations())
     problem = local_backend_problem()
     if problem is None:
         return
@@ -33,24 +22,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if "sandbox" in item.keywords:
             item.add_marker(skip)
-
-
-_SECONDS: dict[str, float] = {}
-
-
-def pytest_runtest_logreport(report: pytest.TestReport) -> None:
-    from tests.schedule import file_of
-
-    _SECONDS[file_of(report.nodeid)] = _SECONDS.get(file_of(report.nodeid), 0.0) + report.duration
-
-
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    path = session.config.getoption("--record-durations")
-    if path and not hasattr(session.config, "workerinput"):  # the controller hears them all
-        import json
-
-        record = {f: round(s, 1) for f, s in sorted(_SECONDS.items())}
-        Path(path).write_text(json.dumps(record, indent=1) + "\n")
 
 
 @pytest.fixture(scope="session")

@@ -236,7 +236,6 @@ def test_build_pools_in_one_launch(ui: UI, page):
 
 @pytest.mark.sandbox
 @pytest.mark.torch
-@pytest.mark.warm_policy
 def test_start_a_campaign_on_t1_from_dagster(ui: UI, page, request):
     if not any(r["status"] == "SUCCESS" for r in ui.runs("build_pools")):
         pytest.skip("needs t1, built by test_build_pools_in_one_launch")

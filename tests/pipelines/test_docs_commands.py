@@ -136,14 +136,7 @@ def test_documented_command_parses(doc: Documented):
 
 @pytest.mark.parametrize(
     "text",
-    [
-        pytest.param(
-            t,
-            marks=[getattr(pytest.mark, m) for m in marks]
-            + ([pytest.mark.warm_policy] if "torch" in marks else []),
-        )
-        for t, marks in RUN.items()
-    ],
+    [pytest.param(t, marks=[getattr(pytest.mark, m) for m in marks]) for t, marks in RUN.items()],
 )
 def test_documented_command_runs_as_written(text: str, tmp_path: Path, request):
     from tests.pipelines.campaign_store import t1_store_at
