@@ -771,9 +771,9 @@ def test_leftovers_are_removed_per_endpoint(docker_engine):
 
 
 def test_a_killed_agents_outputs_are_read_once_for_every_verifier_run(docker_engine, monkeypatch):
-    """The engine's diff of the agent's container runs once per trial: the judge's start retry
-    and its reruns take the first answer, and a failure the agent's tree caused (a diff of a
-    2,400-deep tree fails after 40 s here) is raised again without the engine walking it."""
+    """The engine's diff of a killed agent's container runs once per trial: the judge's
+    reruns take what the first run read. A failed read is not kept: the judge's start retry
+    reads again (a read the harness lost under load is not the agent's failure)."""
     from sandbox.base import SandboxError
 
     task = make_task("once")
@@ -785,7 +785,7 @@ def test_a_killed_agents_outputs_are_read_once_for_every_verifier_run(docker_eng
         def diff(real=real, fails=fails, diffs=diffs) -> set[str]:
             diffs.append(1)
             if fails:
-                raise RuntimeError("lstat /var/.../d/d/d: file name too long")
+                raise RuntimeError("the engine did not answer")
             return real()
 
         monkeypatch.setattr(sb, "_changed_paths", diff)
@@ -793,11 +793,11 @@ def test_a_killed_agents_outputs_are_read_once_for_every_verifier_run(docker_eng
             sb.exec("touch /app/done")
             for _ in range(2):
                 if fails:
-                    with pytest.raises(SandboxError, match="file name too long"):
+                    with pytest.raises(SandboxError, match="did not answer"):
                         run_verifier(sb, task)
                 else:
                     run, report = run_verifier(sb, task)
                     assert rewarded(run, report), report  # the second run got the outputs too
         finally:
             sb.stop()
-        assert len(diffs) == 1, (fails, diffs)
+        assert len(diffs) == (2 if fails else 1), (fails, diffs)
