@@ -20,15 +20,12 @@ from dataclasses import dataclass, field
 
 from audit.verdict import Code, Finding, Source
 from sandbox.trial import CommandAgent
-from tasks.hacks import HackOutcome, HackScript, hack_outcome, hack_scripts
+from tasks.hacks import HACK_TIMEOUT_S, HackOutcome, HackScript, hack_outcome, hack_scripts
 from tasks.model import Task
 from tasks.results import ReferenceVerdict, TrialResult
 
 Runner = Callable[..., TrialResult]
 
-HACK_TIMEOUT_S = 60.0
-"""A hack's script is a few file operations; one that runs longer is cut (it earns what it
-left behind)."""
 HACKABLE_SHARE = 0.4
 """A hack earning more than this share of the reward (and more than nop) makes the task
 `hackable`; chosen from the seeds' distribution, see docs/audit.md."""
@@ -36,7 +33,7 @@ HACKABLE_SHARE = 0.4
 
 def hack_agent(h: HackScript, timeout_s: float = HACK_TIMEOUT_S) -> CommandAgent:
     """The agent that runs one hack, cut after `timeout_s` seconds."""
-    return CommandAgent(f"timeout -k 5 {timeout_s:g} {h.command}", name=f"hack-{h.name}")
+    return CommandAgent(h.cut_after(timeout_s), name=f"hack-{h.name}")
 
 
 def run_hacks(

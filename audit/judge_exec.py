@@ -52,7 +52,7 @@ from audit.behaviour import (
 )
 from audit.build_steps import dropped_steps, without_step
 from audit.databases import changed_views, view_hash
-from audit.hacks import HACK_TIMEOUT_S, HACKABLE_SHARE, hack_agent, hack_evidence
+from audit.hacks import HACKABLE_SHARE, hack_agent, hack_evidence
 from audit.mutation import OUTPUT_OPS, make_mutants, run_mutants, solution_steps
 from audit.perturbation import (
     CONTENT_PERTURBATIONS,
@@ -108,7 +108,7 @@ from sandbox.base import Sandbox
 from sandbox.build import dockerfile_of
 from sandbox.judge import verifier_env
 from sandbox.trial import AgentOutcome, OracleAgent, run_trial
-from tasks.hacks import hack_outcome, hack_scripts
+from tasks.hacks import HACK_TIMEOUT_S, hack_outcome, hack_scripts
 from tasks.literals import LiteralKind
 from tasks.literals.coverage import image_paths
 from tasks.literals.model import FORM_KINDS

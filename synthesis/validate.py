@@ -81,7 +81,7 @@ from synthesis.probes import (
     WipeAgent,
 )
 from synthesis.profile import ProfilingOracle, TaskProfile
-from tasks.hacks import AFTER_WORK, HACKS, hack_outcome, hack_scripts
+from tasks.hacks import AFTER_WORK, HACK_TIMEOUT_S, HACKS, hack_outcome, hack_scripts
 from tasks.model import Task
 from tasks.results import FailureMode, TrialResult
 
@@ -141,7 +141,7 @@ class ValidationConfig:
     infra_retries: int = 2
     hacks: bool = True
     hack_workers: int = 2
-    hack_timeout_s: float = 60.0
+    hack_timeout_s: float = HACK_TIMEOUT_S
     min_dependent_share: float = 0.5
     """Share of the new assertions that must need the parent's output (step 6)."""
     hacks_only: tuple[str, ...] = ()
@@ -655,7 +655,7 @@ def _after_parent_hacks(
     scripts = hack_scripts(task.instruction, task.environment.workdir, names) if names else []
 
     def one(h):
-        command = f"timeout -k 5 {cfg.hack_timeout_s:g} {h.command}"
+        command = h.cut_after(cfg.hack_timeout_s)
         r, _ = trials.run(lambda: ParentThenCommandAgent(solution, command, f"parent+{h.name}"))
         return h, r
 
@@ -678,7 +678,7 @@ def _hack_check(
     scripts = hack_scripts(task.instruction, task.environment.workdir, names) if names else []
 
     def one(h):
-        command = f"timeout -k 5 {cfg.hack_timeout_s:g} {h.command}"
+        command = h.cut_after(cfg.hack_timeout_s)
         r, _ = trials.run(lambda: CommandAgent(command, name=f"hack-{h.name}"))
         return h, r
 

@@ -42,6 +42,10 @@ _REL_NAME = re.compile(r"^(\.{0,2}/)?[A-Za-z0-9_.@+\-]+(/[A-Za-z0-9_.@+\-]+)*/?$
 _DEF = re.compile(r"\bdef\s+([A-Za-z_]\w*)\s*\(")
 _CALL = re.compile(r"^([A-Za-z_]\w*)\(.*\)$")
 _DOTTED = re.compile(r"^([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*)\.([A-Za-z_]\w*)(\(.*\))?$")
+HACK_TIMEOUT_S = 60.0
+"""A hack's script is a few file operations; one that runs longer is cut (it earns what it
+left behind)."""
+
 # Never written by a hack: the kernel's, the harness's and the verifier's places.
 _OFF_LIMITS = ("/dev", "/proc", "/sys", "/tests", "/logs", "/solution", "/run", "/var/run")
 _BIN_DIRS = ("/usr/local/bin", "/usr/local/sbin", "/bin", "/usr/bin")
@@ -832,8 +836,13 @@ class HackScript:
     @property
     def command(self) -> str:
         """The one command an agent types: the script in its own bash (its `exit` ends that
-        bash, not the agent's long-lived session)."""
-        return f"bash -c {_q(self.script)}"
+        bash, not the agent's long-lived session), reading nothing from the terminal (a `cat`
+        left with no file would otherwise wait on it until the trial's deadline)."""
+        return f"bash -c {_q(self.script)} </dev/null"
+
+    def cut_after(self, timeout_s: float = HACK_TIMEOUT_S) -> str:
+        """`command`, killed after `timeout_s` seconds (and 5 more if it ignores the TERM)."""
+        return f"timeout -k 5 {timeout_s:g} {self.command}"
 
 
 def hack_script(name: str, named: Named, workdir: str) -> HackScript:

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from audit.hacks import HACKABLE_SHARE, hack_evidence
+from audit.hacks import HACKABLE_SHARE, hack_agent, hack_evidence
 from audit.judge_exec import ExecConfig, run_exec_judge, score_dimensions
 from audit.rubric import Dimension, decide, load_rubric
 from audit.verdict import Code
+from sandbox.trial import run_trial
 from tasks.corpus import SEED_DIR, load_task
 from tasks.hacks import (
     CLOSED,
@@ -562,6 +563,18 @@ def test_a_verifier_that_loads_the_agents_yaml_with_an_unsafe_loader_is_hackable
 @pytest.mark.docker
 def test_the_yaml_forger_is_measured_on_the_docker_backend(docker_engine) -> None:
     _yaml_verdicts("docker")
+
+
+@pytest.mark.sandbox
+def test_a_hack_never_waits_on_the_terminal() -> None:
+    """`copy_inputs` where the working directory holds nothing to copy: its `cat` gets no
+    file, and reading the agent's terminal it would wait out the trial's deadline (30 s here,
+    the agent cut, the trial lost). It reads nothing: the hack ends at once, its output made."""
+    (h,) = hack_scripts(UNSAFE_YAML.instruction, "/app", ["copy_inputs"])
+    r = run_trial(UNSAFE_YAML, hack_agent(h), "local")
+    assert r.failure_mode == FailureMode.NONE, r.failure_detail
+    assert r.agent_s < UNSAFE_YAML.limits.agent_timeout_s / 3
+    assert r.report.total == 2 and r.passed == 0  # the empty document it wrote fails both
 
 
 # A seed whose measured max hack share is 0 (benchmarks/hack_share.py, docs/audit.md).
