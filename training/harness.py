@@ -12,7 +12,8 @@ turn. `retokenize` mode re-renders and re-encodes the whole history every turn, 
 harness behaviour the paper measures against; it exists to measure drift, not to train on.
 
 Commands are typed into the trial's long-lived shell (`sandbox.session().run`), so cwd, exports
-and background processes persist between turns as in a terminal.
+and background processes persist between turns as in a terminal. The tool has no way to type
+into a program that waits for the terminal, so none waits for it (`tool_command`).
 
 Two ways a turn's request ends early, told apart by the agent's `cancel` event:
 - a weight publish aborts every in-flight request (`pause_generation("abort")`); the turn is
@@ -25,6 +26,7 @@ Two ways a turn's request ends early, told apart by the agent's `cancel` event:
 
 from __future__ import annotations
 
+import shlex
 import threading
 import time
 import uuid
@@ -69,6 +71,24 @@ TRUNCATED_STOPS: frozenset[str] = frozenset({"turn_limit", "context_limit", "age
 INFRASTRUCTURE_STOPS: frozenset[str] = frozenset({"engine_error", "aborted"})
 """The engine failed mid-trial, or a turn was aborted on every re-send: no evidence about the
 policy, so `rollout_trial` makes such a trial an ENGINE_ERROR (infrastructure) result."""
+
+
+TOOL_SHELL_SETUP = (
+    '[ -n "$__t1_tool" ] || { export PAGER=cat GIT_PAGER=cat MANPAGER=cat SYSTEMD_PAGER=cat; '
+    "__t1_tool=1; }"
+)
+"""Typed before each command, acting once per shell (the first command's, and again after the
+agent's `exit` restarted it): pagers print (`git log`, `git -p`, `man` page through `less`,
+which reads its keys from /dev/tty whatever the input). The agent may export others."""
+
+
+def tool_command(command: str) -> str:
+    """What the shell runs for one tool call (pure): the command evaluated with /dev/null for
+    its input, in the shell itself (`cd`, exports and jobs persist; parsed on its own, so a
+    here-document left open is the command's alone). A bare `cat`, a REPL or a prompt reads
+    end-of-file and returns at once instead of waiting out `command_timeout_s` for a key the
+    tool cannot send."""
+    return f"{TOOL_SHELL_SETUP}; eval {shlex.quote(command)} </dev/null"
 
 
 class TrialCancelled(BaseException):  # noqa: N818 - a signal like KeyboardInterrupt, not an error
@@ -247,7 +267,9 @@ class PolicyAgent:
                     traj.stop = "agent_timeout"
                     return traj
                 self._check_cancel()
-                r = sandbox.session().run(command, timeout_s=min(cfg.command_timeout_s, remaining))
+                r = sandbox.session().run(
+                    tool_command(command), timeout_s=min(cfg.command_timeout_s, remaining)
+                )
                 traj.commands += 1
                 self._observe(
                     traj,

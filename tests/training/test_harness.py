@@ -151,6 +151,65 @@ def test_deadline_and_context_limits(tokenizer):
     assert small.rollout(FakeSandbox(), "t", "x", time.monotonic() + 60).stop == "context_limit"
 
 
+class CommandsEngine(ScriptedEngine):
+    """The scripted engine sampling one tool call per command of `commands`, in order, then
+    an answer without a tool call."""
+
+    def __init__(self, tokenizer, commands: list[str]) -> None:
+        super().__init__(tokenizer)
+        calls = [[ToolCall("shell", {"command": c})] for c in commands] + [[]]
+        self.outs = [
+            encode_text(
+                tokenizer, render_assistant_text(reasoning="", content=".", calls=c) + IM_END
+            )
+            for c in calls
+        ]
+
+    def generate(self, req: GenerateRequest) -> Generation:
+        self.out = self.outs[len(self.requests)]
+        return super().generate(req)
+
+
+# The tool cannot send a key, so a command that waits for one only burns its timeout.
+WAITS_FOR_A_KEY = [
+    "cat",  # reads its input
+    "read -p 'name? ' n; echo got=${n:-nothing}",  # a prompt
+    "cd /tmp",
+    # a program that pages like git or man: $PAGER, else `more`, which reads keys from the tty
+    "python3 -c \"import os, subprocess; subprocess.run([os.environ.get('PAGER') or 'more',"
+    " '/etc/os-release'])\" | head -c 0; seq 200 > n; ${PAGER:-more} n",
+    "pwd",
+    "exit 3",  # ends the shell: the next command gets a new one
+    "${PAGER:-more} /tmp/n",
+]
+
+
+@pytest.mark.sandbox
+def test_no_command_waits_for_a_key_the_tool_cannot_send(tokenizer):
+    """Each command that would wait on the terminal returns at once (end of input; pagers
+    print), in the trial's shell (the `cd` holds), and in the one after the agent's `exit`."""
+    from sandbox import get_backend
+    from tests.sandbox.images import tools_task
+
+    engine = CommandsEngine(tokenizer, WAITS_FOR_A_KEY)
+    timeout = 15.0
+    agent = PolicyAgent(engine, tokenizer, HarnessConfig(command_timeout_s=timeout))
+    sb = get_backend("local").open(tools_task("no-keys"))
+    try:
+        t0 = time.monotonic()
+        traj = agent.rollout(sb, "no-keys", "x", time.monotonic() + 120)
+        took = time.monotonic() - t0
+    finally:
+        sb.stop()
+    tools = [m.content for m in traj.messages if m.role == "tool"]
+    assert traj.stop == "finished" and len(tools) == len(WAITS_FOR_A_KEY), tools
+    assert not any("timed_out" in t for t in tools), tools
+    assert "got=nothing" in tools[1]
+    assert "200" in tools[3] and tools[4].endswith("/tmp"), tools
+    assert "exit_code: 3" in tools[5] and "200" in tools[6], tools
+    assert took < timeout, took  # one wait would take the whole command timeout
+
+
 @pytest.fixture(scope="module")
 def warm_engine(warm_policy):
     from training.engine_local import LocalEngine
