@@ -26,7 +26,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sandbox import idmap, safefs, seccomp
 from sandbox.base import (
@@ -65,6 +65,7 @@ from sandbox.judge import (
 from sandbox.podman import CONTAINER_LABEL, ENDPOINT_LABEL
 from tasks.model import Limits, Task
 
+_T = TypeVar("_T")
 IDLE_INIT = "/run/t1-init"  # where the host's catatonit is mounted (local Podman)
 PODMAN_API = "4.0.0"  # the libpod API (container mounts)
 PROFILE_VOLUME = "t1-forge-seccomp"  # a remote Podman's copies of the seccomp profiles
@@ -196,7 +197,8 @@ class DockerSandbox:
             if res.status_code == 404:
                 missing[path.lstrip("/")] = 0o755
         if missing:
-            self.client.api.put_archive(container_id, "/", _dirs_tar(missing))
+            tar = _dirs_tar(missing)
+            archive_retried(lambda: self.client.api.put_archive(container_id, "/", tar))
 
     def _network_mode(self, policy: NetworkPolicy) -> str:
         if policy.mode == NetworkMode.NONE:
@@ -305,7 +307,8 @@ class DockerSandbox:
     def start(self) -> None:
         self._container = self._run_container(self.image, self.id, self.policy)
         try:
-            self._container.put_archive("/", _LOG_DIRS)
+            container = self._container
+            archive_retried(lambda: container.put_archive("/", _LOG_DIRS))
             root = self._mount_path(self._container.id)
             if root is not None:
                 adopt_engine_dirs(root, self.config.workdir or "/")
@@ -468,8 +471,9 @@ class DockerSandbox:
         if container is None:
             raise SandboxError(f"sandbox {self.id} is not running")
         rels = {normalize_dest(dest_dir, r).lstrip("/"): b for r, b in files.items()}
+        tar = tar_bytes(rels, mode)
         try:
-            container.put_archive("/", tar_bytes(rels, mode))
+            archive_retried(lambda: container.put_archive("/", tar))
         except Exception as e:  # noqa: BLE001 - APIError (e.g. no space left)
             raise SandboxError(f"sandbox {self.id}: upload to {dest_dir} failed: {e}") from e
 
@@ -997,27 +1001,39 @@ def _engine_profile(client: Any, image: str, profile: str) -> str:
         if key in _ENGINE_PROFILES:
             return _ENGINE_PROFILES[key]
         name = f"seccomp-{digest}-{uuid.uuid4().hex[:12]}.json"
-        for attempt in range(3):  # measured: an upload once ended in "broken pipe"
+
+        def upload() -> str:
+            volume = client.volumes.create(PROFILE_VOLUME)
+            helper = client.containers.create(
+                image,
+                ["true"],
+                volumes={PROFILE_VOLUME: {"bind": "/profiles", "mode": "rw"}},
+                labels={CONTAINER_LABEL: "seccomp", ENDPOINT_LABEL: endpoint(client)},
+            )
             try:
-                volume = client.volumes.create(PROFILE_VOLUME)
-                helper = client.containers.create(
-                    image,
-                    ["true"],
-                    volumes={PROFILE_VOLUME: {"bind": "/profiles", "mode": "rw"}},
-                    labels={CONTAINER_LABEL: "seccomp", ENDPOINT_LABEL: endpoint(client)},
-                )
-                try:
-                    helper.put_archive("/profiles", tar_bytes({name: profile.encode()}))
-                finally:
-                    force_remove(helper)
-                mountpoint = str(volume.attrs["Mountpoint"])
-                break
-            except Exception as e:  # noqa: BLE001 - APIError, KeyError
-                if attempt == 2:
-                    raise SandboxError(f"the seccomp profile could not be put there: {e}") from e
-                time.sleep(0.5)
+                helper.put_archive("/profiles", tar_bytes({name: profile.encode()}))
+            finally:
+                force_remove(helper)
+            return str(volume.attrs["Mountpoint"])
+
+        try:
+            mountpoint = archive_retried(upload)
+        except Exception as e:  # noqa: BLE001 - APIError, KeyError
+            raise SandboxError(f"the seccomp profile could not be put there: {e}") from e
         _ENGINE_PROFILES[key] = path = posixpath.join(mountpoint, name)
     return path
+
+
+def archive_retried(upload: Callable[[], _T], attempts: int = 3, pause_s: float = 0.5) -> _T:
+    """`upload()`, again after a pause while it raises, `attempts` times in all (the last
+    failure is raised): Podman 4.3's archive API ends an upload in "broken pipe" now and then
+    (measured: a seccomp profile's upload, and a WORKDIR's in a two-worker `make test`)."""
+    for attempt in range(attempts - 1):
+        try:
+            return upload()
+        except Exception:  # noqa: BLE001 - APIError; tried again
+            time.sleep(pause_s * (attempt + 1))
+    return upload()
 
 
 def adopt_engine_dirs(root: Path, workdir: str) -> None:

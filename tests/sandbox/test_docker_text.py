@@ -1,10 +1,13 @@
 """Pure parts of the docker backend: reading FROM lines, adding the build-time CA to a
-Dockerfile, the egress routes for each network policy, and the no-engine path."""
+Dockerfile, the egress routes for each network policy, the no-engine path, and an archive
+upload sent again."""
 
 from __future__ import annotations
 
 import json
 import re
+
+import pytest
 
 from sandbox.base import NetworkMode, NetworkPolicy
 from sandbox.build import verifier_toolchain_script
@@ -118,3 +121,28 @@ def test_verifier_venv_layer_runs_the_builders_script_as_root_and_restores_the_u
         assert "USER" not in verifier_dockerfile("img", root, packages).split("\n", 2)[2]
     with_ca = with_build_ca(text)  # Podman: the RUN gets the CA secret, exec form kept
     assert f"RUN {MOUNT} [" in with_ca
+
+
+def test_an_archive_upload_that_breaks_is_sent_again_and_the_last_failure_raised():
+    """Podman 4.3's archive API ends an upload in "broken pipe" now and then: the upload is
+    sent again; one that never goes through raises its own error after the attempts."""
+    from sandbox.docker import archive_retried
+
+    calls: list[int] = []
+
+    def flaky() -> str:
+        calls.append(1)
+        if len(calls) < 3:
+            raise OSError("passing bulk input to subprocess: write |1: broken pipe")
+        return "uploaded"
+
+    assert archive_retried(flaky, pause_s=0) == "uploaded" and len(calls) == 3
+
+    def broken() -> None:
+        calls.append(1)
+        raise OSError(f"attempt {len(calls)}")
+
+    calls.clear()
+    with pytest.raises(OSError, match="attempt 3"):
+        archive_retried(broken, pause_s=0)
+    assert len(calls) == 3
