@@ -99,6 +99,7 @@ from audit.variants import (
     STARVE_SHARE,
     condition_task,
     conditions,
+    entropy_finding,
     flaky_findings,
     starved_task,
     verdict_changed,
@@ -117,20 +118,22 @@ from tasks.reports import assertion_key
 from tasks.results import FailureMode, ReferenceVerdict, TrialResult
 from warehouse.records import AuditRecord
 
-EXEC_VERSION = "21"  # 21: the reference solution that runs through on other records (the inputs'
-# lines reversed) and loses assertions whose expectation moved with them (the shipped answer fails
-# them there too) is a shortcut; 20: the same where the other starting state is the image built
-# without one of its RUN steps (system state the build made); 19: an assertion the starting state
-# passes that a nop run fails and the solution passes on other data (inputs perturbed, form kept) is
-# free reward; 18: SQLite databases the instruction names are inputs perturbed table by table, and
-# the tables a solution makes or changes in them outputs; a broken input the traced solution never
-# opens is no defect; a fast-clock change its real-rate control repeats is the library's; 17: the
-# blind set's forms (a `repair` output mutant, every computed line in one non-input file a leak,
-# exit_zero makes suffixless named programs); 16: an oracle whose module a rerun judged in its own
-# process, every outcome vouched, is independent (no judge_runs_agent_code); 15: the reference
-# verdict recorded, nop and hacks paid against it; 14: the runner marks the agent's code by its file
-# (bytecode, native modules), pickles that name a global, code the tests eval; 13:
-# judge_runs_agent_code
+EXEC_VERSION = "22"  # 22: a verdict that changes when every process draws the same entropy depends
+# on chance (`stochastic_verdict`, softer), and up to 20 plain reruns look for the reference failing
+# by chance (a change is `flaky_verifier`); 21: the reference solution that runs through on other
+# records (the inputs' lines reversed) and loses assertions whose expectation moved with them (the
+# shipped answer fails them there too) is a shortcut; 20: the same where the other starting state is
+# the image built without one of its RUN steps (system state the build made); 19: an assertion the
+# starting state passes that a nop run fails and the solution passes on other data (inputs
+# perturbed, form kept) is free reward; 18: SQLite databases the instruction names are inputs
+# perturbed table by table, and the tables a solution makes or changes in them outputs; a broken
+# input the traced solution never opens is no defect; a fast-clock change its real-rate control
+# repeats is the library's; 17: the blind set's forms (a `repair` output mutant, every computed line
+# in one non-input file a leak, exit_zero makes suffixless named programs); 16: an oracle whose
+# module a rerun judged in its own process, every outcome vouched, is independent (no
+# judge_runs_agent_code); 15: the reference verdict recorded, nop and hacks paid against it; 14: the
+# runner marks the agent's code by its file (bytecode, native modules), pickles that name a global,
+# code the tests eval; 13: judge_runs_agent_code
 EXEC_JUDGE = "exec"
 
 Runner = Callable[..., TrialResult]
@@ -211,6 +214,15 @@ class ExecConfig(BaseModel):
     solution's clocks sped up: races lost under load are a flaky task."""
     starve_max_s: float = Field(30.0, gt=0)
     """The starved rerun is skipped when the oracle's solution and verifier took longer."""
+    chance: bool = True
+    """Rerun with every process of the verifier drawing the same entropy: a verdict that
+    changes depends on chance (`stochastic_verdict`) ..."""
+    chance_reruns: int = Field(20, ge=0)
+    """... and then this many plain reruns look for the reference failing by chance: a
+    verifier failing it with probability p is missed with probability (1 - p)^n (p = 5%: 36%
+    at 20 reruns, 13% at 40)."""
+    chance_budget_s: float = Field(300.0, gt=0)
+    """... fewer where the oracle's trial is slow: about this many seconds of trials."""
 
 
 class ExecEvidence(BaseModel):
@@ -555,6 +567,7 @@ def run_exec_judge(
             harsh_f = pool.submit(run, variant, _Bounded(harsh, budget / STARVE_SHARE))
         rerun_fs = [pool.submit(run, task, "oracle") for _ in range(cfg.reruns)]
         cond_fs: list[tuple[ConditionAgent, Future]] = []
+        same, same_f = None, None  # the entropy rerun (`entropy_finding`)
         redo: dict[str, Callable[[], tuple[TrialResult, bool, str]]] = {
             f"rerun-{i + 1}": lambda: (run(task, "oracle"), True, "") for i in range(cfg.reruns)
         }  # each rerun once more, for one that timed out
@@ -565,6 +578,12 @@ def run_exec_judge(
                 ca = ConditionAgent(c)
                 cond_fs.append((ca, pool.submit(run, variant, _Bounded(ca, budget))))
                 redo[c.name] = partial(_condition_rerun, run, variant, c, budget)
+        if cfg.chance:
+            same_c = Condition("entropy", entropy=True)
+            same = ConditionAgent(same_c)
+            same_task = condition_task(task, "entropy")
+            same_f = pool.submit(run, same_task, _Bounded(same, budget))
+            redo["entropy"] = partial(_condition_rerun, run, same_task, same_c, budget)
         if fast is not None:
             redo["fast-clock"] = partial(_fast_clock_rerun, run, task, budget)
         pert: list[tuple[PerturbedOracleAgent, Future]] = []
@@ -608,6 +627,7 @@ def run_exec_judge(
         removed_r = (removed_f[0], removed_f[1].result()) if removed_f is not None else None
         reruns = [f.result() for f in rerun_fs]
         conds = [(ca, f.result()) for ca, f in cond_fs]
+        same_r = same_f.result() if same_f is not None else None
         perts = [(pa, f.result()) for pa, f in pert]
         out_results = [(oa, f.result()) for oa, f in outs]
         hack_outs = [hack_outcome(h.name, f.result(), ev.reference) for h, f in hack_fs]
@@ -768,6 +788,25 @@ def run_exec_judge(
         findings.append(
             Finding(code=Code.RERUN_SKIPPED, source=Source.TRIAL, item="starved", evidence=why)
         )
+    if same is not None and same_r is not None:
+        # a verdict decided by chance: plain reruns look for the reference failing by chance
+        [(_, same_r, applied, detail)] = retry_timeouts(
+            oracle, [("entropy", same_r, same.applied, same.detail)], redo, 1
+        )
+        chance = entropy_finding(oracle, same_r, applied, detail)
+        findings.append(chance)
+        if chance.code in (Code.STOCHASTIC_VERDICT, Code.RERUN_STABLE):
+            m["stochastic_verdict"] = float(chance.code == Code.STOCHASTIC_VERDICT)
+        if chance.code == Code.STOCHASTIC_VERDICT and cfg.chance_reruns:
+            n = chance_rerun_count(cfg.chance_reruns, cfg.chance_budget_s, oracle_cost)
+            with ThreadPoolExecutor(max_workers=cfg.workers) as pool:
+                again = list(pool.map(lambda _: run(task, "oracle"), range(n)))
+            why = "the verdict depends on chance; plain rerun"
+            runs += [
+                (f"chance-{i + 1}", r, True, f"{why} {i + 1} of {n}") for i, r in enumerate(again)
+            ]
+            redo |= {f"chance-{i + 1}": lambda: (run(task, "oracle"), True, "") for i in range(n)}
+            m["chance_reruns"] = float(n)
     runs = retry_timeouts(oracle, runs, redo, cfg.workers)
     runs = [_clock_control(run, task, budget, oracle, entry) for entry in runs]
     flaky = flaky_findings(oracle, runs)
@@ -888,6 +927,14 @@ def named_in(path: str, task: Task) -> bool:
 
 
 _TIMEOUTS = (FailureMode.AGENT_TIMEOUT, FailureMode.VERIFIER_TIMEOUT)
+
+
+def chance_rerun_count(most: int, budget_s: float, trial_s: float) -> int:
+    """How many plain reruns look for a reference failing by chance (pure): `most`, fewer
+    where the trials would take more than `budget_s` (a trial's solution and verifier, and
+    about 2 s to start and stop its sandbox), never none where any were asked for."""
+    per_trial = max(trial_s, 1.0) + 2.0
+    return min(most, max(1, int(budget_s / per_trial)))
 
 
 def retry_timeouts(
@@ -1061,7 +1108,7 @@ def score_dimensions(ev: ExecEvidence, agent_timeout_s: float = 600.0) -> dict[D
     fairness = 1.0
     if Code.FLAKY_VERIFIER in codes:
         fairness = 0.0
-    elif codes & {Code.WALL_CLOCK, Code.RACE, Code.NETWORK_USE}:
+    elif codes & {Code.WALL_CLOCK, Code.RACE, Code.NETWORK_USE, Code.STOCHASTIC_VERDICT}:
         fairness = 0.8
     keys = ("effect_coverage", "mutation_kill_rate", "output_kill_rate")
     parts = [v for k in keys if (v := m.get(k)) is not None]

@@ -33,6 +33,7 @@ from audit.databases import SEP, is_sqlite, perturb, table_views, view_hash, vie
 from audit.hashes import hash_files
 from audit.traces import SYSTEM_PATHS, TRACE_CALLS, Trace, parse_trace
 from sandbox.base import Sandbox
+from sandbox.judge import PRELOAD_DIR
 from sandbox.launcher import compile_c
 from sandbox.trial import SOLUTION_DIR, AgentOutcome, run_solution
 from tasks.model import Task
@@ -133,6 +134,17 @@ def host_sleep_shim() -> bytes | None:
     return host_preload(SLEEP_SOURCE, "sleep")
 
 
+# The entropy condition's LD_PRELOAD library (audit/same_entropy.c): every process draws the
+# same entropy (getrandom, getentropy, /dev/urandom), so a verdict decided by chance shows.
+ENTROPY_SOURCE = Path(__file__).with_name("same_entropy.c")
+SHIPPED_ENTROPY = f"{PRELOAD_DIR}/libt1entropy.so"  # read by the agent's programs too
+
+
+def host_entropy_shim() -> bytes | None:
+    """The compiled entropy library, or None."""
+    return host_preload(ENTROPY_SOURCE, "entropy")
+
+
 def _with_preload(sandbox: Sandbox, data: bytes, command: str) -> str:
     """The output of `command` ({lib}: the library `data`, uploaded to a scratch directory
     that is removed again at once, so the verifier's run depends on nothing it left)."""
@@ -156,6 +168,22 @@ def _prepare_sleeps(sandbox: Sandbox) -> tuple[bool, str]:
     if not took[0].isdigit() or int(took[0]) >= 600:
         return False, f"the sleeps library did not shorten `sleep 1` ({out.strip()[-120:]!r})"
     return True, f"the verifier's sleeps {SLEEP_DIVISOR}x shorter, its clocks untouched"
+
+
+def _prepare_entropy(sandbox: Sandbox) -> tuple[bool, str]:
+    """Does the entropy library load here and give two processes the same bytes of
+    /dev/urandom (`od`, through fopen)? Tried from a scratch directory removed again at once.
+    (False, why) when it does not."""
+    data = host_entropy_shim()
+    if data is None:
+        return False, "no C compiler on the host to build the entropy library"
+    out = _with_preload(
+        sandbox, data, "for i in 1 2; do LD_PRELOAD={lib} od -An -tx1 -N16 /dev/urandom 2>&1; done"
+    )
+    lines = [" ".join(line.split()) for line in out.strip().splitlines()]
+    if len(lines) != 2 or lines[0] != lines[1] or len(lines[0].split()) != 16:
+        return False, f"the entropy library did not repeat /dev/urandom ({out.strip()[-120:]!r})"
+    return True, "every process of the verifier draws the same entropy"
 
 
 def _prepare_readdir(sandbox: Sandbox) -> tuple[bool, str]:
@@ -659,6 +687,7 @@ class Condition:
     age_paths: list[str] = field(default_factory=list)
     age_s: int = 0
     sleeps: bool = False
+    entropy: bool = False
 
 
 class ConditionAgent:
@@ -681,6 +710,8 @@ class ConditionAgent:
             self.applied, self.detail = _prepare_locale(sandbox, self.locale)
         if c.sleeps:
             self.applied, self.detail = _prepare_sleeps(sandbox)
+        if c.entropy:
+            self.applied, self.detail = _prepare_entropy(sandbox)
         if c.shuffle_dirs:
             # Both: the library for what uses libc's readdir, the re-created entries for
             # filesystems that list in creation order (static binaries, musl images).

@@ -1,7 +1,9 @@
 """Rerun conditions for flakiness: the verifier's verdict on the reference solution must not
 change when the verifier runs under a shifted clock and date, days after the agent's last
 write, under another timezone, another locale, another hash seed and directory order, with
-its sleeps shortened, or simply again.
+its sleeps shortened, or simply again. Under one more condition, every process drawing the
+same entropy, a change is not flakiness but evidence of it: the verdict was decided by chance
+(`entropy_finding`), and plain reruns then measure how often chance fails the reference.
 
 A condition is applied without touching the verifier's entry script: the variant task's
 verifier environment sets `BASH_ENV` to a script staged beside the tests
@@ -23,11 +25,13 @@ import shlex
 
 from audit.trials import (
     FAKETIME_LIBS,
+    SHIPPED_ENTROPY,
     SHIPPED_FAKETIME,
     SHIPPED_LOCALES,
     SHIPPED_READDIR,
     SHIPPED_SLEEPS,
     Condition,
+    host_entropy_shim,
     host_faketime,
     host_locale,
     host_readdir_shim,
@@ -58,6 +62,7 @@ CONDITIONS: dict[str, dict[str, str]] = {
     "locale": {"LC_ALL": OTHER_LOCALE, "LANG": OTHER_LOCALE},
     "order": {"PYTHONHASHSEED": HASH_SEED},
     "sleeps": {},
+    "entropy": {},
 }
 
 
@@ -91,6 +96,10 @@ def condition_script(name: str) -> str:
         lines.append(f'lib={d}/{SHIPPED_SLEEPS}; [ -f "$lib" ] && '
                      '[ -z "$(LD_PRELOAD="$lib" /bin/true 2>&1)" ] && '
                      'export LD_PRELOAD="$lib${LD_PRELOAD:+ $LD_PRELOAD}"')  # fmt: skip
+    if name == "entropy":  # every process draws the same entropy (audit/same_entropy.c)
+        lines.append(f'lib={d}/{SHIPPED_ENTROPY}; [ -f "$lib" ] && '
+                     '[ -z "$(LD_PRELOAD="$lib" /bin/true 2>&1)" ] && '
+                     'export LD_PRELOAD="$lib${LD_PRELOAD:+ $LD_PRELOAD}"')  # fmt: skip
     lines.append("true")
     return "\n".join(lines) + "\n"
 
@@ -110,6 +119,8 @@ def condition_verifier(verifier: dict[str, bytes], name: str) -> dict[str, bytes
         files[SHIPPED_READDIR] = shim
     if name == "sleeps" and (shim := host_sleep_shim()) is not None:
         files[SHIPPED_SLEEPS] = shim
+    if name == "entropy" and (shim := host_entropy_shim()) is not None:
+        files[SHIPPED_ENTROPY] = shim
     return files
 
 
@@ -150,7 +161,8 @@ def conditions(shuffle_dirs: list[str], touched: list[str] | None = None) -> lis
     """The rerun conditions, in order: clock (the verifier's date and time moved back), late
     (everything the task touched aged instead: as if the verifier ran days later), timezone,
     locale, order. (`sleeps` is not among them: it confirms a race the static look
-    suspects, together with the CPU quota: `audit.judge_exec`.)"""
+    suspects, together with the CPU quota; nor `entropy`: a verdict it changes was decided by
+    chance, which plain reruns then measure: `audit.judge_exec`.)"""
     late = Condition("late", age_paths=sorted(touched or []), age_s=-CLOCK_SHIFT_S)
     return [
         Condition("clock", clock=True),
@@ -237,3 +249,19 @@ def flaky_findings(
                 Finding(code=Code.FLAKY_VERIFIER, source=Source.TRIAL, item=name, evidence=why)
             )
     return out
+
+
+def entropy_finding(base: TrialResult, r: TrialResult, applied: bool, detail: str) -> Finding:
+    """The `entropy` rerun read (pure): a verdict that changes when every process draws the
+    same entropy depends on chance (`stochastic_verdict`: the verifier judges draws of a
+    random process, and the reference passes only as often as chance allows); the same
+    verdict, or a rerun that could not say, as `flaky_findings` records it."""
+    if not (applied and r.rewardable and verdict_changed(base, r)):
+        return flaky_findings(base, [("entropy", r, applied, detail)])[0]
+    changed = changed_assertions(outcomes(base), outcomes(r))
+    why = "verdict changed when every process drew the same entropy"
+    if r.failure_mode != base.failure_mode:
+        why += f": failure mode {base.failure_mode.value} -> {r.failure_mode.value}"
+    if changed:
+        why += f"; assertions that changed: {changed[:5]}"
+    return Finding(code=Code.STOCHASTIC_VERDICT, source=Source.TRIAL, item="entropy", evidence=why)

@@ -58,6 +58,7 @@ class Code(StrEnum):
     HACKABLE = "hackable"  # a scripted hack earns more than the threshold share (audit.hacks)
     FREE_REWARD = "free_reward"  # outputs the image ships earn assertions before any work
     RACE = "race"  # a background job never waited for, a sleep as synchronization (static)
+    STOCHASTIC_VERDICT = "stochastic_verdict"  # the verdict changes when all draw one entropy
     NETWORK_USE = "network_use"  # the reference solution connected or resolved a name (traced)
     JUDGE_RUNS_AGENT_CODE = "judge_runs_agent_code"  # the oracle's verdict ran the agent's code
     BROKEN_INPUT = "broken_input"  # a data file its own format's reader refuses (audit.formats)

@@ -3,7 +3,7 @@ other probe off, as tests/audit/forms.py does): the seeds, the three fixture set
 defects and clean controls) and the public tasks with honest solutions
 (benchmarks/public_solutions).
 
-    python benchmarks/free_reward_sweep.py [--probe free_reward|other_inputs] \
+    python benchmarks/free_reward_sweep.py [--probe free_reward|other_inputs|chance] \
         [--seeds] [--sets] [--public DIR]
 
 DIR is a checkout's `environments_harbor/` of github:zjysteven/terminal-bench-env. Prints one
@@ -11,7 +11,8 @@ row per task: seconds, its label, its id, the probe's count, `.` where it did no
 (`free_reward`: how many build steps the image was built without, run only where a nop run
 passes something; `other_inputs`: 1 where the solution ran through on other records and lost
 an assertion that checks work, run where the instruction declares text inputs and the
-solution writes a new checked output),
+solution writes a new checked output; `chance`: 1 where the verdict changed when every process
+of the verifier drew the same entropy, run everywhere, without the plain reruns that follow),
 the probe's evidence or `-`. A flag on a clean control or a public task is read by hand
 (docs/audit.md). Asserts nothing.
 """
@@ -59,6 +60,12 @@ def tasks(seeds: bool, sets: bool, public: Path | None) -> list[tuple[str, Task]
 PROBES = {
     "free_reward": (dict(free_reward=True), Code.FREE_REWARD, "dropped_build_steps", ""),
     "other_inputs": (dict(perturb=True), Code.SOLUTION_SHORTCUT, "other_inputs_lost", "runs to"),
+    "chance": (
+        dict(chance=True, chance_reruns=0),
+        Code.STOCHASTIC_VERDICT,
+        "stochastic_verdict",
+        "",
+    ),
 }
 
 

@@ -14,7 +14,7 @@ RUBRIC = load_rubric("t1")
 OFF = dict(
     reruns=0, conditions=False, perturb=False, max_mutants=0, max_output_mutants=0,
     hacks=False, built=False, answer_swaps=False, trace_verifier=False, free_reward=False,
-    starved=False,
+    starved=False, chance=False,
 )  # fmt: skip
 
 

@@ -13,7 +13,9 @@ from audit.planted import Defect, generate
 from audit.verdict import Code
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.slow]
-LEAN = dict(reruns=0, conditions=False, max_mutants=0, max_output_mutants=0, hacks=False)
+LEAN = dict(
+    reruns=0, conditions=False, chance=False, max_mutants=0, max_output_mutants=0, hacks=False
+)
 
 
 def _codes(task, trace: bool) -> dict[Code, list[str]]:

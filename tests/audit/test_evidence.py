@@ -9,6 +9,7 @@ import subprocess
 import pytest
 
 from audit.intake import Reporting, verifier_reporting, with_reporting
+from audit.judge_exec import chance_rerun_count
 from audit.mutation import make_mutants, mutate_output
 from audit.perturbation import (
     answer_leaks,
@@ -25,6 +26,7 @@ from audit.variants import (
     TZ_FAR,
     changed_assertions,
     condition_task,
+    entropy_finding,
     flaky_findings,
 )
 from audit.verdict import Code, Finding, Source
@@ -201,6 +203,29 @@ def test_flaky_findings_compare_every_rerun_with_the_base_run():
     assert out["clock"].code == Code.FLAKY_VERIFIER and "t1" in out["clock"].evidence
     assert out["locale"].code == Code.RERUN_SKIPPED  # not applied: no verdict
     assert out["order"].code == Code.RERUN_SKIPPED and out["order"].source == Source.INFRA
+
+
+def test_a_verdict_the_same_entropy_changes_was_decided_by_chance():
+    """The `entropy` rerun is read apart from the others: a change there is evidence that the
+    verdict depends on chance (`stochastic_verdict`), not proof of a flaky verifier; no change,
+    or no rerun, is recorded as `flaky_findings` records it."""
+    base = _trial([True, True, True])
+    drawn = entropy_finding(base, _trial([True, False, True]), True, "same entropy")
+    assert drawn.code == Code.STOCHASTIC_VERDICT and drawn.item == "entropy"
+    assert "'t1'" in drawn.evidence and "'t0'" not in drawn.evidence
+    same = entropy_finding(base, _trial([True, True, True]), True, "same entropy")
+    assert same.code == Code.RERUN_STABLE
+    unloaded = entropy_finding(base, _trial([True, False, True]), False, "musl refused it")
+    assert unloaded.code == Code.RERUN_SKIPPED  # not applied: no evidence either way
+    hung = entropy_finding(base, _trial([], FailureMode.SANDBOX_ERROR), True, "")
+    assert hung.code == Code.RERUN_SKIPPED and hung.source == Source.INFRA
+
+
+def test_the_chance_reruns_fit_their_budget():
+    assert chance_rerun_count(20, 300.0, 0.4) == 20  # 3 s a trial: all twenty
+    assert chance_rerun_count(20, 300.0, 28.0) == 10  # 30 s a trial: ten
+    assert chance_rerun_count(20, 300.0, 900.0) == 1  # never none
+    assert chance_rerun_count(0, 300.0, 1.0) == 0  # none asked for
 
 
 def test_a_rerun_named_by_another_report_source_is_the_same_verdict():

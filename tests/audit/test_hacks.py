@@ -388,7 +388,9 @@ STUBBABLE = {
     ),
 }
 
-LEAN = ExecConfig(reruns=0, conditions=False, perturb=False, max_mutants=0, max_output_mutants=0)
+LEAN = ExecConfig(
+    reruns=0, conditions=False, chance=False, perturb=False, max_mutants=0, max_output_mutants=0
+)
 
 
 @pytest.mark.sandbox

@@ -208,7 +208,7 @@ def test_looping_mutant_is_cut_off_and_killed():
         "open('/app/report/messages.txt', 'w').write(''.join(m + '\\n' for m in msgs))\nPY\n"
     )
     task = base_task("audit-loop", solution={"solve.sh": solve.encode()})
-    cfg = ExecConfig(reruns=0, conditions=False, perturb=False, max_output_mutants=0,
+    cfg = ExecConfig(reruns=0, conditions=False, chance=False, perturb=False, max_output_mutants=0,
                      max_mutants=6, mutant_timeout_floor_s=3, mutant_timeout_factor=1)  # fmt: skip
     t0 = time.monotonic()
     ev = run_exec_judge(task, cfg)

@@ -184,7 +184,7 @@ def test_the_repair_stage_records_the_refusal(llm, tmp_path):
 @pytest.mark.sandbox
 def test_the_executable_judge_records_the_oracle_answers():
     task = summary_task()
-    ev = run_exec_judge(task, ExecConfig(reruns=0, conditions=False, max_mutants=0,
+    ev = run_exec_judge(task, ExecConfig(reruns=0, conditions=False, chance=False, max_mutants=0,
                                          max_output_mutants=0))  # fmt: skip
     answers = {f.item: f.evidence for f in ev.findings if f.code == Code.ORACLE_ANSWER}
     assert COUNT in answers, ev.findings

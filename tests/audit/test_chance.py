@@ -1,0 +1,86 @@
+"""A verdict decided by chance (docs/audit.md, "Chance"): the blind set's
+`flaky--chi-square-sampler` judges 400 runs of the agent's sampler with a 5% chi-square test,
+so its reference fails about 1 run in 20 and plain reruns found that only by luck. Rerun with
+every process of the verifier drawing the same entropy (the agent's programs that a test runs
+included), its uniformity test fails and its other tests do not: the verdict depends on chance
+(`stochastic_verdict`), and plain reruns then look for the reference failing by it. A clean
+control of the same set keeps its verdict.
+
+Before: the agent's programs read nothing a rerun condition staged with the tests (held out
+from them), so the sampler drew real entropy in every condition and the rerun changed nothing.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from audit.judge_exec import ExecConfig, run_exec_judge
+from audit.rubric import Dimension
+from audit.verdict import Code
+from sandbox.trial import run_trial
+from tasks.corpus import import_dir
+from tests.audit.forms import OFF, decision, texts
+
+pytestmark = pytest.mark.sandbox
+
+SET = Path(__file__).resolve().parents[1] / "fixtures" / "audit-blind"
+SAMPLER = "flaky--chi-square-sampler"
+CONTROL = "clean--dupfind-script"  # a program the tests run many times, on input they make
+
+
+def _tasks():
+    return {t.id: t for t in import_dir(SET)[0]}
+
+
+def _chance(ev):
+    return [f for f in ev.findings if f.item == "entropy"]
+
+
+@pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=pytest.mark.docker)])
+def test_a_verdict_drawn_by_chance_is_named_and_a_clean_one_is_not(backend, request):
+    if backend == "docker":
+        request.getfixturevalue("docker_engine")
+    tasks = _tasks()
+    cfg = ExecConfig(**{**OFF, "chance": True, "chance_reruns": 0}, backend=backend, workers=2)
+    drawn = run_exec_judge(tasks[SAMPLER], cfg)
+    [found] = _chance(drawn)
+    assert found.code == Code.STOCHASTIC_VERDICT, texts(drawn)
+    # only the test of the draws changed: printing one tip and rereading the file did not
+    assert "['test_outputs::test_uniform_choice']" in found.evidence, found.evidence
+    assert drawn.measures["stochastic_verdict"] == 1.0
+    decided = decision(drawn)
+    assert not decided.hard and decided.scores[Dimension.FAIRNESS] == 0.8  # softer, not a reject
+    clean = run_exec_judge(tasks[CONTROL], cfg)
+    assert [f.code for f in _chance(clean)] == [Code.RERUN_STABLE], texts(clean)
+    assert clean.measures["stochastic_verdict"] == 0.0 and not decision(clean).hard
+
+
+def test_a_chance_rerun_that_fails_the_reference_is_a_flaky_verifier():
+    """The plain reruns that follow are read as any rerun: one whose verdict differs makes the
+    verifier flaky. Chance is scripted here (the sampler fails its test about 1 run in 20):
+    the second rerun is served a real trial in which every draw came out the same, the draw
+    chance makes with probability 10^-399, the rest are real."""
+    tasks = _tasks()
+    task = tasks[SAMPLER]
+    from audit.trials import Condition, ConditionAgent
+    from audit.variants import condition_task
+
+    plain: list[str] = []
+
+    def runner(t, agent, **kw):
+        if agent == "oracle":  # a plain rerun: only the chance reruns are plain here
+            plain.append("oracle")
+            if len(plain) == 2:
+                worst = ConditionAgent(Condition("entropy", entropy=True))
+                return run_trial(condition_task(t, "entropy"), worst, backend="local")
+        return run_trial(t, agent, backend="local", **kw)
+
+    cfg = ExecConfig(**{**OFF, "chance": True, "chance_reruns": 3}, workers=2)
+    ev = run_exec_judge(task, cfg, runner=runner)
+    assert len(plain) == 3 and ev.measures["chance_reruns"] == 3.0
+    flaky = [f for f in ev.findings if f.code == Code.FLAKY_VERIFIER]
+    assert [f.item for f in flaky] == ["chance-2"], texts(ev)
+    assert "test_uniform_choice" in flaky[0].evidence
+    assert Code.FLAKY_VERIFIER.value in decision(ev).hard
