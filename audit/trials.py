@@ -33,7 +33,7 @@ from audit.databases import SEP, is_sqlite, perturb, table_views, view_hash, vie
 from audit.hashes import hash_files
 from audit.traces import SYSTEM_PATHS, TRACE_CALLS, Trace, parse_trace
 from sandbox.base import Sandbox
-from sandbox.judge import PRELOAD_DIR
+from sandbox.judge import CONDITION_DIR
 from sandbox.launcher import compile_c
 from sandbox.trial import SOLUTION_DIR, AgentOutcome, run_solution
 from tasks.model import Task
@@ -53,15 +53,15 @@ _NOISE = re.compile(
     r"^/var/(cache|lib/apt|log|tmp)/|^/tmp/\.t1|^/run/|/\.git/(index\.lock|FETCH_HEAD|ORIG_HEAD)$)"
 )
 # libfaketime where Debian/Ubuntu install it; the clock condition ships the host's copy with
-# the wrapped verifier (tests/.t1-faketime/) for images without one.
+# the wrapped verifier (tests/.t1-condition/faketime/) for images without one.
 FAKETIME_LIBS = (
     "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1",
     "/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1",
 )
-SHIPPED_FAKETIME = ".t1-faketime/libfaketime.so.1"
+SHIPPED_FAKETIME = f"{CONDITION_DIR}/faketime/libfaketime.so.1"
 
 
-SHIPPED_LOCALES = ".t1-locale"
+SHIPPED_LOCALES = f"{CONDITION_DIR}/locale"
 
 
 def host_locale(name: str) -> dict[str, bytes] | None:
@@ -105,7 +105,7 @@ def host_faketime() -> bytes | None:
 # compiler and shipped with the wrapped verifier: readdir() lists in the reverse of the
 # kernel's order, whatever the filesystem (ext4's hashed directories ignore creation order).
 READDIR_SOURCE = Path(__file__).with_name("readdir_reverse.c")
-SHIPPED_READDIR = ".t1-readdir/libt1readdir.so"
+SHIPPED_READDIR = f"{CONDITION_DIR}/libt1readdir.so"
 
 
 def host_preload(source: Path, stem: str) -> bytes | None:
@@ -125,7 +125,7 @@ def host_readdir_shim() -> bytes | None:
 # The sleeps condition's LD_PRELOAD library (audit/short_sleep.c): every sleep a tenth as
 # long, the clocks untouched (a verifier that sleeps instead of waiting loses its race).
 SLEEP_SOURCE = Path(__file__).with_name("short_sleep.c")
-SHIPPED_SLEEPS = ".t1-sleeps/libt1sleep.so"
+SHIPPED_SLEEPS = f"{CONDITION_DIR}/libt1sleep.so"
 SLEEP_DIVISOR = 10  # as audit/short_sleep.c's DIVISOR
 
 
@@ -137,7 +137,7 @@ def host_sleep_shim() -> bytes | None:
 # The entropy condition's LD_PRELOAD library (audit/same_entropy.c): every process draws the
 # same entropy (getrandom, getentropy, /dev/urandom), so a verdict decided by chance shows.
 ENTROPY_SOURCE = Path(__file__).with_name("same_entropy.c")
-SHIPPED_ENTROPY = f"{PRELOAD_DIR}/libt1entropy.so"  # read by the agent's programs too
+SHIPPED_ENTROPY = f"{CONDITION_DIR}/libt1entropy.so"
 
 
 def host_entropy_shim() -> bytes | None:

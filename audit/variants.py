@@ -7,7 +7,7 @@ same entropy, a change is not flakiness but evidence of it: the verdict was deci
 
 A condition is applied without touching the verifier's entry script: the variant task's
 verifier environment sets `BASH_ENV` to a script staged beside the tests
-(tests/.t1-condition.sh), which every bash of the verifier sources first (the `bash -c` that
+(tests/.t1-condition/env.sh), which every bash of the verifier sources first (the `bash -c` that
 runs the entry included) and which exports the condition. The entry, and so the report
 channel and the report sources the harness reads, are those of the base run (before, the
 entry was replaced by a wrapper that `exec`ed a renamed copy; the harness did not follow it,
@@ -38,7 +38,7 @@ from audit.trials import (
     host_sleep_shim,
 )
 from audit.verdict import Code, Finding, Source
-from sandbox.judge import TESTS_DIR
+from sandbox.judge import CONDITION_DIR, TESTS_DIR
 from tasks.model import Task
 from tasks.reports import assertion_key
 from tasks.results import TrialResult
@@ -66,7 +66,7 @@ CONDITIONS: dict[str, dict[str, str]] = {
 }
 
 
-CONDITION_SCRIPT = ".t1-condition.sh"  # under /tests, sourced through BASH_ENV
+CONDITION_SCRIPT = f"{CONDITION_DIR}/env.sh"  # under /tests, sourced through BASH_ENV
 
 
 def condition_script(name: str) -> str:

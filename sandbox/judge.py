@@ -104,13 +104,15 @@ VERIFIER_ENV = {"PYTHONNOUSERSITE": "1", "PYTHONDONTWRITEBYTECODE": "1"}
 # the drivers the agent named added by the backend from the configuration it copies.
 GIT_GUARD_DIR = ".t1-git"  # under /tests
 VERIFIER_ENV |= fixed_env(f"{TESTS_DIR}/{GIT_GUARD_DIR}")
-# Libraries a rerun condition preloads into every program of the verifier (the audit's: the
-# agent's programs that a test runs draw the same entropy as the test): readable by all.
-PRELOAD_DIR = ".t1-preload"  # under /tests
+# What an audit rerun condition stages for every program of the verifier (the script every
+# bash sources, the libraries it preloads, a locale): a program of the agent's that a test runs
+# is under the condition too (its clock shifted with the test's), and its bash finds the script
+# it is told to source (held out, bash said "Permission denied" on the program's stderr).
+CONDITION_DIR = ".t1-condition"  # under /tests
 # What the harness stages beside the task's tests for every program of the verifier, the
-# agent's too (the channel's loader, git's guard scripts, preloaded libraries): the rest of
-# TESTS_DIR is held out from the agent's programs (sandbox.verdict_plugin, the agent's domain).
-SHARED_TESTS_DIRS = (CHANNEL_DIR, GIT_GUARD_DIR, PRELOAD_DIR)
+# agent's too (the channel's loader, git's guard scripts, a rerun condition's files): the rest
+# of TESTS_DIR is held out from the agent's programs (sandbox.verdict_plugin, the agent's domain).
+SHARED_TESTS_DIRS = (CHANNEL_DIR, GIT_GUARD_DIR, CONDITION_DIR)
 SIGNAL_EXIT_CODES = range(129, 129 + 64)  # 128 + N: the entry (or its last command) was killed
 # The seeds' runner as stored in tasks before it spoke the report channel (sha256): the current
 # one, which runs the same checks and writes the same files, is staged in its place.

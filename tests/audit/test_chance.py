@@ -38,35 +38,29 @@ def _chance(ev):
     return [f for f in ev.findings if f.item == "entropy"]
 
 
-@pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=pytest.mark.docker)])
-def test_a_verdict_drawn_by_chance_is_named_and_a_clean_one_is_not(backend, request):
-    if backend == "docker":
-        request.getfixturevalue("docker_engine")
-    tasks = _tasks()
-    cfg = ExecConfig(**{**OFF, "chance": True, "chance_reruns": 0}, backend=backend, workers=2)
-    drawn = run_exec_judge(tasks[SAMPLER], cfg)
+def _named(drawn) -> None:
     [found] = _chance(drawn)
     assert found.code == Code.STOCHASTIC_VERDICT, texts(drawn)
     # only the test of the draws changed: printing one tip and rereading the file did not
     assert "['test_outputs::test_uniform_choice']" in found.evidence, found.evidence
     assert drawn.measures["stochastic_verdict"] == 1.0
-    decided = decision(drawn)
-    assert not decided.hard and decided.scores[Dimension.FAIRNESS] == 0.8  # softer, not a reject
-    clean = run_exec_judge(tasks[CONTROL], cfg)
+
+
+def _clean(clean) -> None:
     assert [f.code for f in _chance(clean)] == [Code.RERUN_STABLE], texts(clean)
     assert clean.measures["stochastic_verdict"] == 0.0 and not decision(clean).hard
 
 
 def test_a_chance_rerun_that_fails_the_reference_is_a_flaky_verifier():
-    """The plain reruns that follow are read as any rerun: one whose verdict differs makes the
-    verifier flaky. Chance is scripted here (the sampler fails its test about 1 run in 20):
-    the second rerun is served a real trial in which every draw came out the same, the draw
-    chance makes with probability 10^-399, the rest are real."""
-    tasks = _tasks()
-    task = tasks[SAMPLER]
+    """Local backend: the sampler's verdict is named as decided by chance, and the plain
+    reruns that follow are read as any rerun: one whose verdict differs makes the verifier
+    flaky. Chance is scripted there (the sampler fails its test about 1 run in 20): the second
+    rerun is served a real trial in which every draw came out the same, the draw chance makes
+    with probability 10^-399; the rest are real. A clean control keeps its verdict."""
     from audit.trials import Condition, ConditionAgent
     from audit.variants import condition_task
 
+    tasks = _tasks()
     plain: list[str] = []
 
     def runner(t, agent, **kw):
@@ -78,9 +72,24 @@ def test_a_chance_rerun_that_fails_the_reference_is_a_flaky_verifier():
         return run_trial(t, agent, backend="local", **kw)
 
     cfg = ExecConfig(**{**OFF, "chance": True, "chance_reruns": 3}, workers=2)
-    ev = run_exec_judge(task, cfg, runner=runner)
+    ev = run_exec_judge(tasks[SAMPLER], cfg, runner=runner)
+    _named(ev)
     assert len(plain) == 3 and ev.measures["chance_reruns"] == 3.0
     flaky = [f for f in ev.findings if f.code == Code.FLAKY_VERIFIER]
     assert [f.item for f in flaky] == ["chance-2"], texts(ev)
     assert "test_uniform_choice" in flaky[0].evidence
     assert Code.FLAKY_VERIFIER.value in decision(ev).hard
+    _clean(run_exec_judge(tasks[CONTROL], cfg))
+
+
+@pytest.mark.docker
+def test_a_verdict_drawn_by_chance_is_named_on_the_docker_backend(docker_engine):
+    """The same through the Docker API, without the reruns: named as decided by chance, softer
+    (not a reject by itself); the clean control keeps its verdict."""
+    tasks = _tasks()
+    cfg = ExecConfig(**{**OFF, "chance": True, "chance_reruns": 0}, backend="docker", workers=2)
+    drawn = run_exec_judge(tasks[SAMPLER], cfg)
+    _named(drawn)
+    decided = decision(drawn)
+    assert not decided.hard and decided.scores[Dimension.FAIRNESS] == 0.8
+    _clean(run_exec_judge(tasks[CONTROL], cfg))
