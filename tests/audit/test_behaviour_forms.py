@@ -1,6 +1,6 @@
 """Six defect forms a real author or an LLM writes, in stock Harbor layout with pytest run by
 test.sh (tests/fixtures/audit-forms), each caught by its own class from what the task does
-when run, and two clean controls in the same layout that are not rejected. Each task is
+when run, and clean controls in the same layout that are not rejected. Each task is
 measured with only the trials its class needs (the full audit of all eight, and the recall
 on forms we did not write, are `benchmarks/audit_recall.py --forms`, docs/audit.md).
 
@@ -38,6 +38,9 @@ PROBES = {
     ),  # fmt: skip
     # an account the Dockerfile makes as a precondition, its fields checked as guards
     "clean-existing-account": dict(free_reward=True),
+    # programs of the agent's that the tests run, under every condition with them
+    # (tests/audit/test_conditions_reach_agent_programs.py)
+    "clean-dated-report": dict(conditions=True),
 }
 CAUGHT_AS = {
     "weak-consistency": Code.WEAK_VERIFIER,
@@ -63,7 +66,9 @@ def test_a_defect_form_is_rejected_by_its_own_class(evidence, name):
     assert CAUGHT_AS[name].value in decided.hard, texts(ev)
 
 
-@pytest.mark.parametrize("name", ["clean-sales", "clean-edit", "clean-existing-account"])
+@pytest.mark.parametrize(
+    "name", ["clean-sales", "clean-edit", "clean-existing-account", "clean-dated-report"]
+)
 def test_a_clean_control_in_the_same_layout_is_not_rejected(evidence, name):
     ev = evidence[name]
     decided = decision(ev)
