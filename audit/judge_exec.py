@@ -7,7 +7,9 @@ For one task it reads the bundle (`audit.static_checks`), then runs, in fresh sa
    the task's files (searched for expected values, `audit.channels`), the solution run under
    the host's strace (the files it reads), its filesystem effects and its small outputs;
 2. a nop trial; plain oracle reruns and reruns under a shifted clock, another timezone,
-   locale, hash seed and directory order (`audit.variants`: flaky verifier);
+   locale, hash seed and directory order (`audit.variants`: flaky verifier); one with every
+   process of the verifier drawing the same entropy, and where that changes the verdict (it
+   was decided by chance), more plain reruns (`chance_reruns`);
 3. the oracle after its declared inputs are deleted, digit-shifted and thinned
    (`audit.perturbation`: shortcut, and computed values visible to the agent: leakage);
 4. output mutants (delete, empty, truncate, corrupt each output the verifier names) and step
