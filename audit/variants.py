@@ -87,17 +87,12 @@ def condition_script(name: str) -> str:
         lines.append(
             f'for lib in {libs}; do [ -f "$lib" ] && export LD_PRELOAD="$lib" && break; done'
         )
-    if name == "order":  # readdir in reverse (audit/readdir_reverse.c), where it loads
-        # only where it loads silently (a musl loader would refuse to start anything)
-        lines.append(f'lib={d}/{SHIPPED_READDIR}; [ -f "$lib" ] && '
-                     '[ -z "$(LD_PRELOAD="$lib" /bin/true 2>&1)" ] && '
-                     'export LD_PRELOAD="$lib${LD_PRELOAD:+ $LD_PRELOAD}"')  # fmt: skip
-    if name == "sleeps":  # every sleep a tenth as long (audit/short_sleep.c), where it loads
-        lines.append(f'lib={d}/{SHIPPED_SLEEPS}; [ -f "$lib" ] && '
-                     '[ -z "$(LD_PRELOAD="$lib" /bin/true 2>&1)" ] && '
-                     'export LD_PRELOAD="$lib${LD_PRELOAD:+ $LD_PRELOAD}"')  # fmt: skip
-    if name == "entropy":  # every process draws the same entropy (audit/same_entropy.c)
-        lines.append(f'lib={d}/{SHIPPED_ENTROPY}; [ -f "$lib" ] && '
+    # the audit's own libraries (readdir in reverse: audit/readdir_reverse.c; every sleep a
+    # tenth as long: audit/short_sleep.c; one entropy for every process: audit/same_entropy.c),
+    # preloaded only where they load silently (a musl loader would refuse to start anything)
+    shim = {"order": SHIPPED_READDIR, "sleeps": SHIPPED_SLEEPS, "entropy": SHIPPED_ENTROPY}
+    if name in shim:
+        lines.append(f'lib={d}/{shim[name]}; [ -f "$lib" ] && '
                      '[ -z "$(LD_PRELOAD="$lib" /bin/true 2>&1)" ] && '
                      'export LD_PRELOAD="$lib${LD_PRELOAD:+ $LD_PRELOAD}"')  # fmt: skip
     lines.append("true")
