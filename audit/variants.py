@@ -67,6 +67,12 @@ CONDITIONS: dict[str, dict[str, str]] = {
 
 
 CONDITION_SCRIPT = f"{CONDITION_DIR}/env.sh"  # under /tests, sourced through BASH_ENV
+# The audit's own preloaded libraries, by condition: where each is shipped, how it is built.
+SHIMS = {
+    "order": (SHIPPED_READDIR, host_readdir_shim),
+    "sleeps": (SHIPPED_SLEEPS, host_sleep_shim),
+    "entropy": (SHIPPED_ENTROPY, host_entropy_shim),
+}
 
 
 def condition_script(name: str) -> str:
@@ -90,9 +96,8 @@ def condition_script(name: str) -> str:
     # the audit's own libraries (readdir in reverse: audit/readdir_reverse.c; every sleep a
     # tenth as long: audit/short_sleep.c; one entropy for every process: audit/same_entropy.c),
     # preloaded only where they load silently (a musl loader would refuse to start anything)
-    shim = {"order": SHIPPED_READDIR, "sleeps": SHIPPED_SLEEPS, "entropy": SHIPPED_ENTROPY}
-    if name in shim:
-        lines.append(f'lib={d}/{shim[name]}; [ -f "$lib" ] && '
+    if name in SHIMS:
+        lines.append(f'lib={d}/{SHIMS[name][0]}; [ -f "$lib" ] && '
                      '[ -z "$(LD_PRELOAD="$lib" /bin/true 2>&1)" ] && '
                      'export LD_PRELOAD="$lib${LD_PRELOAD:+ $LD_PRELOAD}"')  # fmt: skip
     lines.append("true")
@@ -110,12 +115,8 @@ def condition_verifier(verifier: dict[str, bytes], name: str) -> dict[str, bytes
         files[SHIPPED_FAKETIME] = lib
     if name == "locale" and (loc := host_locale(OTHER_LOCALE)) is not None:
         files |= {f"{SHIPPED_LOCALES}/{rel}": data for rel, data in loc.items()}
-    if name == "order" and (shim := host_readdir_shim()) is not None:
-        files[SHIPPED_READDIR] = shim
-    if name == "sleeps" and (shim := host_sleep_shim()) is not None:
-        files[SHIPPED_SLEEPS] = shim
-    if name == "entropy" and (shim := host_entropy_shim()) is not None:
-        files[SHIPPED_ENTROPY] = shim
+    if name in SHIMS and (shim := SHIMS[name][1]()) is not None:
+        files[SHIMS[name][0]] = shim
     return files
 
 
