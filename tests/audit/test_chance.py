@@ -120,3 +120,29 @@ def test_a_verdict_drawn_by_chance_is_named_on_the_docker_backend(docker_engine)
     decided = decision(drawn)
     assert not decided.hard and decided.scores[Dimension.FAIRNESS] == 0.8
     _clean(run_exec_judge(tasks[CONTROL], cfg))
+
+
+# Another honest solution of the sampler, in bash: `$RANDOM` is seeded from the shell's clock
+# and pid, never from an entropy call, so the preloaded library alone left its draws free.
+BASH_SAMPLER = b"""#!/bin/bash
+cat > /app/tip.sh <<'SH'
+#!/bin/bash
+mapfile -t tips < <(grep . /app/tips.txt)
+echo "${tips[RANDOM % ${#tips[@]}]}"
+SH
+chmod +x /app/tip.sh
+"""
+
+
+@pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=pytest.mark.docker)])
+def test_a_sampler_drawing_from_bash_random_is_named(backend, request):
+    """Before: the same sampler written in bash kept its verdict when every process drew the
+    same entropy (`rerun_stable` on both backends): bash seeds `$RANDOM` itself. Every bash of
+    the verifier now seeds it the same from the condition script it sources first."""
+    if backend == "docker":
+        request.getfixturevalue("docker_engine")
+    task = _tasks()[SAMPLER].model_copy(update={"solution": {"solve.sh": BASH_SAMPLER}})
+    cfg = ExecConfig(**{**OFF, "chance": True, "chance_reruns": 0}, backend=backend, workers=2)
+    drawn = run_exec_judge(task, cfg, runner=_unless_chance(partial(run_trial, backend=backend)))
+    assert drawn.measures["oracle_passed"] == 3.0, texts(drawn)
+    _named(drawn)
