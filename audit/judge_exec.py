@@ -120,9 +120,10 @@ from tasks.reports import assertion_key
 from tasks.results import FailureMode, ReferenceVerdict, TrialResult
 from warehouse.records import AuditRecord
 
-EXEC_VERSION = "23"  # 23: under the same entropy every bash seeds `$RANDOM` the same; 22: a
-# verdict that changes when every process draws the same entropy depends on chance
-# (`stochastic_verdict`, softer), and up to 20 plain reruns look for the reference failing by
+EXEC_VERSION = "23"  # 23: under the same entropy every bash seeds `$RANDOM` the same, and
+# fortified opens of the random devices and arc4random draw it too; 22: a verdict that changes
+# when every process draws the same entropy depends on chance (`stochastic_verdict`, softer),
+# and up to 20 plain reruns look for the reference failing by
 # chance (a change is `flaky_verifier`); 21: the reference solution that runs through on other
 # records (the inputs' lines reversed) and loses assertions whose expectation moved with them (the
 # shipped answer fails them there too) is a shortcut; 20: the same where the other starting state is

@@ -6,10 +6,13 @@
  * process (a sampler run 400 times, a password made twice) and its outcome on the reference
  * solution is a random variable, not a fact about the task.
  *
- * Covered: getrandom and getentropy (Python's os.urandom, random and uuid seeding; coreutils'
- * shuf, sort -R, mktemp; OpenSSL), and open/openat of /dev/urandom and /dev/random (a shell's
- * `< /dev/urandom`, `head`; fopen: `od`, Perl), which get a memory file of that same sequence. Not covered:
- * bash's $RANDOM and awk's srand() (seeded from the clock and the pid), a static binary.
+ * Covered: getrandom, getentropy and glibc's arc4random family (Python's os.urandom, random and
+ * uuid seeding; coreutils' shuf, sort -R, mktemp; bash's $SRANDOM), and opens of /dev/urandom
+ * and /dev/random, plain or fortified (open, openat, __open_2 and their 64-bit forms; fopen: a
+ * shell's `< /dev/urandom`, `head`, `od`, Perl), which get a memory file of that same sequence.
+ * Bash's $RANDOM is seeded the same by the condition script. Not covered: a getrandom made
+ * through syscall(2) (OpenSSL, which mixes the clock into its nonce anyway), awk's srand()
+ * (seeded from the clock), a static binary.
  * Calls go straight to the kernel (no dlsym), so the host's build loads in older glibc
  * images; musl images refuse it and the rerun is recorded as not applied. */
 #define _GNU_SOURCE
@@ -116,6 +119,35 @@ int openat64(int dirfd, const char *path, int flags, ...) {
     mode_t mode = mode_of(flags, ap);
     va_end(ap);
     return opened(dirfd, path, flags, mode);
+}
+
+/* the fortified forms _FORTIFY_SOURCE compiles an open into (no mode: no O_CREAT) */
+int __open_2(const char *path, int flags) { return opened(AT_FDCWD, path, flags, 0); }
+
+int __open64_2(const char *path, int flags) { return opened(AT_FDCWD, path, flags, 0); }
+
+int __openat_2(int dirfd, const char *path, int flags) { return opened(dirfd, path, flags, 0); }
+
+int __openat64_2(int dirfd, const char *path, int flags) {
+    return opened(dirfd, path, flags, 0);
+}
+
+/* glibc 2.36's arc4random draws through its own getrandom, which no preload answers */
+void arc4random_buf(void *buf, size_t len) { getrandom(buf, len, 0); }
+
+uint32_t arc4random(void) {
+    uint32_t r;
+    getrandom(&r, sizeof r, 0);
+    return r;
+}
+
+uint32_t arc4random_uniform(uint32_t upper) {
+    if (upper < 2) return 0;
+    uint32_t floor = -upper % upper; /* 2^32 mod upper: below it the draw is biased */
+    for (;;) {
+        uint32_t r = arc4random();
+        if (r >= floor) return r % upper;
+    }
 }
 
 /* fopen's own open is glibc's internal one: the devices are caught here, anything else is

@@ -122,26 +122,31 @@ def test_a_verdict_drawn_by_chance_is_named_on_the_docker_backend(docker_engine)
     _clean(run_exec_judge(tasks[CONTROL], cfg))
 
 
-# Another honest solution of the sampler, in bash: `$RANDOM` is seeded from the shell's clock
-# and pid, never from an entropy call, so the preloaded library alone left its draws free.
-BASH_SAMPLER = b"""#!/bin/bash
-cat > /app/tip.sh <<'SH'
-#!/bin/bash
+# Other honest solutions of the sampler. Bash seeds `$RANDOM` from its clock and pid, never
+# from an entropy call; Perl reads /dev/urandom through glibc's fortified open (`__open64_2`),
+# which the library had not answered: the draws of both were left free.
+SAMPLERS = {
+    "bash": """#!/bin/bash
 mapfile -t tips < <(grep . /app/tips.txt)
 echo "${tips[RANDOM % ${#tips[@]}]}"
-SH
-chmod +x /app/tip.sh
-"""
+""",
+    "perl": """#!/usr/bin/perl
+open my $f, "<", "/app/tips.txt" or die; my @tips = grep { /\\S/ } <$f>; print $tips[rand @tips];
+""",
+}
 
 
+@pytest.mark.parametrize("language", list(SAMPLERS))
 @pytest.mark.parametrize("backend", ["local", pytest.param("docker", marks=pytest.mark.docker)])
-def test_a_sampler_drawing_from_bash_random_is_named(backend, request):
-    """Before: the same sampler written in bash kept its verdict when every process drew the
-    same entropy (`rerun_stable` on both backends): bash seeds `$RANDOM` itself. Every bash of
-    the verifier now seeds it the same from the condition script it sources first."""
+def test_a_sampler_in_another_language_is_named(backend, language, request):
+    """Before: the same sampler written in bash or Perl kept its verdict when every process
+    drew the same entropy (`rerun_stable` on both backends). Every bash of the verifier now
+    seeds `$RANDOM` the same from the condition script it sources first, and the library
+    answers glibc's fortified opens of the random devices too."""
     if backend == "docker":
         request.getfixturevalue("docker_engine")
-    task = _tasks()[SAMPLER].model_copy(update={"solution": {"solve.sh": BASH_SAMPLER}})
+    solve = f"#!/bin/bash\ncat > /app/tip.sh <<'SH'\n{SAMPLERS[language]}SH\nchmod +x /app/tip.sh\n"
+    task = _tasks()[SAMPLER].model_copy(update={"solution": {"solve.sh": solve.encode()}})
     cfg = ExecConfig(**{**OFF, "chance": True, "chance_reruns": 0}, backend=backend, workers=2)
     drawn = run_exec_judge(task, cfg, runner=_unless_chance(partial(run_trial, backend=backend)))
     assert drawn.measures["oracle_passed"] == 3.0, texts(drawn)
