@@ -61,6 +61,8 @@ from audit.perturbation import (
     REORDER,
     answer_leaks,
     computed_tokens,
+    given_expectations,
+    inputs_used,
     keeps_form,
     reverse_records,
     shortcut_findings,
@@ -120,7 +122,10 @@ from tasks.reports import assertion_key
 from tasks.results import FailureMode, ReferenceVerdict, TrialResult
 from warehouse.records import AuditRecord
 
-EXEC_VERSION = "23"  # 23: under the same entropy every bash seeds `$RANDOM` the same, and
+EXEC_VERSION = "24"  # 24: a file the instruction names that the traced solution never opens
+# is no input of its answer (a computed answer standing there is a leak), and an expected value
+# of the tests the solution computes, stated in a file it never opens, is a leak; 23: under the
+# same entropy every bash seeds `$RANDOM` the same, and
 # fortified opens of the random devices and arc4random draw it too; 22: a verdict that changes
 # when every process draws the same entropy depends on chance (`stochastic_verdict`, softer),
 # and up to 20 plain reruns look for the reference failing by
@@ -901,9 +906,15 @@ def run_exec_judge(
         computed = computed_tokens(texts, {pa.mode: pa.texts for pa, _ in usable})
         visible = readable_texts(task) | built
         given_channels = given_containers(task)
-        input_where = {f"environment/{n}" for n in inputs} | given_built
+        solution_opened = set(agent.first_open) if agent.traced else None
+        used = inputs_used(inputs, solution_opened, agent.deleted)
+        input_where = {f"environment/{n}" for n in used} | given_built
         input_where |= {w for w in visible if container_of(w) in given_channels}
         findings += answer_leaks(computed, texts, visible, input_where)
+        if solution_opened is not None:
+            findings += given_expectations(
+                facts.coverage, script, tracks, env_image, solution_opened
+            )
         by_mode = {pa.mode: pa.texts for pa, _ in usable}
         findings += oracle_answers(texts, by_mode, visible, asserted)  # what no repair states
     findings += other_inputs_findings(other)

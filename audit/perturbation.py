@@ -22,17 +22,20 @@ from __future__ import annotations
 import json
 import posixpath
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from audit.static_checks import (
     ANSWERISH_FILE,
+    answer_like,
     channel_kind,
     is_channel,
     labelled_line,
     normalize,
+    spelled,
     whole_field,
 )
 from audit.verdict import Code, Finding, Source
+from tasks.literals.model import CoverageVerdict
 
 _TOKEN = re.compile(r"(?<![\w.])(-?\d+(?:\.\d+)?|[A-Za-z_][A-Za-z0-9_.@-]*[A-Za-z0-9_])(?![\w])")
 
@@ -333,6 +336,57 @@ def short_value(whole: str) -> bool:
     """An output that is one value too short to be told from prose by itself (a digit, a
     two-letter word): found only as a whole line of a hidden channel, never in plain text."""
     return bool(whole) and "\n" not in whole and not tokens(whole)
+
+
+def inputs_used(
+    inputs: Mapping[str, str], opened: Collection[str] | None, gone: Collection[str]
+) -> set[str]:
+    """The declared inputs ({name: image path}) the reference solution used: those it opened
+    or moved away when traced (`opened` None: untraced, all of them). A file the instruction
+    names that the solution never touched is not what its answer derives from, so a computed
+    answer standing there was given (a schema's `examples`, a reference copy), not an input's
+    value copied through."""
+    if opened is None:
+        return set(inputs)
+    used = set(opened) | set(gone)
+    return {n for n, path in inputs.items() if path in used}
+
+
+def given_expectations(
+    coverage: list[CoverageVerdict],
+    solution: str,
+    tracks: bool,
+    image: Mapping[str, str],
+    opened: Collection[str],
+) -> list[Finding]:
+    """Expected values of the tests that a file of the image states, where the value is an
+    answer: the tests' expectation follows the inputs (`tracks`), the reference solution
+    never spells the value (it computes it) and never opened the file (so the value is not
+    an input it copies). `coverage`: the static literal verdicts (stated `exact` in
+    `environment/<name>`); `image`: {environment name: image path}; `opened`: every file the
+    traced solution opened. A literal counts when one of its tokens is answer-like (a long
+    number, a decimal, a digest): a short word or count stands in many files by chance."""
+    if not tracks:
+        return []
+    out = []
+    for v in coverage:
+        lit, where = v.literal, v.where or ""
+        name = where.removeprefix("environment/")
+        if not v.covered or v.how != "exact" or name == where or name not in image:
+            continue
+        if image[name] in opened or spelled(lit, solution):
+            continue
+        if not any(answer_like(t) for t in re.findall(r"[\w.+-]+", lit.value)):
+            continue
+        why = (
+            f"{where} states the tests' expected {lit.value[:80]!r} (asserted at {lit.where}); "
+            "the reference solution computes it (never spells it; the tests' expectation "
+            "follows the inputs) and never opened that file"
+        )
+        out.append(
+            Finding(code=Code.TEST_LEAKAGE, source=Source.TRIAL, item=lit.value, evidence=why)
+        )
+    return out
 
 
 def answer_leaks(
