@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import posixpath
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from audit.traces import Trace, checked_files
@@ -164,39 +164,6 @@ def other_inputs_findings(runs: list[tuple[Lost, TrialResult]]) -> list[Finding]
             Finding(code=Code.SOLUTION_SHORTCUT, source=Source.TRIAL, item=item, evidence=why)
         )
     return out
-
-
-# The perturbations under which every line the solution reads is a line of the given inputs
-# (a third of them dropped; the records in reverse order): a solution that reads what its
-# inputs say runs through on both.
-LINE_KEEPING = ("drop-lines", "reverse-records")
-
-
-def bound_to_given_bytes(
-    baseline: Mapping[str, str | None], runs: Sequence[tuple[str, Mapping[str, str | None], int]]
-) -> Finding | None:
-    """`solution_shortcut` where the reference solution writes its outputs on the given
-    inputs and on neither line-keeping variant of them (`runs`: mode, its outputs' hashes,
-    its exit status, for the runs of `LINE_KEEPING` that were measured): it exits non-zero or
-    leaves one of them unwritten on inputs whose every line is a line it was given. An answer
-    looked up by the inputs' checksum, size or exact content does that; a parser does not (a
-    form it cannot read, digits or words changed, is not in these runs). None unless both
-    ran."""
-    written = sorted(p for p, h in baseline.items() if h is not None)
-    failed = {
-        mode: code
-        for mode, hashes, code in runs
-        if mode in LINE_KEEPING and (code != 0 or any(hashes.get(p) is None for p in written))
-    }
-    if not written or set(failed) != set(LINE_KEEPING):
-        return None
-    how = "; ".join(f"{m}: exit {failed[m]}" for m in LINE_KEEPING)
-    why = (
-        f"the reference solution writes {written[:3]} on the given inputs and fails on both "
-        f"variants that keep every line of them ({how}; nothing or not all written): it "
-        "depends on the given bytes, not on what they say"
-    )
-    return Finding(code=Code.SOLUTION_SHORTCUT, source=Source.TRIAL, item=written[0], evidence=why)
 
 
 # ---- free reward: outputs the image ships --------------------------------------------------

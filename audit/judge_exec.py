@@ -40,10 +40,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from audit.answers import oracle_answers
 from audit.behaviour import (
-    LINE_KEEPING,
     Lost,
     answer_swaps,
-    bound_to_given_bytes,
     free_reward_findings,
     lost_on_other_inputs,
     network_findings,
@@ -126,9 +124,8 @@ from warehouse.records import AuditRecord
 
 EXEC_VERSION = "24"  # 24: a file the instruction names that the traced solution never opens
 # is no input of its answer (a computed answer standing there is a leak), and an expected value
-# of the tests the solution computes, stated in a file it never opens, is a leak; a solution
-# that fails on both variants keeping every line of its inputs is bound to the given bytes (a
-# shortcut); 23: under the same entropy every bash seeds `$RANDOM` the same, and
+# of the tests the solution computes, stated in a file it never opens, is a leak; 23: under the
+# same entropy every bash seeds `$RANDOM` the same, and
 # fortified opens of the random devices and arc4random draw it too; 22: a verdict that changes
 # when every process draws the same entropy depends on chance (`stochastic_verdict`, softer),
 # and up to 20 plain reruns look for the reference failing by
@@ -921,12 +918,6 @@ def run_exec_judge(
         by_mode = {pa.mode: pa.texts for pa, _ in usable}
         findings += oracle_answers(texts, by_mode, visible, asserted)  # what no repair states
     findings += other_inputs_findings(other)
-    # fails wherever every line it reads is one it was given: bound to the given bytes
-    line_runs = [(pa.mode, pa.hashes, _exit(r)) for pa, r in usable if pa.mode in LINE_KEEPING]
-    if reorder is not None and (reordered_r := reorder[1].result()).rewardable:
-        line_runs.append((REORDER, reorder[0].hashes, _exit(reordered_r)))
-    given_bytes = bound_to_given_bytes({p: agent.hashes.get(p) for p in new_outputs}, line_runs)
-    findings += [given_bytes] if given_bytes is not None else []
     m["solution_steps"] = float(len(solution_steps(script)[0]))
     ev.findings = _dedupe(findings)
     return ev
@@ -951,11 +942,6 @@ def named_in(path: str, task: Task) -> bool:
 
 
 _TIMEOUTS = (FailureMode.AGENT_TIMEOUT, FailureMode.VERIFIER_TIMEOUT)
-
-
-def _exit(r: TrialResult) -> int:
-    """The solution's exit status in a trial (-1 where none was recorded)."""
-    return r.agent_exit_code if r.agent_exit_code is not None else -1
 
 
 def chance_rerun_count(most: int, budget_s: float, trial_s: float) -> int:

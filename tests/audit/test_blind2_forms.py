@@ -10,13 +10,7 @@ shipped with the repository states the expected line (`test "$out" = "count=83 .
 the static look read as a stated literal, fair to assert. Both were accepted on both
 backends. Now a named file the traced solution never opens is no input of its answer, and an
 expected value of the tests that the solution computes, standing in a file it never opens,
-is a leak (`audit.perturbation.inputs_used`, `given_expectations`).
-
-The same set's `shortcut--checksum-keyed-answer` looks its answer up by the log's SHA-256:
-on other data it crashes and writes nothing, which said nothing of it (a run that writes no
-output is no evidence, so a parser that cannot read a changed form is not blamed). It now
-fails on both variants that keep every line of the log (a third dropped, the records
-reversed), where a parser runs through: `audit.behaviour.bound_to_given_bytes`."""
+is a leak (`audit.perturbation.inputs_used`, `given_expectations`)."""
 
 from __future__ import annotations
 
@@ -36,13 +30,12 @@ LEAKS = {
     "leakage--schema-examples": "schema/revenue.schema.json holds the whole computed output",
     "leakage--ci-workflow-assert": "ci.yml states the tests' expected 'count=83 mean=205.57",
 }
-SHORTCUT = "shortcut--checksum-keyed-answer"  # an answer table keyed by the log's SHA-256
 CONTROLS = ["clean--sqlite-country-totals", "clean--access-log-summary"]
 
 
 @pytest.fixture(scope="module")
 def evidence() -> dict[str, ExecEvidence]:
-    return judge_set(SET, {name: dict(perturb=True) for name in [*LEAKS, SHORTCUT, *CONTROLS]})
+    return judge_set(SET, {name: dict(perturb=True) for name in [*LEAKS, *CONTROLS]})
 
 
 @pytest.mark.parametrize("name", list(LEAKS))
@@ -55,12 +48,6 @@ def test_an_answer_given_in_a_file_the_solution_never_opens_is_a_leak(evidence, 
     )
 
 
-def test_a_solution_that_fails_wherever_every_line_is_one_it_was_given_is_a_shortcut(evidence):
-    ev = evidence[SHORTCUT]
-    assert Code.SOLUTION_SHORTCUT.value in decision(ev).hard, texts(ev)
-    assert any("fails on both variants that keep every line" in f.evidence for f in ev.findings)
-
-
 @pytest.mark.parametrize("name", CONTROLS)
 def test_a_clean_control_of_the_second_blind_set_is_not_rejected(evidence, name):
     ev = evidence[name]
@@ -68,14 +55,12 @@ def test_a_clean_control_of_the_second_blind_set_is_not_rejected(evidence, name)
 
 
 @pytest.mark.docker
-def test_the_given_answers_and_the_keyed_answer_on_the_docker_backend(docker_engine):
+def test_both_given_answers_are_leaks_on_the_docker_backend(docker_engine):
     tasks = {t.id: t for t in import_dir(SET)[0]}
     cfg = ExecConfig(**{**OFF, "perturb": True}, backend="docker", workers=2)
     for name, behaviour in LEAKS.items():
         ev = run_exec_judge(tasks[name], cfg)
         assert Code.TEST_LEAKAGE.value in decision(ev).hard, texts(ev)
         assert any(behaviour in f.evidence for f in ev.findings), texts(ev)
-    keyed = run_exec_judge(tasks[SHORTCUT], cfg)
-    assert Code.SOLUTION_SHORTCUT.value in decision(keyed).hard, texts(keyed)
     control = run_exec_judge(tasks[CONTROLS[0]], cfg)
     assert not decision(control).hard, texts(control)
