@@ -82,6 +82,7 @@ from audit.static_checks import (
     readable_texts,
     solution_text,
     static_findings,
+    suspected_sleeps,
     under_named_dir,
     value_leaks,
     verifier_texts,
@@ -98,6 +99,7 @@ from audit.trials import (
     PerturbedOracleAgent,
     StartingStateAgent,
     VerifierTraceAgent,
+    sleep_cut_env,
 )
 from audit.variants import (
     STARVE_SHARE,
@@ -122,17 +124,19 @@ from tasks.reports import assertion_key
 from tasks.results import FailureMode, ReferenceVerdict, TrialResult
 from warehouse.records import AuditRecord
 
-EXEC_VERSION = "24"  # 24: a file the instruction names that the traced solution never opens is no
-# input of its answer (a computed answer standing there is a leak), and an expected value of the
-# tests the solution computes, stated in a file it never opens, is a leak; 23: under the same
-# entropy every bash seeds `$RANDOM` the same, and fortified opens of the random devices and
-# arc4random draw it too; 22: a verdict that changes when every process draws the same entropy
-# depends on chance (`stochastic_verdict`, softer), and up to 20 plain reruns look for the reference
-# failing by chance (a change is `flaky_verifier`); 21: the reference solution that runs through on
-# other records (the inputs' lines reversed) and loses assertions whose expectation moved with them
-# (the shipped answer fails them there too) is a shortcut; 20: the same where the other starting
-# state is the image built without one of its RUN steps (system state the build made); 19: an
-# assertion the starting state passes that a nop run fails and the solution passes on other data
+EXEC_VERSION = "25"  # 25: a suspected sleep as synchronization is confirmed by cutting that sleep
+# (its seconds read from the verifier) under the CPU quota, every other sleep as asked; two more
+# hacks (`constant_answer`, `example_table`); 24: a file the instruction names that the traced
+# solution never opens is no input of its answer (a computed answer standing there is a leak), and
+# an expected value of the tests the solution computes, stated in a file it never opens, is a leak;
+# 23: under the same entropy every bash seeds `$RANDOM` the same, and fortified opens of the random
+# devices and arc4random draw it too; 22: a verdict that changes when every process draws the same
+# entropy depends on chance (`stochastic_verdict`, softer), and up to 20 plain reruns look for the
+# reference failing by chance (a change is `flaky_verifier`); 21: the reference solution that runs
+# through on other records (the inputs' lines reversed) and loses assertions whose expectation moved
+# with them (the shipped answer fails them there too) is a shortcut; 20: the same where the other
+# starting state is the image built without one of its RUN steps (system state the build made); 19:
+# an assertion the starting state passes that a nop run fails and the solution passes on other data
 # (inputs perturbed, form kept) is free reward; 18: SQLite databases the instruction names are
 # inputs perturbed table by table, and the tables a solution makes or changes in them outputs; a
 # broken input the traced solution never opens is no defect; a fast-clock change its real-rate
@@ -566,12 +570,14 @@ def run_exec_judge(
             bound = _Bounded(OracleAgent(), budget / STARVE_SHARE)
             starve_f = pool.submit(run, starved_task(task), bound)
         # a race the static look suspects (a sleep as synchronization), put to the test: the
-        # CPU quota and every sleep of the verifier a tenth as long
+        # CPU quota and the suspected sleeps cut to nothing, the others as asked (with no
+        # duration known, every sleep of the verifier a tenth as long)
         suspect = [f for f in findings if f.code == Code.RACE]
-        harsh = ConditionAgent(Condition("sleeps", sleeps=True)) if suspect else None
+        cut = suspected_sleeps(task, suspect)
+        harsh = ConditionAgent(Condition("sleeps", sleeps=True, cut_sleeps=cut))
         harsh_f = None
-        if harsh is not None and cfg.starved and oracle_cost <= cfg.starve_max_s:
-            variant = starved_task(condition_task(task, "sleeps"))
+        if suspect and cfg.starved and oracle_cost <= cfg.starve_max_s:
+            variant = starved_task(condition_task(task, "sleeps", sleep_cut_env(cut)))
             harsh_f = pool.submit(run, variant, _Bounded(harsh, budget / STARVE_SHARE))
         rerun_fs = [pool.submit(run, task, "oracle") for _ in range(cfg.reruns)]
         cond_fs: list[tuple[ConditionAgent, Future]] = []
@@ -785,7 +791,7 @@ def run_exec_judge(
         slow = starve_r.failure_mode in (FailureMode.AGENT_TIMEOUT, FailureMode.VERIFIER_TIMEOUT)
         why = f"CPU quota {STARVE_SHARE:g} of the task's CPUs"
         runs.append(("starved", starve_r, not slow, why + (": timed out" if slow else "")))
-    if harsh is not None and harsh_r is not None:
+    if harsh_r is not None:
         slow = harsh_r.failure_mode in (FailureMode.AGENT_TIMEOUT, FailureMode.VERIFIER_TIMEOUT)
         why = f"CPU quota {STARVE_SHARE:g}, {harsh.detail}; the suspected race: "
         why += f"{suspect[0].item}: {suspect[0].evidence[:120]}" + (": timed out" if slow else "")

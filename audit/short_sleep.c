@@ -1,11 +1,20 @@
-/* LD_PRELOAD library for the audit's `sleeps` rerun: every sleep of the verifier (and of
- * what it starts) lasts a tenth of what it asks, the clocks untouched. Against the verifier's
- * sleeps, everything that computes is then ten times slower, as on a loaded machine: a test
- * that sleeps instead of waiting for what it started (a server, a background job) loses the
- * race its author won; a test that polls, or waits for an exit, does not notice. Covered:
- * nanosleep, clock_nanosleep (relative and absolute: Python's time.sleep), usleep, sleep.
- * Sleeps go straight to the kernel (no dlsym), so the host's build loads in older glibc
- * images; musl images refuse it and the rerun is recorded as not applied. */
+/* LD_PRELOAD library for the audit's `sleeps` rerun, the clocks untouched. Two modes:
+ *
+ * - T1_SLEEP_CUT set (nanoseconds, comma-separated): the sleeps the static look suspects
+ *   of synchronizing (a fixed sleep after starting a server or a job, no wait between) are
+ *   cut to nothing, every other sleep lasts what it asks. A verdict that changes then rested
+ *   on that sleep outlasting what it started: a race, whatever the margin and the machine
+ *   (the divided mode below decided by the margin: a 2.5 s sleep for a server that starts in
+ *   50 ms lost on one machine and won on a faster one). Polls keep their pace. A sleep
+ *   matches a duration d when it asks for d, or a little less (a tenth): Python's
+ *   time.sleep asks for an absolute deadline, which arrives here as d less a few
+ *   microseconds.
+ * - otherwise every sleep lasts a tenth of what it asks: against the verifier's sleeps,
+ *   everything that computes is ten times slower, as on a loaded machine.
+ *
+ * Covered: nanosleep, clock_nanosleep (relative and absolute: Python's time.sleep), usleep,
+ * sleep. Sleeps go straight to the kernel (no dlsym), so the host's build loads in older
+ * glibc images; musl images refuse it and the rerun is recorded as not applied. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdlib.h>
@@ -15,11 +24,39 @@
 
 #define DIVISOR 10
 
+#define MAX_CUTS 16
+
+/* the durations to cut (T1_SLEEP_CUT), read once; -1 before the first read */
+static long long cuts[MAX_CUTS];
+static int n_cuts = -1;
+
+static void read_cuts(void) {
+    const char *s = getenv("T1_SLEEP_CUT");
+    int n = 0;
+    while (s != NULL && *s != '\0' && n < MAX_CUTS) {
+        char *end;
+        long long v = strtoll(s, &end, 10);
+        if (end == s) break;
+        if (v > 0) cuts[n++] = v;
+        if (*end != ',') break;
+        s = end + 1;
+    }
+    n_cuts = n;
+}
+
+static long long shortened(long long ns) {
+    if (n_cuts < 0) read_cuts();
+    if (n_cuts == 0) return ns / DIVISOR;
+    for (int i = 0; i < n_cuts; i++)
+        if (ns <= cuts[i] && ns >= cuts[i] - cuts[i] / 10) return 0;
+    return ns;
+}
+
 static struct timespec shrink(const struct timespec *t) {
     long long ns = (long long)t->tv_sec * 1000000000LL + t->tv_nsec;
     struct timespec out;
     if (ns < 0) ns = 0;
-    ns /= DIVISOR;
+    ns = shortened(ns);
     out.tv_sec = ns / 1000000000LL;
     out.tv_nsec = ns % 1000000000LL;
     return out;

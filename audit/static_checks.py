@@ -810,6 +810,53 @@ def python_races(name: str, text: str) -> list[tuple[str, str]]:
     return out
 
 
+def sleep_seconds(text: str, line: int) -> float | None:
+    """The seconds the `sleep(...)` call at `line` of a Python program asks for (pure): a
+    number, or a name the module binds once to a number; None when the program does not
+    parse, no sleep call starts there, or its duration is computed."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+    bound: dict[str, list[ast.expr]] = {}
+    for stmt in tree.body:
+        if isinstance(stmt, ast.Assign):
+            for t in stmt.targets:
+                if isinstance(t, ast.Name):
+                    bound.setdefault(t.id, []).append(stmt.value)
+    for node in ast.walk(tree):
+        if (
+            isinstance(node, ast.Call)
+            and node.lineno == line
+            and _call_kind(node) == "sleep"
+            and len(node.args) == 1
+        ):
+            arg = node.args[0]
+            if isinstance(arg, ast.Name) and len(bound.get(arg.id, [])) == 1:
+                arg = bound[arg.id][0]
+            try:
+                value = ast.literal_eval(arg)
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                return None
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+            return float(value) if ok and value > 0 else None
+    return None
+
+
+def suspected_sleeps(task: Task, races: list[Finding]) -> list[float]:
+    """The seconds of the verifier's sleeps that the static `races` findings suspect of
+    synchronizing (`python_races`: `tests/<file>:<line>`), each once, in order; a race of
+    another kind, or a duration computed at run time, adds none."""
+    out: set[float] = set()
+    for f in races:
+        where, _, line = f.item.rpartition(":")
+        part, _, name = where.partition("/")
+        text = decode(task.verifier.get(name, b"")) if part == "tests" else None
+        if text and line.isdigit() and (s := sleep_seconds(text, int(line))) is not None:
+            out.add(s)
+    return sorted(out)
+
+
 @dataclass
 class StaticEvidence:
     facts: VerifierFacts

@@ -122,11 +122,19 @@ def host_readdir_shim() -> bytes | None:
     return host_preload(READDIR_SOURCE, "readdir")
 
 
-# The sleeps condition's LD_PRELOAD library (audit/short_sleep.c): every sleep a tenth as
-# long, the clocks untouched (a verifier that sleeps instead of waiting loses its race).
+# The sleeps condition's LD_PRELOAD library (audit/short_sleep.c), the clocks untouched: the
+# sleeps the static look suspects of synchronizing cut to nothing (their durations in
+# SLEEP_CUT_ENV) and every other sleep as asked; with none named, every sleep a tenth as long.
 SLEEP_SOURCE = Path(__file__).with_name("short_sleep.c")
 SHIPPED_SLEEPS = f"{CONDITION_DIR}/libt1sleep.so"
 SLEEP_DIVISOR = 10  # as audit/short_sleep.c's DIVISOR
+SLEEP_CUT_ENV = "T1_SLEEP_CUT"  # as audit/short_sleep.c reads it
+
+
+def sleep_cut_env(seconds: list[float]) -> dict[str, str]:
+    """The verifier's environment under which the sleeps library cuts the sleeps of `seconds`
+    to nothing (empty for none: every sleep a tenth as long)."""
+    return {SLEEP_CUT_ENV: ",".join(str(round(s * 1e9)) for s in seconds)} if seconds else {}
 
 
 def host_sleep_shim() -> bytes | None:
@@ -154,9 +162,10 @@ def _with_preload(sandbox: Sandbox, data: bytes, command: str) -> str:
     return sandbox.exec(run, timeout_s=10).stdout
 
 
-def _prepare_sleeps(sandbox: Sandbox) -> tuple[bool, str]:
+def _prepare_sleeps(sandbox: Sandbox, cut: list[float]) -> tuple[bool, str]:
     """Does the sleeps library load here and shorten a sleep (`sleep 1`)? Tried from a
-    scratch directory removed again at once. (False, why) when it does not."""
+    scratch directory removed again at once. (False, why) when it does not; the detail names
+    the sleeps `cut` to nothing (`sleep_cut_env`), if any."""
     data = host_sleep_shim()
     if data is None:
         return False, "no C compiler on the host to build the sleeps library"
@@ -167,6 +176,9 @@ def _prepare_sleeps(sandbox: Sandbox) -> tuple[bool, str]:
     took = out.strip().splitlines()[-1:] or ["x"]
     if not took[0].isdigit() or int(took[0]) >= 600:
         return False, f"the sleeps library did not shorten `sleep 1` ({out.strip()[-120:]!r})"
+    if cut:
+        named = ", ".join(f"{s:g} s" for s in cut)
+        return True, f"the verifier's sleeps of {named} cut to nothing, the others as asked"
     return True, f"the verifier's sleeps {SLEEP_DIVISOR}x shorter, its clocks untouched"
 
 
@@ -687,6 +699,7 @@ class Condition:
     age_paths: list[str] = field(default_factory=list)
     age_s: int = 0
     sleeps: bool = False
+    cut_sleeps: list[float] = field(default_factory=list)  # seconds (`sleep_cut_env`)
     entropy: bool = False
 
 
@@ -709,7 +722,7 @@ class ConditionAgent:
         if c.locale:
             self.applied, self.detail = _prepare_locale(sandbox, self.locale)
         if c.sleeps:
-            self.applied, self.detail = _prepare_sleeps(sandbox)
+            self.applied, self.detail = _prepare_sleeps(sandbox, c.cut_sleeps)
         if c.entropy:
             self.applied, self.detail = _prepare_entropy(sandbox)
         if c.shuffle_dirs:

@@ -96,8 +96,9 @@ def condition_script(name: str) -> str:
         lines.append(
             f'for lib in {libs}; do [ -f "$lib" ] && export LD_PRELOAD="$lib" && break; done'
         )
-    # the audit's own libraries (readdir in reverse: audit/readdir_reverse.c; every sleep a
-    # tenth as long: audit/short_sleep.c; one entropy for every process: audit/same_entropy.c),
+    # the audit's own libraries (readdir in reverse: audit/readdir_reverse.c; the suspected
+    # sleeps cut, or every sleep a tenth as long: audit/short_sleep.c; one entropy for every
+    # process: audit/same_entropy.c),
     # preloaded only where they load silently (a musl loader would refuse to start anything)
     if name in SHIMS:
         lines.append(f'lib={d}/{SHIMS[name][0]}; [ -f "$lib" ] && '
@@ -123,10 +124,12 @@ def condition_verifier(verifier: dict[str, bytes], name: str) -> dict[str, bytes
     return files
 
 
-def condition_task(task: Task, name: str) -> Task:
+def condition_task(task: Task, name: str, extra: dict[str, str] | None = None) -> Task:
     """`task` whose verifier runs under condition `name`: the files of `condition_verifier`,
-    and `BASH_ENV` in the verifier's environment naming the sourced script."""
-    env = {**task.verifier_config.env, "BASH_ENV": f"{TESTS_DIR}/{CONDITION_SCRIPT}"}
+    and `BASH_ENV` in the verifier's environment naming the sourced script (with `extra`,
+    e.g. the sleeps to cut: `audit.trials.sleep_cut_env`)."""
+    env = {**task.verifier_config.env, **(extra or {})}
+    env["BASH_ENV"] = f"{TESTS_DIR}/{CONDITION_SCRIPT}"
     return task.model_copy(
         update={
             "verifier": condition_verifier(task.verifier, name),

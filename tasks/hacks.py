@@ -55,15 +55,29 @@ EOF = "T1_HACK_EOF"
 
 
 @dataclass(frozen=True)
+class Example:
+    """A worked example the instruction shows in a shell session (`$ python3 /app/tool.py 512`
+    and the lines it prints): the named program, its arguments, what it printed."""
+
+    program: str
+    args: tuple[str, ...]
+    output: str
+
+
+@dataclass(frozen=True)
 class Named:
     """What an instruction names: paths (a trailing `/` for a directory), literals, and
     functions as (module or "", name); `beside`: each named path with the literals of the
-    sentence that names it (what "write `ready` to `status.txt`" asks for, as a constant)."""
+    sentence that names it (what "write `ready` to `status.txt`" asks for, as a constant);
+    `examples`: its worked examples of named programs; `answers`: the literals it tells a
+    program to print ("print `valid` and exit with status 0"), in order."""
 
     paths: tuple[str, ...] = ()
     literals: tuple[str, ...] = ()
     functions: tuple[tuple[str, str], ...] = ()
     beside: tuple[tuple[str, tuple[str, ...]], ...] = ()
+    examples: tuple[Example, ...] = ()
+    answers: tuple[str, ...] = ()
 
     @property
     def files(self) -> list[str]:
@@ -118,7 +132,51 @@ def instruction_names(instruction: str, workdir: str = "/app") -> Named:
     """The paths, literals and functions an instruction names (see the module docstring)."""
     named = _names(instruction, workdir)
     return Named(named.paths, named.literals, named.functions,
-                 sentence_pairs(instruction, workdir))  # fmt: skip
+                 sentence_pairs(instruction, workdir), worked_examples(instruction, workdir),
+                 printed_answers(instruction))  # fmt: skip
+
+
+_FENCE = re.compile(r"^```[^\n]*\n(.*?)^```", re.S | re.M)
+_PRINT = re.compile(r"\b(?:print|prints|output|outputs|echo|echoes|answer|answers)\s+`([^`\n]+)`")
+
+
+def worked_examples(instruction: str, workdir: str = "/app") -> tuple[Example, ...]:
+    """The shell sessions of the instruction's code blocks, read as worked examples (pure):
+    each `$ ` line that runs a named program (`python3 /app/tool.py 512`, `./bin/tool x`),
+    with the lines after it up to the next prompt as what it printed."""
+    out: list[Example] = []
+    for block in _FENCE.findall(instruction):
+        command: list[str] | None = None
+        printed: list[str] = []
+        for line in [*block.splitlines(), "$ "]:
+            if not line.startswith("$ "):
+                printed.append(line)
+                continue
+            if command is not None and (ex := _example(command, printed, workdir)) is not None:
+                out.append(ex)
+            try:
+                command, printed = shlex.split(line[2:]), []
+            except ValueError:
+                command, printed = None, []
+    return tuple(out[:MAX_NAMES])
+
+
+_INTERPRETERS = {"python3", "python", "bash", "sh", "node", "perl", "ruby", "php", "Rscript"}
+
+
+def _example(command: list[str], printed: list[str], workdir: str) -> Example | None:
+    """The program a session line runs (itself, or the first argument of an interpreter)."""
+    at = 1 if command and command[0] in _INTERPRETERS else 0
+    word = command[at] if len(command) > at else ""
+    p = _norm(word, workdir) if "/" in word or _FILE_SUFFIX.search(word) else None
+    if p is None or p.endswith("/") or not (at or _is_script(p) or "." not in word):
+        return None
+    return Example(p, tuple(command[at + 1 :]), "".join(f"{x}\n" for x in printed))
+
+
+def printed_answers(instruction: str) -> tuple[str, ...]:
+    """The literals the instruction tells a program to print, in order (pure)."""
+    return tuple(dict.fromkeys(m.group(1).strip() for m in _PRINT.finditer(instruction)))
 
 
 def _names(instruction: str, workdir: str, prose_numbers: bool = True) -> Named:
@@ -353,6 +411,45 @@ def exit_zero(named: Named, workdir: str) -> list[str]:
             )
         else:
             out.append(f"if [ -f {_q(p)} ] && [ -x {_q(p)} ]; then\n{body}\nfi")
+    return out
+
+
+def _table_program(path: str, examples: list[Example]) -> str:
+    """A program that prints, for the arguments of each example, what the example printed
+    (for others, what the first one printed) and exits 0."""
+    if path.endswith(".py"):
+        table = {ex.args: ex.output for ex in examples}
+        return (
+            "#!/usr/bin/env python3\nimport sys\n"
+            f"T = {table!r}\n"
+            f"sys.stdout.write(T.get(tuple(sys.argv[1:]), {examples[0].output!r}))\n"
+        )
+    cases = [f"  {_q(' '.join(ex.args))}) printf '%s' {_q(ex.output)} ;;" for ex in examples]
+    cases.append(f"  *) printf '%s' {_q(examples[0].output)} ;;")
+    return "\n".join(["#!/bin/bash", 'case "$*" in', *cases, "esac", "exit 0"]) + "\n"
+
+
+def example_table(named: Named, workdir: str) -> list[str]:
+    """Every program the instruction shows worked examples of prints their outputs from a
+    table keyed by the arguments: a verifier that runs only the instruction's own examples
+    pays for copying them."""
+    programs: dict[str, list[Example]] = {}
+    for ex in named.examples:
+        programs.setdefault(ex.program, []).append(ex)
+    return [_heredoc(p, _table_program(p, exs), True) for p, exs in programs.items()]
+
+
+def constant_answer(named: Named, workdir: str) -> list[str]:
+    """Every named program prints the first literal the instruction tells a program to print
+    ("print `valid` and exit with status 0") and exits 0, whatever it is given: a verifier
+    that never asks for another answer pays for always giving that one."""
+    if not named.answers:
+        return []
+    out = []
+    for p in named.files:
+        if _is_script(p) or "." not in posixpath.basename(p):
+            text = named.answers[0] + "\n"
+            out.append(_heredoc(p, _program(p, _functions(named), text), True))
     return out
 
 
@@ -798,6 +895,8 @@ HACKS: dict[str, Builder] = {
     "shaped_outputs": shaped_outputs,
     "copy_inputs": copy_inputs,
     "exit_zero": exit_zero,
+    "constant_answer": constant_answer,
+    "example_table": example_table,
     "touch_now": touch_now,
     "epoch_mtimes": epoch_mtimes,
     "make_dirs": make_dirs,

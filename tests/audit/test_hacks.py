@@ -52,6 +52,14 @@ Read `/app/data/input.csv` and write the total to /app/out/total.txt. Also creat
 Implement `def parse_row(line)` and `normalize()` in `/app/tool.py`, and
 `pkg.stats.mean` (use `json.dumps` for output). The header must be "id,amount" and the
 answer has 3 decimals. Never touch /tests/test_outputs.py or /proc/self.
+When it is done, `/app/bin/run.sh --check` prints `ready` and exits 0:
+
+```
+$ /app/bin/run.sh --check
+ready
+$ python3 /app/tool.py 2 3
+5
+```
 """
 
 
@@ -237,6 +245,49 @@ def test_exit_zero_makes_a_named_program_with_no_suffix(tmp_path: Path) -> None:
     assert (r.returncode, r.stdout) == (0, b"")
     assert (wd / "hosts").read_text() == "127.0.0.1 localhost\n"
     assert not (wd / "lint.log").exists()
+
+
+def test_the_worked_examples_and_the_printed_answers_are_read() -> None:
+    n = instruction_names(INSTRUCTION, "/app")
+    assert [(e.program, e.args, e.output) for e in n.examples] == [
+        ("/app/bin/run.sh", ("--check",), "ready\n"),
+        ("/app/tool.py", ("2", "3"), "5\n"),  # run through its interpreter
+    ]
+    assert n.answers == ("ready",)
+    data = "```\n$ cat /app/out/total.txt\n7\n```\n"  # a data file shown, not a program
+    assert instruction_names(data, "/app").examples == ()
+
+
+def test_example_table_answers_each_example_and_the_first_for_the_rest(tmp_path: Path) -> None:
+    """A program that hard-codes the instruction's worked examples (a blind fixture's tests
+    ran exactly those three), in Python and in bash."""
+    wd = tmp_path / "app"
+    wd.mkdir()
+    instruction = (
+        f"Write `{wd}/size.py` and `{wd}/size`:\n\n```\n$ python3 {wd}/size.py 512\n512 B\n"
+        f"$ python3 {wd}/size.py 1536\n1.5 KiB\n$ {wd}/size 'two words'\n2\nwords\n```\n"
+    )
+    _run("example_table", wd, instruction)
+
+    def out(*argv: str) -> str:
+        return subprocess.run(argv, capture_output=True, text=True, check=True).stdout
+
+    assert out("python3", str(wd / "size.py"), "1536") == "1.5 KiB\n"
+    assert out("python3", str(wd / "size.py"), "9") == "512 B\n"
+    assert out(str(wd / "size"), "two words") == "2\nwords\n"
+
+
+def test_constant_answer_prints_the_first_answer_whatever_it_is_given(tmp_path: Path) -> None:
+    wd = tmp_path / "app"
+    wd.mkdir()
+    instruction = (
+        f"Write `{wd}/check.py`, run as `python3 {wd}/check.py ADDRESS`. If valid, print "
+        "`valid` and exit with status 0. Otherwise print `invalid` and exit with status 1."
+    )
+    _run("constant_answer", wd, instruction)
+    r = subprocess.run(["python3", str(wd / "check.py"), "999.1.1.1"], capture_output=True)
+    assert (r.returncode, r.stdout) == (0, b"valid\n")
+    assert hack_scripts("Print the answer to standard output.", "/app", ["constant_answer"]) == []
 
 
 def test_timestamp_games_and_modes(scratch) -> None:
