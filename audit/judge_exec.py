@@ -125,27 +125,28 @@ from tasks.results import FailureMode, ReferenceVerdict, TrialResult
 from warehouse.records import AuditRecord
 
 EXEC_VERSION = "25"  # 25: a suspected sleep as synchronization is confirmed by cutting that sleep
-# (its seconds read from the verifier) under the CPU quota, every other sleep as asked; two more
-# hacks (`constant_answer`, `example_table`); 24: a file the instruction names that the traced
-# solution never opens is no input of its answer (a computed answer standing there is a leak), and
-# an expected value of the tests the solution computes, stated in a file it never opens, is a leak;
-# 23: under the same entropy every bash seeds `$RANDOM` the same, and fortified opens of the random
-# devices and arc4random draw it too; 22: a verdict that changes when every process draws the same
-# entropy depends on chance (`stochastic_verdict`, softer), and up to 20 plain reruns look for the
-# reference failing by chance (a change is `flaky_verifier`); 21: the reference solution that runs
-# through on other records (the inputs' lines reversed) and loses assertions whose expectation moved
-# with them (the shipped answer fails them there too) is a shortcut; 20: the same where the other
-# starting state is the image built without one of its RUN steps (system state the build made); 19:
-# an assertion the starting state passes that a nop run fails and the solution passes on other data
-# (inputs perturbed, form kept) is free reward; 18: SQLite databases the instruction names are
-# inputs perturbed table by table, and the tables a solution makes or changes in them outputs; a
-# broken input the traced solution never opens is no defect; a fast-clock change its real-rate
-# control repeats is the library's; 17: the blind set's forms (a `repair` output mutant, every
-# computed line in one non-input file a leak, exit_zero makes suffixless named programs); 16: an
-# oracle whose module a rerun judged in its own process, every outcome vouched, is independent (no
-# judge_runs_agent_code); 15: the reference verdict recorded, nop and hacks paid against it; 14: the
-# runner marks the agent's code by its file (bytecode, native modules), pickles that name a global,
-# code the tests eval; 13: judge_runs_agent_code
+# (its seconds read from the verifier), every other sleep as asked and every process of the verifier
+# starting late (`sleeps-cut`); two more hacks (`constant_answer`, `example_table`); 24: a file the
+# instruction names that the traced solution never opens is no input of its answer (a computed
+# answer standing there is a leak), and an expected value of the tests the solution computes, stated
+# in a file it never opens, is a leak; 23: under the same entropy every bash seeds `$RANDOM` the
+# same, and fortified opens of the random devices and arc4random draw it too; 22: a verdict that
+# changes when every process draws the same entropy depends on chance (`stochastic_verdict`,
+# softer), and up to 20 plain reruns look for the reference failing by chance (a change is
+# `flaky_verifier`); 21: the reference solution that runs through on other records (the inputs'
+# lines reversed) and loses assertions whose expectation moved with them (the shipped answer fails
+# them there too) is a shortcut; 20: the same where the other starting state is the image built
+# without one of its RUN steps (system state the build made); 19: an assertion the starting state
+# passes that a nop run fails and the solution passes on other data (inputs perturbed, form kept) is
+# free reward; 18: SQLite databases the instruction names are inputs perturbed table by table, and
+# the tables a solution makes or changes in them outputs; a broken input the traced solution never
+# opens is no defect; a fast-clock change its real-rate control repeats is the library's; 17: the
+# blind set's forms (a `repair` output mutant, every computed line in one non-input file a leak,
+# exit_zero makes suffixless named programs); 16: an oracle whose module a rerun judged in its own
+# process, every outcome vouched, is independent (no judge_runs_agent_code); 15: the reference
+# verdict recorded, nop and hacks paid against it; 14: the runner marks the agent's code by its file
+# (bytecode, native modules), pickles that name a global, code the tests eval; 13:
+# judge_runs_agent_code
 EXEC_JUDGE = "exec"
 
 Runner = Callable[..., TrialResult]
@@ -570,14 +571,18 @@ def run_exec_judge(
             bound = _Bounded(OracleAgent(), budget / STARVE_SHARE)
             starve_f = pool.submit(run, starved_task(task), bound)
         # a race the static look suspects (a sleep as synchronization), put to the test: the
-        # CPU quota and the suspected sleeps cut to nothing, the others as asked (with no
-        # duration known, every sleep of the verifier a tenth as long)
+        # suspected sleeps cut to nothing and every process the verifier starts late
+        # (`sleeps-cut`); with no such sleep's seconds known, the CPU quota and every sleep
+        # of the verifier a tenth as long (`starved-sleeps`)
         suspect = [f for f in findings if f.code == Code.RACE]
         cut = suspected_sleeps(task, suspect)
         harsh = ConditionAgent(Condition("sleeps", sleeps=True, cut_sleeps=cut))
         harsh_f = None
-        if suspect and cfg.starved and oracle_cost <= cfg.starve_max_s:
-            variant = starved_task(condition_task(task, "sleeps", sleep_cut_env(cut)))
+        if suspect and cut and cfg.starved:
+            variant = condition_task(task, "sleeps", sleep_cut_env(cut))
+            harsh_f = pool.submit(run, variant, _Bounded(harsh, budget))
+        elif suspect and cfg.starved and oracle_cost <= cfg.starve_max_s:
+            variant = starved_task(condition_task(task, "sleeps"))
             harsh_f = pool.submit(run, variant, _Bounded(harsh, budget / STARVE_SHARE))
         rerun_fs = [pool.submit(run, task, "oracle") for _ in range(cfg.reruns)]
         cond_fs: list[tuple[ConditionAgent, Future]] = []
@@ -793,9 +798,12 @@ def run_exec_judge(
         runs.append(("starved", starve_r, not slow, why + (": timed out" if slow else "")))
     if harsh_r is not None:
         slow = harsh_r.failure_mode in (FailureMode.AGENT_TIMEOUT, FailureMode.VERIFIER_TIMEOUT)
-        why = f"CPU quota {STARVE_SHARE:g}, {harsh.detail}; the suspected race: "
-        why += f"{suspect[0].item}: {suspect[0].evidence[:120]}" + (": timed out" if slow else "")
-        runs.append(("starved-sleeps", harsh_r, harsh.applied and not slow, why))
+        why = harsh.detail if cut else f"CPU quota {STARVE_SHARE:g}, {harsh.detail}"
+        why += f"; the suspected race: {suspect[0].item}: {suspect[0].evidence[:120]}"
+        why += ": timed out" if slow else ""
+        runs.append(
+            ("sleeps-cut" if cut else "starved-sleeps", harsh_r, harsh.applied and not slow, why)
+        )
     if starve_r is None and cfg.starved:
         why = f"the oracle took {oracle_cost:.0f}s; starved runs are for tasks under "
         why += f"{cfg.starve_max_s:g}s"

@@ -2,13 +2,14 @@
  *
  * - T1_SLEEP_CUT set (nanoseconds, comma-separated): the sleeps the static look suspects
  *   of synchronizing (a fixed sleep after starting a server or a job, no wait between) are
- *   cut to nothing, every other sleep lasts what it asks. A verdict that changes then rested
- *   on that sleep outlasting what it started: a race, whatever the margin and the machine
- *   (the divided mode below decided by the margin: a 2.5 s sleep for a server that starts in
- *   50 ms lost on one machine and won on a faster one). Polls keep their pace. A sleep
- *   matches a duration d when it asks for d, or a little less (a tenth): Python's
- *   time.sleep asks for an absolute deadline, which arrives here as d less a few
- *   microseconds.
+ *   cut to nothing, every other sleep lasts what it asks, and every process that loads this
+ *   library starts START_DELAY_NS late (what the sleep waited for cannot be done before the
+ *   sleeper goes on: a job of a few milliseconds otherwise won that race when the cut sleep
+ *   yielded the CPU to it). A verdict that changes then rested on that sleep outlasting what
+ *   it started: a race, whatever the margin and the machine (the divided mode below decided
+ *   by the margin). Polls keep their pace. A sleep matches a duration d when it asks for d,
+ *   or a little less (a tenth): Python's time.sleep asks for an absolute deadline, which
+ *   arrives here as d less a few microseconds.
  * - otherwise every sleep lasts a tenth of what it asks: against the verifier's sleeps,
  *   everything that computes is ten times slower, as on a loaded machine.
  *
@@ -42,6 +43,16 @@ static void read_cuts(void) {
         s = end + 1;
     }
     n_cuts = n;
+}
+
+#define START_DELAY_NS 300000000LL
+
+__attribute__((constructor)) static void late_start(void) {
+    read_cuts();
+    if (n_cuts > 0) {
+        struct timespec t = {START_DELAY_NS / 1000000000LL, START_DELAY_NS % 1000000000LL};
+        syscall(SYS_clock_nanosleep, CLOCK_MONOTONIC, 0, &t, NULL);
+    }
 }
 
 static long long shortened(long long ns) {

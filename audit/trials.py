@@ -124,11 +124,13 @@ def host_readdir_shim() -> bytes | None:
 
 # The sleeps condition's LD_PRELOAD library (audit/short_sleep.c), the clocks untouched: the
 # sleeps the static look suspects of synchronizing cut to nothing (their durations in
-# SLEEP_CUT_ENV) and every other sleep as asked; with none named, every sleep a tenth as long.
+# SLEEP_CUT_ENV), every other sleep as asked and every process starting late; with none
+# named, every sleep a tenth as long.
 SLEEP_SOURCE = Path(__file__).with_name("short_sleep.c")
 SHIPPED_SLEEPS = f"{CONDITION_DIR}/libt1sleep.so"
 SLEEP_DIVISOR = 10  # as audit/short_sleep.c's DIVISOR
 SLEEP_CUT_ENV = "T1_SLEEP_CUT"  # as audit/short_sleep.c reads it
+SLEEP_CUT_START_S = 0.3  # as audit/short_sleep.c's START_DELAY_NS
 
 
 def sleep_cut_env(seconds: list[float]) -> dict[str, str]:
@@ -178,7 +180,8 @@ def _prepare_sleeps(sandbox: Sandbox, cut: list[float]) -> tuple[bool, str]:
         return False, f"the sleeps library did not shorten `sleep 1` ({out.strip()[-120:]!r})"
     if cut:
         named = ", ".join(f"{s:g} s" for s in cut)
-        return True, f"the verifier's sleeps of {named} cut to nothing, the others as asked"
+        why = f"the verifier's sleeps of {named} cut to nothing, the others as asked, "
+        return True, why + f"every process it starts {SLEEP_CUT_START_S:g} s late"
     return True, f"the verifier's sleeps {SLEEP_DIVISOR}x shorter, its clocks untouched"
 
 

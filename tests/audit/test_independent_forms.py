@@ -5,7 +5,8 @@ its class needs; the full audit of all 26 is `benchmarks/audit_recall.py --forms
 tests/fixtures/audit-independent` (docs/audit.md).
 
 Before: `flaky--server-sleep` passed every rerun (its 2.5 s sleep outlasts the server's start
-even under a 0.1 CPU quota), `leakage--expected-in-fixture`'s answer file was taken for a
+even under a 0.1 CPU quota; since exec judge 25 the sleep is cut:
+test_load_bearing_sleeps.py), `leakage--expected-in-fixture`'s answer file was taken for a
 declared input (it shares the output's file name), and `shortcut--base64-in-script` spelled
 nothing the rule could see."""
 
@@ -47,7 +48,7 @@ def evidence() -> dict[str, ExecEvidence]:
 def test_a_missed_form_is_rejected_by_its_own_class(evidence, name):
     ev = evidence[name]
     decided = decision(ev)
-    assert decided.verdict == Verdict.REJECTED, texts(ev)
+    assert decided.verdict == Verdict.REJECTED, [f.text() for f in ev.findings]
     assert CAUGHT_AS[name].value in decided.hard, texts(ev)
 
 
@@ -63,7 +64,8 @@ def test_each_catch_names_the_behaviour_behind_it(evidence):
         return [f for f in evidence[name].findings if f.code == CAUGHT_AS[name]]
 
     flaky = found("flaky--server-sleep")
-    assert [f.item for f in flaky] == ["starved-sleeps"], texts(evidence["flaky--server-sleep"])
+    runs = [f.text() for f in evidence["flaky--server-sleep"].findings if "sleep" in f.item]
+    assert [f.item for f in flaky] == ["sleeps-cut"], runs
     assert "tests/test_outputs.py:9" in flaky[0].evidence  # the sleep the static look suspected
     leak = found("leakage--expected-in-fixture")
     assert any("environment/app/data/.expected/unique.txt" in f.evidence for f in leak)

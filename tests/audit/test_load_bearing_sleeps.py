@@ -8,8 +8,10 @@ flaky on this machine and, once, not on CI's, and a verifier that gives a job fa
 than it needs, or waits for a job that itself sleeps (shrunk as much), was never named. Yet
 the verdict rests on that sleep outlasting what it started, and what it started is the
 agent's work: its speed is an unstated requirement the reference's margin says nothing of.
-Now the suspected sleeps (their seconds read from the verifier) are cut to nothing and every
-other sleep lasts what it asks, so a poll keeps its pace: a verdict that changes rested on
+Now the suspected sleeps (their seconds read from the verifier) are cut to nothing, every
+other sleep lasts what it asks (a poll keeps its pace), and every process the verifier
+starts starts 0.3 s late: cut alone, the sleep yielded the CPU to a job of a few
+milliseconds, which then won 1 run in 6 (measured, local). A verdict that changes rested on
 the sleep, on any machine."""
 
 from __future__ import annotations
@@ -109,9 +111,9 @@ def _judged(task, backend: str):
 
 
 def _assert_named(ev):
-    shown = [f.text() for f in ev.findings]
+    shown = "\n".join(f.text() for f in ev.findings if f.item.startswith(("starved", "tests/")))
     flaky = [f for f in ev.findings if f.code == Code.FLAKY_VERIFIER]
-    assert [f.item for f in flaky] == ["starved-sleeps"], shown
+    assert [f.item for f in flaky] == ["sleeps-cut"], shown
     assert (
         "tests/test_outputs.py:6" in flaky[0].evidence and "3 s cut to nothing" in flaky[0].evidence
     )
