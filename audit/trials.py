@@ -165,19 +165,20 @@ def _with_preload(sandbox: Sandbox, data: bytes, command: str) -> str:
 
 
 def _prepare_sleeps(sandbox: Sandbox, cut: list[float]) -> tuple[bool, str]:
-    """Does the sleeps library load here and shorten a sleep (`sleep 1`)? Tried from a
-    scratch directory removed again at once. (False, why) when it does not; the detail names
-    the sleeps `cut` to nothing (`sleep_cut_env`), if any."""
+    """Does the sleeps library load here and shorten a sleep (`sleep 5` to 0.5 s: a margin
+    that a CPU quota of 0.1 on a loaded host does not eat)? Tried from a scratch directory
+    removed again at once. (False, why) when it does not; the detail names the sleeps `cut`
+    to nothing (`sleep_cut_env`), if any."""
     data = host_sleep_shim()
     if data is None:
         return False, "no C compiler on the host to build the sleeps library"
     out = _with_preload(
-        sandbox, data, "s=$(date +%s%N); LD_PRELOAD={lib} sleep 1 2>&1; "
+        sandbox, data, "s=$(date +%s%N); LD_PRELOAD={lib} sleep 5 2>&1; "
         "echo $(( ($(date +%s%N) - s) / 1000000 ))",
     )  # fmt: skip
     took = out.strip().splitlines()[-1:] or ["x"]
-    if not took[0].isdigit() or int(took[0]) >= 600:
-        return False, f"the sleeps library did not shorten `sleep 1` ({out.strip()[-120:]!r})"
+    if not took[0].isdigit() or int(took[0]) >= 3000:
+        return False, f"the sleeps library did not shorten `sleep 5` ({out.strip()[-120:]!r})"
     if cut:
         named = ", ".join(f"{s:g} s" for s in cut)
         why = f"the verifier's sleeps of {named} cut to nothing, the others as asked, "
