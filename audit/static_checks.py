@@ -626,13 +626,75 @@ _LITERAL_WRITE = re.compile(
 )
 
 
+MIN_PAIRS = 3  # an expected mapping's entries, fewer of which a solution spells by chance
+
+
+def expected_mappings(text: str) -> list[tuple[int, dict[str, str]]]:
+    """The mappings a Python test module spells as a whole (pure): (line, {key: value}) for
+    every dict literal of at least MIN_PAIRS entries whose keys are strings and whose values
+    are numbers or strings (an expected summary, `{"auth": 5, "billing": 4, ...}`)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Dict) or len(node.keys) < MIN_PAIRS:
+            continue
+        try:
+            value = ast.literal_eval(node)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            continue
+        scalar = (int, float, str)
+        if all(isinstance(k, str) and k for k in value) and all(
+            isinstance(v, scalar) and not isinstance(v, bool) for v in value.values()
+        ):
+            out.append((node.lineno, {k: str(v) for k, v in value.items()}))
+    return out
+
+
+def spells_pair(key: str, value: str, text: str) -> bool:
+    """Does `text` pair `key` with `value` (`"key": value`, `key = value`, `key: "value"`)?"""
+    pattern = (rf"(?<![\w.-])['\"]?{re.escape(key)}['\"]?\s*[:=]\s*['\"]?"
+               rf"{re.escape(value)}['\"]?(?![\w.]|\.\d)")  # fmt: skip
+    return re.search(pattern, text) is not None
+
+
+def spelled_mappings(task: Task, script: str) -> list[Finding]:
+    """solve.sh spells a whole mapping the tests expect, every entry paired as the tests
+    pair it, which nothing given to the agent spells: the answer carried in as a table
+    (keyed by anything: the input's checksum, its name), not computed. A mapping whose
+    values the instruction states (a configuration it asks for) is no shortcut."""
+    given = "\n".join([task.instruction, *readable_texts(task).values()])
+    out = []
+    for name, text in verifier_texts(task).items():
+        if not name.endswith(".py"):
+            continue
+        for line, mapping in expected_mappings(text):
+            if not all(spells_pair(k, v, script) for k, v in mapping.items()):
+                continue
+            stated = [
+                k
+                for k, v in mapping.items()
+                if spells_pair(k, v, given) or _bounded_in(v, task.instruction)
+            ]
+            if len(stated) * 2 >= len(mapping):
+                continue
+            why = f"solve.sh spells the whole mapping the tests expect at tests/{name}:{line} "
+            why += f"({len(mapping)} entries, {len(stated)} of them given to the agent)"
+            item = ", ".join(f"{k}={v}" for k, v in list(mapping.items())[:4])
+            out.append(Finding(code=Code.SOLUTION_SHORTCUT, item=item, evidence=why))
+    return out
+
+
 def solution_shortcuts(task: Task, facts: VerifierFacts) -> list[Finding]:
     """solve.sh spells out a computed-looking value the verifier compares against, which
-    neither the instruction nor the environment gives (static evidence only)."""
+    neither the instruction nor the environment gives, or a whole mapping the tests expect
+    (`spelled_mappings`) (static evidence only)."""
     if task.solution is None:
         return []
     script = solution_text(task)
-    out: list[Finding] = []
+    out: list[Finding] = spelled_mappings(task, script)
     for v in facts.coverage:
         lit = v.literal
         if v.covered or lit.kind not in ANSWER_KINDS or not answer_like(lit.value):
