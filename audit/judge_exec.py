@@ -127,27 +127,27 @@ from warehouse.records import AuditRecord
 EXEC_VERSION = "25"  # 25: a suspected sleep as synchronization is confirmed by cutting that sleep
 # (its seconds read from the verifier), every other sleep as asked and every process of the verifier
 # starting late (`sleeps-cut`); two more hacks (`constant_answer`, `example_table`); a whole mapping
-# the tests expect, spelled by the solution and given to the agent nowhere, is a shortcut (static);
-# 24: a file the instruction names that the traced solution never opens is no input of its answer (a
-# computed answer standing there is a leak), and an expected value of the tests the solution
-# computes, stated in a file it never opens, is a leak; 23: under the same entropy every bash seeds
-# `$RANDOM` the same, and fortified opens of the random devices and arc4random draw it too; 22: a
-# verdict that changes when every process draws the same entropy depends on chance
-# (`stochastic_verdict`, softer), and up to 20 plain reruns look for the reference failing by chance
-# (a change is `flaky_verifier`); 21: the reference solution that runs through on other records (the
-# inputs' lines reversed) and loses assertions whose expectation moved with them (the shipped answer
-# fails them there too) is a shortcut; 20: the same where the other starting state is the image
-# built without one of its RUN steps (system state the build made); 19: an assertion the starting
-# state passes that a nop run fails and the solution passes on other data (inputs perturbed, form
-# kept) is free reward; 18: SQLite databases the instruction names are inputs perturbed table by
-# table, and the tables a solution makes or changes in them outputs; a broken input the traced
-# solution never opens is no defect; a fast-clock change its real-rate control repeats is the
-# library's; 17: the blind set's forms (a `repair` output mutant, every computed line in one non-
-# input file a leak, exit_zero makes suffixless named programs); 16: an oracle whose module a rerun
-# judged in its own process, every outcome vouched, is independent (no judge_runs_agent_code); 15:
-# the reference verdict recorded, nop and hacks paid against it; 14: the runner marks the agent's
-# code by its file (bytecode, native modules), pickles that name a global, code the tests eval; 13:
-# judge_runs_agent_code
+# (or sequence, in order) the tests expect, spelled by the solution and given to the agent nowhere,
+# is a shortcut (static); 24: a file the instruction names that the traced solution never opens is
+# no input of its answer (a computed answer standing there is a leak), and an expected value of the
+# tests the solution computes, stated in a file it never opens, is a leak; 23: under the same
+# entropy every bash seeds `$RANDOM` the same, and fortified opens of the random devices and
+# arc4random draw it too; 22: a verdict that changes when every process draws the same entropy
+# depends on chance (`stochastic_verdict`, softer), and up to 20 plain reruns look for the reference
+# failing by chance (a change is `flaky_verifier`); 21: the reference solution that runs through on
+# other records (the inputs' lines reversed) and loses assertions whose expectation moved with them
+# (the shipped answer fails them there too) is a shortcut; 20: the same where the other starting
+# state is the image built without one of its RUN steps (system state the build made); 19: an
+# assertion the starting state passes that a nop run fails and the solution passes on other data
+# (inputs perturbed, form kept) is free reward; 18: SQLite databases the instruction names are
+# inputs perturbed table by table, and the tables a solution makes or changes in them outputs; a
+# broken input the traced solution never opens is no defect; a fast-clock change its real-rate
+# control repeats is the library's; 17: the blind set's forms (a `repair` output mutant, every
+# computed line in one non- input file a leak, exit_zero makes suffixless named programs); 16: an
+# oracle whose module a rerun judged in its own process, every outcome vouched, is independent (no
+# judge_runs_agent_code); 15: the reference verdict recorded, nop and hacks paid against it; 14: the
+# runner marks the agent's code by its file (bytecode, native modules), pickles that name a global,
+# code the tests eval; 13: judge_runs_agent_code
 EXEC_JUDGE = "exec"
 
 Runner = Callable[..., TrialResult]

@@ -653,6 +653,38 @@ def expected_mappings(text: str) -> list[tuple[int, dict[str, str]]]:
     return out
 
 
+def expected_sequences(text: str) -> list[tuple[int, list[str]]]:
+    """The sequences a Python test module spells as a whole (pure): (line, items) for every
+    list or tuple literal of at least MIN_PAIRS numbers or strings, 12 characters together
+    or more (an expected list of ids, `["C004", "C008", "C014", ...]`)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    out = []
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.List, ast.Tuple)) or len(node.elts) < MIN_PAIRS:
+            continue
+        try:
+            value = ast.literal_eval(node)
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            continue
+        items = [
+            str(v) for v in value if isinstance(v, (int, float, str)) and not isinstance(v, bool)
+        ]
+        if len(items) == len(value) and all(items) and sum(map(len, items)) >= 12:
+            out.append((node.lineno, items))
+    return out
+
+
+def spells_run(items: list[str], text: str) -> bool:
+    """Does `text` spell `items` in order, one after the other with only separators (quotes,
+    commas, bars, spaces: at most 6 characters) between them?"""
+    sep = r"[^\w.]{1,6}"
+    pattern = r"(?<![\w.])" + sep.join(re.escape(i) for i in items) + r"(?![\w]|\.\d)"
+    return re.search(pattern, text) is not None
+
+
 def spells_pair(key: str, value: str, text: str) -> bool:
     """Does `text` pair `key` with `value` (`"key": value`, `key = value`, `key: "value"`)?"""
     pattern = (rf"(?<![\w.-])['\"]?{re.escape(key)}['\"]?\s*[:=]\s*['\"]?"
@@ -684,6 +716,17 @@ def spelled_mappings(task: Task, script: str) -> list[Finding]:
             why += f"({len(mapping)} entries, {len(stated)} of them given to the agent)"
             item = ", ".join(f"{k}={v}" for k, v in list(mapping.items())[:4])
             out.append(Finding(code=Code.SOLUTION_SHORTCUT, item=item, evidence=why))
+        for line, items in expected_sequences(text):
+            if not spells_run(items, script):
+                continue
+            stated = [i for i in items if _bounded_in(i, task.instruction)]
+            if len(stated) * 2 >= len(items):
+                continue
+            why = f"solve.sh spells the whole sequence the tests expect at tests/{name}:{line}, "
+            why += f"in its order ({len(items)} items, {len(stated)} of them in the instruction)"
+            out.append(
+                Finding(code=Code.SOLUTION_SHORTCUT, item=", ".join(items[:4]), evidence=why)
+            )
     return out
 
 
