@@ -128,11 +128,12 @@ EXEC_VERSION = "25"  # 25: a suspected sleep as synchronization is confirmed by 
 # (its seconds read from the verifier), every other sleep as asked and every process of the verifier
 # starting late (`sleeps-cut`); two more hacks (`constant_answer`, `example_table`); a whole mapping
 # (or sequence, in order) the tests expect, spelled by the solution and given to the agent nowhere,
-# is a shortcut (static); 24: a file the instruction names that the traced solution never opens is
-# no input of its answer (a computed answer standing there is a leak), and an expected value of the
-# tests the solution computes, stated in a file it never opens, is a leak; 23: under the same
-# entropy every bash seeds `$RANDOM` the same, and fortified opens of the random devices and
-# arc4random draw it too; 22: a verdict that changes when every process draws the same entropy
+# is a shortcut (static); an option the tests pass to the agent's program that nothing given states
+# is a hidden requirement (static); 24: a file the instruction names that the traced solution never
+# opens is no input of its answer (a computed answer standing there is a leak), and an expected
+# value of the tests the solution computes, stated in a file it never opens, is a leak; 23: under
+# the same entropy every bash seeds `$RANDOM` the same, and fortified opens of the random devices
+# and arc4random draw it too; 22: a verdict that changes when every process draws the same entropy
 # depends on chance (`stochastic_verdict`, softer), and up to 20 plain reruns look for the reference
 # failing by chance (a change is `flaky_verifier`); 21: the reference solution that runs through on
 # other records (the inputs' lines reversed) and loses assertions whose expectation moved with them

@@ -79,6 +79,7 @@ from audit.static_checks import (
     solution_shortcuts,
     solution_text,
     spelled,
+    unstated_flags,
     verifier_facts,
     verifier_texts,
     visible_texts,
@@ -489,11 +490,12 @@ def _in_quote(values: Iterable[str], quote: str) -> list[str]:
 def hidden_values(task: Task, evidence: ExecEvidence | None = None) -> list[str]:
     """What the tests assert that nothing given to the agent states: the static check's
     hidden requirements (a path, key or header not stated; a value the reference solution
-    spells), less what the executable judge found present before the solution ran
-    (`discoverable`). Paths count also by their workdir-relative form and base name."""
+    spells; an option passed to the agent's program), less what the executable judge found
+    present before the solution ran (`discoverable`). Paths count also by their
+    workdir-relative form and base name."""
     facts = verifier_facts(task)
     shortcuts = {f.item for f in solution_shortcuts(task, facts)}
-    hidden = [f.item for f in literal_findings(task, facts, shortcuts)
+    hidden = [f.item for f in [*literal_findings(task, facts, shortcuts), *unstated_flags(task)]
               if f.code == Code.HIDDEN_REQUIREMENT]  # fmt: skip
     found = set() if evidence is None else {
         f.item for f in evidence.findings if f.code == Code.DISCOVERABLE

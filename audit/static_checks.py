@@ -21,12 +21,14 @@ from __future__ import annotations
 import ast
 import posixpath
 import re
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from audit.channels import ChannelLimits, channel_views
 from audit.formats import format_problem
 from audit.verdict import Code, Finding, Source
+from tasks.hacks import INTERPRETERS, instruction_names
 from tasks.literals import (
     CONVENTION_KINDS,
     CoverageVerdict,
@@ -969,6 +971,72 @@ class StaticEvidence:
     hidden: list[Literal]
 
 
+_FLAG = re.compile(r"^--?[A-Za-z][\w-]*$")
+_ANY_FLAG = ("--help", "-h", "--version", "-V")  # what every command-line program answers
+_SYSTEM_BIN = ("/bin", "/sbin", "/usr/bin", "/usr/sbin")
+
+
+def program_flags(text: str, programs: set[str]) -> list[tuple[int, str, str]]:
+    """The options a Python test module passes to one of `programs` (pure): (line, program,
+    flag) for each `--name` or `-x` after the program in an argument list literal
+    (`["python3", "/app/tool.py", "--in", src]`) or a command string (`"/app/tool --in a"`)
+    that runs it, itself or through its interpreter (`tasks.hacks.INTERPRETERS`)."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    out = []
+    for node in ast.walk(tree):
+        words: list[str | None] = []
+        if isinstance(node, (ast.List, ast.Tuple)):
+            words = [e.value if isinstance(e, ast.Constant) and isinstance(e.value, str) else None
+                     for e in node.elts]  # fmt: skip
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            if not any(p in node.value for p in programs):
+                continue
+            try:
+                words = list(shlex.split(node.value))
+            except ValueError:
+                continue
+        # the program runs itself, or through its interpreter: `git -C /app/repo log` is git's
+        at = 1 if words and words[0] in INTERPRETERS else 0
+        if len(words) <= at or words[at] not in programs:
+            continue
+        for w in words[at + 1 :]:
+            if w in (";", "&&", "||", "|"):
+                break
+            if w is not None and _FLAG.match(w) and w not in _ANY_FLAG:
+                out.append((getattr(node, "lineno", 0), words[at] or "", w))
+    return out
+
+
+def unstated_flags(task: Task) -> list[Finding]:
+    """Options the tests pass to a program the instruction names and the agent writes (no
+    file of the environment, nothing in a system bin directory) that nothing given to the
+    agent states: an interface the agent has to guess (`--in`, `--out` for a converter the
+    instruction only says to write), a hidden requirement."""
+    shipped = set(image_paths(task.environment.files, task.environment.workdir).values())
+    named = {
+        p
+        for p in instruction_names(task.instruction, task.environment.workdir).files
+        if p not in shipped and posixpath.dirname(p) not in _SYSTEM_BIN
+    }  # the agent's programs: not the environment's, not the system's (`/usr/bin/duckdb`)
+    if not named:
+        return []
+    given = "\n".join([task.instruction, *readable_texts(task).values()])
+    out: list[Finding] = []
+    for name, text in verifier_texts(task).items():
+        if not name.endswith(".py"):
+            continue
+        for line, program, flag in program_flags(text, named):
+            if _bounded_in(flag, given) or any(f.item == flag for f in out):
+                continue
+            why = f"tests/{name}:{line} runs {program} with {flag}, an option nothing given "
+            why += "to the agent states"
+            out.append(Finding(code=Code.HIDDEN_REQUIREMENT, item=flag, evidence=why))
+    return out
+
+
 def static_findings(task: Task) -> StaticEvidence:
     """All static findings of a task, with the facts they came from."""
     facts = verifier_facts(task)
@@ -976,6 +1044,7 @@ def static_findings(task: Task) -> StaticEvidence:
     literals = literal_findings(task, facts, {f.item for f in shortcuts})
     findings = [
         *literals,
+        *unstated_flags(task),
         *test_leakage(task, facts),
         *shortcuts,
         *flaky_risks(facts),

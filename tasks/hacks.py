@@ -161,12 +161,12 @@ def worked_examples(instruction: str, workdir: str = "/app") -> tuple[Example, .
     return tuple(out[:MAX_NAMES])
 
 
-_INTERPRETERS = {"python3", "python", "bash", "sh", "node", "perl", "ruby", "php", "Rscript"}
+INTERPRETERS = {"python3", "python", "bash", "sh", "node", "perl", "ruby", "php", "Rscript"}
 
 
 def _example(command: list[str], printed: list[str], workdir: str) -> Example | None:
     """The program a session line runs (itself, or the first argument of an interpreter)."""
-    at = 1 if command and command[0] in _INTERPRETERS else 0
+    at = 1 if command and command[0] in INTERPRETERS else 0
     word = command[at] if len(command) > at else ""
     p = _norm(word, workdir) if "/" in word or _FILE_SUFFIX.search(word) else None
     if p is None or p.endswith("/") or not (at or _is_script(p) or "." not in word):
