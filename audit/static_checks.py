@@ -719,8 +719,8 @@ def spelled_mappings(task: Task, script: str) -> list[Finding]:
             item = ", ".join(f"{k}={v}" for k, v in list(mapping.items())[:4])
             out.append(Finding(code=Code.SOLUTION_SHORTCUT, item=item, evidence=why))
         for line, items in expected_sequences(text):
-            if not spells_run(items, script):
-                continue
+            if not spells_run(items, script) or spells_run(items, given):
+                continue  # a run the agent can read as it stands (a header line) is given
             stated = [i for i in items if _bounded_in(i, task.instruction)]
             if len(stated) * 2 >= len(items):
                 continue

@@ -119,6 +119,9 @@ def test_an_allow_list_of_the_expected_ids_is_a_shortcut_and_a_stated_one_is_not
     assert "in its order (4 items, 0 of them in the instruction)" in f.evidence
     told = task.model_copy(update={"instruction": "Keep C004, C008, C014 and C027 only."})
     assert spelled_mappings(told, solve) == []
+    # a run that stands in a file the agent reads (a header line) is given, not carried in
+    env = task.environment.model_copy(update={"files": {"app/in.csv": b"C004,C008,C014,C027\n"}})
+    assert spelled_mappings(task.model_copy(update={"environment": env}), solve) == []
 
 
 @pytest.mark.sandbox
