@@ -631,51 +631,53 @@ _LITERAL_WRITE = re.compile(
 MIN_PAIRS = 3  # an expected mapping's entries, fewer of which a solution spells by chance
 
 
-def expected_mappings(text: str) -> list[tuple[int, dict[str, str]]]:
-    """The mappings a Python test module spells as a whole (pure): (line, {key: value}) for
-    every dict literal of at least MIN_PAIRS entries whose keys are strings and whose values
-    are numbers or strings (an expected summary, `{"auth": 5, "billing": 4, ...}`)."""
+def _constant_literals(text: str, kinds: tuple[type, ...]) -> list[tuple[int, object]]:
+    """(line, value) of every constant literal of node `kinds` (dict, list, tuple) with at
+    least MIN_PAIRS elements in a Python program (pure); none when it does not parse."""
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
         return []
     out = []
     for node in ast.walk(tree):
-        if not isinstance(node, ast.Dict) or len(node.keys) < MIN_PAIRS:
+        if not isinstance(node, kinds) or not isinstance(node, ast.expr):
             continue
-        try:
-            value = ast.literal_eval(node)
-        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-            continue
-        scalar = (int, float, str)
-        if all(isinstance(k, str) and k for k in value) and all(
-            isinstance(v, scalar) and not isinstance(v, bool) for v in value.values()
-        ):
-            out.append((node.lineno, {k: str(v) for k, v in value.items()}))
+        elements = node.keys if isinstance(node, ast.Dict) else getattr(node, "elts", [])
+        if len(elements) >= MIN_PAIRS:
+            try:
+                out.append((node.lineno, ast.literal_eval(node)))
+            except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+                continue
     return out
+
+
+def _scalar(v: object) -> bool:
+    return isinstance(v, (int, float, str)) and not isinstance(v, bool)
+
+
+def expected_mappings(text: str) -> list[tuple[int, dict[str, str]]]:
+    """The mappings a Python test module spells as a whole (pure): (line, {key: value}) for
+    every dict literal of at least MIN_PAIRS entries whose keys are strings and whose values
+    are numbers or strings (an expected summary, `{"auth": 5, "billing": 4, ...}`)."""
+    return [
+        (line, {k: str(v) for k, v in value.items()})
+        for line, value in _constant_literals(text, (ast.Dict,))
+        if isinstance(value, dict)
+        and all(isinstance(k, str) and k and _scalar(v) for k, v in value.items())
+    ]
 
 
 def expected_sequences(text: str) -> list[tuple[int, list[str]]]:
     """The sequences a Python test module spells as a whole (pure): (line, items) for every
     list or tuple literal of at least MIN_PAIRS numbers or strings, 12 characters together
     or more (an expected list of ids, `["C004", "C008", "C014", ...]`)."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
-        return []
     out = []
-    for node in ast.walk(tree):
-        if not isinstance(node, (ast.List, ast.Tuple)) or len(node.elts) < MIN_PAIRS:
+    for line, value in _constant_literals(text, (ast.List, ast.Tuple)):
+        if not isinstance(value, (list, tuple)):
             continue
-        try:
-            value = ast.literal_eval(node)
-        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
-            continue
-        items = [
-            str(v) for v in value if isinstance(v, (int, float, str)) and not isinstance(v, bool)
-        ]
+        items = [str(v) for v in value if _scalar(v)]
         if len(items) == len(value) and all(items) and sum(map(len, items)) >= 12:
-            out.append((node.lineno, items))
+            out.append((line, items))
     return out
 
 
