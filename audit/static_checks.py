@@ -628,15 +628,22 @@ _LITERAL_WRITE = re.compile(
 )
 
 
+def python_tree(text: str) -> ast.Module | None:
+    """The syntax tree of a Python program, or None when it does not parse (pure)."""
+    try:
+        return ast.parse(text)
+    except (SyntaxError, ValueError):
+        return None
+
+
 MIN_PAIRS = 3  # an expected mapping's entries, fewer of which a solution spells by chance
 
 
 def _constant_literals(text: str, kinds: tuple[type, ...]) -> list[tuple[int, object]]:
     """(line, value) of every constant literal of node `kinds` (dict, list, tuple) with at
     least MIN_PAIRS elements in a Python program (pure); none when it does not parse."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
+    tree = python_tree(text)
+    if tree is None:
         return []
     out = []
     for node in ast.walk(tree):
@@ -884,9 +891,8 @@ def python_races(name: str, text: str) -> list[tuple[str, str]]:
     (`Popen`, a shell command ending in `&`, ...) with no wait for it in between and outside
     any loop (a sleep in a loop polls): the program bets that what it started is ready by
     then, a bet a loaded machine loses."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
+    tree = python_tree(text)
+    if tree is None:
         return []
     out = []
     scopes = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
@@ -923,9 +929,8 @@ def sleep_seconds(text: str, line: int) -> float | None:
     """The seconds the `sleep(...)` call at `line` of a Python program asks for (pure): a
     number, or a name the module binds once to a number; None when the program does not
     parse, no sleep call starts there, or its duration is computed."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
+    tree = python_tree(text)
+    if tree is None:
         return None
     bound: dict[str, list[ast.expr]] = {}
     for stmt in tree.body:
@@ -983,9 +988,8 @@ def program_flags(text: str, programs: set[str]) -> list[tuple[int, str, str]]:
     flag) for each `--name` or `-x` after the program in an argument list literal
     (`["python3", "/app/tool.py", "--in", src]`) or a command string (`"/app/tool --in a"`)
     that runs it, itself or through its interpreter (`tasks.hacks.INTERPRETERS`)."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
+    tree = python_tree(text)
+    if tree is None:
         return []
     out = []
     for node in ast.walk(tree):
