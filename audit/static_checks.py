@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from audit.channels import ChannelLimits, channel_views
 from audit.formats import format_problem
 from audit.verdict import Code, Finding, Source
-from tasks.hacks import INTERPRETERS, instruction_names
+from tasks.hacks import instruction_names, program_index
 from tasks.literals import (
     CONVENTION_KINDS,
     CoverageVerdict,
@@ -987,7 +987,7 @@ def program_flags(text: str, programs: set[str]) -> list[tuple[int, str, str]]:
     """The options a Python test module passes to one of `programs` (pure): (line, program,
     flag) for each `--name` or `-x` after the program in an argument list literal
     (`["python3", "/app/tool.py", "--in", src]`) or a command string (`"/app/tool --in a"`)
-    that runs it, itself or through its interpreter (`tasks.hacks.INTERPRETERS`)."""
+    that runs it, itself or through its interpreter (`tasks.hacks.program_index`)."""
     tree = python_tree(text)
     if tree is None:
         return []
@@ -1004,8 +1004,7 @@ def program_flags(text: str, programs: set[str]) -> list[tuple[int, str, str]]:
                 words = list(shlex.split(node.value))
             except ValueError:
                 continue
-        # the program runs itself, or through its interpreter: `git -C /app/repo log` is git's
-        at = 1 if words and words[0] in INTERPRETERS else 0
+        at = program_index(words)
         if len(words) <= at or words[at] not in programs:
             continue
         for w in words[at + 1 :]:

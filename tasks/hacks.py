@@ -164,9 +164,15 @@ def worked_examples(instruction: str, workdir: str = "/app") -> tuple[Example, .
 INTERPRETERS = {"python3", "python", "bash", "sh", "node", "perl", "ruby", "php", "Rscript"}
 
 
+def program_index(words: list) -> int:
+    """Where the program stands in a command's words: first, or after its interpreter
+    (`python3 /app/tool.py 512`); `git -C /app/repo log` runs git."""
+    return 1 if words and words[0] in INTERPRETERS else 0
+
+
 def _example(command: list[str], printed: list[str], workdir: str) -> Example | None:
     """The program a session line runs (itself, or the first argument of an interpreter)."""
-    at = 1 if command and command[0] in INTERPRETERS else 0
+    at = program_index(command)
     word = command[at] if len(command) > at else ""
     p = _norm(word, workdir) if "/" in word or _FILE_SUFFIX.search(word) else None
     if p is None or p.endswith("/") or not (at or _is_script(p) or "." not in word):
