@@ -61,6 +61,7 @@ static int die(const char *what) { perror(what); return 1; }
 
 /* The runtime's /etc files (hosts, resolv.conf, hostname) on a tmpfs of their own. */
 #define ETC_TMPFS "size=1m,nr_inodes=64,mode=0755"
+#define SETTLE_DEPTH 64 /* directory levels of the judge's layer looked up before the verifier starts */
 
 static int write_file(const char *path, const char *text) {
     int fd = open(path, O_WRONLY | O_CLOEXEC);
@@ -334,6 +335,34 @@ static int holder(char **a) {
     return 0;
 }
 
+/* Look up every directory of the judge's writable layer through the mounted ROOT (below
+ * UPFD/ROOTFD, DEPTH levels at most), then read it. The runner wrote that layer beside the
+ * overlay, so a directory the image also has is a merge the kernel has not met: its first
+ * lookup stores the lower directory's origin on it and marks its parent impure, and a later
+ * read may clear that mark; each is an xattr write that moves the directory's ctime. Settled
+ * here, the verifier sees directories that hold still while it reads them (tar's "file
+ * changed as we read it"). Best effort: what cannot be opened is left as it is. */
+static void settle(int upfd, int rootfd, int depth) {
+    int dup_fd = dup(upfd);
+    DIR *d = dup_fd < 0 ? NULL : fdopendir(dup_fd);
+    struct dirent *e;
+    if (!d) { if (dup_fd >= 0) close(dup_fd); return; }
+    while ((e = readdir(d))) {
+        if (e->d_type != DT_DIR || !strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+        int up = openat(upfd, e->d_name, flags);
+        int down = openat(rootfd, e->d_name, flags); /* the lookup */
+        if (up >= 0 && down >= 0 && depth > 0) settle(up, down, depth - 1);
+        if (up >= 0) close(up);
+        if (down >= 0) close(down);
+    }
+    closedir(d);
+    int again = dup(rootfd);
+    DIR *r = again < 0 ? NULL : fdopendir(again);
+    if (r) { while (readdir(r)) {} closedir(r); } /* the read */
+    else if (again >= 0) close(again);
+}
+
 /* The verifier's fresh root in the holder's mount namespace (see the top of this file). */
 static int judge_root(char **a) {
     const char *ns = a[1], *layers = a[2], *name = a[3];
@@ -352,6 +381,12 @@ static int judge_root(char **a) {
     if (mount("t1-etc", etc, "tmpfs", MS_NOSUID | MS_NODEV, ETC_TMPFS)) return die("mount etc");
     snprintf(opts, sizeof opts, "lowerdir=%s,upperdir=%s,workdir=%s", layers, up, wk);
     if (mount("t1-judge", root, "overlay", 0, opts)) return die("mount judge root");
+    int upfd = open(up, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    int rootfd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    for (int pass = 0; pass < 2 && upfd >= 0 && rootfd >= 0; pass++) /* marks set, then cleared */
+        settle(upfd, rootfd, SETTLE_DEPTH);
+    if (upfd >= 0) close(upfd);
+    if (rootfd >= 0) close(rootfd);
     return 0;
 }
 
