@@ -65,6 +65,7 @@ from audit.perturbation import (
     inputs_used,
     keeps_form,
     reverse_records,
+    shipped_answers,
     shortcut_findings,
     verifier_tracks_inputs,
 )
@@ -124,7 +125,7 @@ from tasks.reports import assertion_key
 from tasks.results import FailureMode, ReferenceVerdict, TrialResult
 from warehouse.records import AuditRecord
 
-EXEC_VERSION = "25"  # 25: a suspected sleep as synchronization is confirmed by cutting that sleep
+EXEC_VERSION = "26"  # 26: a checked output as the solution leaves it, shipped where it never looked
 # (its seconds read from the verifier), every other sleep as asked and every process of the verifier
 # starting late (`sleeps-cut`); two more hacks (`constant_answer`, `example_table`); a whole mapping
 # (or sequence, in order) the tests expect, spelled by the solution and given to the agent nowhere,
@@ -932,6 +933,12 @@ def run_exec_judge(
             )
         by_mode = {pa.mode: pa.texts for pa, _ in usable}
         findings += oracle_answers(texts, by_mode, visible, asserted)  # what no repair states
+    if agent.traced:  # an answer the task ships where the solution never looked
+        files = task.environment.files
+        image_texts = {p: t for n, p in env_image.items() if n in files and (t := decode(files[n]))}
+        unread = {p for p in image_texts if p not in agent.first_open and not named_in(p, task)}
+        written = {p: agent.outputs[p] for p in checked if p in agent.outputs}
+        findings += shipped_answers(written, image_texts, task.instruction, unread)
     findings += other_inputs_findings(other)
     m["solution_steps"] = float(len(solution_steps(script)[0]))
     ev.findings = _dedupe(findings)

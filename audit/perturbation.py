@@ -455,3 +455,69 @@ def answer_leaks(
                     Finding(code=Code.TEST_LEAKAGE, source=Source.TRIAL, item=v, evidence=why)
                 )
     return out
+
+
+def _json(text: str) -> object | None:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _parts(value: object) -> list[object]:
+    """Every dict and list inside a JSON value, itself included."""
+    if isinstance(value, dict):
+        return [value, *(p for v in value.values() for p in _parts(v))]
+    if isinstance(value, list):
+        return [value, *(p for v in value for p in _parts(v))]
+    return []
+
+
+def _leaves(value: object) -> int:
+    if isinstance(value, dict):
+        return sum(_leaves(v) for v in value.values())
+    if isinstance(value, list):
+        return sum(_leaves(v) for v in value)
+    return 1
+
+
+def shipped_answers(
+    outputs: Mapping[str, str],
+    shipped: Mapping[str, str],
+    instruction: str,
+    unread: Collection[str],
+) -> list[Finding]:
+    """A checked output as the reference solution leaves it, whole, in a file the task ships
+    at another path that the solution never opened and the instruction never names: an
+    editor's backup of the fixed config, a generator's record of the data it made. What the
+    agent can copy instead of doing the work, found by what the solution wrote, not by the
+    file's name. The same for a JSON output whose data (3 values or more) stands as a part of
+    a shipped JSON file, in any key order.
+
+    `outputs`: {image path: text} the solution wrote or changed that the verifier checks;
+    `shipped`: {image path: text} of the environment's files; `unread`: those of them the
+    solution never opened (traced) and the instruction never names. An output the
+    instruction itself spells is given, not leaked."""
+    out = []
+    for p, text in sorted(outputs.items()):
+        whole = normalize(text)
+        if len(text.strip().splitlines()) < 2 or len(text.strip()) < 20:
+            continue
+        if whole in normalize(instruction) or normalize(shipped.get(p, "")) == whole:
+            continue
+        data = _json(text)
+        parts = data is not None and _leaves(data) >= 3
+        for q in sorted(unread):
+            if q == p or q not in shipped:
+                continue
+            why = ""
+            if normalize(shipped[q]) == whole:
+                why = f"{q} holds {p} as the reference solution leaves it"
+            elif parts and (got := _json(shipped[q])) is not None and data in _parts(got):
+                why = f"{q} holds the data of {p} as the reference solution leaves it"
+            if why:
+                why += "; the solution never read it and the instruction never names it"
+                out.append(
+                    Finding(code=Code.TEST_LEAKAGE, source=Source.TRIAL, item=q, evidence=why)
+                )
+    return out

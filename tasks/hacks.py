@@ -846,6 +846,35 @@ def forge_in_runner(named: Named, workdir: str) -> list[str]:
     return out
 
 
+ALWAYS_EQUAL = '''class _Equal:
+    """Equal to everything."""
+
+    def __eq__(self, other):
+        return True
+
+    def __ne__(self, other):
+        return False
+
+    def __hash__(self):
+        return 0
+
+
+def __getattr__(name):
+    return lambda *args, **kwargs: _Equal()
+'''
+
+
+def always_equal(named: Named, workdir: str) -> list[str]:
+    """Every named Python module (a named `.py` file, or `m` of a named `m.f`) replaced by
+    one whose every function returns an object equal to anything: tests that import the
+    agent's module and compare what it returns with `==` pass without the work. The object
+    never leaves the runner's process as data, so no isolated rerun vouches for it and the
+    outcomes after the import earn no reward (docs/sandbox.md, "The report channel")."""
+    paths = [p for p in named.files if p.endswith(".py")]
+    paths += [posixpath.join(workdir, *m.split(".")) + ".py" for m, _ in named.functions if m]
+    return [_heredoc(p, ALWAYS_EQUAL) for p in dict.fromkeys(paths)]
+
+
 # Where an instruction names a file the tests may unpickle: a model, a checkpoint.
 PICKLED = (".pkl", ".pickle", ".joblib", ".pt", ".pth", ".bin")
 
@@ -927,6 +956,7 @@ CLOSED: dict[str, Builder] = {
     "link_tests": link_tests,
     "forge_in_runner": forge_in_runner,
     "forge_pickle": forge_pickle,
+    "always_equal": always_equal,
 }
 
 

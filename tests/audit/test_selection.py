@@ -151,7 +151,7 @@ def test_a_repaired_version_is_decided_once(funnel):
 
 def test_audit_version_names_rubric_and_judges():
     r = load_rubric("t1")
-    assert audit_version(r) == "t1-4+exec-25"
+    assert audit_version(r) == "t1-4+exec-26"
     later = r.model_copy(update={"version": str(int(r.version) + 1)})
     assert audit_version(later) != audit_version(r)
 
