@@ -13,10 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from audit.judge_exec import ExecConfig, run_exec_judge
+from audit.judge_exec import ExecConfig, ExecEvidence, run_exec_judge
 from audit.perturbation import shipped_answers
 from audit.verdict import Code
 from tasks.corpus import load_task
+from tests.audit.forms import OFF, decision, judge_set, texts
 
 BLIND3 = Path(__file__).resolve().parents[1] / "fixtures" / "audit-blind3"
 CONF = "server {\n    listen 8080;\n    root /srv/shop;\n}\n"
@@ -70,19 +71,36 @@ def test_what_is_not_a_shipped_answer(why):
     assert leaks(outputs, shipped, instruction, unread) == []
 
 
-@pytest.mark.sandbox
-@pytest.mark.parametrize(
-    "name, where",
-    [("leakage--nginx-site-tilde-backup", "/app/nginx/sites/shop.conf~"),
-     ("leakage--datagen-manifest", "/app/logs/.gen_manifest.json")],
-)  # fmt: skip
-def test_the_blind_sets_shipped_answers_are_leaks(name, where):
-    ev = run_exec_judge(load_task(BLIND3 / name), ExecConfig(workers=2))
-    found = [f.item for f in ev.findings if f.code == Code.TEST_LEAKAGE]
-    assert where in found, [str(f) for f in ev.findings if f.defect]
+LEAKS = {
+    "leakage--nginx-site-tilde-backup": "/app/nginx/sites/shop.conf~",
+    "leakage--datagen-manifest": "/app/logs/.gen_manifest.json",
+}
+CONTROLS = ["clean--session-gaps", "clean--make-header-dependencies"]
+
+
+@pytest.fixture(scope="module")
+def evidence() -> dict[str, ExecEvidence]:
+    """The reference solution's traced run alone: every other probe off."""
+    return judge_set(BLIND3, {name: {} for name in [*LEAKS, *CONTROLS]})
 
 
 @pytest.mark.sandbox
-def test_a_clean_task_whose_inputs_the_solution_reads_ships_no_answer():
-    ev = run_exec_judge(load_task(BLIND3 / "clean--session-gaps"), ExecConfig(workers=2))
-    assert [f for f in ev.findings if f.code == Code.TEST_LEAKAGE] == []
+@pytest.mark.parametrize("name", list(LEAKS))
+def test_the_blind_sets_shipped_answers_are_leaks(evidence, name):
+    ev = evidence[name]
+    assert [f.item for f in ev.findings if f.code == Code.TEST_LEAKAGE] == [LEAKS[name]], texts(ev)
+    assert Code.TEST_LEAKAGE.value in decision(ev).hard
+
+
+@pytest.mark.sandbox
+@pytest.mark.parametrize("name", CONTROLS)
+def test_a_clean_control_ships_no_answer(evidence, name):
+    assert Code.TEST_LEAKAGE not in evidence[name].codes() and not decision(evidence[name]).hard
+
+
+@pytest.mark.sandbox
+@pytest.mark.docker
+def test_the_editors_backup_is_a_leak_on_the_docker_backend(docker_engine):
+    name = "leakage--nginx-site-tilde-backup"
+    ev = run_exec_judge(load_task(BLIND3 / name), ExecConfig(**OFF, backend="docker", workers=2))
+    assert [f.item for f in ev.findings if f.code == Code.TEST_LEAKAGE] == [LEAKS[name]], texts(ev)
