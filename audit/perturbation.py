@@ -411,7 +411,7 @@ def answer_leaks(
         for where, text in visible.items():
             base = posixpath.basename(where)
             found: list[tuple[str, str]] = []
-            multiline = len(whole.splitlines()) >= 2 and len(whole) >= 20
+            multiline = multiline_text(whole)
             if multiline and where not in inputs and normalize(whole) in normalize(text):
                 found.append((whole[:60], f"{where} holds the whole computed output {p}"))
             content = text.strip()
@@ -457,6 +457,12 @@ def answer_leaks(
     return out
 
 
+def multiline_text(text: str) -> bool:
+    """Long enough that standing whole elsewhere is no coincidence: 2 lines, 20 characters."""
+    whole = text.strip()
+    return len(whole.splitlines()) >= 2 and len(whole) >= 20
+
+
 def _json(text: str) -> object | None:
     try:
         return json.loads(text)
@@ -499,21 +505,23 @@ def shipped_answers(
     solution never opened (traced) and the instruction never names. An output the
     instruction itself spells is given, not leaked."""
     out = []
+    kept = {q: shipped[q] for q in sorted(unread) if q in shipped}
+    parsed = {q: _json(t) for q, t in kept.items()}
     for p, text in sorted(outputs.items()):
         whole = normalize(text)
-        if len(text.strip().splitlines()) < 2 or len(text.strip()) < 20:
+        if not multiline_text(text):
             continue
         if whole in normalize(instruction) or normalize(shipped.get(p, "")) == whole:
             continue
         data = _json(text)
         parts = data is not None and _leaves(data) >= 3
-        for q in sorted(unread):
-            if q == p or q not in shipped:
+        for q, t in kept.items():
+            if q == p:
                 continue
             why = ""
-            if normalize(shipped[q]) == whole:
+            if normalize(t) == whole:
                 why = f"{q} holds {p} as the reference solution leaves it"
-            elif parts and (got := _json(shipped[q])) is not None and data in _parts(got):
+            elif parts and parsed[q] is not None and data in _parts(parsed[q]):
                 why = f"{q} holds the data of {p} as the reference solution leaves it"
             if why:
                 why += "; the solution never read it and the instruction never names it"
