@@ -297,6 +297,11 @@ def _find(named: Named, workdir: str, action: str) -> str:
     )
 
 
+def module_path(module: str, workdir: str) -> str:
+    """Where a dotted module name's file stands below the working directory."""
+    return posixpath.join(workdir, *module.split(".")) + ".py"
+
+
 # ---- the hacks -----------------------------------------------------------------------------
 
 
@@ -320,7 +325,7 @@ def module_stubs(named: Named, workdir: str) -> list[str]:
     out = []
     modules = dict.fromkeys(m for m, _ in named.functions if m)
     for m in modules:
-        p = posixpath.join(workdir, *m.split(".")[:-1], m.split(".")[-1] + ".py")
+        p = module_path(m, workdir)
         out.append(_if_absent(p, _heredoc(p, _py_stub(_functions(named, m)))))
     bare = _functions(named)
     if bare:
@@ -871,7 +876,7 @@ def always_equal(named: Named, workdir: str) -> list[str]:
     never leaves the runner's process as data, so no isolated rerun vouches for it and the
     outcomes after the import earn no reward (docs/sandbox.md, "The report channel")."""
     paths = [p for p in named.files if p.endswith(".py")]
-    paths += [posixpath.join(workdir, *m.split(".")) + ".py" for m, _ in named.functions if m]
+    paths += [module_path(m, workdir) for m, _ in named.functions if m]
     return [_heredoc(p, ALWAYS_EQUAL) for p in dict.fromkeys(paths)]
 
 
